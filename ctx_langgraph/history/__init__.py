@@ -1,0 +1,41 @@
+"""The history store: raw history, compaction checkpoints with an active pointer, and search.
+
+Two backends with one interface and one conformance suite:
+:class:`SQLiteHistoryStore` (embedded default) and :class:`PostgresHistoryStore`.
+"""
+
+from ctx_langgraph.history._sql import SCHEMA_VERSION
+from ctx_langgraph.history._serde import text_projection
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.postgres import PostgresHistoryStore
+from ctx_langgraph.history.sqlite import SQLiteHistoryStore
+from ctx_langgraph.history.types import (
+    DEFAULT_BRANCH,
+    DEFAULT_TENANT,
+    AppendResult,
+    BranchInfo,
+    CompactionCheckpoint,
+    CoverageSnapshot,
+    HistoryEvent,
+    KeyFact,
+    Scope,
+    SearchPage,
+)
+
+__all__ = [
+    "DEFAULT_BRANCH",
+    "DEFAULT_TENANT",
+    "SCHEMA_VERSION",
+    "AppendResult",
+    "BranchInfo",
+    "CompactionCheckpoint",
+    "CoverageSnapshot",
+    "HistoryEvent",
+    "HistoryStore",
+    "KeyFact",
+    "PostgresHistoryStore",
+    "SQLiteHistoryStore",
+    "Scope",
+    "SearchPage",
+    "text_projection",
+]

@@ -1,0 +1,121 @@
+"""Messages to rows and back: exact serialization plus a searchable text projection."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+
+__all__ = ["EventRow", "message_from_record", "message_to_row", "text_projection"]
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A message ready to be written: everything the store needs, computed once."""
+
+    event_id: str
+    role: str
+    name: str | None
+    content_json: str
+    content_hash: str
+    text: str
+    tool_call_ids: tuple[str, ...]
+    tool_names: tuple[str, ...]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, str):
+        return block
+    if not isinstance(block, dict):
+        return str(block)
+    kind = block.get("type")
+    for key in ("text", "thinking", "reasoning"):
+        value = block.get(key)
+        if isinstance(value, str):
+            return value
+    if kind in ("tool_use", "server_tool_use", "tool_call"):
+        return f"{block.get('name', '')}({_dumps(block.get('input', block.get('args', {})))})"
+    if kind in ("image", "image_url", "file", "audio", "video", "document"):
+        return f"[{kind}]"
+    if kind == "tool_result":
+        inner = block.get("content")
+        if isinstance(inner, list):
+            return "\n".join(_block_text(b) for b in inner)
+        return "" if inner is None else str(inner)
+    return ""
+
+
+def text_projection(message: BaseMessage) -> str:
+    """The text that search indexes for a message: its text, reasoning, tool calls and results.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> text_projection(AIMessage("", tool_calls=[{"name": "get_order", "args": {"id": 7}, "id": "c1"}]))
+        'get_order({"id":7})'
+    """
+    content = message.content
+    parts: list[str] = []
+    if isinstance(content, str):
+        if content:
+            parts.append(content)
+    else:
+        parts.extend(text for text in (_block_text(block) for block in content) if text)
+    if isinstance(message, AIMessage):
+        seen_in_blocks = {p for p in parts}
+        for call in message.tool_calls:
+            rendered = f"{call['name']}({_dumps(call['args'])})"
+            if rendered not in seen_in_blocks:
+                parts.append(rendered)
+    return "\n".join(parts)
+
+
+def message_to_row(message: BaseMessage) -> EventRow:
+    """Serialize a message exactly (``message_to_dict``) and derive its indexable columns.
+
+    A message without an id gets a fresh UUID, as LangGraph's ``add_messages`` does; pass
+    messages with ids to make appends idempotent.
+    """
+    if not isinstance(message, BaseMessage):
+        raise TypeError(f"expected a LangChain BaseMessage, got {type(message).__name__}")
+    if not message.id:
+        message = message.model_copy(update={"id": str(uuid.uuid4())})
+    record = message_to_dict(message)
+    content_json = _dumps(record)
+    canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
+    if isinstance(message, AIMessage):
+        call_ids = tuple(str(call.get("id") or "") for call in message.tool_calls)
+        names = tuple(dict.fromkeys(call["name"] for call in message.tool_calls))
+    elif isinstance(message, ToolMessage):
+        call_ids = (message.tool_call_id,)
+        names = (message.name,) if message.name else ()
+    else:
+        call_ids, names = (), ()
+    return EventRow(
+        event_id=str(message.id),
+        role=message.type,
+        name=message.name,
+        content_json=content_json,
+        content_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        text=text_projection(message),
+        tool_call_ids=call_ids,
+        tool_names=names,
+    )
+
+
+def message_from_record(record: dict[str, Any]) -> BaseMessage:
+    """Rebuild a message from its ``message_to_dict`` record."""
+    return messages_from_dict([record])[0]

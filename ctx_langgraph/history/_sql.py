@@ -1,0 +1,316 @@
+"""SQL dialects and the numbered schema migrations of both backends.
+
+Everything here is pure: it builds SQL text and parameters. The operations in ``_ops`` are
+written once against :class:`Dialect`; the backends only execute what the operations yield.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "Stmt", "query_terms", "scope_key"]
+
+Fetch = Literal["none", "one", "all", "rowcount"]
+
+# Words as both full-text engines split them: runs of letters and digits (underscore splits).
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One statement an operation asks its runner to execute.
+
+    ``sql`` uses ``?`` placeholders; the PostgreSQL runner rewrites them. With ``many`` set the
+    statement is executed once per parameter row (``executemany``).
+    """
+
+    sql: str
+    params: Sequence[Any] = ()
+    fetch: Fetch = "none"
+    many: Sequence[Sequence[Any]] | None = None
+
+
+def query_terms(query: str) -> list[str]:
+    """Split a free-text query into the lower-cased words both backends index.
+
+    Example:
+        >>> query_terms("Invoice INV-2023-0042, paid?")
+        ['invoice', 'inv', '2023', '0042', 'paid']
+    """
+    return [term.lower() for term in _TERM.findall(query)]
+
+
+def scope_key(tenant: str, thread_id: str) -> str:
+    """A single full-text token naming a thread, so SQLite FTS can intersect by thread cheaply."""
+    digest = hashlib.sha1(f"{tenant}\x1f{thread_id}".encode()).hexdigest()[:24]
+    return f"k{digest}"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: Literal["sqlite", "postgres"]
+
+    @property
+    def for_update(self) -> str:
+        # SQLite serializes writers with BEGIN IMMEDIATE; PostgreSQL locks the row.
+        return " FOR UPDATE" if self.name == "postgres" else ""
+
+    @property
+    def for_share(self) -> str:
+        return " FOR SHARE" if self.name == "postgres" else ""
+
+    def ts(self, value: dt.datetime) -> Any:
+        """A timestamp as this backend stores it (SQLite: UNIX seconds; PostgreSQL: timestamptz)."""
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value if self.name == "postgres" else value.timestamp()
+
+    def from_ts(self, value: Any) -> dt.datetime:
+        if isinstance(value, dt.datetime):
+            return value.astimezone(dt.timezone.utc)
+        return dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc)
+
+    def table_exists(self, table: str) -> Stmt:
+        if self.name == "postgres":
+            return Stmt("SELECT to_regclass(?) IS NOT NULL", (table,), "one")
+        return Stmt(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            (table,),
+            "one",
+        )
+
+    def text_match(self, tenant: str, thread_id: str, terms: Sequence[str]) -> tuple[str, str, list[Any]]:
+        """(join clause, where clause, params) restricting ``e`` to events matching every term."""
+        if self.name == "postgres":
+            tsquery = " & ".join(f"'{term}'" for term in terms)
+            return "", "e.tsv @@ to_tsquery('simple', ?)", [tsquery]
+        expr = " AND ".join([f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in terms])
+        return "JOIN ctx_events_fts f ON f.rowid = e.pk", "ctx_events_fts MATCH ?", [expr]
+
+
+SQLITE = Dialect("sqlite")
+POSTGRES = Dialect("postgres")
+
+
+@lru_cache(maxsize=512)
+def to_pyformat(sql: str) -> str:
+    """``?`` placeholders to psycopg's ``%s`` (our SQL never holds a literal ``?`` or ``%``)."""
+    return sql.replace("?", "%s")
+
+
+_SQLITE_V1 = [
+    """CREATE TABLE ctx_threads (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        edit_version INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (tenant, thread_id)
+    )""",
+    """CREATE TABLE ctx_branches (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        parent_branch TEXT,
+        fork_seq INTEGER,
+        head_seq INTEGER NOT NULL DEFAULT 0,
+        active_checkpoint_id TEXT,
+        active_generation INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (tenant, thread_id, branch)
+    )""",
+    """CREATE TABLE ctx_events (
+        pk INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        role TEXT NOT NULL,
+        name TEXT,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tool_call_ids TEXT NOT NULL,
+        tool_names TEXT NOT NULL,
+        revision INTEGER NOT NULL DEFAULT 1,
+        visible INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        UNIQUE (tenant, thread_id, branch, seq),
+        UNIQUE (tenant, thread_id, branch, event_id)
+    )""",
+    "CREATE INDEX ctx_events_by_event_id ON ctx_events (tenant, thread_id, event_id)",
+    """CREATE TABLE ctx_event_revisions (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        replaced_at REAL NOT NULL,
+        PRIMARY KEY (tenant, thread_id, branch, seq, revision)
+    )""",
+    """CREATE TABLE ctx_event_edits (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        edit_version INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    "CREATE INDEX ctx_event_edits_by_version ON ctx_event_edits (tenant, thread_id, edit_version)",
+    """CREATE TABLE ctx_checkpoints (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        parent_id TEXT,
+        first_seq INTEGER NOT NULL,
+        covered_through_seq INTEGER NOT NULL,
+        first_kept_event_id TEXT,
+        source_revision INTEGER NOT NULL,
+        range_hash TEXT NOT NULL,
+        summary_text TEXT,
+        provider_state TEXT,
+        format_version INTEGER NOT NULL,
+        summarizer_id TEXT,
+        key_facts TEXT NOT NULL,
+        summary_tokens INTEGER,
+        status TEXT NOT NULL,
+        error TEXT,
+        metadata TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        committed_at REAL
+    )""",
+    "CREATE INDEX ctx_checkpoints_by_scope ON ctx_checkpoints (tenant, thread_id, branch, generation)",
+    """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        scope_key, text, content='ctx_events', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0'
+    )""",
+    """CREATE TRIGGER ctx_events_fts_insert AFTER INSERT ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (rowid, scope_key, text) VALUES (new.pk, new.scope_key, new.text);
+    END""",
+    """CREATE TRIGGER ctx_events_fts_delete AFTER DELETE ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (ctx_events_fts, rowid, scope_key, text)
+        VALUES ('delete', old.pk, old.scope_key, old.text);
+    END""",
+    """CREATE TRIGGER ctx_events_fts_update AFTER UPDATE OF text ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (ctx_events_fts, rowid, scope_key, text)
+        VALUES ('delete', old.pk, old.scope_key, old.text);
+        INSERT INTO ctx_events_fts (rowid, scope_key, text) VALUES (new.pk, new.scope_key, new.text);
+    END""",
+]
+
+_POSTGRES_V1 = [
+    """CREATE TABLE ctx_threads (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        edit_version BIGINT NOT NULL DEFAULT 0,
+        created_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (tenant, thread_id)
+    )""",
+    """CREATE TABLE ctx_branches (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        parent_branch TEXT,
+        fork_seq BIGINT,
+        head_seq BIGINT NOT NULL DEFAULT 0,
+        active_checkpoint_id TEXT,
+        active_generation BIGINT NOT NULL DEFAULT 0,
+        created_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (tenant, thread_id, branch)
+    )""",
+    """CREATE TABLE ctx_events (
+        pk BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        event_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        role TEXT NOT NULL,
+        name TEXT,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        tool_call_ids TEXT NOT NULL,
+        tool_names TEXT NOT NULL,
+        revision INTEGER NOT NULL DEFAULT 1,
+        visible BOOLEAN NOT NULL DEFAULT TRUE,
+        created_at TIMESTAMPTZ NOT NULL,
+        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
+        UNIQUE (tenant, thread_id, branch, seq),
+        UNIQUE (tenant, thread_id, branch, event_id)
+    )""",
+    "CREATE INDEX ctx_events_by_event_id ON ctx_events (tenant, thread_id, event_id)",
+    "CREATE INDEX ctx_events_tsv ON ctx_events USING GIN (tsv)",
+    """CREATE TABLE ctx_event_revisions (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        event_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        replaced_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (tenant, thread_id, branch, seq, revision)
+    )""",
+    """CREATE TABLE ctx_event_edits (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        edit_version BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL
+    )""",
+    "CREATE INDEX ctx_event_edits_by_version ON ctx_event_edits (tenant, thread_id, edit_version)",
+    """CREATE TABLE ctx_checkpoints (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        generation BIGINT NOT NULL,
+        parent_id TEXT,
+        first_seq BIGINT NOT NULL,
+        covered_through_seq BIGINT NOT NULL,
+        first_kept_event_id TEXT,
+        source_revision BIGINT NOT NULL,
+        range_hash TEXT NOT NULL,
+        summary_text TEXT,
+        provider_state TEXT,
+        format_version INTEGER NOT NULL,
+        summarizer_id TEXT,
+        key_facts TEXT NOT NULL,
+        summary_tokens INTEGER,
+        status TEXT NOT NULL,
+        error TEXT,
+        metadata TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        committed_at TIMESTAMPTZ
+    )""",
+    "CREATE INDEX ctx_checkpoints_by_scope ON ctx_checkpoints (tenant, thread_id, branch, generation)",
+]
+
+MIGRATIONS: dict[str, list[list[str]]] = {
+    "sqlite": [_SQLITE_V1],
+    "postgres": [_POSTGRES_V1],
+}
+"""Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``."""
+
+SCHEMA_VERSION = 1
+assert all(len(steps) == SCHEMA_VERSION for steps in MIGRATIONS.values())

@@ -1,0 +1,238 @@
+"""Records of the history store: scopes, events, compaction checkpoints, search pages."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.errors import ScopeError
+
+__all__ = [
+    "DEFAULT_BRANCH",
+    "DEFAULT_TENANT",
+    "AppendResult",
+    "AppendStatus",
+    "BranchInfo",
+    "CheckpointStatus",
+    "CompactionCheckpoint",
+    "CoverageSnapshot",
+    "HistoryEvent",
+    "KeyFact",
+    "Role",
+    "Scope",
+    "SearchPage",
+]
+
+DEFAULT_TENANT = "default"
+DEFAULT_BRANCH = "main"
+_MAX_SCOPE_PART = 256
+
+Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
+AppendStatus = Literal["appended", "duplicate", "revised"]
+CheckpointStatus = Literal["candidate", "active", "superseded", "failed", "invalid"]
+
+
+def _check_part(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ScopeError(f"scope {name} must be a string, got {type(value).__name__}: {value!r}")
+    if not value or value != value.strip():
+        raise ScopeError(f"scope {name} must be non-empty without surrounding spaces, got {value!r}")
+    if len(value) > _MAX_SCOPE_PART:
+        raise ScopeError(f"scope {name} is {len(value)} characters long; the limit is {_MAX_SCOPE_PART}")
+    if any(ord(ch) < 32 for ch in value):
+        raise ScopeError(f"scope {name} contains control characters: {value!r}")
+    return value
+
+
+@dataclass(frozen=True, order=True)
+class Scope:
+    """Where events live: one branch of one thread of one tenant.
+
+    ``thread_id`` is the LangGraph thread id (``config["configurable"]["thread_id"]``). Every
+    thread has the default branch ``"main"``; other branches are made by
+    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`.
+
+    Example:
+        >>> Scope("thread-1")
+        Scope(thread_id='thread-1', tenant='default', branch='main')
+        >>> str(Scope("t", tenant="acme", branch="retry-2"))
+        'acme/t@retry-2'
+    """
+
+    thread_id: str
+    tenant: str = DEFAULT_TENANT
+    branch: str = DEFAULT_BRANCH
+
+    def __post_init__(self) -> None:
+        _check_part("thread_id", self.thread_id)
+        _check_part("tenant", self.tenant)
+        _check_part("branch", self.branch)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.thread_id}@{self.branch}"
+
+    def on_branch(self, branch: str) -> Scope:
+        """The same thread and tenant on another branch."""
+        return Scope(self.thread_id, self.tenant, branch)
+
+
+@dataclass(frozen=True)
+class HistoryEvent:
+    """One recorded message, as the scope that read it sees it.
+
+    ``branch`` is the branch that owns the row: for events inherited from a parent branch it is
+    the parent's name, while ``seq`` is the same in both (branches share the prefix).
+    """
+
+    seq: int
+    event_id: str
+    branch: str
+    role: str
+    name: str | None
+    content: dict[str, Any]
+    """The message serialized by ``langchain_core.messages.message_to_dict``."""
+    text: str
+    """The searchable text projection (message text, tool call names and arguments)."""
+    tool_call_ids: tuple[str, ...]
+    """Ids of the tool calls an AI message makes, or the id a tool message answers."""
+    tool_names: tuple[str, ...]
+    revision: int
+    visible: bool
+    created_at: dt.datetime
+
+    @property
+    def message(self) -> BaseMessage:
+        """The LangChain message, rebuilt exactly as it was appended."""
+        from ctx_langgraph.history._serde import message_from_record
+
+        return message_from_record(self.content)
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What one append did to one message."""
+
+    event_id: str
+    seq: int
+    revision: int
+    status: AppendStatus
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """A branch's lineage, head and active compaction pointer."""
+
+    scope: Scope
+    parent_branch: str | None
+    fork_seq: int | None
+    head_seq: int
+    """The highest seq this branch has assigned (inherited events included); 0 when empty."""
+    active_checkpoint_id: str | None
+    active_generation: int
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class KeyFact:
+    """An exact fact kept by a summary (identifier, amount, date, path, URL, name) with its source."""
+
+    text: str
+    source_seq: int
+    kind: str = "fact"
+    source_event_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "source_seq": self.source_seq,
+            "kind": self.kind,
+            "source_event_id": self.source_event_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KeyFact:
+        return cls(
+            text=str(data["text"]),
+            source_seq=int(data["source_seq"]),
+            kind=str(data.get("kind", "fact")),
+            source_event_id=data.get("source_event_id"),
+        )
+
+
+@dataclass(frozen=True)
+class CoverageSnapshot:
+    """A fixed view of the span a new summary will cover, taken before summarizing.
+
+    Build a candidate from it with :meth:`~ctx_langgraph.history.HistoryStore.create_candidate`.
+    The candidate is rejected at commit time if another checkpoint was committed since
+    (:class:`~ctx_langgraph.errors.CompactionConflict`) or if an event at or below
+    ``covered_through_seq`` was revised, hidden or deleted since (:class:`~ctx_langgraph.errors.StaleCandidate`).
+    """
+
+    scope: Scope
+    base_checkpoint_id: str | None
+    base_generation: int
+    first_seq: int
+    """First seq of the span newly folded in (the base's ``covered_through_seq + 1``)."""
+    covered_through_seq: int
+    events: tuple[HistoryEvent, ...]
+    """The visible events of the span, in seq order."""
+    source_revision: int
+    """The thread's edit counter when the snapshot was taken."""
+    range_hash: str
+    """sha256 of (seq, event_id, revision) of every visible event of the span."""
+
+
+@dataclass(frozen=True)
+class CompactionCheckpoint:
+    """One summary version: what it says and exactly which events it covers."""
+
+    id: str
+    scope: Scope
+    generation: int
+    parent_id: str | None
+    first_seq: int
+    covered_through_seq: int
+    first_kept_event_id: str | None
+    source_revision: int
+    range_hash: str
+    summary_text: str | None
+    provider_state: dict[str, Any] | None
+    format_version: int
+    summarizer_id: str | None
+    key_facts: tuple[KeyFact, ...]
+    summary_tokens: int | None
+    status: CheckpointStatus
+    error: str | None
+    created_at: dt.datetime
+    committed_at: dt.datetime | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of search hits in seq order, with the cursor of the next page."""
+
+    hits: tuple[HistoryEvent, ...]
+    next_cursor: str | None
+    has_more: bool
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+
+def ensure_scope(scope: Scope | str) -> Scope:
+    """Accept a :class:`Scope` or a bare thread id (default tenant and branch)."""
+    if isinstance(scope, Scope):
+        return scope
+    if isinstance(scope, str):
+        return Scope(scope)
+    raise ScopeError(f"expected a Scope or a thread id string, got {type(scope).__name__}")
+
+
+def as_tuple(values: Sequence[str] | None) -> tuple[str, ...]:
+    return tuple(values) if values else ()
