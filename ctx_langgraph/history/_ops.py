@@ -513,7 +513,7 @@ def _edit_visibility(
         rows = yield Stmt(
             f"SELECT e.branch, e.seq FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? "
             f"AND e.event_id IN ({_marks(len(chunk))}) AND {clause}{visible_filter}",
-            (scope.tenant, scope.thread_id, *chunk, *clause_params, *(() if kind == "delete" else (kind == "show",))),
+            (scope.tenant, scope.thread_id, *chunk, *clause_params, *(() if kind == "delete" else (kind == "hide",))),
             "all",
         )
         targets.extend((row[0], int(row[1])) for row in rows)

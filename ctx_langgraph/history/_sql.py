@@ -250,7 +250,11 @@ _POSTGRES_V1 = [
         revision INTEGER NOT NULL DEFAULT 1,
         visible BOOLEAN NOT NULL DEFAULT TRUE,
         created_at TIMESTAMPTZ NOT NULL,
-        tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
+        -- punctuation becomes a space first, so PostgreSQL splits words as query_terms() does
+        -- (its parser alone would index 'INV-2023-7' as 'inv-2023-7', 'inv', '-2023', '-7')
+        tsv TSVECTOR GENERATED ALWAYS AS (
+            to_tsvector('simple', regexp_replace(text, '[[:punct:][:space:]]+', ' ', 'g'))
+        ) STORED,
         UNIQUE (tenant, thread_id, branch, seq),
         UNIQUE (tenant, thread_id, branch, event_id)
     )""",

@@ -1,0 +1,130 @@
+"""Shared fixtures: history-store backends (SQLite file, SQLite memory, PostgreSQL) and an API
+adapter that runs each conformance test through the sync and the async methods."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
+
+REQUIRE_POSTGRES = os.environ.get("CTX_REQUIRE_POSTGRES") == "1"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def _no_postgres(reason: str) -> None:
+    message = f"PostgreSQL is not available: {reason} (run scripts/test.sh, or set CTX_TEST_PG_DSN)"
+    if REQUIRE_POSTGRES:
+        pytest.fail(message + "; CTX_REQUIRE_POSTGRES=1 makes this a failure", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn() -> str:
+    """DSN of the throwaway server started by scripts/test.sh."""
+    dsn = os.environ.get("CTX_TEST_PG_DSN")
+    if not dsn:
+        _no_postgres("CTX_TEST_PG_DSN is not set")
+    try:
+        psycopg.connect(dsn, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        _no_postgres(f"cannot connect to {dsn}: {exc}")
+    return dsn  # type: ignore[return-value]
+
+
+@pytest.fixture
+def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """A fresh, empty database for one test, dropped afterwards."""
+    name = f"ctx_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield psycopg.conninfo.make_conninfo(pg_server_dsn, dbname=name)
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@dataclass
+class Backend:
+    """How to open stores on one test database. ``shared`` is False for ``:memory:``, where a
+    second store would be a different database, so ``make`` returns the same store."""
+
+    name: str
+    make: Callable[[], HistoryStore]
+    shared: bool
+    dsn: str | None = None
+
+
+BACKENDS = [
+    "sqlite_file",
+    "sqlite_memory",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    opened: list[HistoryStore] = []
+
+    def track(store: HistoryStore) -> HistoryStore:
+        opened.append(store)
+        return store
+
+    if request.param == "sqlite_file":
+        path = tmp_path / "history.sqlite"
+        yield Backend("sqlite_file", lambda: track(SQLiteHistoryStore.from_path(path)), shared=True)
+    elif request.param == "sqlite_memory":
+        memory = track(SQLiteHistoryStore.from_path(":memory:"))
+        yield Backend("sqlite_memory", lambda: memory, shared=False)
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        yield Backend(
+            "postgres",
+            lambda: track(PostgresHistoryStore.from_conn_string(dsn, max_size=12)),
+            shared=True,
+            dsn=dsn,
+        )
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+async def store(backend: Backend) -> AsyncIterator[HistoryStore]:
+    store = backend.make()
+    store.setup()
+    yield store
+    await store.aclose()
+
+
+class Api:
+    """Calls ``store.NAME`` (sync mode) or ``await store.aNAME`` (async mode) behind one awaitable."""
+
+    def __init__(self, store: HistoryStore, mode: str) -> None:
+        self.store = store
+        self.mode = mode
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if self.mode == "sync":
+            method = getattr(self.store, name)
+
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                return method(*args, **kwargs)
+        else:
+            method = getattr(self.store, "a" + name)
+
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                return await method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest, store: HistoryStore) -> Api:
+    return Api(store, request.param)

@@ -1,0 +1,705 @@
+"""One conformance suite for every history-store backend (SQLite file, SQLite :memory:,
+PostgreSQL), each test run through both the sync and the async API."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ctx_langgraph.errors import (
+    CompactionConflict,
+    EventConflict,
+    HistoryStoreError,
+    ScopeError,
+    StaleCandidate,
+)
+from ctx_langgraph.history import HistoryStore, KeyFact, Scope
+
+T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def human(n: int, text: str | None = None) -> HumanMessage:
+    return HumanMessage(text or f"message number {n}", id=f"m{n}")
+
+
+def turns(start: int, stop: int, text: str = "message number {n}") -> list[HumanMessage]:
+    return [HumanMessage(text.format(n=n), id=f"m{n}") for n in range(start, stop)]
+
+
+# ----------------------------------------------------------------------------- schema
+
+
+async def test_setup_is_idempotent_and_reports_version(api):
+    assert await api.setup() == 1
+    assert await api.setup() == 1
+
+
+async def test_operations_before_setup_say_so(backend):
+    store = backend.make() if backend.shared else None
+    if store is None:
+        from ctx_langgraph.history import SQLiteHistoryStore
+
+        store = SQLiteHistoryStore.from_path(":memory:")
+    try:
+        with pytest.raises(HistoryStoreError, match=r"version 0.*call setup\(\)"):
+            store.append("t", [human(1)])
+        with pytest.raises(HistoryStoreError, match=r"call setup\(\)"):
+            await store.aread_events("t")
+    finally:
+        await store.aclose()
+
+
+async def test_schema_newer_than_code_is_refused(backend, store):
+    store.setup()
+    store._execute(_raw_insert_migration(99), write=True)
+    fresh = backend.make()
+    fresh._schema_checked = False
+    with pytest.raises(HistoryStoreError, match="newer than this ctx-langgraph"):
+        fresh.read_events("t")
+    with pytest.raises(HistoryStoreError, match="upgrade ctx-langgraph"):
+        fresh.setup()
+
+
+def _raw_insert_migration(version: int):
+    from ctx_langgraph.history._sql import Stmt
+
+    yield Stmt("INSERT INTO ctx_migrations (v) VALUES (?)", (version,))
+
+
+# ----------------------------------------------------------------------------- append
+
+
+async def test_append_assigns_consecutive_seqs_and_is_idempotent(api):
+    results = await api.append("t", turns(1, 6))
+    assert [(r.seq, r.status) for r in results] == [(n, "appended") for n in range(1, 6)]
+    again = await api.append("t", turns(3, 8))
+    assert [(r.event_id, r.seq, r.status) for r in again] == [
+        ("m3", 3, "duplicate"),
+        ("m4", 4, "duplicate"),
+        ("m5", 5, "duplicate"),
+        ("m6", 6, "appended"),
+        ("m7", 7, "appended"),
+    ]
+    events = await api.read_events("t")
+    assert [e.seq for e in events] == list(range(1, 8))
+    assert (await api.branch_info("t")).head_seq == 7
+
+
+async def test_duplicates_inside_one_batch(api):
+    results = await api.append("t", [human(1), human(1), human(2), human(1, "changed")])
+    assert [(r.seq, r.revision, r.status) for r in results] == [
+        (1, 1, "appended"),
+        (1, 1, "duplicate"),
+        (2, 1, "appended"),
+        (1, 2, "revised"),
+    ]
+    assert (await api.get_event("t", "m1")).message.content == "changed"
+
+
+async def test_changed_content_becomes_a_revision(api):
+    await api.append("t", turns(1, 4))
+    [result] = await api.append("t", [human(2, "message number 2, corrected")])
+    assert (result.seq, result.revision, result.status) == (2, 2, "revised")
+    event = await api.get_event("t", "m2")
+    assert event.revision == 2 and event.message.content == "message number 2, corrected"
+    assert [(rev, rec["data"]["content"]) for rev, rec in await api.event_revisions("t", "m2")] == [
+        (1, "message number 2")
+    ]
+    assert (await api.search("t", "corrected")).hits[0].event_id == "m2"
+    assert [h.event_id for h in (await api.search("t", "number 2")).hits] == ["m2"]
+    assert (await api.branch_info("t")).head_seq == 3
+
+
+async def test_messages_round_trip_exactly(api):
+    messages = [
+        SystemMessage("You are terse.", id="s1"),
+        HumanMessage(
+            content=[
+                {"type": "text", "text": "What is in this picture?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+            id="h1",
+            name="alice",
+            additional_kwargs={"source": "web", "nested": {"k": [1, 2.5, None]}},
+        ),
+        AIMessage(
+            content=[
+                {"type": "thinking", "thinking": "look up the order", "signature": "sig=="},
+                {"type": "text", "text": "Checking two systems."},
+            ],
+            id="a1",
+            tool_calls=[
+                {"name": "get_order", "args": {"order_id": "A-1042"}, "id": "call_1", "type": "tool_call"},
+                {"name": "get_refund", "args": {"order_id": "A-1042", "amount": 19.99}, "id": "call_2", "type": "tool_call"},
+            ],
+            usage_metadata={"input_tokens": 120, "output_tokens": 30, "total_tokens": 150,
+                            "input_token_details": {"cache_read": 100}},
+            response_metadata={"model_name": "gpt-4o-2024-08-06", "finish_reason": "tool_calls"},
+        ),
+        ToolMessage("order A-1042: shipped", tool_call_id="call_1", name="get_order", id="t1",
+                    artifact={"raw": [1, 2]}, status="success"),
+        ToolMessage("refund failed: timeout", tool_call_id="call_2", name="get_refund", id="t2", status="error"),
+        AIMessage("Shipped; the refund lookup failed.", id="a2", invalid_tool_calls=[
+            {"name": "broken", "args": "{not json", "id": "call_3", "error": "bad json", "type": "invalid_tool_call"}
+        ]),
+    ]
+    await api.append("t", messages)
+    events = await api.read_events("t")
+    assert [e.message for e in events] == messages
+    assert [e.role for e in events] == ["system", "human", "ai", "tool", "tool", "ai"]
+    assert events[2].tool_call_ids == ("call_1", "call_2")
+    assert events[2].tool_names == ("get_order", "get_refund")
+    assert events[3].tool_call_ids == ("call_1",) and events[3].tool_names == ("get_order",)
+    assert "get_order" in events[2].text and "A-1042" in events[2].text
+
+
+async def test_message_without_id_gets_one(api):
+    [result] = await api.append("t", [HumanMessage("no id here")])
+    assert result.event_id and result.status == "appended"
+    assert (await api.get_event("t", result.event_id)).message.content == "no id here"
+
+
+async def test_created_at_is_kept_and_validated(api):
+    stamps = [T0 + dt.timedelta(minutes=n) for n in range(3)]
+    await api.append("t", turns(1, 4), created_at=stamps)
+    assert [e.created_at for e in await api.read_events("t")] == stamps
+    with pytest.raises(ValueError, match="2 created_at values"):
+        await api.append("t", turns(4, 7), created_at=stamps[:2])
+
+
+async def test_scopes_are_isolated(api):
+    await api.append(Scope("t"), turns(1, 3))
+    await api.append(Scope("t", tenant="other"), turns(1, 2, "secret {n}"))
+    await api.append(Scope("u"), turns(1, 2, "secret {n}"))
+    assert [e.seq for e in await api.read_events(Scope("t"))] == [1, 2]
+    assert (await api.search(Scope("t"), "secret")).hits == ()
+    assert len((await api.search(Scope("t", tenant="other"), "secret")).hits) == 1
+
+
+async def test_malformed_scope_is_a_scope_error(api):
+    for bad in ("", " padded ", "a\x00b", "x" * 300):
+        with pytest.raises(ScopeError):
+            await api.append(bad, [human(1)])
+    with pytest.raises(ScopeError):
+        await api.read_events(Scope("t", branch="nope"))
+    with pytest.raises(ScopeError):
+        await api.append(Scope("t", branch="nope"), [human(1)])
+
+
+# ----------------------------------------------------------------------------- concurrency
+
+
+def _assert_gap_free(events, expected_ids):
+    assert [e.seq for e in events] == list(range(1, len(expected_ids) + 1))
+    assert Counter(e.event_id for e in events) == Counter(expected_ids)
+
+
+async def test_gap_free_seq_with_four_threads(backend, store):
+    workers, rounds = 4, 25
+    stores = [backend.make() for _ in range(workers)]
+    for s in stores:
+        s._schema_checked = True
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        try:
+            for r in range(rounds):
+                stores[w].append("t", [HumanMessage(f"w{w} r{r} {k}", id=f"w{w}-{r}-{k}") for k in range(3)])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    expected = [f"w{w}-{r}-{k}" for w in range(workers) for r in range(rounds) for k in range(3)]
+    _assert_gap_free(store.read_events("t"), expected)
+    # each batch is contiguous: one transaction per append
+    by_batch: dict[str, list[int]] = {}
+    for e in store.read_events("t"):
+        by_batch.setdefault(e.event_id.rsplit("-", 1)[0], []).append(e.seq)
+    assert all(seqs == list(range(seqs[0], seqs[0] + 3)) for seqs in by_batch.values())
+
+
+async def test_gap_free_seq_with_concurrent_coroutines(store):
+    async def work(w: int) -> None:
+        for r in range(20):
+            await store.aappend("t", [HumanMessage(f"w{w} r{r}", id=f"w{w}-{r}")])
+
+    await asyncio.gather(*(work(w) for w in range(4)))
+    _assert_gap_free(await store.aread_events("t"), [f"w{w}-{r}" for w in range(4) for r in range(20)])
+
+
+async def test_racing_appenders_of_the_same_messages_record_each_once(backend, store):
+    stores = [backend.make() for _ in range(4)]
+    for s in stores:
+        s._schema_checked = True
+    barrier = threading.Barrier(4)
+
+    def work(w: int) -> None:
+        barrier.wait()
+        for r in range(10):
+            stores[w].append("t", turns(r * 5, r * 5 + 5))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _assert_gap_free(store.read_events("t"), [f"m{n}" for n in range(50)])
+
+
+_PROCESS_WORKER = """
+import sys
+from langchain_core.messages import HumanMessage
+from ctx_langgraph.history import PostgresHistoryStore
+dsn, w = sys.argv[1], sys.argv[2]
+with PostgresHistoryStore.from_conn_string(dsn) as store:
+    for r in range(30):
+        store.append("t", [HumanMessage(f"p{w} r{r} {k}", id=f"p{w}-{r}-{k}") for k in range(2)])
+"""
+
+
+@pytest.mark.postgres
+async def test_gap_free_seq_with_four_processes_on_postgres(pg_dsn):
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    with PostgresHistoryStore.from_conn_string(pg_dsn) as store:
+        store.setup()
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _PROCESS_WORKER, pg_dsn, str(w)]) for w in range(4)
+        ]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+        expected = [f"p{w}-{r}-{k}" for w in range(4) for r in range(30) for k in range(2)]
+        _assert_gap_free(store.read_events("t"), expected)
+
+
+# ----------------------------------------------------------------------------- compaction
+
+
+async def _commit_through(api, scope, through: int, text: str = "summary"):
+    snap = await api.snapshot(scope, through)
+    candidate = await api.create_candidate(snap, summary_text=text)
+    return await api.commit_candidate(candidate)
+
+
+async def test_rolling_commits_chain_generations_and_cursor(api):
+    await api.append("t", turns(1, 21))
+    snap = await api.snapshot("t", 8)
+    assert (snap.first_seq, snap.covered_through_seq, snap.base_generation) == (1, 8, 0)
+    assert [e.seq for e in snap.events] == list(range(1, 9))
+    facts = [KeyFact("order A-1042", source_seq=3, kind="identifier", source_event_id="m3")]
+    cand = await api.create_candidate(
+        snap, summary_text="first", key_facts=facts, first_kept_event_id="m9",
+        summarizer_id="extractive-v1", summary_tokens=12, metadata={"note": 1},
+    )
+    assert cand.status == "candidate" and cand.generation == 1 and cand.parent_id is None
+    assert await api.get_active("t") is None
+    first = await api.commit_candidate(cand)
+    assert first.status == "active" and first.committed_at is not None
+    assert await api.commit_candidate(cand) == first or (await api.get_active("t")).id == first.id
+
+    snap2 = await api.snapshot("t", 15)
+    assert (snap2.first_seq, snap2.base_checkpoint_id, snap2.base_generation) == (9, first.id, 1)
+    second = await api.commit_candidate(await api.create_candidate(snap2, summary_text="second"))
+    assert (second.generation, second.parent_id, second.first_seq, second.covered_through_seq) == (2, first.id, 9, 15)
+
+    active = await api.get_active("t")
+    assert active.id == second.id and active.summary_text == "second"
+    versions = await api.list_versions("t")
+    assert [(v.generation, v.status) for v in versions] == [(2, "active"), (1, "superseded")]
+    stored_first = await api.get_checkpoint(first.id)
+    assert stored_first.key_facts == tuple(facts) and stored_first.first_kept_event_id == "m9"
+    assert stored_first.metadata == {"note": 1} and stored_first.summary_tokens == 12
+    assert (await api.branch_info("t")).active_generation == 2
+
+
+async def test_snapshot_bounds_are_checked(api):
+    await api.append("t", turns(1, 6))
+    with pytest.raises(ValueError, match="branch head is seq 5"):
+        await api.snapshot("t", 6)
+    await _commit_through(api, "t", 3)
+    with pytest.raises(ValueError, match="covers through seq 3"):
+        await api.snapshot("t", 3)
+    with pytest.raises(ValueError, match="no events"):
+        await api.snapshot("empty", 1)
+
+
+async def test_key_facts_must_cite_the_covered_range(api):
+    await api.append("t", turns(1, 6))
+    snap = await api.snapshot("t", 3)
+    with pytest.raises(ValueError, match="outside the covered range"):
+        await api.create_candidate(snap, summary_text="s", key_facts=[KeyFact("x", source_seq=4)])
+
+
+async def test_a_candidate_built_on_an_old_generation_conflicts(api):
+    await api.append("t", turns(1, 11))
+    old_snap = await api.snapshot("t", 4)
+    await _commit_through(api, "t", 5)
+    late = await api.create_candidate(old_snap, summary_text="late")
+    with pytest.raises(CompactionConflict) as info:
+        await api.commit_candidate(late)
+    assert (info.value.expected_generation, info.value.actual_generation) == (0, 1)
+    assert "generation 0" in str(info.value) and str(Scope("t")) in str(info.value)
+    assert (await api.get_checkpoint(late.id)).status == "failed"
+
+
+async def test_exactly_one_of_eight_workers_wins(backend, store):
+    store.append("t", turns(1, 31))
+    stores = [backend.make() for _ in range(8)]
+    for s in stores:
+        s._schema_checked = True
+    candidates = [s.create_candidate(s.snapshot("t", 20), summary_text=f"worker {w}") for w, s in enumerate(stores)]
+    barrier = threading.Barrier(8)
+    outcomes: list[object] = [None] * 8
+
+    def work(w: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[w] = stores[w].commit_candidate(candidates[w])
+        except CompactionConflict as exc:
+            outcomes[w] = exc
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes if not isinstance(o, CompactionConflict)]
+    assert len(winners) == 1, outcomes
+    assert all(isinstance(o, CompactionConflict) for o in outcomes if o is not winners[0])
+    active = store.get_active("t")
+    assert active.id == winners[0].id and active.generation == 1
+    statuses = Counter(v.status for v in store.list_versions("t"))
+    assert statuses == {"active": 1, "failed": 7}
+
+
+async def test_exactly_one_of_eight_coroutines_wins(store):
+    await store.aappend("t", turns(1, 31))
+    candidates = [
+        await store.acreate_candidate(await store.asnapshot("t", 20), summary_text=f"c{w}") for w in range(8)
+    ]
+    outcomes = await asyncio.gather(*(store.acommit_candidate(c) for c in candidates), return_exceptions=True)
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+    assert sum(isinstance(o, CompactionConflict) for o in outcomes) == 7
+
+
+@pytest.mark.parametrize("edit", ["revise", "hide", "delete"])
+async def test_edit_inside_the_covered_range_makes_the_candidate_stale(api, edit):
+    await api.append("t", turns(1, 11))
+    snap = await api.snapshot("t", 6)
+    cand = await api.create_candidate(snap, summary_text="built before the edit")
+    if edit == "revise":
+        await api.append("t", [human(4, "message number 4, edited")])
+    elif edit == "hide":
+        assert await api.hide_events("t", ["m4"]) == 1
+    else:
+        assert await api.delete_events("t", ["m4"]) == 1
+    with pytest.raises(StaleCandidate, match="seq 4") as info:
+        await api.commit_candidate(cand)
+    assert info.value.candidate_id == cand.id
+    assert (await api.get_checkpoint(cand.id)).status == "failed"
+    assert await api.get_active("t") is None
+    # a new snapshot sees the edit and commits
+    fresh = await _commit_through(api, "t", 6)
+    assert fresh.status == "active"
+
+
+async def test_edit_outside_the_covered_range_does_not_block_commit(api):
+    await api.append("t", turns(1, 11))
+    cand = await api.create_candidate(await api.snapshot("t", 6), summary_text="s")
+    await api.append("t", [human(9, "message number 9, edited")])
+    await api.hide_events("t", ["m10"])
+    await api.append("t", turns(11, 13))
+    assert (await api.commit_candidate(cand)).status == "active"
+
+
+async def test_mark_failed_and_prune_versions(api):
+    await api.append("t", turns(1, 41))
+    committed = [await _commit_through(api, "t", n) for n in (5, 10, 15, 20)]
+    doomed = await api.create_candidate(await api.snapshot("t", 25), summary_text="will fail")
+    failed = await api.mark_failed(doomed, "summarizer timed out")
+    assert failed.status == "failed" and failed.error == "summarizer timed out"
+    with pytest.raises(HistoryStoreError, match="only a candidate can be committed"):
+        await api.commit_candidate(doomed)
+    with pytest.raises(HistoryStoreError, match="only a candidate can be marked failed"):
+        await api.mark_failed(committed[-1], "too late")
+    assert await api.prune_versions("t", keep=1) == 3
+    remaining = {v.id: v.status for v in await api.list_versions("t")}
+    assert remaining == {committed[-1].id: "active", failed.id: "failed"}
+    assert await api.prune_versions("t", keep=0) == 1
+    assert (await api.get_active("t")).id == committed[-1].id
+
+
+# ----------------------------------------------------------------------------- search
+
+
+async def test_search_pages_cover_the_match_set_exactly(api):
+    docs = [HumanMessage(f"{'invoice' if n % 3 == 0 else 'note'} line {n}", id=f"m{n}") for n in range(1, 121)]
+    await api.append("t", docs)
+    expected = [n for n in range(1, 121) if n % 3 == 0]
+    for newest_first in (False, True):
+        seen: list[int] = []
+        cursor = None
+        while True:
+            page = await api.search("t", "invoice", limit=7, cursor=cursor, newest_first=newest_first)
+            seen.extend(hit.seq for hit in page.hits)
+            assert page.has_more == (page.next_cursor is not None)
+            if not page.has_more:
+                break
+            cursor = page.next_cursor
+            # appends between pages do not shift or duplicate later pages
+            await api.append("t", [HumanMessage("late note", id=f"late{len(seen)}")])
+        assert len(seen) == len(set(seen))
+        assert sorted(seen) == expected
+        assert seen == (sorted(seen, reverse=True) if newest_first else sorted(seen))
+
+
+async def test_search_filters(api):
+    stamps = [T0 + dt.timedelta(hours=n) for n in range(6)]
+    messages = [
+        HumanMessage("please refund order A-1042", id="h1"),
+        AIMessage("", id="a1", tool_calls=[{"name": "refund", "args": {"order": "A-1042"}, "id": "c1"}]),
+        ToolMessage("refund issued for A-1042", tool_call_id="c1", name="refund", id="t1"),
+        AIMessage("", id="a2", tool_calls=[{"name": "lookup_order", "args": {"order": "B-7"}, "id": "c2"}]),
+        ToolMessage("order B-7 is pending", tool_call_id="c2", name="lookup_order", id="t2"),
+        AIMessage("Refunded A-1042; B-7 is pending.", id="a3"),
+    ]
+    await api.append("t", messages, created_at=stamps)
+
+    async def ids(query=None, **kw):
+        return [h.event_id for h in (await api.search("t", query, **kw)).hits]
+
+    assert await ids("A-1042") == ["h1", "a1", "t1", "a3"]
+    assert await ids("refund 1042") == ["h1", "a1", "t1"]
+    assert await ids("REFUND", roles=["tool"]) == ["t1"]
+    assert await ids(roles="ai") == ["a1", "a2", "a3"]
+    assert await ids(tool_name="refund") == ["a1", "t1"]
+    assert await ids(tool_name="lookup_order") == ["a2", "t2"]
+    assert await ids(tool_name="lookup%") == []
+    assert await ids(min_seq=2, max_seq=4) == ["a1", "t1", "a2"]
+    assert await ids(since=stamps[2], until=stamps[4]) == ["t1", "a2"]
+    assert await ids("pending", since=stamps[5]) == ["a3"]
+    assert await ids("nothing-matches-this") == []
+    with pytest.raises(ValueError, match="no searchable words"):
+        await api.search("t", "?!")
+    with pytest.raises(ValueError, match="malformed search cursor"):
+        await api.search("t", "refund", cursor="garbage")
+    with pytest.raises(ValueError, match="at least 1"):
+        await api.search("t", "refund", limit=0)
+
+
+async def test_hidden_events_are_absent_from_reads_and_search(api):
+    await api.append("t", [human(1, "the secret code is 7781"), human(2, "public note"), human(3, "code review")])
+    assert await api.hide_events("t", ["m1", "missing"]) == 1
+    assert await api.hide_events("t", ["m1"]) == 0
+    assert [e.event_id for e in await api.read_events("t")] == ["m2", "m3"]
+    assert [e.seq for e in await api.read_events("t", include_hidden=True)] == [1, 2, 3]
+    assert [h.event_id for h in (await api.search("t", "code")).hits] == ["m3"]
+    assert (await api.search("t", "7781")).hits == ()
+    assert await api.get_event("t", "m1") is None
+    assert not (await api.get_event("t", "m1", include_hidden=True)).visible
+    assert await api.show_events("t", ["m1"]) == 1
+    assert [h.event_id for h in (await api.search("t", "code")).hits] == ["m1", "m3"]
+    assert await api.delete_events("t", ["m1"]) == 1
+    assert await api.get_event("t", "m1", include_hidden=True) is None
+    [again] = await api.append("t", [human(4)])
+    assert again.seq == 4  # seqs are never reused
+
+
+# ----------------------------------------------------------------------------- branches
+
+
+async def test_branch_sees_parent_up_to_the_fork_and_its_own_events(api):
+    main = Scope("t")
+    await api.append(main, turns(1, 11, "main event {n} apple"))
+    branch = Scope("t", branch="retry")
+    info = await api.create_branch(branch, "main", 5)
+    assert (info.parent_branch, info.fork_seq, info.head_seq) == ("main", 5, 5)
+    results = await api.append(branch, [HumanMessage("branch event apple", id="b1")])
+    assert results[0].seq == 6
+    await api.append(main, [HumanMessage("main late apple", id="late")])
+
+    branch_events = await api.read_events(branch)
+    assert [(e.seq, e.event_id, e.branch) for e in branch_events] == [
+        *((n, f"m{n}", "main") for n in range(1, 6)),
+        (6, "b1", "retry"),
+    ]
+    assert [h.event_id for h in (await api.search(branch, "apple", limit=50)).hits] == [
+        "m1", "m2", "m3", "m4", "m5", "b1"
+    ]
+    assert [h.event_id for h in (await api.search(main, "apple", limit=50)).hits] == [
+        *(f"m{n}" for n in range(1, 11)), "late"
+    ]
+    assert await api.get_event(branch, "m7") is None
+    assert (await api.get_event(branch, "m3")).branch == "main"
+    # re-recording a shared message from the forked state is a duplicate, not a copy
+    [dup] = await api.append(branch, [turns(3, 4, "main event {n} apple")[0]])
+    assert (dup.seq, dup.status) == (3, "duplicate")
+    # a message the parent recorded after the fork is new on the branch
+    [own] = await api.append(branch, [turns(8, 9, "main event {n} apple")[0]])
+    assert (own.seq, own.status) == (7, "appended")
+    with pytest.raises(EventConflict, match="inherited"):
+        await api.append(branch, [human(2, "rewritten on the branch")])
+
+
+async def test_nested_branches_and_branch_errors(api):
+    await api.append("t", turns(1, 11))
+    a = Scope("t", branch="a")
+    b = Scope("t", branch="b")
+    await api.create_branch(a, "main", 6)
+    await api.append(a, [HumanMessage("a7", id="a7"), HumanMessage("a8", id="a8")])
+    await api.create_branch(b, "a", 7)
+    await api.append(b, [HumanMessage("b8", id="b8")])
+    assert [e.event_id for e in await api.read_events(b)] == [*(f"m{n}" for n in range(1, 7)), "a7", "b8"]
+    assert [i.scope.branch for i in await api.list_branches("t")] == ["a", "b", "main"]
+    # same branch again: no-op; different fork point: error
+    assert (await api.create_branch(a, "main", 6)).fork_seq == 6
+    with pytest.raises(ScopeError, match="already exists"):
+        await api.create_branch(a, "main", 3)
+    with pytest.raises(ScopeError, match="outside branch"):
+        await api.create_branch(Scope("t", branch="c"), "main", 11)
+    with pytest.raises(ScopeError, match="does not exist"):
+        await api.create_branch(Scope("t", branch="c"), "ghost", 1)
+    with pytest.raises(ScopeError, match="itself"):
+        await api.create_branch(a, "a", 1)
+
+
+async def test_branch_inherits_only_a_summary_of_shared_events(api):
+    await api.append("t", turns(1, 21))
+    first = await _commit_through(api, "t", 4)
+    second = await _commit_through(api, "t", 12)
+    early = Scope("t", branch="early")
+    late = Scope("t", branch="late")
+    before_all = Scope("t", branch="before")
+    await api.create_branch(early, "main", 8)
+    await api.create_branch(late, "main", 15)
+    await api.create_branch(before_all, "main", 2)
+    assert (await api.get_active(early)).id == first.id
+    assert (await api.get_active(late)).id == second.id
+    assert await api.get_active(before_all) is None
+    # the branch rolls on from what it inherited, and the parent is not affected
+    own = await _commit_through(api, early, 8, "early branch summary")
+    assert (own.generation, own.parent_id, own.first_seq) == (2, first.id, 5)
+    assert (await api.get_active("t")).id == second.id
+    assert (await api.get_checkpoint(first.id)).status == "superseded"
+    # an inherited version still in use by a branch is never pruned
+    third = await _commit_through(api, "t", 18)
+    assert await api.prune_versions("t", keep=0) == 1  # `first` goes; `second` is late's active
+    assert await api.get_checkpoint(second.id) is not None
+    assert (await api.get_active("t")).id == third.id
+
+
+# ----------------------------------------------------------------------------- failure
+
+
+def test_postgres_down_is_a_history_store_error_not_a_hang():
+    import socket
+
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    # A listener that accepts TCP but never speaks: the worst case for a client.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    port = silent.getsockname()[1]
+    refused = socket.socket()
+    refused.bind(("127.0.0.1", 0))
+    refused_port = refused.getsockname()[1]
+    refused.close()
+    try:
+        for target in (port, refused_port):
+            store = PostgresHistoryStore.from_conn_string(
+                f"postgresql://postgres@127.0.0.1:{target}/postgres", connect_timeout=1
+            )
+            started = time.monotonic()
+            with pytest.raises(HistoryStoreError, match=f"cannot reach.*127.0.0.1:{target}"):
+                store.setup()
+            assert time.monotonic() - started < 10
+            store.close()
+    finally:
+        silent.close()
+
+
+async def test_postgres_down_async_is_a_history_store_error():
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    import socket
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    store = PostgresHistoryStore.from_conn_string(f"postgresql://postgres@127.0.0.1:{port}/x", connect_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(HistoryStoreError, match="cannot reach"):
+        await store.aappend("t", [human(1)])
+    assert time.monotonic() - started < 10
+    await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_postgres_server_lost_mid_use(pg_server_dsn, pg_dsn):
+    import psycopg
+
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    with PostgresHistoryStore.from_conn_string(pg_dsn, connect_timeout=1) as store:
+        store.setup()
+        store.append("t", [human(1)])
+        dbname = psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"]
+        with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,)
+            )
+        with pytest.raises(HistoryStoreError):
+            store.append("t", [human(2)])
+        # the pool heals: the next call works and nothing was lost or half-written
+        store.append("t", [human(2)])
+        assert [e.seq for e in store.read_events("t")] == [1, 2]
+
+
+def test_sqlite_unopenable_or_locked_is_a_history_store_error(tmp_path):
+    from ctx_langgraph.history import SQLiteHistoryStore
+
+    with pytest.raises(HistoryStoreError, match="cannot open"):
+        SQLiteHistoryStore.from_path(tmp_path / "missing-dir" / "h.sqlite")
+    path = tmp_path / "h.sqlite"
+    with SQLiteHistoryStore.from_path(path) as owner:
+        owner.setup()
+        blocker = SQLiteHistoryStore.from_path(path, busy_timeout=0.2)
+        blocker.conn.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        with pytest.raises(HistoryStoreError, match="locked"):
+            owner_short = SQLiteHistoryStore.from_path(path, busy_timeout=0.2)
+            owner_short.append("t", [human(1)])
+        assert time.monotonic() - started < 5
+        blocker.conn.execute("ROLLBACK")
+        blocker.close()
+        owner_short.close()
+        assert owner.append("t", [human(1)])[0].seq == 1
+    closed = SQLiteHistoryStore.from_path(":memory:")
+    closed.setup()
+    closed.close()
+    with pytest.raises(HistoryStoreError, match="closed"):
+        closed.read_events("t")
+
+
+def test_history_store_is_the_abstract_interface():
+    from ctx_langgraph.history import PostgresHistoryStore, SQLiteHistoryStore
+
+    assert issubclass(SQLiteHistoryStore, HistoryStore) and issubclass(PostgresHistoryStore, HistoryStore)
+    public = {n for n in dir(HistoryStore) if not n.startswith("_") and callable(getattr(HistoryStore, n))}
+    sync = {n for n in public if not (n.startswith("a") and n[1:] in public)}
+    assert sorted(n for n in sync if "a" + n not in public) == []
+    assert {"append", "search", "snapshot", "commit_candidate", "create_branch", "close"} <= sync
