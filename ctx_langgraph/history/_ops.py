@@ -653,11 +653,11 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
     if found is None:
         return SearchPage((), None, False)
     clause, clause_params = lineage_clause(found[1])
-    join = ""
+    source = "ctx_events e"
     where = ["e.tenant = ?", "e.thread_id = ?", clause, "e.visible = ?"]
     args: list[Any] = [scope.tenant, scope.thread_id, *clause_params, True]
     if flt.query is not None:
-        join, match, match_params = d.text_match(scope.tenant, scope.thread_id, query_terms(flt.query))
+        source, match, match_params = d.text_match(scope.tenant, scope.thread_id, query_terms(flt.query))
         where.insert(0, match)
         args[0:0] = match_params
     if flt.min_seq is not None:
@@ -683,7 +683,7 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
         args.append(decode_cursor(flt.cursor, flt.newest_first))
     order = "DESC" if flt.newest_first else "ASC"
     rows = yield Stmt(
-        f"SELECT {_EVENT_COLS} FROM ctx_events e {join} WHERE {' AND '.join(where)} "
+        f"SELECT {_EVENT_COLS} FROM {source} WHERE {' AND '.join(where)} "
         f"ORDER BY e.seq {order} LIMIT ?",
         (*args, flt.limit + 1),
         "all",

@@ -86,12 +86,19 @@ class Dialect:
         )
 
     def text_match(self, tenant: str, thread_id: str, terms: Sequence[str]) -> tuple[str, str, list[Any]]:
-        """(join clause, where clause, params) restricting ``e`` to events matching every term."""
+        """(FROM clause, WHERE condition, params) restricting events ``e`` to those with every term."""
         if self.name == "postgres":
             tsquery = " & ".join(f"'{term}'" for term in terms)
-            return "", "e.tsv @@ to_tsquery('simple', ?)", [tsquery]
+            return "ctx_events e", "e.tsv @@ to_tsquery('simple', ?)", [tsquery]
+        # The thread's own token narrows the full-text match to the thread inside FTS5, and
+        # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
+        # the thread and re-runs the full-text query per row.
         expr = " AND ".join([f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in terms])
-        return "JOIN ctx_events_fts f ON f.rowid = e.pk", "ctx_events_fts MATCH ?", [expr]
+        return (
+            "ctx_events_fts CROSS JOIN ctx_events e ON e.pk = ctx_events_fts.rowid",
+            "ctx_events_fts MATCH ?",
+            [expr],
+        )
 
 
 SQLITE = Dialect("sqlite")

@@ -1,0 +1,169 @@
+"""Long conversations to replay: the LoCoMo format and a seeded synthetic generator.
+
+Both give a :class:`Conversation`: LangChain messages with stable ids, when each was said, and
+questions whose answers are backed by evidence message ids.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+__all__ = ["Conversation", "QAItem", "load_locomo", "synthetic_conversation"]
+
+_LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """A question about the conversation, its answer, and the message ids that support it."""
+
+    question: str
+    answer: str
+    evidence: tuple[str, ...]
+    category: int | None = None
+    query: str | None = None
+    """Keywords that find the evidence (synthetic data only)."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    name: str
+    messages: list[BaseMessage]
+    created_at: list[dt.datetime]
+    questions: list[QAItem] = field(default_factory=list)
+    sessions: list[tuple[int, int]] = field(default_factory=list)
+    """(start, stop) message index ranges, one per session."""
+
+    @property
+    def chars(self) -> int:
+        return sum(len(str(m.content)) for m in self.messages)
+
+
+def load_locomo(path: str | Path) -> Conversation:
+    """Load one LoCoMo conversation file (``sessions`` with date/times, ``qa`` with evidence).
+
+    ``speaker_a`` becomes the human side and ``speaker_b`` the AI side; message ids are the
+    dataset's dialog ids (``D3:12``), so QA evidence names messages directly. Image turns keep
+    their caption as ``[image: ...]``. Turns of a session are spaced 30 seconds apart.
+    """
+    path = Path(path)
+    data: dict[str, Any] = json.loads(path.read_text())
+    speaker_a = data["speaker_a"]
+    messages: list[BaseMessage] = []
+    created: list[dt.datetime] = []
+    sessions: list[tuple[int, int]] = []
+    number = 1
+    while f"session_{number}" in data:
+        when = dt.datetime.strptime(data[f"session_{number}_date_time"], _LOCOMO_TIME).replace(tzinfo=dt.timezone.utc)
+        start = len(messages)
+        for offset, turn in enumerate(data[f"session_{number}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text} [image: {turn['blip_caption']}]"
+            cls = HumanMessage if turn["speaker"] == speaker_a else AIMessage
+            messages.append(cls(text, id=turn["dia_id"], name=turn["speaker"]))
+            created.append(when + dt.timedelta(seconds=30 * offset))
+        sessions.append((start, len(messages)))
+        number += 1
+    questions = [
+        QAItem(
+            question=item["question"],
+            answer=str(item.get("answer", item.get("adversarial_answer", ""))),
+            evidence=tuple(item.get("evidence", ())),
+            category=item.get("category"),
+        )
+        for item in data.get("qa", [])
+    ]
+    return Conversation(path.stem, messages, created, questions, sessions)
+
+
+_NAMES = ("Maya", "Jon")
+_SMALL_TALK = (
+    "How was your week? Mine was busy with work and the garden.",
+    "I finally tried that new bakery on the corner, the croissants were great.",
+    "We watched a documentary about deep sea creatures last night.",
+    "My sister called, she says hi and wants to visit in the spring.",
+    "The weather has been so strange lately, sunny one hour and raining the next.",
+    "I have been reading a novel about a lighthouse keeper, it is slow but lovely.",
+    "Work is fine, we are moving offices next month so everything is in boxes.",
+    "Went for a long run by the river this morning, felt amazing.",
+    "I am thinking about learning to play the piano again.",
+    "Did you see the match on Sunday? What a comeback in the last minute.",
+    "Our neighbour adopted a puppy and it barks at every leaf.",
+    "I cooked a lentil curry yesterday and it turned out better than expected.",
+)
+_FACTS = (
+    ("My new apartment is at {n} Linden Street, third floor.", "Where is Maya's new apartment?", "{n} Linden Street", "Linden Street"),
+    ("The adoption agency interview is booked for {day} June.", "When is the adoption agency interview?", "{day} June", "adoption agency"),
+    ("I paid ${amount} for the pottery course, materials included.", "How much did the pottery course cost?", "${amount}", "pottery course"),
+    ("My flight confirmation code is {code}, keep it in case I lose my phone.", "What is the flight confirmation code?", "{code}", "confirmation code"),
+    ("The band we saw is called {band}, they play every Thursday.", "What is the band called?", "{band}", "band Thursday"),
+    ("My manager's name is {boss}, she starts on Monday.", "What is the new manager's name?", "{boss}", "manager"),
+)
+_BANDS = ("The Velvet Owls", "Paper Lanterns", "North Quay", "Glass Harbor")
+_BOSSES = ("Priya Raman", "Elena Sousa", "Grace Okafor", "Hana Sato")
+
+
+def synthetic_conversation(seed: int = 0, *, sessions: int = 19, turns_per_session: int = 32) -> Conversation:
+    """A LoCoMo-sized two-person conversation with planted facts and questions about them.
+
+    Deterministic for a seed. Each planted fact is said once, at a random turn, and its
+    question's ``evidence`` names that message; ``query`` holds keywords that find it.
+
+    Example:
+        >>> conv = synthetic_conversation(seed=1, sessions=3, turns_per_session=10)
+        >>> len(conv.messages), len(conv.questions)
+        (30, 6)
+        >>> conv.messages[0].id
+        'D1:1'
+    """
+    rng = random.Random(seed)
+    total = sessions * turns_per_session
+    planted_at = dict(zip(rng.sample(range(total), len(_FACTS)), range(len(_FACTS))))
+    values = {
+        "n": rng.randint(10, 99),
+        "day": rng.randint(2, 28),
+        "amount": f"{rng.randint(120, 980)}.{rng.randint(0, 99):02d}",
+        "code": "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(6)),
+        "band": rng.choice(_BANDS),
+        "boss": rng.choice(_BOSSES),
+    }
+    messages: list[BaseMessage] = []
+    created: list[dt.datetime] = []
+    questions: list[QAItem] = []
+    ranges: list[tuple[int, int]] = []
+    when = dt.datetime(2023, 5, 8, 18, 0, tzinfo=dt.timezone.utc)
+    for session in range(1, sessions + 1):
+        start = len(messages)
+        for turn in range(1, turns_per_session + 1):
+            index = len(messages)
+            speaker = _NAMES[(turn - 1) % 2]
+            message_id = f"D{session}:{turn}"
+            if index in planted_at:
+                statement, question, answer, query = _FACTS[planted_at[index]]
+                text = statement.format(**values)
+                questions.append(QAItem(question, answer.format(**values), (message_id,), query=query))
+            else:
+                text = rng.choice(_SMALL_TALK)
+            cls = HumanMessage if speaker == _NAMES[0] else AIMessage
+            messages.append(cls(text, id=message_id, name=speaker))
+            created.append(when + dt.timedelta(seconds=30 * (turn - 1)))
+        ranges.append((start, len(messages)))
+        when += dt.timedelta(days=rng.randint(5, 16), hours=rng.randint(-3, 3))
+    return Conversation(f"synthetic-{seed}", messages, created, questions, ranges)
+
+
+def batches(conversation: Conversation) -> Sequence[tuple[list[BaseMessage], list[dt.datetime]]]:
+    """The conversation split by session, as (messages, created_at) pairs to append."""
+    return [
+        (conversation.messages[start:stop], conversation.created_at[start:stop])
+        for start, stop in conversation.sessions
+    ]
