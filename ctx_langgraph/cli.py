@@ -8,17 +8,69 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from ctx_langgraph._table import format_table
-from ctx_langgraph.datasets import Conversation, QAItem, batches, load_locomo, synthetic_conversation
+from ctx_langgraph.datasets import (
+    Conversation,
+    QAItem,
+    batches,
+    load_locomo,
+    synthetic_conversation,
+)
 from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 from ctx_langgraph.history._sql import query_terms
 
 __all__ = ["main"]
 
 _STOPWORDS = frozenset(
-    "a an and are as at be by did do does for from has have how i in is it its of on or the to was "
-    "were what when where which who whom why with would after before their his her they s t".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "with",
+        "would",
+        "after",
+        "before",
+        "their",
+        "his",
+        "her",
+        "they",
+        "s",
+        "t",
+    ]
 )
 
 
@@ -47,9 +99,18 @@ def _find_evidence(
     return " ".join(terms), len(page.hits), (ranks[0] if ranks else None), elapsed
 
 
-def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int = 8, out: object = None) -> None:
+def run_demo(
+    store: HistoryStore,
+    conversation: Conversation,
+    *,
+    questions: int = 8,
+    out: TextIO | None = None,
+) -> None:
     """Replay a conversation into the store and show what the store can do with it."""
-    write = (lambda text: print(text, file=out)) if out is not None else print  # type: ignore[arg-type]
+
+    def write(text: str) -> None:
+        print(text, file=out or sys.stdout)
+
     scope = Scope(conversation.name)
     write(
         f"conversation {conversation.name}: {len(conversation.messages):,} messages in "
@@ -60,16 +121,29 @@ def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int 
     for messages, created in batches(conversation):
         store.append(scope, messages, created_at=created)
     elapsed = time.perf_counter() - started
-    replay = [r for messages, created in batches(conversation) for r in store.append(scope, messages, created_at=created)]
+    replay = [
+        r
+        for messages, created in batches(conversation)
+        for r in store.append(scope, messages, created_at=created)
+    ]
     head = store.branch_info(scope)
     assert head is not None
     write(
         format_table(
             ["step", "events", "seconds", "events/s"],
             [
-                ["append, one batch per session", len(conversation.messages), round(elapsed, 3),
-                 round(len(conversation.messages) / elapsed)],
-                ["append the same again (idempotent)", sum(r.status == "duplicate" for r in replay), "-", "-"],
+                [
+                    "append, one batch per session",
+                    len(conversation.messages),
+                    round(elapsed, 3),
+                    round(len(conversation.messages) / elapsed),
+                ],
+                [
+                    "append the same again (idempotent)",
+                    sum(r.status == "duplicate" for r in replay),
+                    "-",
+                    "-",
+                ],
                 ["branch head seq", head.head_seq, "-", "-"],
             ],
         )
@@ -81,9 +155,19 @@ def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int 
     for item in conversation.questions[:questions]:
         terms, hits, rank, ms = _find_evidence(store, scope, item, names)
         found_terms.append(terms)
-        seqs = [event.seq for event in (store.get_event(scope, eid) for eid in item.evidence) if event]
-        rows.append([item.question[:48], terms or "(no match)", hits, ",".join(map(str, seqs)),
-                     rank if rank is not None else "-", round(ms, 2)])
+        seqs = [
+            event.seq for event in (store.get_event(scope, eid) for eid in item.evidence) if event
+        ]
+        rows.append(
+            [
+                item.question[:48],
+                terms or "(no match)",
+                hits,
+                ",".join(map(str, seqs)),
+                rank if rank is not None else "-",
+                round(ms, 2),
+            ]
+        )
     write("\nexact evidence by keyword search (rank of the evidence message among the hits):")
     write(format_table(["question", "search", "hits", "evidence seq", "rank", "ms"], rows))
 
@@ -98,8 +182,16 @@ def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int 
     active = store.commit_candidate(candidate)
     branch = Scope(conversation.name, branch="what-if")
     store.create_branch(branch, "main", middle)
-    own = store.append(branch, [conversation.messages[0].model_copy(update={"id": "what-if-1", "content": "a different turn"})])
+    own = store.append(
+        branch,
+        [
+            conversation.messages[0].model_copy(
+                update={"id": "what-if-1", "content": "a different turn"}
+            )
+        ],
+    )
     branch_events = store.read_events(branch)
+    inherited = store.get_active(branch)
     write("\ncoverage cursor and branches:")
     write(
         format_table(
@@ -109,9 +201,15 @@ def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int 
                 ["covered seqs", f"{active.first_seq}..{active.covered_through_seq}"],
                 ["first kept message", active.first_kept_event_id or "-"],
                 [f"branch 'what-if' forked at seq {middle}: events it reads", len(branch_events)],
-                ["  of them inherited (shared, not copied)", sum(e.branch == "main" for e in branch_events)],
+                [
+                    "  of them inherited (shared, not copied)",
+                    sum(e.branch == "main" for e in branch_events),
+                ],
                 ["  its own new event's seq", own[0].seq],
-                ["  its active summary (inherited)", "generation " + str(store.get_active(branch).generation)],  # type: ignore[union-attr]
+                [
+                    "  its active summary (inherited)",
+                    f"generation {inherited.generation if inherited else '-'}",
+                ],
             ],
         )
     )
@@ -121,12 +219,16 @@ def run_demo(store: HistoryStore, conversation: Conversation, *, questions: int 
         before = len(store.search(scope, terms, limit=50).hits)
         store.hide_events(scope, list(target.evidence))
         after = len(store.search(scope, terms, limit=50).hits)
-        write(f"\nhiding the evidence of {target.question!r}: search {terms!r} hits {before} -> {after}")
+        write(
+            f"\nhiding the evidence of {target.question!r}: search {terms!r} hits {before} -> {after}"
+        )
 
 
 def _demo(args: argparse.Namespace) -> int:
-    conversation = load_locomo(args.locomo) if args.locomo else synthetic_conversation(
-        args.seed, sessions=args.sessions, turns_per_session=args.turns
+    conversation = (
+        load_locomo(args.locomo)
+        if args.locomo
+        else synthetic_conversation(args.seed, sessions=args.sessions, turns_per_session=args.turns)
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(args.db) if args.db else Path(tmp) / "demo.sqlite"
@@ -140,9 +242,13 @@ def _demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-langgraph", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="replay a long conversation into the embedded SQLite store")
+    demo = commands.add_parser(
+        "demo", help="replay a long conversation into the embedded SQLite store"
+    )
     demo.add_argument("--db", help="SQLite file to write (default: a temporary file)")
-    demo.add_argument("--locomo", help="a LoCoMo conversation JSON file to replay instead of the synthetic one")
+    demo.add_argument(
+        "--locomo", help="a LoCoMo conversation JSON file to replay instead of the synthetic one"
+    )
     demo.add_argument("--seed", type=int, default=0, help="seed of the synthetic conversation")
     demo.add_argument("--sessions", type=int, default=19)
     demo.add_argument("--turns", type=int, default=32, help="turns per session")

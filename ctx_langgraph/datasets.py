@@ -62,7 +62,9 @@ def load_locomo(path: str | Path) -> Conversation:
     sessions: list[tuple[int, int]] = []
     number = 1
     while f"session_{number}" in data:
-        when = dt.datetime.strptime(data[f"session_{number}_date_time"], _LOCOMO_TIME).replace(tzinfo=dt.timezone.utc)
+        when = dt.datetime.strptime(data[f"session_{number}_date_time"], _LOCOMO_TIME).replace(
+            tzinfo=dt.timezone.utc
+        )
         start = len(messages)
         for offset, turn in enumerate(data[f"session_{number}"]):
             text = turn["text"]
@@ -101,18 +103,50 @@ _SMALL_TALK = (
     "I cooked a lentil curry yesterday and it turned out better than expected.",
 )
 _FACTS = (
-    ("My new apartment is at {n} Linden Street, third floor.", "Where is Maya's new apartment?", "{n} Linden Street", "Linden Street"),
-    ("The adoption agency interview is booked for {day} June.", "When is the adoption agency interview?", "{day} June", "adoption agency"),
-    ("I paid ${amount} for the pottery course, materials included.", "How much did the pottery course cost?", "${amount}", "pottery course"),
-    ("My flight confirmation code is {code}, keep it in case I lose my phone.", "What is the flight confirmation code?", "{code}", "confirmation code"),
-    ("The band we saw is called {band}, they play every Thursday.", "What is the band called?", "{band}", "band Thursday"),
-    ("My manager's name is {boss}, she starts on Monday.", "What is the new manager's name?", "{boss}", "manager"),
+    (
+        "My new apartment is at {n} Linden Street, third floor.",
+        "Where is Maya's new apartment?",
+        "{n} Linden Street",
+        "Linden Street",
+    ),
+    (
+        "The adoption agency interview is booked for {day} June.",
+        "When is the adoption agency interview?",
+        "{day} June",
+        "adoption agency",
+    ),
+    (
+        "I paid ${amount} for the pottery course, materials included.",
+        "How much did the pottery course cost?",
+        "${amount}",
+        "pottery course",
+    ),
+    (
+        "My flight confirmation code is {code}, keep it in case I lose my phone.",
+        "What is the flight confirmation code?",
+        "{code}",
+        "confirmation code",
+    ),
+    (
+        "The band we saw is called {band}, they play every Thursday.",
+        "What is the band called?",
+        "{band}",
+        "band Thursday",
+    ),
+    (
+        "My manager's name is {boss}, she starts on Monday.",
+        "What is the new manager's name?",
+        "{boss}",
+        "manager",
+    ),
 )
 _BANDS = ("The Velvet Owls", "Paper Lanterns", "North Quay", "Glass Harbor")
 _BOSSES = ("Priya Raman", "Elena Sousa", "Grace Okafor", "Hana Sato")
 
 
-def synthetic_conversation(seed: int = 0, *, sessions: int = 19, turns_per_session: int = 32) -> Conversation:
+def synthetic_conversation(
+    seed: int = 0, *, sessions: int = 19, turns_per_session: int = 32
+) -> Conversation:
     """A LoCoMo-sized two-person conversation with planted facts and questions about them.
 
     Deterministic for a seed. Each planted fact is said once, at a random turn, and its
@@ -127,7 +161,7 @@ def synthetic_conversation(seed: int = 0, *, sessions: int = 19, turns_per_sessi
     """
     rng = random.Random(seed)
     total = sessions * turns_per_session
-    planted_at = dict(zip(rng.sample(range(total), len(_FACTS)), range(len(_FACTS))))
+    planted_at = dict(zip(rng.sample(range(total), len(_FACTS)), range(len(_FACTS)), strict=True))
     values = {
         "n": rng.randint(10, 99),
         "day": rng.randint(2, 28),
@@ -150,7 +184,9 @@ def synthetic_conversation(seed: int = 0, *, sessions: int = 19, turns_per_sessi
             if index in planted_at:
                 statement, question, answer, query = _FACTS[planted_at[index]]
                 text = statement.format(**values)
-                questions.append(QAItem(question, answer.format(**values), (message_id,), query=query))
+                questions.append(
+                    QAItem(question, answer.format(**values), (message_id,), query=query)
+                )
             else:
                 text = rng.choice(_SMALL_TALK)
             cls = HumanMessage if speaker == _NAMES[0] else AIMessage

@@ -16,7 +16,8 @@ from ctx_langgraph.history.types import Scope
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 
 batches = st.lists(
-    st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["a", "b", "c"])), max_size=8), max_size=6
+    st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["a", "b", "c"])), max_size=8),
+    max_size=6,
 )
 
 
@@ -31,7 +32,7 @@ def test_plan_append_over_many_batches(batches):
     for batch in batches:
         rows = [message_to_row(HumanMessage(text, id=f"m{n}")) for n, text in batch]
         plan = plan_append(scope, head, rows, [NOW] * len(rows), known)
-        for (n, text), result in zip(batch, plan.results):
+        for (n, text), result in zip(batch, plan.results, strict=True):
             if n not in content:
                 first_seen.append(n)
                 content[n], revisions[n] = text, 1

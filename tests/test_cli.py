@@ -3,16 +3,18 @@ from __future__ import annotations
 import io
 
 import pytest
+from conftest import SHARED
 
 from ctx_langgraph.cli import main, run_demo
 from ctx_langgraph.datasets import load_locomo, synthetic_conversation
 from ctx_langgraph.history import SQLiteHistoryStore
 
-from conftest import SHARED
-
 
 def test_demo_command_prints_its_tables(capsys, tmp_path):
-    assert main(["demo", "--db", str(tmp_path / "demo.sqlite"), "--sessions", "6", "--turns", "20"]) == 0
+    assert (
+        main(["demo", "--db", str(tmp_path / "demo.sqlite"), "--sessions", "6", "--turns", "20"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "120 messages in 6 sessions" in out
     assert "append the same again (idempotent) |    120" in out
@@ -34,7 +36,9 @@ def test_synthetic_conversation_is_deterministic_and_answerable():
     assert synthetic_conversation(8).questions != a.questions
 
 
-@pytest.mark.skipif(not (SHARED / "datasets" / "locomo" / "30.json").exists(), reason="shared LoCoMo data absent")
+@pytest.mark.skipif(
+    not (SHARED / "datasets" / "locomo" / "30.json").exists(), reason="shared LoCoMo data absent"
+)
 def test_locomo_loader_keeps_dialog_ids_dates_and_evidence():
     conv = load_locomo(SHARED / "datasets" / "locomo" / "30.json")
     ids = {m.id for m in conv.messages}

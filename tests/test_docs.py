@@ -29,7 +29,13 @@ def test_docstring_examples_exist_on_the_main_entry_points():
     finder = doctest.DocTestFinder()
     from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 
-    for obj in (HistoryStore.append, HistoryStore.search, HistoryStore.create_candidate, Scope, SQLiteHistoryStore):
+    for obj in (
+        HistoryStore.append,
+        HistoryStore.search,
+        HistoryStore.create_candidate,
+        Scope,
+        SQLiteHistoryStore,
+    ):
         assert any(test.examples for test in finder.find(obj)), obj
 
 
@@ -46,7 +52,9 @@ def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
     quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     [block] = re.findall(r"```bash\n(.*?)```", quickstart, flags=re.S)
-    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
+    commands = [
+        line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()
+    ]
     assert commands == ["bash scripts/demo.sh", "bash scripts/test.sh"]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test.sh" in ci and "CTX_REQUIRE_POSTGRES=1" in ci

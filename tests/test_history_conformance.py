@@ -137,19 +137,55 @@ async def test_messages_round_trip_exactly(api):
             ],
             id="a1",
             tool_calls=[
-                {"name": "get_order", "args": {"order_id": "A-1042"}, "id": "call_1", "type": "tool_call"},
-                {"name": "get_refund", "args": {"order_id": "A-1042", "amount": 19.99}, "id": "call_2", "type": "tool_call"},
+                {
+                    "name": "get_order",
+                    "args": {"order_id": "A-1042"},
+                    "id": "call_1",
+                    "type": "tool_call",
+                },
+                {
+                    "name": "get_refund",
+                    "args": {"order_id": "A-1042", "amount": 19.99},
+                    "id": "call_2",
+                    "type": "tool_call",
+                },
             ],
-            usage_metadata={"input_tokens": 120, "output_tokens": 30, "total_tokens": 150,
-                            "input_token_details": {"cache_read": 100}},
+            usage_metadata={
+                "input_tokens": 120,
+                "output_tokens": 30,
+                "total_tokens": 150,
+                "input_token_details": {"cache_read": 100},
+            },
             response_metadata={"model_name": "gpt-4o-2024-08-06", "finish_reason": "tool_calls"},
         ),
-        ToolMessage("order A-1042: shipped", tool_call_id="call_1", name="get_order", id="t1",
-                    artifact={"raw": [1, 2]}, status="success"),
-        ToolMessage("refund failed: timeout", tool_call_id="call_2", name="get_refund", id="t2", status="error"),
-        AIMessage("Shipped; the refund lookup failed.", id="a2", invalid_tool_calls=[
-            {"name": "broken", "args": "{not json", "id": "call_3", "error": "bad json", "type": "invalid_tool_call"}
-        ]),
+        ToolMessage(
+            "order A-1042: shipped",
+            tool_call_id="call_1",
+            name="get_order",
+            id="t1",
+            artifact={"raw": [1, 2]},
+            status="success",
+        ),
+        ToolMessage(
+            "refund failed: timeout",
+            tool_call_id="call_2",
+            name="get_refund",
+            id="t2",
+            status="error",
+        ),
+        AIMessage(
+            "Shipped; the refund lookup failed.",
+            id="a2",
+            invalid_tool_calls=[
+                {
+                    "name": "broken",
+                    "args": "{not json",
+                    "id": "call_3",
+                    "error": "bad json",
+                    "type": "invalid_tool_call",
+                }
+            ],
+        ),
     ]
     await api.append("t", messages)
     events = await api.read_events("t")
@@ -212,7 +248,9 @@ async def test_gap_free_seq_with_four_threads(backend, store):
     def work(w: int) -> None:
         try:
             for r in range(rounds):
-                stores[w].append("t", [HumanMessage(f"w{w} r{r} {k}", id=f"w{w}-{r}-{k}") for k in range(3)])
+                stores[w].append(
+                    "t", [HumanMessage(f"w{w} r{r} {k}", id=f"w{w}-{r}-{k}") for k in range(3)]
+                )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -237,7 +275,9 @@ async def test_gap_free_seq_with_concurrent_coroutines(store):
             await store.aappend("t", [HumanMessage(f"w{w} r{r}", id=f"w{w}-{r}")])
 
     await asyncio.gather(*(work(w) for w in range(4)))
-    _assert_gap_free(await store.aread_events("t"), [f"w{w}-{r}" for w in range(4) for r in range(20)])
+    _assert_gap_free(
+        await store.aread_events("t"), [f"w{w}-{r}" for w in range(4) for r in range(20)]
+    )
 
 
 async def test_racing_appenders_of_the_same_messages_record_each_once(backend, store):
@@ -277,7 +317,8 @@ async def test_gap_free_seq_with_four_processes_on_postgres(pg_dsn):
     with PostgresHistoryStore.from_conn_string(pg_dsn) as store:
         store.setup()
         procs = [
-            subprocess.Popen([sys.executable, "-c", _PROCESS_WORKER, pg_dsn, str(w)]) for w in range(4)
+            subprocess.Popen([sys.executable, "-c", _PROCESS_WORKER, pg_dsn, str(w)])
+            for w in range(4)
         ]
         assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
         expected = [f"p{w}-{r}-{k}" for w in range(4) for r in range(30) for k in range(2)]
@@ -300,8 +341,13 @@ async def test_rolling_commits_chain_generations_and_cursor(api):
     assert [e.seq for e in snap.events] == list(range(1, 9))
     facts = [KeyFact("order A-1042", source_seq=3, kind="identifier", source_event_id="m3")]
     cand = await api.create_candidate(
-        snap, summary_text="first", key_facts=facts, first_kept_event_id="m9",
-        summarizer_id="extractive-v1", summary_tokens=12, metadata={"note": 1},
+        snap,
+        summary_text="first",
+        key_facts=facts,
+        first_kept_event_id="m9",
+        summarizer_id="extractive-v1",
+        summary_tokens=12,
+        metadata={"note": 1},
     )
     assert cand.status == "candidate" and cand.generation == 1 and cand.parent_id is None
     assert await api.get_active("t") is None
@@ -312,7 +358,12 @@ async def test_rolling_commits_chain_generations_and_cursor(api):
     snap2 = await api.snapshot("t", 15)
     assert (snap2.first_seq, snap2.base_checkpoint_id, snap2.base_generation) == (9, first.id, 1)
     second = await api.commit_candidate(await api.create_candidate(snap2, summary_text="second"))
-    assert (second.generation, second.parent_id, second.first_seq, second.covered_through_seq) == (2, first.id, 9, 15)
+    assert (second.generation, second.parent_id, second.first_seq, second.covered_through_seq) == (
+        2,
+        first.id,
+        9,
+        15,
+    )
 
     active = await api.get_active("t")
     assert active.id == second.id and active.summary_text == "second"
@@ -359,7 +410,10 @@ async def test_exactly_one_of_eight_workers_wins(backend, store):
     stores = [backend.make() for _ in range(8)]
     for s in stores:
         s._schema_checked = True
-    candidates = [s.create_candidate(s.snapshot("t", 20), summary_text=f"worker {w}") for w, s in enumerate(stores)]
+    candidates = [
+        s.create_candidate(s.snapshot("t", 20), summary_text=f"worker {w}")
+        for w, s in enumerate(stores)
+    ]
     barrier = threading.Barrier(8)
     outcomes: list[object] = [None] * 8
 
@@ -387,9 +441,12 @@ async def test_exactly_one_of_eight_workers_wins(backend, store):
 async def test_exactly_one_of_eight_coroutines_wins(store):
     await store.aappend("t", turns(1, 31))
     candidates = [
-        await store.acreate_candidate(await store.asnapshot("t", 20), summary_text=f"c{w}") for w in range(8)
+        await store.acreate_candidate(await store.asnapshot("t", 20), summary_text=f"c{w}")
+        for w in range(8)
     ]
-    outcomes = await asyncio.gather(*(store.acommit_candidate(c) for c in candidates), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(store.acommit_candidate(c) for c in candidates), return_exceptions=True
+    )
     assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
     assert sum(isinstance(o, CompactionConflict) for o in outcomes) == 7
 
@@ -445,14 +502,19 @@ async def test_mark_failed_and_prune_versions(api):
 
 
 async def test_search_pages_cover_the_match_set_exactly(api):
-    docs = [HumanMessage(f"{'invoice' if n % 3 == 0 else 'note'} line {n}", id=f"m{n}") for n in range(1, 121)]
+    docs = [
+        HumanMessage(f"{'invoice' if n % 3 == 0 else 'note'} line {n}", id=f"m{n}")
+        for n in range(1, 121)
+    ]
     await api.append("t", docs)
     expected = [n for n in range(1, 121) if n % 3 == 0]
     for newest_first in (False, True):
         seen: list[int] = []
         cursor = None
         while True:
-            page = await api.search("t", "invoice", limit=7, cursor=cursor, newest_first=newest_first)
+            page = await api.search(
+                "t", "invoice", limit=7, cursor=cursor, newest_first=newest_first
+            )
             seen.extend(hit.seq for hit in page.hits)
             assert page.has_more == (page.next_cursor is not None)
             if not page.has_more:
@@ -469,9 +531,13 @@ async def test_search_filters(api):
     stamps = [T0 + dt.timedelta(hours=n) for n in range(6)]
     messages = [
         HumanMessage("please refund order A-1042", id="h1"),
-        AIMessage("", id="a1", tool_calls=[{"name": "refund", "args": {"order": "A-1042"}, "id": "c1"}]),
+        AIMessage(
+            "", id="a1", tool_calls=[{"name": "refund", "args": {"order": "A-1042"}, "id": "c1"}]
+        ),
         ToolMessage("refund issued for A-1042", tool_call_id="c1", name="refund", id="t1"),
-        AIMessage("", id="a2", tool_calls=[{"name": "lookup_order", "args": {"order": "B-7"}, "id": "c2"}]),
+        AIMessage(
+            "", id="a2", tool_calls=[{"name": "lookup_order", "args": {"order": "B-7"}, "id": "c2"}]
+        ),
         ToolMessage("order B-7 is pending", tool_call_id="c2", name="lookup_order", id="t2"),
         AIMessage("Refunded A-1042; B-7 is pending.", id="a3"),
     ]
@@ -500,7 +566,9 @@ async def test_search_filters(api):
 
 
 async def test_hidden_events_are_absent_from_reads_and_search(api):
-    await api.append("t", [human(1, "the secret code is 7781"), human(2, "public note"), human(3, "code review")])
+    await api.append(
+        "t", [human(1, "the secret code is 7781"), human(2, "public note"), human(3, "code review")]
+    )
     assert await api.hide_events("t", ["m1", "missing"]) == 1
     assert await api.hide_events("t", ["m1"]) == 0
     assert [e.event_id for e in await api.read_events("t")] == ["m2", "m3"]
@@ -536,10 +604,16 @@ async def test_branch_sees_parent_up_to_the_fork_and_its_own_events(api):
         (6, "b1", "retry"),
     ]
     assert [h.event_id for h in (await api.search(branch, "apple", limit=50)).hits] == [
-        "m1", "m2", "m3", "m4", "m5", "b1"
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+        "m5",
+        "b1",
     ]
     assert [h.event_id for h in (await api.search(main, "apple", limit=50)).hits] == [
-        *(f"m{n}" for n in range(1, 11)), "late"
+        *(f"m{n}" for n in range(1, 11)),
+        "late",
     ]
     assert await api.get_event(branch, "m7") is None
     assert (await api.get_event(branch, "m3")).branch == "main"
@@ -561,7 +635,11 @@ async def test_nested_branches_and_branch_errors(api):
     await api.append(a, [HumanMessage("a7", id="a7"), HumanMessage("a8", id="a8")])
     await api.create_branch(b, "a", 7)
     await api.append(b, [HumanMessage("b8", id="b8")])
-    assert [e.event_id for e in await api.read_events(b)] == [*(f"m{n}" for n in range(1, 7)), "a7", "b8"]
+    assert [e.event_id for e in await api.read_events(b)] == [
+        *(f"m{n}" for n in range(1, 7)),
+        "a7",
+        "b8",
+    ]
     assert [i.scope.branch for i in await api.list_branches("t")] == ["a", "b", "main"]
     # same branch again: no-op; different fork point: error
     assert (await api.create_branch(a, "main", 6)).fork_seq == 6
@@ -632,15 +710,17 @@ def test_postgres_down_is_a_history_store_error_not_a_hang():
 
 
 async def test_postgres_down_async_is_a_history_store_error():
-    from ctx_langgraph.history import PostgresHistoryStore
-
     import socket
+
+    from ctx_langgraph.history import PostgresHistoryStore
 
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    store = PostgresHistoryStore.from_conn_string(f"postgresql://postgres@127.0.0.1:{port}/x", connect_timeout=1)
+    store = PostgresHistoryStore.from_conn_string(
+        f"postgresql://postgres@127.0.0.1:{port}/x", connect_timeout=1
+    )
     started = time.monotonic()
     with pytest.raises(HistoryStoreError, match="cannot reach"):
         await store.aappend("t", [human(1)])
@@ -660,7 +740,8 @@ async def test_postgres_server_lost_mid_use(pg_server_dsn, pg_dsn):
         dbname = psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"]
         with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
             admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,)
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (dbname,),
             )
         with pytest.raises(HistoryStoreError):
             store.append("t", [human(2)])
@@ -698,8 +779,12 @@ def test_sqlite_unopenable_or_locked_is_a_history_store_error(tmp_path):
 def test_history_store_is_the_abstract_interface():
     from ctx_langgraph.history import PostgresHistoryStore, SQLiteHistoryStore
 
-    assert issubclass(SQLiteHistoryStore, HistoryStore) and issubclass(PostgresHistoryStore, HistoryStore)
-    public = {n for n in dir(HistoryStore) if not n.startswith("_") and callable(getattr(HistoryStore, n))}
+    assert issubclass(SQLiteHistoryStore, HistoryStore) and issubclass(
+        PostgresHistoryStore, HistoryStore
+    )
+    public = {
+        n for n in dir(HistoryStore) if not n.startswith("_") and callable(getattr(HistoryStore, n))
+    }
     sync = {n for n in public if not (n.startswith("a") and n[1:] in public)}
     assert sorted(n for n in sync if "a" + n not in public) == []
     assert {"append", "search", "snapshot", "commit_candidate", "create_branch", "close"} <= sync

@@ -4,8 +4,8 @@ Two backends with one interface and one conformance suite:
 :class:`SQLiteHistoryStore` (embedded default) and :class:`PostgresHistoryStore`.
 """
 
-from ctx_langgraph.history._sql import SCHEMA_VERSION
 from ctx_langgraph.history._serde import text_projection
+from ctx_langgraph.history._sql import SCHEMA_VERSION
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.postgres import PostgresHistoryStore
 from ctx_langgraph.history.sqlite import SQLiteHistoryStore

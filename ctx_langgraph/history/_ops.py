@@ -26,7 +26,14 @@ from ctx_langgraph.errors import (
     StaleCandidate,
 )
 from ctx_langgraph.history._serde import EventRow
-from ctx_langgraph.history._sql import MIGRATIONS, SCHEMA_VERSION, Dialect, Stmt, query_terms, scope_key
+from ctx_langgraph.history._sql import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Dialect,
+    Stmt,
+    query_terms,
+    scope_key,
+)
 from ctx_langgraph.history.types import (
     DEFAULT_BRANCH,
     AppendResult,
@@ -268,7 +275,9 @@ def _missing_branch(scope: Scope) -> ScopeError:
     )
 
 
-def _lock_branch(d: Dialect, scope: Scope, now: dt.datetime, *, create: bool) -> Op[tuple[_Branch, Lineage]]:
+def _lock_branch(
+    d: Dialect, scope: Scope, now: dt.datetime, *, create: bool
+) -> Op[tuple[_Branch, Lineage]]:
     """Lock the scope's branch row for this transaction (creating the default branch of a new
     thread when ``create``); returns it with its lineage."""
     row = yield _select_branch(d, scope, lock=True)
@@ -309,7 +318,9 @@ def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:
     return [branches[name].info(d, scope) for name in sorted(branches)]
 
 
-def _inherited_checkpoint(d: Dialect, scope: Scope, parent: _Branch, fork_seq: int) -> Op[tuple[str | None, int]]:
+def _inherited_checkpoint(
+    d: Dialect, scope: Scope, parent: _Branch, fork_seq: int
+) -> Op[tuple[str | None, int]]:
     """The newest version on the parent's chain of active summaries that covers only shared events."""
     if parent.active_id is None:
         return None, 0
@@ -326,7 +337,9 @@ def _inherited_checkpoint(d: Dialect, scope: Scope, parent: _Branch, fork_seq: i
     return (None, 0) if current is None else (current[0], int(current[3]))
 
 
-def create_branch(d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime) -> Op[BranchInfo]:
+def create_branch(
+    d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime
+) -> Op[BranchInfo]:
     if scope.branch == from_branch:
         raise ScopeError(f"a branch cannot be forked from itself ({scope})")
     parent, _ = yield from _lock_branch(d, scope.on_branch(from_branch), now, create=True)
@@ -348,7 +361,17 @@ def create_branch(d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now
     yield Stmt(
         "INSERT INTO ctx_branches (tenant, thread_id, branch, parent_branch, fork_seq, head_seq, "
         "active_checkpoint_id, active_generation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (scope.tenant, scope.thread_id, scope.branch, from_branch, fork_seq, fork_seq, active_id, generation, d.ts(now)),
+        (
+            scope.tenant,
+            scope.thread_id,
+            scope.branch,
+            from_branch,
+            fork_seq,
+            fork_seq,
+            active_id,
+            generation,
+            d.ts(now),
+        ),
     )
     return BranchInfo(scope, from_branch, fork_seq, fork_seq, active_id, generation, now)
 
@@ -374,14 +397,18 @@ class AppendPlan:
 
 
 def plan_append(
-    scope: Scope, head_seq: int, rows: Sequence[EventRow], created: Sequence[dt.datetime], known: dict[str, _Known]
+    scope: Scope,
+    head_seq: int,
+    rows: Sequence[EventRow],
+    created: Sequence[dt.datetime],
+    known: dict[str, _Known],
 ) -> AppendPlan:
     """Decide, without I/O, what appending ``rows`` does: new seqs, duplicates, revisions."""
     known = dict(known)
     inserts: list[tuple[int, EventRow, dt.datetime]] = []
     revisions: list[tuple[str, int, EventRow, int]] = []
     results: list[AppendResult] = []
-    for row, created_at in zip(rows, created):
+    for row, created_at in zip(rows, created, strict=True):
         seen = known.get(row.event_id)
         if seen is None:
             head_seq += 1
@@ -429,16 +456,30 @@ def _bump_edit_version(d: Dialect, scope: Scope) -> Op[int]:
     return int(row[0])
 
 
-def _log_edits(d: Dialect, scope: Scope, version: int, kind: str, targets: Sequence[tuple[str, int]], now: dt.datetime) -> Stmt:
+def _log_edits(
+    d: Dialect,
+    scope: Scope,
+    version: int,
+    kind: str,
+    targets: Sequence[tuple[str, int]],
+    now: dt.datetime,
+) -> Stmt:
     return Stmt(
         "INSERT INTO ctx_event_edits (tenant, thread_id, branch, seq, edit_version, kind, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        many=[(scope.tenant, scope.thread_id, branch, seq, version, kind, d.ts(now)) for branch, seq in targets],
+        many=[
+            (scope.tenant, scope.thread_id, branch, seq, version, kind, d.ts(now))
+            for branch, seq in targets
+        ],
     )
 
 
 def append(
-    d: Dialect, scope: Scope, rows: Sequence[EventRow], created: Sequence[dt.datetime], now: dt.datetime
+    d: Dialect,
+    scope: Scope,
+    rows: Sequence[EventRow],
+    created: Sequence[dt.datetime],
+    now: dt.datetime,
 ) -> Op[list[AppendResult]]:
     branch, chain = yield from _lock_branch(d, scope, now, create=True)
     known = yield from _known_events(scope, chain, [row.event_id for row in rows])
@@ -451,9 +492,20 @@ def append(
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             many=[
                 (
-                    scope.tenant, scope.thread_id, scope.branch, seq, row.event_id, key, row.role,
-                    row.name, row.content_json, row.content_hash, row.text,
-                    json.dumps(list(row.tool_call_ids)), _names_column(row.tool_names), True,
+                    scope.tenant,
+                    scope.thread_id,
+                    scope.branch,
+                    seq,
+                    row.event_id,
+                    key,
+                    row.role,
+                    row.name,
+                    row.content_json,
+                    row.content_hash,
+                    row.text,
+                    json.dumps(list(row.tool_call_ids)),
+                    _names_column(row.tool_names),
+                    True,
                     d.ts(created_at),
                 )
                 for seq, row, created_at in plan.inserts
@@ -475,11 +527,20 @@ def append(
                 "tool_call_ids = ?, tool_names = ?, revision = ? "
                 "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
                 (
-                    row.role, row.name, row.content_json, row.content_hash, row.text,
-                    json.dumps(list(row.tool_call_ids)), _names_column(row.tool_names), revision, *where,
+                    row.role,
+                    row.name,
+                    row.content_json,
+                    row.content_hash,
+                    row.text,
+                    json.dumps(list(row.tool_call_ids)),
+                    _names_column(row.tool_names),
+                    revision,
+                    *where,
                 ),
             )
-        yield _log_edits(d, scope, version, "revise", [(o, s) for o, s, _, _ in plan.revisions], now)
+        yield _log_edits(
+            d, scope, version, "revise", [(o, s) for o, s, _, _ in plan.revisions], now
+        )
     if plan.head_seq != branch.head_seq:
         yield Stmt(
             "UPDATE ctx_branches SET head_seq = ? WHERE tenant = ? AND thread_id = ? AND branch = ?",
@@ -513,7 +574,13 @@ def _edit_visibility(
         rows = yield Stmt(
             f"SELECT e.branch, e.seq FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? "
             f"AND e.event_id IN ({_marks(len(chunk))}) AND {clause}{visible_filter}",
-            (scope.tenant, scope.thread_id, *chunk, *clause_params, *(() if kind == "delete" else (kind == "hide",))),
+            (
+                scope.tenant,
+                scope.thread_id,
+                *chunk,
+                *clause_params,
+                *(() if kind == "delete" else (kind == "hide",)),
+            ),
             "all",
         )
         targets.extend((row[0], int(row[1])) for row in rows)
@@ -526,7 +593,10 @@ def _edit_visibility(
             "DELETE FROM ctx_event_revisions WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
             many=keys,
         )
-        yield Stmt("DELETE FROM ctx_events WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?", many=keys)
+        yield Stmt(
+            "DELETE FROM ctx_events WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
+            many=keys,
+        )
     else:
         yield Stmt(
             "UPDATE ctx_events SET visible = ? WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
@@ -577,7 +647,9 @@ def read_events(
     return [_event(d, row) for row in rows]
 
 
-def get_event(d: Dialect, scope: Scope, event_id: str, include_hidden: bool) -> Op[HistoryEvent | None]:
+def get_event(
+    d: Dialect, scope: Scope, event_id: str, include_hidden: bool
+) -> Op[HistoryEvent | None]:
     found = yield from _read_branch(d, scope)
     if found is None:
         return None
@@ -591,7 +663,9 @@ def get_event(d: Dialect, scope: Scope, event_id: str, include_hidden: bool) -> 
     return None if row is None else _event(d, row)
 
 
-def event_revisions(d: Dialect, scope: Scope, event_id: str) -> Op[list[tuple[int, dict[str, Any]]]]:
+def event_revisions(
+    d: Dialect, scope: Scope, event_id: str
+) -> Op[list[tuple[int, dict[str, Any]]]]:
     """Every earlier revision of an event, oldest first, as (revision, message record)."""
     current = yield from get_event(d, scope, event_id, True)
     if current is None:
@@ -657,7 +731,9 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
     where = ["e.tenant = ?", "e.thread_id = ?", clause, "e.visible = ?"]
     args: list[Any] = [scope.tenant, scope.thread_id, *clause_params, True]
     if flt.query is not None:
-        source, match, match_params = d.text_match(scope.tenant, scope.thread_id, query_terms(flt.query))
+        source, match, match_params = d.text_match(
+            scope.tenant, scope.thread_id, query_terms(flt.query)
+        )
         where.insert(0, match)
         args[0:0] = match_params
     if flt.min_seq is not None:
@@ -690,7 +766,9 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
     )
     hits = tuple(_event(d, row) for row in rows[: flt.limit])
     has_more = len(rows) > flt.limit
-    return SearchPage(hits, encode_cursor(hits[-1].seq, flt.newest_first) if has_more else None, has_more)
+    return SearchPage(
+        hits, encode_cursor(hits[-1].seq, flt.newest_first) if has_more else None, has_more
+    )
 
 
 # --------------------------------------------------------------------------- compaction checkpoints
@@ -704,7 +782,9 @@ def range_hash(events: Sequence[HistoryEvent]) -> str:
 
 
 def _select_checkpoint(checkpoint_id: str) -> Stmt:
-    return Stmt(f"SELECT {_CHECKPOINT_COLS} FROM ctx_checkpoints WHERE id = ?", (checkpoint_id,), "one")
+    return Stmt(
+        f"SELECT {_CHECKPOINT_COLS} FROM ctx_checkpoints WHERE id = ?", (checkpoint_id,), "one"
+    )
 
 
 def get_checkpoint(d: Dialect, checkpoint_id: str) -> Op[CompactionCheckpoint | None]:
@@ -723,7 +803,7 @@ def snapshot(d: Dialect, scope: Scope, through_seq: int) -> Op[CoverageSnapshot]
     found = yield from _read_branch(d, scope)
     if found is None or version_row is None:
         raise ValueError(f"nothing to compact in {scope}: it has no events")
-    branch, chain = found
+    branch, _ = found
     covered = 0
     if branch.active_id is not None:
         row = yield _select_checkpoint(branch.active_id)
@@ -795,15 +875,28 @@ def create_candidate(
     yield Stmt(
         f"INSERT INTO ctx_checkpoints ({_CHECKPOINT_COLS}) VALUES ({_marks(22)})",
         (
-            checkpoint.id, scope.tenant, scope.thread_id, scope.branch, checkpoint.generation,
-            checkpoint.parent_id, checkpoint.first_seq, checkpoint.covered_through_seq,
-            checkpoint.first_kept_event_id, checkpoint.source_revision, checkpoint.range_hash,
+            checkpoint.id,
+            scope.tenant,
+            scope.thread_id,
+            scope.branch,
+            checkpoint.generation,
+            checkpoint.parent_id,
+            checkpoint.first_seq,
+            checkpoint.covered_through_seq,
+            checkpoint.first_kept_event_id,
+            checkpoint.source_revision,
+            checkpoint.range_hash,
             checkpoint.summary_text,
             None if checkpoint.provider_state is None else json.dumps(checkpoint.provider_state),
-            checkpoint.format_version, checkpoint.summarizer_id,
+            checkpoint.format_version,
+            checkpoint.summarizer_id,
             json.dumps([fact.to_json() for fact in checkpoint.key_facts], ensure_ascii=False),
-            checkpoint.summary_tokens, "candidate", None, json.dumps(checkpoint.metadata),
-            d.ts(now), None,
+            checkpoint.summary_tokens,
+            "candidate",
+            None,
+            json.dumps(checkpoint.metadata),
+            d.ts(now),
+            None,
         ),
     )
     return checkpoint
@@ -830,7 +923,10 @@ def commit_candidate(d: Dialect, checkpoint_id: str, now: dt.datetime) -> Op[Com
         raise HistoryStoreError(
             f"checkpoint {checkpoint_id} of {scope} is {candidate.status}; only a candidate can be committed"
         )
-    if branch.active_generation != candidate.generation - 1 or branch.active_id != candidate.parent_id:
+    if (
+        branch.active_generation != candidate.generation - 1
+        or branch.active_id != candidate.parent_id
+    ):
         yield _fail(checkpoint_id, f"conflict: active generation became {branch.active_generation}")
         raise DeferredError(
             CompactionConflict(
@@ -851,7 +947,13 @@ def commit_candidate(d: Dialect, checkpoint_id: str, now: dt.datetime) -> Op[Com
             "SELECT e.seq, e.kind, e.edit_version FROM ctx_event_edits e WHERE e.tenant = ? AND "
             f"e.thread_id = ? AND e.edit_version > ? AND e.seq <= ? AND {clause} "
             "ORDER BY e.edit_version LIMIT 1",
-            (scope.tenant, scope.thread_id, candidate.source_revision, candidate.covered_through_seq, *clause_params),
+            (
+                scope.tenant,
+                scope.thread_id,
+                candidate.source_revision,
+                candidate.covered_through_seq,
+                *clause_params,
+            ),
             "one",
         )
         if edit is not None:
@@ -864,7 +966,14 @@ def commit_candidate(d: Dialect, checkpoint_id: str, now: dt.datetime) -> Op[Com
     swapped = yield Stmt(
         "UPDATE ctx_branches SET active_checkpoint_id = ?, active_generation = ? "
         "WHERE tenant = ? AND thread_id = ? AND branch = ? AND active_generation = ?",
-        (candidate.id, candidate.generation, scope.tenant, scope.thread_id, scope.branch, candidate.generation - 1),
+        (
+            candidate.id,
+            candidate.generation,
+            scope.tenant,
+            scope.thread_id,
+            scope.branch,
+            candidate.generation - 1,
+        ),
         "rowcount",
     )
     if swapped != 1:

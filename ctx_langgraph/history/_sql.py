@@ -85,7 +85,9 @@ class Dialect:
             "one",
         )
 
-    def text_match(self, tenant: str, thread_id: str, terms: Sequence[str]) -> tuple[str, str, list[Any]]:
+    def text_match(
+        self, tenant: str, thread_id: str, terms: Sequence[str]
+    ) -> tuple[str, str, list[Any]]:
         """(FROM clause, WHERE condition, params) restricting events ``e`` to those with every term."""
         if self.name == "postgres":
             tsquery = " & ".join(f"'{term}'" for term in terms)
@@ -93,7 +95,9 @@ class Dialect:
         # The thread's own token narrows the full-text match to the thread inside FTS5, and
         # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
         # the thread and re-runs the full-text query per row.
-        expr = " AND ".join([f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in terms])
+        expr = " AND ".join(
+            [f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in terms]
+        )
         return (
             "ctx_events_fts CROSS JOIN ctx_events e ON e.pk = ctx_events_fts.rowid",
             "ctx_events_fts MATCH ?",

@@ -10,8 +10,9 @@ from __future__ import annotations
 import abc
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import BaseMessage
 
@@ -37,10 +38,14 @@ T = TypeVar("T")
 Self = TypeVar("Self", bound="HistoryStore")
 
 
-class _Call(NamedTuple):
-    op: _ops.Op[Any]
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """An operation ready to run, and whether it writes."""
+
+    op: _ops.Op[T]
     write: bool
     checked: bool = True
+    """Check the schema version first (everything but setup)."""
 
 
 def drive(op: _ops.Op[T], execute: Callable[[Stmt], Any]) -> T:
@@ -50,7 +55,8 @@ def drive(op: _ops.Op[T], execute: Callable[[Stmt], Any]) -> T:
         while True:
             stmt = op.send(execute(stmt))
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        result: T = stop.value
+        return result
     finally:
         op.close()
 
@@ -62,7 +68,8 @@ async def adrive(op: _ops.Op[T], execute: Callable[[Stmt], Awaitable[Any]]) -> T
         while True:
             stmt = op.send(await execute(stmt))
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        result: T = stop.value
+        return result
     finally:
         op.close()
 
@@ -121,15 +128,17 @@ class HistoryStore(abc.ABC):
             f"this ctx-langgraph understands ({SCHEMA_VERSION}); upgrade ctx-langgraph"
         )
 
-    def _run(self, call: _Call) -> Any:
+    def _run(self, call: _Call[T]) -> T:
         if call.checked and not self._schema_checked:
-            error = self._schema_error(self._execute(_ops.schema_version(self.dialect), write=False))
+            error = self._schema_error(
+                self._execute(_ops.schema_version(self.dialect), write=False)
+            )
             if error:
                 raise error
             self._schema_checked = True
         return self._execute(call.op, write=call.write)
 
-    async def _arun(self, call: _Call) -> Any:
+    async def _arun(self, call: _Call[T]) -> T:
         if call.checked and not self._schema_checked:
             version = await self._aexecute(_ops.schema_version(self.dialect), write=False)
             error = self._schema_error(version)
@@ -144,7 +153,10 @@ class HistoryStore(abc.ABC):
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -152,21 +164,24 @@ class HistoryStore(abc.ABC):
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.aclose()
 
     # ------------------------------------------------------------------ operations (built once)
 
-    def _setup(self) -> _Call:
+    def _setup(self) -> _Call[int]:
         return _Call(_ops.setup(self.dialect), write=True, checked=False)
 
     def _append(
         self,
         scope: Scope | str,
-        messages: Sequence[BaseMessage],
+        messages: Sequence[BaseMessage] | BaseMessage,
         created_at: dt.datetime | Sequence[dt.datetime] | None,
-    ) -> _Call:
+    ) -> _Call[list[AppendResult]]:
         scope = ensure_scope(scope)
         if isinstance(messages, BaseMessage):
             messages = [messages]
@@ -182,17 +197,21 @@ class HistoryStore(abc.ABC):
                 raise ValueError(f"got {len(rows)} messages but {len(created)} created_at values")
         return _Call(_ops.append(self.dialect, scope, rows, created, now), write=True)
 
-    def _search(self, scope: Scope | str, **filters: Any) -> _Call:
+    def _search(self, scope: Scope | str, **filters: Any) -> _Call[SearchPage]:
         roles = filters.pop("roles", None)
         if isinstance(roles, str):
             roles = (roles,)
         flt = _ops.SearchFilter(roles=tuple(roles or ()), **filters)
         return _Call(_ops.search(self.dialect, ensure_scope(scope), flt), write=False)
 
-    def _create_candidate(self, snapshot: CoverageSnapshot, **content: Any) -> _Call:
+    def _create_candidate(
+        self, snapshot: CoverageSnapshot, **content: Any
+    ) -> _Call[CompactionCheckpoint]:
         content["key_facts"] = tuple(content.get("key_facts") or ())
         return _Call(
-            _ops.create_candidate(self.dialect, snapshot, _ops.CandidateContent(**content), self._clock()),
+            _ops.create_candidate(
+                self.dialect, snapshot, _ops.CandidateContent(**content), self._clock()
+            ),
             write=True,
         )
 
@@ -204,13 +223,13 @@ class HistoryStore(abc.ABC):
         Returns:
             The schema version now in the database.
         """
-        version: int = self._run(self._setup())
+        version = self._run(self._setup())
         self._schema_checked = True
         return version
 
     async def asetup(self) -> int:
         """Async twin of :meth:`setup`."""
-        version: int = await self._arun(self._setup())
+        version = await self._arun(self._setup())
         self._schema_checked = True
         return version
 
@@ -219,7 +238,7 @@ class HistoryStore(abc.ABC):
     def append(
         self,
         scope: Scope | str,
-        messages: Sequence[BaseMessage],
+        messages: Sequence[BaseMessage] | BaseMessage,
         *,
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> list[AppendResult]:
@@ -248,17 +267,17 @@ class HistoryStore(abc.ABC):
             [1, 2]
             'duplicate'
         """
-        return self._run(self._append(scope, messages, created_at))  # type: ignore[no-any-return]
+        return self._run(self._append(scope, messages, created_at))
 
     async def aappend(
         self,
         scope: Scope | str,
-        messages: Sequence[BaseMessage],
+        messages: Sequence[BaseMessage] | BaseMessage,
         *,
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> list[AppendResult]:
         """Async twin of :meth:`append`."""
-        return await self._arun(self._append(scope, messages, created_at))  # type: ignore[no-any-return]
+        return await self._arun(self._append(scope, messages, created_at))
 
     def read_events(
         self,
@@ -270,8 +289,10 @@ class HistoryStore(abc.ABC):
         include_hidden: bool = False,
     ) -> list[HistoryEvent]:
         """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
-        op = _ops.read_events(self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden)
-        return self._run(_Call(op, write=False))  # type: ignore[no-any-return]
+        op = _ops.read_events(
+            self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden
+        )
+        return self._run(_Call(op, write=False))
 
     async def aread_events(
         self,
@@ -283,30 +304,38 @@ class HistoryStore(abc.ABC):
         include_hidden: bool = False,
     ) -> list[HistoryEvent]:
         """Async twin of :meth:`read_events`."""
-        op = _ops.read_events(self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden)
-        return await self._arun(_Call(op, write=False))  # type: ignore[no-any-return]
+        op = _ops.read_events(
+            self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden
+        )
+        return await self._arun(_Call(op, write=False))
 
-    def get_event(self, scope: Scope | str, event_id: str, *, include_hidden: bool = False) -> HistoryEvent | None:
+    def get_event(
+        self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
+    ) -> HistoryEvent | None:
         """One event by message id in the branch's view, or None."""
         op = _ops.get_event(self.dialect, ensure_scope(scope), event_id, include_hidden)
-        return self._run(_Call(op, write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=False))
 
     async def aget_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """Async twin of :meth:`get_event`."""
         op = _ops.get_event(self.dialect, ensure_scope(scope), event_id, include_hidden)
-        return await self._arun(_Call(op, write=False))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=False))
 
-    def event_revisions(self, scope: Scope | str, event_id: str) -> list[tuple[int, dict[str, Any]]]:
+    def event_revisions(
+        self, scope: Scope | str, event_id: str
+    ) -> list[tuple[int, dict[str, Any]]]:
         """Earlier revisions of an event, oldest first, as (revision, message record)."""
         op = _ops.event_revisions(self.dialect, ensure_scope(scope), event_id)
-        return self._run(_Call(op, write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=False))
 
-    async def aevent_revisions(self, scope: Scope | str, event_id: str) -> list[tuple[int, dict[str, Any]]]:
+    async def aevent_revisions(
+        self, scope: Scope | str, event_id: str
+    ) -> list[tuple[int, dict[str, Any]]]:
         """Async twin of :meth:`event_revisions`."""
         op = _ops.event_revisions(self.dialect, ensure_scope(scope), event_id)
-        return await self._arun(_Call(op, write=False))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=False))
 
     def hide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Hide events from reads and search (kept for audit); returns how many changed.
@@ -315,22 +344,22 @@ class HistoryStore(abc.ABC):
         branch that shares it. Candidates covering a hidden event become stale.
         """
         op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
     async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Async twin of :meth:`hide_events`."""
         op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))
 
     def show_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Make hidden events visible again; returns how many changed."""
         op = _ops.show_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
     async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Async twin of :meth:`show_events`."""
         op = _ops.show_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))
 
     def delete_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Delete events and their earlier revisions for good; returns how many were deleted.
@@ -338,12 +367,12 @@ class HistoryStore(abc.ABC):
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
         op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
     async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Async twin of :meth:`delete_events`."""
         op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))
 
     # ------------------------------------------------------------------ public API: branches
 
@@ -355,29 +384,37 @@ class HistoryStore(abc.ABC):
         newest summary on the parent's chain that covers only shared events. Creating the same
         branch again with the same parent and fork point is a no-op.
         """
-        op = _ops.create_branch(self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        op = _ops.create_branch(
+            self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock()
+        )
+        return self._run(_Call(op, write=True))
 
     async def acreate_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
         """Async twin of :meth:`create_branch`."""
-        op = _ops.create_branch(self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        op = _ops.create_branch(
+            self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock()
+        )
+        return await self._arun(_Call(op, write=True))
 
     def branch_info(self, scope: Scope | str) -> BranchInfo | None:
         """The branch's lineage, head seq and active pointer, or None if it has no row yet."""
-        return self._run(_Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False))
 
     async def abranch_info(self, scope: Scope | str) -> BranchInfo | None:
         """Async twin of :meth:`branch_info`."""
-        return await self._arun(_Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False)
+        )
 
     def list_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Every branch of the scope's thread."""
-        return self._run(_Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False))
 
     async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Async twin of :meth:`list_branches`."""
-        return await self._arun(_Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False)
+        )
 
     # ------------------------------------------------------------------ public API: search
 
@@ -417,10 +454,19 @@ class HistoryStore(abc.ABC):
             [4, 5]
         """
         call = self._search(
-            scope, query=query, min_seq=min_seq, max_seq=max_seq, since=since, until=until, roles=roles,
-            tool_name=tool_name, limit=limit, cursor=cursor, newest_first=newest_first,
+            scope,
+            query=query,
+            min_seq=min_seq,
+            max_seq=max_seq,
+            since=since,
+            until=until,
+            roles=roles,
+            tool_name=tool_name,
+            limit=limit,
+            cursor=cursor,
+            newest_first=newest_first,
         )
-        return self._run(call)  # type: ignore[no-any-return]
+        return self._run(call)
 
     async def asearch(
         self,
@@ -439,10 +485,19 @@ class HistoryStore(abc.ABC):
     ) -> SearchPage:
         """Async twin of :meth:`search`."""
         call = self._search(
-            scope, query=query, min_seq=min_seq, max_seq=max_seq, since=since, until=until, roles=roles,
-            tool_name=tool_name, limit=limit, cursor=cursor, newest_first=newest_first,
+            scope,
+            query=query,
+            min_seq=min_seq,
+            max_seq=max_seq,
+            since=since,
+            until=until,
+            roles=roles,
+            tool_name=tool_name,
+            limit=limit,
+            cursor=cursor,
+            newest_first=newest_first,
         )
-        return await self._arun(call)  # type: ignore[no-any-return]
+        return await self._arun(call)
 
     # ------------------------------------------------------------------ public API: compaction
 
@@ -450,11 +505,15 @@ class HistoryStore(abc.ABC):
         """Fix the span a new summary will cover: from the active summary's cursor + 1 through
         ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
         :meth:`create_candidate` and :meth:`commit_candidate`."""
-        return self._run(_Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False))  # type: ignore[no-any-return]
+        return self._run(
+            _Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False)
+        )
 
     async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
         """Async twin of :meth:`snapshot`."""
-        return await self._arun(_Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False)
+        )
 
     def create_candidate(
         self,
@@ -484,11 +543,17 @@ class HistoryStore(abc.ABC):
             ('active', 1, 6)
         """
         call = self._create_candidate(
-            snapshot, summary_text=summary_text, key_facts=key_facts, first_kept_event_id=first_kept_event_id,
-            summarizer_id=summarizer_id, summary_tokens=summary_tokens, format_version=format_version,
-            provider_state=provider_state, metadata=metadata,
+            snapshot,
+            summary_text=summary_text,
+            key_facts=key_facts,
+            first_kept_event_id=first_kept_event_id,
+            summarizer_id=summarizer_id,
+            summary_tokens=summary_tokens,
+            format_version=format_version,
+            provider_state=provider_state,
+            metadata=metadata,
         )
-        return self._run(call)  # type: ignore[no-any-return]
+        return self._run(call)
 
     async def acreate_candidate(
         self,
@@ -505,11 +570,17 @@ class HistoryStore(abc.ABC):
     ) -> CompactionCheckpoint:
         """Async twin of :meth:`create_candidate`."""
         call = self._create_candidate(
-            snapshot, summary_text=summary_text, key_facts=key_facts, first_kept_event_id=first_kept_event_id,
-            summarizer_id=summarizer_id, summary_tokens=summary_tokens, format_version=format_version,
-            provider_state=provider_state, metadata=metadata,
+            snapshot,
+            summary_text=summary_text,
+            key_facts=key_facts,
+            first_kept_event_id=first_kept_event_id,
+            summarizer_id=summarizer_id,
+            summary_tokens=summary_tokens,
+            format_version=format_version,
+            provider_state=provider_state,
+            metadata=metadata,
         )
-        return await self._arun(call)  # type: ignore[no-any-return]
+        return await self._arun(call)
 
     def commit_candidate(self, candidate: CompactionCheckpoint | str) -> CompactionCheckpoint:
         """Make a candidate the active summary, by compare-and-swap on the active generation.
@@ -525,46 +596,58 @@ class HistoryStore(abc.ABC):
                 since the snapshot (this one is marked ``failed``).
         """
         op = _ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
-    async def acommit_candidate(self, candidate: CompactionCheckpoint | str) -> CompactionCheckpoint:
+    async def acommit_candidate(
+        self, candidate: CompactionCheckpoint | str
+    ) -> CompactionCheckpoint:
         """Async twin of :meth:`commit_candidate`."""
         op = _ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))
 
-    def mark_failed(self, candidate: CompactionCheckpoint | str, reason: str) -> CompactionCheckpoint:
+    def mark_failed(
+        self, candidate: CompactionCheckpoint | str, reason: str
+    ) -> CompactionCheckpoint:
         """Mark a candidate ``failed`` with a reason; the active summary is untouched."""
         op = _ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
-    async def amark_failed(self, candidate: CompactionCheckpoint | str, reason: str) -> CompactionCheckpoint:
+    async def amark_failed(
+        self, candidate: CompactionCheckpoint | str, reason: str
+    ) -> CompactionCheckpoint:
         """Async twin of :meth:`mark_failed`."""
         op = _ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))
 
     def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """The branch's active summary (possibly inherited from its parent), or None."""
-        return self._run(_Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False))
 
     async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_active`."""
-        return await self._arun(_Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False)
+        )
 
     def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
         """One summary version by id, whatever its status."""
-        return self._run(_Call(_ops.get_checkpoint(self.dialect, checkpoint_id), write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(_ops.get_checkpoint(self.dialect, checkpoint_id), write=False))
 
     async def aget_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_checkpoint`."""
-        return await self._arun(_Call(_ops.get_checkpoint(self.dialect, checkpoint_id), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.get_checkpoint(self.dialect, checkpoint_id), write=False)
+        )
 
     def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Every summary version created on the branch, newest generation first."""
-        return self._run(_Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return self._run(_Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False))
 
     async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Async twin of :meth:`list_versions`."""
-        return await self._arun(_Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False))  # type: ignore[no-any-return]
+        return await self._arun(
+            _Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False)
+        )
 
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.
@@ -573,9 +656,9 @@ class HistoryStore(abc.ABC):
         are never deleted. Returns how many versions were deleted.
         """
         op = _ops.prune_versions(self.dialect, ensure_scope(scope), keep, self._clock())
-        return self._run(_Call(op, write=True))  # type: ignore[no-any-return]
+        return self._run(_Call(op, write=True))
 
     async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Async twin of :meth:`prune_versions`."""
         op = _ops.prune_versions(self.dialect, ensure_scope(scope), keep, self._clock())
-        return await self._arun(_Call(op, write=True))  # type: ignore[no-any-return]
+        return await self._arun(_Call(op, write=True))

@@ -29,7 +29,9 @@ def _where(conninfo: str) -> str:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.Error:
         return "the configured server"
-    return f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+    return (
+        f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+    )
 
 
 class PostgresHistoryStore(HistoryStore):
@@ -87,7 +89,11 @@ class PostgresHistoryStore(HistoryStore):
             connect_timeout: seconds to wait for a connection before raising HistoryStoreError.
         """
         return cls(
-            conninfo, min_size=min_size, max_size=max_size, connect_timeout=connect_timeout, clock=clock
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            clock=clock,
         )
 
     # ------------------------------------------------------------------ pools
@@ -164,9 +170,9 @@ class PostgresHistoryStore(HistoryStore):
         sql = to_pyformat(stmt.sql)
         if stmt.many is not None:
             if stmt.many:
-                cur.executemany(sql, stmt.many)  # type: ignore[arg-type]
+                cur.executemany(sql, stmt.many)
             return cur.rowcount
-        cur.execute(sql, tuple(stmt.params))  # type: ignore[arg-type]
+        cur.execute(sql, tuple(stmt.params))
         if stmt.fetch == "one":
             return cur.fetchone()
         if stmt.fetch == "all":
@@ -180,9 +186,9 @@ class PostgresHistoryStore(HistoryStore):
         sql = to_pyformat(stmt.sql)
         if stmt.many is not None:
             if stmt.many:
-                await cur.executemany(sql, stmt.many)  # type: ignore[arg-type]
+                await cur.executemany(sql, stmt.many)
             return cur.rowcount
-        await cur.execute(sql, tuple(stmt.params))  # type: ignore[arg-type]
+        await cur.execute(sql, tuple(stmt.params))
         if stmt.fetch == "one":
             return await cur.fetchone()
         if stmt.fetch == "all":

@@ -40,9 +40,13 @@ def _check_part(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise ScopeError(f"scope {name} must be a string, got {type(value).__name__}: {value!r}")
     if not value or value != value.strip():
-        raise ScopeError(f"scope {name} must be non-empty without surrounding spaces, got {value!r}")
+        raise ScopeError(
+            f"scope {name} must be non-empty without surrounding spaces, got {value!r}"
+        )
     if len(value) > _MAX_SCOPE_PART:
-        raise ScopeError(f"scope {name} is {len(value)} characters long; the limit is {_MAX_SCOPE_PART}")
+        raise ScopeError(
+            f"scope {name} is {len(value)} characters long; the limit is {_MAX_SCOPE_PART}"
+        )
     if any(ord(ch) < 32 for ch in value):
         raise ScopeError(f"scope {name} contains control characters: {value!r}")
     return value
