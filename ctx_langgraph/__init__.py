@@ -13,6 +13,7 @@ from ctx_langgraph.errors import (
     HistoryStoreError,
     ScopeError,
     StaleCandidate,
+    UsageParseError,
 )
 from ctx_langgraph.history import (
     AppendResult,
@@ -27,6 +28,20 @@ from ctx_langgraph.history import (
     SearchPage,
     SQLiteHistoryStore,
 )
+from ctx_langgraph.state import ContextState
+from ctx_langgraph.usage import (
+    BookedDelta,
+    LedgerRecord,
+    ModelPrice,
+    NormalizedUsage,
+    PriceTable,
+    UsageAccumulator,
+    UsageLedger,
+    UsageTotals,
+    normalize_usage,
+)
+from ctx_langgraph.usage.callbacks import AsyncLedgerCallbackHandler, LedgerCallbackHandler
+from ctx_langgraph.usage.node import make_usage_node
 
 try:
     __version__ = version("ctx-langgraph")
@@ -35,21 +50,35 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "AppendResult",
+    "AsyncLedgerCallbackHandler",
+    "BookedDelta",
     "BranchInfo",
     "CompactionCheckpoint",
     "CompactionConflict",
     "ContextManagementError",
+    "ContextState",
     "CoverageSnapshot",
     "EventConflict",
     "HistoryEvent",
     "HistoryStore",
     "HistoryStoreError",
     "KeyFact",
+    "LedgerCallbackHandler",
+    "LedgerRecord",
+    "ModelPrice",
+    "NormalizedUsage",
     "PostgresHistoryStore",
+    "PriceTable",
     "SQLiteHistoryStore",
     "Scope",
     "ScopeError",
     "SearchPage",
     "StaleCandidate",
+    "UsageAccumulator",
+    "UsageLedger",
+    "UsageParseError",
+    "UsageTotals",
     "__version__",
+    "make_usage_node",
+    "normalize_usage",
 ]

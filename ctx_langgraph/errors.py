@@ -19,6 +19,7 @@ __all__ = [
     "HistoryStoreError",
     "ScopeError",
     "StaleCandidate",
+    "UsageParseError",
 ]
 
 
@@ -88,3 +89,15 @@ class StaleCandidate(ContextManagementError):
             f"stale compaction candidate {candidate_id} in {scope}: {reason}; "
             "take a new snapshot and rebuild the summary"
         )
+
+
+class UsageParseError(ContextManagementError, ValueError):
+    """A usage payload is malformed or cannot be interpreted.
+
+    ``field`` names the offending field as a dotted path (``usage.prompt_tokens_details.cached_tokens``).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"cannot read usage field {field!r}: {reason}")

@@ -38,8 +38,10 @@ def turns(start: int, stop: int, text: str = "message number {n}") -> list[Human
 
 
 async def test_setup_is_idempotent_and_reports_version(api):
-    assert await api.setup() == 1
-    assert await api.setup() == 1
+    from ctx_langgraph.history import SCHEMA_VERSION
+
+    assert await api.setup() == SCHEMA_VERSION
+    assert await api.setup() == SCHEMA_VERSION
 
 
 async def test_operations_before_setup_say_so(backend):

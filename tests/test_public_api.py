@@ -1,27 +1,44 @@
 """The public API is what ``__all__`` exports; this pins it so a change is a visible diff."""
 
+import inspect
+
 import ctx_langgraph
 import ctx_langgraph.history
+import ctx_langgraph.usage
 
 EXPECTED = [
     "AppendResult",
+    "AsyncLedgerCallbackHandler",
+    "BookedDelta",
     "BranchInfo",
     "CompactionCheckpoint",
     "CompactionConflict",
     "ContextManagementError",
+    "ContextState",
     "CoverageSnapshot",
     "EventConflict",
     "HistoryEvent",
     "HistoryStore",
     "HistoryStoreError",
     "KeyFact",
+    "LedgerCallbackHandler",
+    "LedgerRecord",
+    "ModelPrice",
+    "NormalizedUsage",
     "PostgresHistoryStore",
+    "PriceTable",
     "SQLiteHistoryStore",
     "Scope",
     "ScopeError",
     "SearchPage",
     "StaleCandidate",
+    "UsageAccumulator",
+    "UsageLedger",
+    "UsageParseError",
+    "UsageTotals",
     "__version__",
+    "make_usage_node",
+    "normalize_usage",
 ]
 
 EXPECTED_HISTORY = [
@@ -43,16 +60,36 @@ EXPECTED_HISTORY = [
 ]
 
 
+EXPECTED_USAGE = [
+    "COUNT_FIELDS",
+    "DEFAULT_PRICES",
+    "PURPOSES",
+    "BookedDelta",
+    "LedgerRecord",
+    "ModelPrice",
+    "NormalizedUsage",
+    "PriceTable",
+    "UsageAccumulator",
+    "UsageLedger",
+    "UsageStatus",
+    "UsageTotals",
+    "call_key_for",
+    "detect_format",
+    "normalize_usage",
+]
+
+
 def test_exported_members_are_pinned():
     assert sorted(ctx_langgraph.__all__) == sorted(EXPECTED)
     assert sorted(ctx_langgraph.history.__all__) == sorted(EXPECTED_HISTORY)
+    assert sorted(ctx_langgraph.usage.__all__) == sorted(EXPECTED_USAGE)
 
 
 def test_every_exported_member_exists_and_is_documented():
-    for module in (ctx_langgraph, ctx_langgraph.history):
+    for module in (ctx_langgraph, ctx_langgraph.history, ctx_langgraph.usage):
         for name in module.__all__:
             member = getattr(module, name)
-            if callable(member):
+            if inspect.isclass(member) or inspect.isfunction(member):
                 assert member.__doc__, f"{module.__name__}.{name} has no docstring"
 
 

@@ -331,11 +331,72 @@ _POSTGRES_V1 = [
     "CREATE INDEX ctx_checkpoints_by_scope ON ctx_checkpoints (tenant, thread_id, branch, generation)",
 ]
 
+
+def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
+    """Version 2: the usage ledger (one row per real call, running totals per key)."""
+    counts = ", ".join(
+        f"{name} {integer}"
+        for name in (
+            "input_total",
+            "input_uncached",
+            "cache_read",
+            "cache_write",
+            "output",
+            "reasoning",
+        )
+    )
+    total_counts = ", ".join(
+        f"{name} {integer} NOT NULL DEFAULT 0"
+        for name in (
+            "input_total",
+            "input_uncached",
+            "cache_read",
+            "cache_write",
+            "output",
+            "reasoning",
+        )
+    )
+    return [
+        f"""CREATE TABLE ctx_usage_calls (
+            call_key TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            status TEXT NOT NULL,
+            version {integer} NOT NULL,
+            response_id TEXT,
+            {counts},
+            cost_nano_usd {integer},
+            raw TEXT NOT NULL,
+            created_at {timestamp} NOT NULL,
+            updated_at {timestamp} NOT NULL
+        )""",
+        "CREATE INDEX ctx_usage_calls_by_thread ON ctx_usage_calls (tenant, thread_id, branch)",
+        f"""CREATE TABLE ctx_usage_totals (
+            tenant TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            calls {integer} NOT NULL DEFAULT 0,
+            unknown_calls {integer} NOT NULL DEFAULT 0,
+            {total_counts},
+            cost_nano_usd {integer} NOT NULL DEFAULT 0,
+            cost_unknown_calls {integer} NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, thread_id, branch, purpose, provider, model)
+        )""",
+    ]
+
+
 MIGRATIONS: dict[str, list[list[str]]] = {
-    "sqlite": [_SQLITE_V1],
-    "postgres": [_POSTGRES_V1],
+    "sqlite": [_SQLITE_V1, _ledger_tables(integer="INTEGER", timestamp="REAL")],
+    "postgres": [_POSTGRES_V1, _ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")],
 }
 """Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 assert all(len(steps) == SCHEMA_VERSION for steps in MIGRATIONS.values())

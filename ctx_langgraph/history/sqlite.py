@@ -30,10 +30,9 @@ class SQLiteHistoryStore(HistoryStore):
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> with SQLiteHistoryStore.from_path(":memory:") as store:
-        ...     store.setup()
+        ...     _ = store.setup()
         ...     store.append("thread-1", [HumanMessage("The order id is A-1042", id="m1")])[0].seq
         ...     store.search("thread-1", "A-1042").hits[0].event_id
-        1
         1
         'm1'
     """

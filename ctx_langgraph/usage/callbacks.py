@@ -1,0 +1,258 @@
+"""``LedgerCallbackHandler``: book every chat-model call of a run in the usage ledger.
+
+Attach it to a run (``config={"callbacks": [handler]}``) and every chat model called inside,
+including the summarizer and models in nodes you do not own, is booked, with its purpose taken
+from the call's metadata (``ctx_purpose``) or tags (``ctx:summary``). Streamed calls are folded
+with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulative usage is not
+summed twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
+
+from ctx_langgraph.errors import ContextManagementError
+from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
+from ctx_langgraph.usage.accumulator import UsageAccumulator
+from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
+from ctx_langgraph.usage.normalize import normalize_usage
+from ctx_langgraph.usage.types import NormalizedUsage
+
+__all__ = ["AsyncLedgerCallbackHandler", "LedgerCallbackHandler"]
+
+log = logging.getLogger(__name__)
+
+FINAL_VERSION = 2
+"""Version of a booking made when a call ended (provisional bookings use 1)."""
+
+
+@dataclass
+class _Run:
+    scope: Scope
+    purpose: str
+    model: str | None
+    accumulator: UsageAccumulator = field(default_factory=UsageAccumulator)
+
+
+def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, default: str) -> str:
+    """The purpose of a call: ``metadata["ctx_purpose"]``, else a ``ctx:<purpose>`` tag, else ``default``.
+
+    Example:
+        >>> purpose_of(["ctx:summary"], {}, "answer"), purpose_of([], {"ctx_purpose": "lookup"}, "answer")
+        ('summary', 'lookup')
+    """
+    if metadata and isinstance(metadata.get("ctx_purpose"), str):
+        return str(metadata["ctx_purpose"])
+    for tag in tags or ():
+        if tag.startswith("ctx:") and len(tag) > 4:
+            return tag[4:]
+    return default
+
+
+def scope_of(metadata: Mapping[str, Any] | None, fallback: Scope | None) -> Scope | None:
+    """The scope of a call from LangGraph's run metadata (``thread_id``, ``ctx_tenant``, ``ctx_branch``)."""
+    metadata = metadata or {}
+    thread_id = metadata.get("thread_id")
+    if thread_id is None:
+        return fallback
+    return Scope(
+        str(thread_id),
+        str(metadata.get("ctx_tenant") or (fallback.tenant if fallback else DEFAULT_TENANT)),
+        str(metadata.get("ctx_branch") or DEFAULT_BRANCH),
+    )
+
+
+def _model_from(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:
+    params = kwargs.get("invocation_params") or {}
+    for key in ("model", "model_name", "model_id"):
+        if isinstance(params.get(key), str):
+            return str(params[key])
+    return None
+
+
+class _LedgerHandlerCore:
+    """What both handlers do, with the ledger call left to the subclass."""
+
+    def __init__(
+        self,
+        ledger: UsageLedger,
+        *,
+        scope: Scope | str | None = None,
+        default_purpose: str = "answer",
+    ) -> None:
+        self.ledger = ledger
+        self.scope = Scope(scope) if isinstance(scope, str) else scope
+        self.default_purpose = default_purpose
+        self._runs: dict[UUID, _Run] = {}
+        self._lock = threading.Lock()
+
+    def _start(
+        self,
+        run_id: UUID,
+        serialized: Mapping[str, Any] | None,
+        tags: Sequence[str] | None,
+        metadata: Mapping[str, Any] | None,
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        scope = scope_of(metadata, self.scope)
+        if scope is None:
+            log.warning(
+                "ctx-langgraph: model call %s has no thread_id and the handler no scope; not booked",
+                run_id,
+            )
+            return
+        with self._lock:
+            self._runs[run_id] = _Run(
+                scope,
+                purpose_of(tags, metadata, self.default_purpose),
+                _model_from(serialized, kwargs),
+            )
+
+    def _chunk(self, run_id: UUID, chunk: Any) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and isinstance(chunk, ChatGenerationChunk):
+            try:
+                run.accumulator.add(chunk.message)
+            except ContextManagementError as exc:  # a malformed chunk must not break the stream
+                log.warning("ctx-langgraph: unreadable usage in a stream chunk: %s", exc)
+
+    def _final_usage(
+        self, run: _Run, message: BaseMessage | None
+    ) -> tuple[NormalizedUsage, str | None]:
+        streamed = run.accumulator.finish() if run.accumulator.usage is not None else None
+        usage = NormalizedUsage(complete=False)
+        if message is not None:
+            try:
+                usage = normalize_usage(message)
+            except ContextManagementError as exc:
+                usage = NormalizedUsage(complete=False, raw={"error": str(exc)})
+        if streamed is not None and streamed.known:
+            # chunk-by-chunk folding knows cumulative semantics; the aggregated message may have summed them
+            usage = replace(streamed, complete=True).merged_over(usage)
+        if usage.model is None:
+            usage = replace(usage, model=run.model)
+        return usage, None if message is None else message.id
+
+    def _booking(
+        self, run_id: UUID, response: LLMResult | None, error: BaseException | None
+    ) -> tuple[Any, ...] | None:
+        with self._lock:
+            run = self._runs.pop(run_id, None)
+        if run is None:
+            return None
+        message = None
+        if response is not None and response.generations and response.generations[0]:
+            generation = response.generations[0][0]
+            if isinstance(generation, ChatGeneration):
+                message = generation.message
+        usage, message_id = self._final_usage(run, message)
+        if error is not None:
+            usage = replace(usage, complete=False)
+        key = call_key_for(usage, message_id=message_id, attempt_id=str(run_id))
+        status = usage.status if error is None else ("partial" if usage.known else "unknown")
+        return key, usage, run.scope, run.purpose, status
+
+
+class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
+    """Books every chat-model call of a run (sync; LangChain runs it in a thread for async runs).
+
+    Example:
+        .. code-block:: python
+
+            handler = LedgerCallbackHandler(UsageLedger(store))
+            graph.invoke(inputs, {"configurable": {"thread_id": "t1"}, "callbacks": [handler]})
+            summarizer.invoke(prompt, {"tags": ["ctx:summary"], "callbacks": [handler]})
+    """
+
+    raise_error = False
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, serialized, tags, metadata, kwargs)
+
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._chunk(run_id, chunk)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self._book(self._booking(run_id, response, None))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._book(self._booking(run_id, None, error))
+
+    def _book(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
+        if booking is None:
+            return None
+        key, usage, scope, purpose, status = booking
+        return self.ledger.record(
+            key, usage, scope=scope, purpose=purpose, status=status, version=FINAL_VERSION
+        )
+
+
+class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
+    """Async twin of :class:`LedgerCallbackHandler` (books with the ledger's async methods)."""
+
+    raise_error = False
+
+    async def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._start(run_id, serialized, tags, metadata, kwargs)
+
+    async def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._chunk(run_id, chunk)
+
+    async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        await self._abook(self._booking(run_id, response, None))
+
+    async def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        await self._abook(self._booking(run_id, None, error))
+
+    async def _abook(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
+        if booking is None:
+            return None
+        key, usage, scope, purpose, status = booking
+        return await self.ledger.arecord(
+            key, usage, scope=scope, purpose=purpose, status=status, version=FINAL_VERSION
+        )

@@ -1,0 +1,500 @@
+"""``UsageLedger``: one record per real model call, running totals booked by difference.
+
+Lives in the history store's database (tables from migration 2, created by ``store.setup()``).
+A record is keyed by ``call_key`` (provider and response id, or a local attempt id until the
+response id is known). Each :meth:`UsageLedger.record` books ``new known value - value already
+booked`` into the running totals in the same transaction as the record, so a duplicate terminal
+event books 0, provisional -> final books the difference, and a billing correction (a higher
+``version``) may book a negative difference. Unknown counts are never added as zeros, and
+compaction never touches the ledger.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctx_langgraph.history._ops import Op
+from ctx_langgraph.history._sql import Dialect, Stmt
+from ctx_langgraph.history.base import HistoryStore, _Call
+from ctx_langgraph.history.types import Scope, ensure_scope
+from ctx_langgraph.usage.prices import PriceTable
+from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
+
+__all__ = ["PURPOSES", "BookedDelta", "LedgerRecord", "UsageLedger", "UsageTotals", "call_key_for"]
+
+PURPOSES = ("answer", "summary", "retry", "lookup", "memory", "other")
+"""Purposes the package itself books; any other non-empty string is accepted too."""
+
+BookingReason = Literal["new", "update", "duplicate", "stale"]
+GROUP_COLUMNS = ("tenant", "thread_id", "branch", "purpose", "provider", "model")
+
+_CALL_COLS = (
+    "call_key, tenant, thread_id, branch, purpose, provider, model, status, version, response_id, "
+    + ", ".join(COUNT_FIELDS)
+    + ", cost_nano_usd, raw"
+)
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What the ledger holds for one call."""
+
+    call_key: str
+    scope: Scope
+    purpose: str
+    status: UsageStatus
+    version: int
+    usage: NormalizedUsage
+    cost: float | None
+    """USD, or None when the model has no price or a needed count is unknown."""
+
+
+@dataclass(frozen=True)
+class BookedDelta:
+    """What one :meth:`UsageLedger.record` changed in the running totals."""
+
+    call_key: str
+    reason: BookingReason
+    """``new`` record, ``update`` (provisional -> final, correction), ``duplicate`` or ``stale`` (booked 0)."""
+    deltas: dict[str, int]
+    """Change of each token count in the totals (0 when unchanged or unknown)."""
+    cost_delta: float
+    record: LedgerRecord
+    """The record as stored after this booking."""
+
+    @property
+    def applied(self) -> bool:
+        return self.reason in ("new", "update")
+
+
+@dataclass(frozen=True)
+class UsageTotals:
+    """Running totals for one group (``key`` holds the grouped columns)."""
+
+    key: dict[str, str]
+    calls: int
+    unknown_calls: int
+    counts: dict[str, int]
+    """Sums of the known values of each token count."""
+    cost: float
+    """Sum of the known costs, USD."""
+    cost_unknown_calls: int
+    """Calls whose cost is unknown: when above 0, ``cost`` is a lower bound."""
+
+
+@dataclass(frozen=True)
+class _Stored:
+    purpose: str
+    provider: str
+    model: str
+    status: str
+    version: int
+    counts: dict[str, int | None]
+    cost_nano: int | None
+    response_id: str | None
+    raw: dict[str, Any]
+
+    @property
+    def booked(self) -> bool:
+        return self.version >= 0
+
+
+def _record(call_key: str, scope: Scope, stored: _Stored) -> LedgerRecord:
+    usage = NormalizedUsage(
+        **stored.counts,
+        provider=stored.provider,  # type: ignore[arg-type]
+        model=stored.model or None,
+        response_id=stored.response_id,
+        complete=stored.status == "complete",
+        raw=stored.raw,
+    )
+    return LedgerRecord(
+        call_key=call_key,
+        scope=scope,
+        purpose=stored.purpose,
+        status=stored.status,  # type: ignore[arg-type]
+        version=stored.version,
+        usage=usage,
+        cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
+    )
+
+
+@dataclass(frozen=True)
+class BookingPlan:
+    stored: _Stored
+    reason: BookingReason
+    adjustments: list[tuple[tuple[str, str, str], dict[str, int]]]
+    """(purpose, provider, model) -> signed changes of the totals columns."""
+    deltas: dict[str, int]
+    cost_delta_nano: int
+
+
+def _totals_row(stored: _Stored, sign: int) -> dict[str, int]:
+    row = {name: sign * (stored.counts[name] or 0) for name in COUNT_FIELDS}
+    row["calls"] = sign
+    row["unknown_calls"] = sign * (stored.status == "unknown")
+    row["cost_nano_usd"] = sign * (stored.cost_nano or 0)
+    row["cost_unknown_calls"] = sign * (stored.cost_nano is None)
+    return row
+
+
+def plan_booking(
+    old: _Stored,
+    usage: NormalizedUsage,
+    *,
+    purpose: str,
+    status: UsageStatus,
+    version: int,
+    cost_nano: Callable[[NormalizedUsage], int | None],
+) -> BookingPlan:
+    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes."""
+    zero = dict.fromkeys(COUNT_FIELDS, 0)
+    if old.booked and version <= old.version:
+        return BookingPlan(old, "duplicate" if version == old.version else "stale", [], zero, 0)
+    previous = _record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
+    merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
+    stored = _Stored(
+        purpose=purpose,
+        provider=merged.provider,
+        model=merged.model or "",
+        status=status,
+        version=version,
+        counts={name: getattr(merged, name) for name in COUNT_FIELDS},
+        cost_nano=cost_nano(merged),
+        response_id=merged.response_id,
+        raw=dict(usage.raw),
+    )
+    adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
+    for record, sign in ((old, -1), (stored, 1)):
+        if sign == -1 and not record.booked:
+            continue
+        key = (record.purpose, record.provider, record.model)
+        row = adjustments.setdefault(key, {})
+        for column, value in _totals_row(record, sign).items():
+            row[column] = row.get(column, 0) + value
+    deltas = {
+        name: (stored.counts[name] or 0) - ((old.counts[name] or 0) if old.booked else 0)
+        for name in COUNT_FIELDS
+    }
+    cost_delta = (stored.cost_nano or 0) - ((old.cost_nano or 0) if old.booked else 0)
+    changes = [(key, row) for key, row in adjustments.items() if any(row.values())]
+    return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)
+
+
+def _stored_from_row(row: Sequence[Any]) -> _Stored:
+    return _Stored(
+        purpose=row[4],
+        provider=row[5],
+        model=row[6],
+        status=row[7],
+        version=int(row[8]),
+        response_id=row[9],
+        counts={
+            name: None if row[10 + i] is None else int(row[10 + i])
+            for i, name in enumerate(COUNT_FIELDS)
+        },
+        cost_nano=None if row[16] is None else int(row[16]),
+        raw=json.loads(row[17]),
+    )
+
+
+def _record_op(
+    d: Dialect,
+    call_key: str,
+    scope: Scope,
+    usage: NormalizedUsage,
+    purpose: str,
+    status: UsageStatus,
+    version: int,
+    cost_nano: Callable[[NormalizedUsage], int | None],
+    now: dt.datetime,
+) -> Op[BookedDelta]:
+    # A placeholder row (version -1, nothing booked) makes the row lock work for the very first
+    # event too: racing workers serialize on it instead of both inserting.
+    yield Stmt(
+        "INSERT INTO ctx_usage_calls (call_key, tenant, thread_id, branch, purpose, provider, model, status, "
+        "version, raw, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, '', 'unknown', -1, '{}', ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        (
+            call_key,
+            scope.tenant,
+            scope.thread_id,
+            scope.branch,
+            purpose,
+            usage.provider,
+            d.ts(now),
+            d.ts(now),
+        ),
+    )
+    row = yield Stmt(
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?" + d.for_update,
+        (call_key,),
+        "one",
+    )
+    owner = Scope(row[2], row[1], row[3])
+    plan = plan_booking(
+        _stored_from_row(row),
+        usage,
+        purpose=purpose,
+        status=status,
+        version=version,
+        cost_nano=cost_nano,
+    )
+    if plan.reason in ("new", "update"):
+        stored = plan.stored
+        yield Stmt(
+            "UPDATE ctx_usage_calls SET purpose = ?, provider = ?, model = ?, status = ?, version = ?, "
+            "response_id = ?, "
+            + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
+            + ", cost_nano_usd = ?, raw = ?, updated_at = ? WHERE call_key = ?",
+            (
+                stored.purpose,
+                stored.provider,
+                stored.model,
+                stored.status,
+                stored.version,
+                stored.response_id,
+                *(stored.counts[name] for name in COUNT_FIELDS),
+                stored.cost_nano,
+                json.dumps(stored.raw, default=str),
+                d.ts(now),
+                call_key,
+            ),
+        )
+        columns = ["calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls"]
+        for (purpose_key, provider_key, model_key), change in plan.adjustments:
+            yield Stmt(
+                f"INSERT INTO ctx_usage_totals (tenant, thread_id, branch, purpose, provider, model, "
+                f"{', '.join(columns)}) VALUES (?, ?, ?, ?, ?, ?, {', '.join('?' * len(columns))}) "
+                "ON CONFLICT (tenant, thread_id, branch, purpose, provider, model) DO UPDATE SET "
+                + ", ".join(f"{c} = ctx_usage_totals.{c} + excluded.{c}" for c in columns),
+                (
+                    owner.tenant,
+                    owner.thread_id,
+                    owner.branch,
+                    purpose_key,
+                    provider_key,
+                    model_key,
+                    *(change.get(c, 0) for c in columns),
+                ),
+            )
+    return BookedDelta(
+        call_key=call_key,
+        reason=plan.reason,
+        deltas=plan.deltas,
+        cost_delta=plan.cost_delta_nano / 1e9,
+        record=_record(call_key, owner, plan.stored),
+    )
+
+
+def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
+    row = yield Stmt(
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?", (call_key,), "one"
+    )
+    if row is None or int(row[8]) < 0:
+        return None
+    return _record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(row))
+
+
+def _totals_op(
+    d: Dialect, scope: Scope | None, branch: str | None, by: tuple[str, ...]
+) -> Op[list[UsageTotals]]:
+    where, params = [], []
+    if scope is not None:
+        where += ["tenant = ?", "thread_id = ?"]
+        params += [scope.tenant, scope.thread_id]
+    if branch is not None:
+        where.append("branch = ?")
+        params.append(branch)
+    sums = ["calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls"]
+    group = ", ".join(by)
+    rows = yield Stmt(
+        f"SELECT {group + ', ' if by else ''}{', '.join(f'SUM({c})' for c in sums)} FROM ctx_usage_totals"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + (f" GROUP BY {group} ORDER BY {group}" if by else ""),
+        params,
+        "all",
+    )
+    totals = []
+    for row in rows:
+        values = [int(v or 0) for v in row[len(by) :]]
+        named = dict(zip(sums, values, strict=True))
+        if not by and not named["calls"]:
+            continue
+        totals.append(
+            UsageTotals(
+                key=dict(zip(by, row[: len(by)], strict=True)),
+                calls=named["calls"],
+                unknown_calls=named["unknown_calls"],
+                counts={name: named[name] for name in COUNT_FIELDS},
+                cost=named["cost_nano_usd"] / 1e9,
+                cost_unknown_calls=named["cost_unknown_calls"],
+            )
+        )
+    return totals
+
+
+class UsageLedger:
+    """The usage ledger of a history store's database.
+
+    Example:
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> from ctx_langgraph.usage import UsageLedger, normalize_usage
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> ledger = UsageLedger(store)
+        >>> provisional = normalize_usage({"input_tokens": 50, "cache_read_input_tokens": 18000,
+        ...     "cache_creation_input_tokens": 1200, "output_tokens": 30}, provider="anthropic")
+        >>> final = normalize_usage({"input_tokens": 50, "cache_read_input_tokens": 18000,
+        ...     "cache_creation_input_tokens": 1200, "output_tokens": 120}, provider="anthropic")
+        >>> ledger.record("anthropic:msg_1", provisional, scope="t1", status="partial", version=1).deltas["output"]
+        30
+        >>> ledger.record("anthropic:msg_1", final, scope="t1", version=2).deltas["output"]
+        90
+        >>> ledger.record("anthropic:msg_1", final, scope="t1", version=2).reason
+        'duplicate'
+        >>> [t.counts["input_total"] for t in ledger.totals("t1")], [t.counts["output"] for t in ledger.totals("t1")]
+        ([19250], [120])
+    """
+
+    def __init__(self, store: HistoryStore, *, prices: PriceTable | None = None) -> None:
+        self.store = store
+        self.prices = prices if prices is not None else PriceTable.default()
+
+    def _cost_nano(self, usage: NormalizedUsage) -> int | None:
+        price = self.prices.price_for(usage.model)
+        if price is None:
+            return None
+        cost = price.cost(usage)
+        return None if cost is None else round(cost * 1e9)
+
+    def _record_call(
+        self,
+        call_key: str,
+        usage: NormalizedUsage,
+        scope: Scope | str,
+        purpose: str,
+        status: UsageStatus | None,
+        version: int,
+    ) -> _Call[BookedDelta]:
+        if not call_key:
+            raise ValueError("call_key must be a non-empty string")
+        if not purpose:
+            raise ValueError("purpose must be a non-empty string")
+        if version < 0:
+            raise ValueError(f"version must be >= 0, got {version}")
+        op = _record_op(
+            self.store.dialect,
+            call_key,
+            ensure_scope(scope),
+            usage,
+            purpose,
+            status or usage.status,
+            version,
+            self._cost_nano,
+            self.store._clock(),
+        )
+        return _Call(op, write=True)
+
+    def record(
+        self,
+        call_key: str,
+        usage: NormalizedUsage,
+        *,
+        scope: Scope | str,
+        purpose: str = "answer",
+        status: UsageStatus | None = None,
+        version: int = 0,
+    ) -> BookedDelta:
+        """Record a call's usage and book the difference to what was booked for it before.
+
+        Args:
+            call_key: the call's identity: ``"{provider}:{response_id}"``, or a local attempt id.
+            usage: the normalized usage (counts it does not know keep their booked values).
+            scope: the thread (and branch) the call belongs to.
+            purpose: ``answer``, ``summary``, ``retry``, ``lookup``, ...
+            status: ``complete``, ``partial`` or ``unknown``; derived from ``usage`` by default.
+            version: orders the events of one call: a higher version replaces the record, an
+                equal one is a duplicate (booked 0), a lower one is stale (booked 0).
+        """
+        return self.store._run(self._record_call(call_key, usage, scope, purpose, status, version))
+
+    async def arecord(
+        self,
+        call_key: str,
+        usage: NormalizedUsage,
+        *,
+        scope: Scope | str,
+        purpose: str = "answer",
+        status: UsageStatus | None = None,
+        version: int = 0,
+    ) -> BookedDelta:
+        """Async twin of :meth:`record`."""
+        return await self.store._arun(
+            self._record_call(call_key, usage, scope, purpose, status, version)
+        )
+
+    def get(self, call_key: str) -> LedgerRecord | None:
+        """The record of one call, or None."""
+        return self.store._run(_Call(_get_op(self.store.dialect, call_key), write=False))
+
+    async def aget(self, call_key: str) -> LedgerRecord | None:
+        """Async twin of :meth:`get`."""
+        return await self.store._arun(_Call(_get_op(self.store.dialect, call_key), write=False))
+
+    def _totals_call(
+        self, scope: Scope | str | None, by: Sequence[str], branch: str | None
+    ) -> _Call[list[UsageTotals]]:
+        by = tuple(by)
+        unknown = [column for column in by if column not in GROUP_COLUMNS]
+        if unknown:
+            raise ValueError(f"cannot group usage totals by {unknown}; choose from {GROUP_COLUMNS}")
+        resolved = None if scope is None else ensure_scope(scope)
+        return _Call(_totals_op(self.store.dialect, resolved, branch, by), write=False)
+
+    def totals(
+        self,
+        scope: Scope | str | None = None,
+        *,
+        by: Sequence[str] = (),
+        branch: str | None = None,
+    ) -> list[UsageTotals]:
+        """Running totals of a thread (every branch unless ``branch``), or of the whole ledger
+        when ``scope`` is None, grouped by any of ``tenant, thread_id, branch, purpose,
+        provider, model`` (one row without ``by``)."""
+        return self.store._run(self._totals_call(scope, by, branch))
+
+    async def atotals(
+        self,
+        scope: Scope | str | None = None,
+        *,
+        by: Sequence[str] = (),
+        branch: str | None = None,
+    ) -> list[UsageTotals]:
+        """Async twin of :meth:`totals`."""
+        return await self.store._arun(self._totals_call(scope, by, branch))
+
+
+def call_key_for(
+    usage: NormalizedUsage, *, message_id: str | None = None, attempt_id: str | None = None
+) -> str:
+    """The ledger key of a call: provider and response id when known, else the message id,
+    else a local attempt id.
+
+    Example:
+        >>> from ctx_langgraph.usage import NormalizedUsage
+        >>> call_key_for(NormalizedUsage(provider="openai", response_id="chatcmpl-1"))
+        'openai:chatcmpl-1'
+        >>> call_key_for(NormalizedUsage(), message_id="lc_run--42")
+        'msg:lc_run--42'
+    """
+    if usage.response_id:
+        return f"{usage.provider}:{usage.response_id}"
+    if message_id:
+        return f"msg:{message_id}"
+    if attempt_id:
+        return f"attempt:{attempt_id}"
+    raise ValueError("a call needs a response id, a message id or an attempt id to be booked")

@@ -1,0 +1,166 @@
+"""The ``ctx_usage`` node: after the model node, book the reply's usage and move the baseline.
+
+The capacity baseline (``context["baseline"]``) is what the next budget estimate starts from:
+the measured input tokens of the last request and the id of the last message that was in it.
+It moves only for a complete usage report of a request made in the current projection epoch; a
+stale response (its request predates a compaction or an edit) is booked but leaves the baseline
+alone. A usage payload that cannot be read is booked as ``unknown`` and never stops the graph.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+from ctx_langgraph.errors import ContextManagementError
+from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
+from ctx_langgraph.usage.callbacks import FINAL_VERSION
+from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
+from ctx_langgraph.usage.normalize import normalize_usage
+from ctx_langgraph.usage.types import NormalizedUsage, UsageStatus
+
+__all__ = ["make_usage_node", "scope_from_config"]
+
+log = logging.getLogger(__name__)
+NO_THREAD = "_no_thread"
+
+
+def scope_from_config(
+    config: RunnableConfig | None, context: dict[str, Any] | None = None
+) -> Scope:
+    """The run's scope: ``thread_id`` (and ``ctx_tenant``) from ``configurable``, the branch from
+    the state's context (or ``configurable["ctx_branch"]``). Never from model-supplied data."""
+    configurable = (config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        log.warning("ctx-langgraph: the run has no thread_id; usage is booked under %r", NO_THREAD)
+        thread_id = NO_THREAD
+    branch = (context or {}).get("branch") or configurable.get("ctx_branch") or DEFAULT_BRANCH
+    return Scope(str(thread_id), str(configurable.get("ctx_tenant") or DEFAULT_TENANT), str(branch))
+
+
+@dataclass(frozen=True)
+class _Booking:
+    call_key: str
+    usage: NormalizedUsage
+    scope: Scope
+    purpose: str
+    status: UsageStatus
+
+
+def _usage_flow(
+    state: dict[str, Any], config: RunnableConfig | None, purpose: str
+) -> Generator[_Booking, BookedDelta, dict[str, Any]]:
+    messages: list[BaseMessage] = state.get("messages") or []
+    context: dict[str, Any] = state.get("context") or {}
+    if not messages or not isinstance(messages[-1], AIMessage):
+        return {}
+    reply = messages[-1]
+    if context.get("last_usage_message_id") == reply.id:
+        return {}  # this reply was booked already (the node re-ran after a resume)
+    try:
+        usage = normalize_usage(reply)
+    except ContextManagementError as exc:
+        log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
+        usage = NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
+    booked = yield _Booking(
+        call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"),
+        usage,
+        scope_from_config(config, context),
+        purpose,
+        usage.status,
+    )
+    measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
+    epoch = int(context.get("projection_epoch", 0))
+    request = context.get("request") or {}
+    request_epoch = int(request.get("epoch", epoch))
+    update: dict[str, Any] = {
+        "last_usage_message_id": reply.id,
+        "last_usage": {
+            "call_key": booked.call_key,
+            "status": booked.record.status,
+            "input_total": measured.input_total,
+            "output": measured.output,
+            "booked": booked.reason,
+            "stale": request_epoch != epoch,
+        },
+    }
+    if (
+        request_epoch == epoch
+        and booked.record.status == "complete"
+        and measured.input_total is not None
+    ):
+        before = messages[-2].id if len(messages) > 1 else None
+        update["baseline"] = {
+            "measured_input_tokens": measured.input_total,
+            "input_through_message_id": request.get("input_through_message_id", before),
+            "projection_epoch": epoch,
+            "model": measured.model,
+            "response_id": measured.response_id,
+            "reply_message_id": reply.id,
+        }
+    return {"context": update}
+
+
+def make_usage_node(
+    ledger: UsageLedger, *, purpose: str = "answer", name: str = "ctx_usage"
+) -> RunnableLambda[Any, Any]:
+    """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
+
+    Works in sync (``invoke``) and async (``ainvoke``) graphs alike.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> from ctx_langgraph.usage import UsageLedger
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> node = make_usage_node(UsageLedger(store))
+        >>> reply = AIMessage("hi", id="a1", usage_metadata={"input_tokens": 1200, "output_tokens": 5, "total_tokens": 1205})
+        >>> update = node.invoke({"messages": [HumanMessage("hello", id="h1"), reply]},
+        ...                      {"configurable": {"thread_id": "t1"}})
+        >>> update["context"]["baseline"]["measured_input_tokens"], update["context"]["baseline"]["input_through_message_id"]
+        (1200, 'h1')
+    """
+
+    def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = _usage_flow(state, config, purpose)
+        try:
+            booking = next(flow)
+            flow.send(
+                ledger.record(
+                    booking.call_key,
+                    booking.usage,
+                    scope=booking.scope,
+                    purpose=booking.purpose,
+                    status=booking.status,
+                    version=FINAL_VERSION,
+                )
+            )
+        except StopIteration as stop:
+            return dict(stop.value)
+        raise RuntimeError("usage flow did not finish")  # pragma: no cover
+
+    async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = _usage_flow(state, config, purpose)
+        try:
+            booking = next(flow)
+            flow.send(
+                await ledger.arecord(
+                    booking.call_key,
+                    booking.usage,
+                    scope=booking.scope,
+                    purpose=booking.purpose,
+                    status=booking.status,
+                    version=FINAL_VERSION,
+                )
+            )
+        except StopIteration as stop:
+            return dict(stop.value)
+        raise RuntimeError("usage flow did not finish")  # pragma: no cover
+
+    return RunnableLambda(run, afunc=arun, name=name)

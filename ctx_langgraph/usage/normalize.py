@@ -1,0 +1,451 @@
+"""``normalize_usage``: provider usage payloads to :class:`NormalizedUsage` (DESIGN section 7).
+
+| source | input total | cache fields |
+|---|---|---|
+| OpenAI Responses | ``input_tokens`` | ``input_tokens_details.cached_tokens`` is part of it |
+| OpenAI Chat Completions | ``prompt_tokens`` | ``prompt_tokens_details.cached_tokens`` is part of it |
+| Anthropic Messages | ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` | disjoint |
+| Google Gemini | ``prompt_token_count`` | ``cached_content_token_count`` is part of it |
+| LangChain ``UsageMetadata`` | ``input_tokens`` (already inclusive) | ``input_token_details`` |
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.errors import UsageParseError
+from ctx_langgraph.usage.types import NormalizedUsage, Provider, UsageCounts
+
+__all__ = ["detect_format", "normalize_usage"]
+
+_PROVIDER_NAMES: dict[str, Provider] = {
+    "openai": "openai",
+    "azure": "openai",
+    "azure_openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google",
+    "google_genai": "google",
+    "google_vertexai": "google",
+    "gemini": "google",
+    "vertexai": "google",
+    "langchain": "langchain",
+}
+_TIER_PREFIXES = ("", "priority_", "flex_")
+
+
+def _provider(name: str | None) -> Provider | None:
+    if name is None:
+        return None
+    try:
+        return _PROVIDER_NAMES[name.lower()]
+    except KeyError:
+        raise UsageParseError(
+            "provider", f"unknown provider {name!r}; expected one of {sorted(set(_PROVIDER_NAMES))}"
+        ) from None
+
+
+def _count(data: Mapping[str, Any], key: str, path: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageParseError(
+            f"{path}{key}", f"expected a token count, got {type(value).__name__} {value!r}"
+        )
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise UsageParseError(f"{path}{key}", f"expected a whole token count, got {value!r}")
+    if value < 0:
+        raise UsageParseError(f"{path}{key}", f"token counts cannot be negative, got {value!r}")
+    return int(value)
+
+
+def _details(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UsageParseError(f"{path}{key}", f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _sum_known(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _uncached(total: int | None, *parts: int | None, field: str) -> int | None:
+    if total is None:
+        return None
+    rest = total - sum(p for p in parts if p is not None)
+    if rest < 0:
+        raise UsageParseError(
+            field, f"cached tokens ({total - rest}) exceed the input total ({total})"
+        )
+    return rest
+
+
+def _as_mapping(source: Any) -> Any:
+    """SDK objects (pydantic models from the openai / anthropic / google clients) to dicts."""
+    if isinstance(source, (Mapping, BaseMessage)):
+        return source
+    for method in ("model_dump", "to_dict", "dict"):
+        dump = getattr(source, method, None)
+        if callable(dump):
+            try:
+                dumped = dump()
+            except TypeError:
+                continue
+            if isinstance(dumped, Mapping):
+                return dumped
+    raise UsageParseError("usage", f"cannot read usage from a {type(source).__name__}")
+
+
+def detect_format(usage: Mapping[str, Any]) -> str | None:
+    """Which wire format a bare usage object is in, or None when its keys fit several.
+
+    Example:
+        >>> detect_format({"prompt_tokens": 10, "completion_tokens": 2})
+        'openai_chat'
+        >>> detect_format({"input_tokens": 10, "output_tokens": 2}) is None
+        True
+    """
+    keys = set(usage)
+    if keys & {"prompt_tokens", "completion_tokens", "prompt_tokens_details"}:
+        return "openai_chat"
+    if keys & {
+        "prompt_token_count",
+        "promptTokenCount",
+        "candidates_token_count",
+        "candidatesTokenCount",
+    }:
+        return "gemini"
+    if keys & {
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+        "cache_creation",
+        "server_tool_use",
+    }:
+        return "anthropic"
+    if keys & {"input_tokens_details", "output_tokens_details"}:
+        return "openai_responses"
+    if keys & {"input_token_details", "output_token_details"}:
+        return "langchain"
+    if {"input_tokens", "output_tokens", "total_tokens"} <= keys:
+        # inclusive input either way (Responses or LangChain): the numbers mean the same
+        return "langchain"
+    return None
+
+
+def _format_for_provider(provider: Provider, usage: Mapping[str, Any]) -> str:
+    if provider == "anthropic":
+        return "anthropic"
+    if provider == "google":
+        return "gemini"
+    if provider == "openai":
+        return "openai_chat" if "prompt_tokens" in usage else "openai_responses"
+    return "langchain"
+
+
+def _anthropic(usage: Mapping[str, Any], path: str) -> UsageCounts:
+    uncached = _count(usage, "input_tokens", path)
+    cache_read = _count(usage, "cache_read_input_tokens", path)
+    cache_write = _count(usage, "cache_creation_input_tokens", path)
+    breakdown = _details(usage, "cache_creation", path)
+    by_ttl = _sum_known(
+        _count(breakdown, "ephemeral_5m_input_tokens", f"{path}cache_creation."),
+        _count(breakdown, "ephemeral_1h_input_tokens", f"{path}cache_creation."),
+    )
+    if cache_write is None or (by_ttl is not None and by_ttl > cache_write):
+        cache_write = by_ttl if by_ttl is not None else cache_write
+    if uncached == 0 and not cache_read and not cache_write:
+        uncached = None  # a request always has input: 0 here is a gateway's "not reported"
+    thinking = _count(
+        _details(usage, "output_tokens_details", path),
+        "thinking_tokens",
+        f"{path}output_tokens_details.",
+    )
+    return {
+        "input_total": None
+        if uncached is None
+        else uncached + (cache_read or 0) + (cache_write or 0),
+        "input_uncached": uncached,
+        "cache_read": cache_read,
+        "cache_write": cache_write,
+        "output": _count(usage, "output_tokens", path),
+        "reasoning": thinking,
+    }
+
+
+def _openai(usage: Mapping[str, Any], path: str, *, chat: bool) -> UsageCounts:
+    total_key, out_key = (
+        ("prompt_tokens", "completion_tokens") if chat else ("input_tokens", "output_tokens")
+    )
+    in_details_key = "prompt_tokens_details" if chat else "input_tokens_details"
+    out_details_key = "completion_tokens_details" if chat else "output_tokens_details"
+    total = _count(usage, total_key, path)
+    in_details = _details(usage, in_details_key, path)
+    cache_read = _count(in_details, "cached_tokens", f"{path}{in_details_key}.")
+    cache_write = _count(in_details, "cache_write_tokens", f"{path}{in_details_key}.")
+    reasoning = _count(
+        _details(usage, out_details_key, path), "reasoning_tokens", f"{path}{out_details_key}."
+    )
+    return {
+        "input_total": total,
+        "input_uncached": _uncached(
+            total, cache_read, cache_write, field=f"{path}{in_details_key}.cached_tokens"
+        ),
+        "cache_read": cache_read,
+        "cache_write": cache_write,
+        "output": _count(usage, out_key, path),
+        "reasoning": reasoning,
+    }
+
+
+def _gemini(usage: Mapping[str, Any], path: str) -> UsageCounts:
+    def count(snake: str) -> int | None:
+        camel = "".join(part.title() if i else part for i, part in enumerate(snake.split("_")))
+        key = snake if snake in usage else camel
+        return _count(usage, key, path)
+
+    prompt = count("prompt_token_count")
+    tool_prompt = count("tool_use_prompt_token_count")
+    total = None if prompt is None else prompt + (tool_prompt or 0)
+    cached = count("cached_content_token_count")
+    thoughts = count("thoughts_token_count")
+    candidates = count("candidates_token_count")
+    return {
+        "input_total": total,
+        "input_uncached": _uncached(total, cached, field=f"{path}cached_content_token_count"),
+        "cache_read": cached,
+        "cache_write": None,
+        "output": _sum_known(candidates, thoughts),
+        "reasoning": thoughts,
+    }
+
+
+def _langchain(usage: Mapping[str, Any], path: str, *, zero_input_unknown: bool) -> UsageCounts:
+    total = _count(usage, "input_tokens", path)
+    details = _details(usage, "input_token_details", path)
+    out_details = _details(usage, "output_token_details", path)
+    dpath, opath = f"{path}input_token_details.", f"{path}output_token_details."
+    cache_read = _sum_known(
+        *(_count(details, f"{tier}cache_read", dpath) for tier in _TIER_PREFIXES)
+    )
+    generic_write = _sum_known(
+        *(_count(details, f"{tier}cache_creation", dpath) for tier in _TIER_PREFIXES)
+    )
+    by_ttl = _sum_known(
+        _count(details, "ephemeral_5m_input_tokens", dpath),
+        _count(details, "ephemeral_1h_input_tokens", dpath),
+    )
+    # langchain-anthropic reports the TTL breakdown and zeroes the generic key: the same tokens
+    known_writes = [v for v in (generic_write, by_ttl) if v is not None]
+    cache_write = max(known_writes) if known_writes else None
+    if zero_input_unknown and total == 0 and not cache_read and not cache_write:
+        total = None
+    reasoning = _sum_known(
+        *(_count(out_details, f"{tier}reasoning", opath) for tier in _TIER_PREFIXES)
+    )
+    return {
+        "input_total": total,
+        "input_uncached": _uncached(total, cache_read, cache_write, field=f"{dpath}cache_read"),
+        "cache_read": cache_read,
+        "cache_write": cache_write,
+        "output": _count(usage, "output_tokens", path),
+        "reasoning": reasoning,
+    }
+
+
+def _counts(fmt: str, usage: Mapping[str, Any], path: str, provider: Provider) -> UsageCounts:
+    if fmt == "anthropic":
+        return _anthropic(usage, path)
+    if fmt in ("openai_chat", "openai_responses"):
+        return _openai(usage, path, chat=fmt == "openai_chat")
+    if fmt == "gemini":
+        return _gemini(usage, path)
+    return _langchain(usage, path, zero_input_unknown=provider == "anthropic")
+
+
+_FORMAT_PROVIDER: dict[str, Provider] = {
+    "anthropic": "anthropic",
+    "openai_chat": "openai",
+    "openai_responses": "openai",
+    "gemini": "google",
+    "langchain": "langchain",
+}
+
+
+def _from_usage(
+    usage: Any,
+    *,
+    provider: Provider | None,
+    path: str,
+    model: str | None = None,
+    response_id: str | None = None,
+    complete: bool = True,
+    fmt: str | None = None,
+) -> NormalizedUsage:
+    if not isinstance(usage, Mapping):
+        raise UsageParseError(
+            path.rstrip(".") or "usage", f"expected a usage object, got {type(usage).__name__}"
+        )
+    fmt = fmt or detect_format(usage)
+    if fmt is None:
+        if provider is None:
+            raise UsageParseError(
+                path.rstrip(".") or "usage",
+                f"cannot tell the provider from keys {sorted(usage)}; pass provider='openai', 'anthropic', "
+                "'google' or 'langchain'",
+            )
+        fmt = _format_for_provider(provider, usage)
+    counts = _counts(fmt, usage, path, provider or _FORMAT_PROVIDER[fmt])
+    return NormalizedUsage(
+        **counts,
+        provider=provider or _FORMAT_PROVIDER[fmt],
+        model=model,
+        response_id=response_id,
+        complete=complete,
+        raw=dict(usage),
+    )
+
+
+def _from_message(message: BaseMessage, provider: Provider | None) -> NormalizedUsage:
+    meta = message.response_metadata or {}
+    provider = provider or _provider(meta.get("model_provider"))
+    model = meta.get("model_name") or meta.get("model")
+    response_id = meta.get("id") if isinstance(meta.get("id"), str) else None
+    complete = (
+        getattr(message, "chunk_position", "last") == "last"
+        or type(message).__name__ == "AIMessage"
+    )
+    raw_usage = (
+        meta.get("token_usage")
+        if isinstance(meta.get("token_usage"), Mapping)
+        else meta.get("usage")
+    )
+    if isinstance(raw_usage, Mapping) and detect_format(raw_usage) not in (None, "langchain"):
+        # the provider's own payload, when the integration kept it, is the most exact source
+        return _from_usage(
+            raw_usage,
+            provider=provider,
+            path="response_metadata.usage.",
+            model=model,
+            response_id=response_id,
+            complete=complete,
+        )
+    usage_metadata = getattr(message, "usage_metadata", None)
+    if usage_metadata is None:
+        return NormalizedUsage(
+            provider=provider or "unknown", model=model, response_id=response_id, complete=False
+        )
+    return _from_usage(
+        usage_metadata,
+        provider=provider,
+        path="usage_metadata.",
+        model=model,
+        response_id=response_id,
+        complete=complete,
+        fmt="langchain",
+    )
+
+
+def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUsage:
+    """Normalize any supported usage payload.
+
+    Accepts an OpenAI Responses response or its ``usage``; a Chat Completions response (or
+    chunk) or its ``usage``; an Anthropic Messages response or its ``usage``; a Gemini response
+    or its ``usage_metadata``; a LangChain ``AIMessage`` / ``AIMessageChunk`` or a
+    ``UsageMetadata`` dict; SDK objects of those shapes. The provider is detected when the
+    payload's keys tell it; otherwise pass ``provider=``.
+
+    Raises:
+        UsageParseError: the payload is malformed; the error names the field.
+
+    Example:
+        >>> u = normalize_usage({"input_tokens": 50, "cache_read_input_tokens": 18_000,
+        ...                      "cache_creation_input_tokens": 1_200, "output_tokens": 120})
+        >>> u.provider, u.input_total, u.input_uncached, u.cache_read, u.cache_write, u.output
+        ('anthropic', 19250, 50, 18000, 1200, 120)
+        >>> u = normalize_usage({"prompt_tokens": 10_000, "completion_tokens": 20,
+        ...                      "prompt_tokens_details": {"cached_tokens": 8_000}})
+        >>> u.provider, u.input_total, u.input_uncached, u.cache_read, u.cache_write
+        ('openai', 10000, 2000, 8000, None)
+        >>> normalize_usage({"input_tokens": 0, "output_tokens": 7}, provider="anthropic").input_total is None
+        True
+    """
+    wanted = _provider(provider)
+    source = _as_mapping(source)
+    if isinstance(source, BaseMessage):
+        return _from_message(source, wanted)
+    if not isinstance(source, Mapping):
+        raise UsageParseError("usage", f"expected a mapping, got {type(source).__name__}")
+    model = source.get("model") if isinstance(source.get("model"), str) else None
+    response_id = source.get("id") if isinstance(source.get("id"), str) else None
+    kind = source.get("object") or source.get("type")
+    if kind == "response" or (kind is None and "output" in source and "usage" in source):
+        status = source.get("status")
+        usage = source.get("usage")
+        if usage is None:
+            return NormalizedUsage(
+                provider="openai",
+                model=model,
+                response_id=response_id,
+                complete=False,
+                raw=dict(source),
+            )
+        return _from_usage(
+            usage,
+            provider=wanted or "openai",
+            path="usage.",
+            model=model,
+            response_id=response_id,
+            complete=status in (None, "completed", "incomplete", "failed", "cancelled"),
+            fmt="openai_responses",
+        )
+    if kind in ("chat.completion", "chat.completion.chunk"):
+        usage = source.get("usage")
+        if usage is None:
+            return NormalizedUsage(
+                provider="openai",
+                model=model,
+                response_id=response_id,
+                complete=False,
+                raw=dict(source),
+            )
+        return _from_usage(
+            usage,
+            provider=wanted or "openai",
+            path="usage.",
+            model=model,
+            response_id=response_id,
+            fmt="openai_chat",
+        )
+    if kind == "message" and "usage" in source:
+        return _from_usage(
+            source["usage"],
+            provider=wanted or "anthropic",
+            path="usage.",
+            model=model,
+            response_id=response_id,
+            fmt="anthropic",
+        )
+    for key in ("usage_metadata", "usageMetadata"):
+        if key in source:
+            gemini_model = model or source.get("model_version") or source.get("modelVersion")
+            return _from_usage(
+                source[key],
+                provider=wanted or "google",
+                path=f"{key}.",
+                fmt="gemini",
+                model=gemini_model if isinstance(gemini_model, str) else None,
+                response_id=source.get("response_id") or source.get("responseId"),
+            )
+    if "usage" in source and isinstance(source["usage"], Mapping):
+        return _from_usage(
+            source["usage"], provider=wanted, path="usage.", model=model, response_id=response_id
+        )
+    return _from_usage(source, provider=wanted, path="")

@@ -1,0 +1,103 @@
+"""Normalized usage: one meaning per field, whatever the provider said."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from typing_extensions import TypedDict
+
+__all__ = ["COUNT_FIELDS", "NormalizedUsage", "Provider", "UsageCounts", "UsageStatus"]
+
+Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
+UsageStatus = Literal["complete", "partial", "unknown"]
+
+COUNT_FIELDS = ("input_total", "input_uncached", "cache_read", "cache_write", "output", "reasoning")
+"""The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""
+
+
+class UsageCounts(TypedDict):
+    """The six token counts, as keyword arguments of :class:`NormalizedUsage`."""
+
+    input_total: int | None
+    input_uncached: int | None
+    cache_read: int | None
+    cache_write: int | None
+    output: int | None
+    reasoning: int | None
+
+
+@dataclass(frozen=True)
+class NormalizedUsage:
+    """Token usage of one model call, in provider-independent terms.
+
+    A count that the provider did not report is ``None``, never 0. Cached input is counted once:
+    ``input_total = input_uncached + cache_read + cache_write`` whenever all four are known, and
+    ``input_total`` is what the request occupied in the context window. ``output`` includes
+    ``reasoning`` (thinking) tokens.
+    """
+
+    input_total: int | None = None
+    """Every input token of the request, cached or not: the context the call occupied."""
+    input_uncached: int | None = None
+    """Input tokens neither read from nor written to a prompt cache."""
+    cache_read: int | None = None
+    """Input tokens read from a prompt cache (billed at the cached-input rate)."""
+    cache_write: int | None = None
+    """Input tokens written to a prompt cache (billed at the cache-write rate)."""
+    output: int | None = None
+    """Generated tokens, reasoning included."""
+    reasoning: int | None = None
+    """The reasoning / thinking part of ``output``, when the provider reports it."""
+    provider: Provider = "unknown"
+    model: str | None = None
+    response_id: str | None = None
+    complete: bool = True
+    """False for a provisional value (a stream still running) or a call that ended early."""
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """The payload the numbers came from, as the provider sent it."""
+
+    def counts(self) -> UsageCounts:
+        """The token counts by field name."""
+        return UsageCounts(
+            input_total=self.input_total,
+            input_uncached=self.input_uncached,
+            cache_read=self.cache_read,
+            cache_write=self.cache_write,
+            output=self.output,
+            reasoning=self.reasoning,
+        )
+
+    @property
+    def known(self) -> bool:
+        """Whether any count is known at all."""
+        return any(getattr(self, name) is not None for name in COUNT_FIELDS)
+
+    @property
+    def status(self) -> UsageStatus:
+        """``complete`` (final, input and output known), ``partial`` or ``unknown``."""
+        if not self.known:
+            return "unknown"
+        if self.complete and self.input_total is not None and self.output is not None:
+            return "complete"
+        return "partial"
+
+    def merged_over(self, older: NormalizedUsage) -> NormalizedUsage:
+        """This value with the fields it does not know taken from ``older`` (missing is not zero)."""
+        updates: dict[str, Any] = {
+            name: getattr(older, name) for name in COUNT_FIELDS if getattr(self, name) is None
+        }
+        for name in ("model", "response_id"):
+            if getattr(self, name) is None:
+                updates[name] = getattr(older, name)
+        if self.provider == "unknown":
+            updates["provider"] = older.provider
+        return replace(self, **updates) if updates else self
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict (``raw`` included)."""
+        return {
+            f.name: (dict(self.raw) if f.name == "raw" else getattr(self, f.name))
+            for f in fields(self)
+        }

@@ -1,0 +1,317 @@
+"""A loopback HTTP server that replays provider wire format (JSON bodies and SSE streams), so the
+real ``ChatOpenAI`` / ``ChatAnthropic`` clients can be tested end to end without a network."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None
+    events: list[tuple[str | None, Any]] | None = None
+    """SSE events as (event name or None, data): data is JSON-encoded unless it is a str."""
+
+
+@dataclass
+class ProviderReplay:
+    replies: dict[str, deque[Reply]] = field(default_factory=lambda: defaultdict(deque))
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    url: str = ""
+
+    def json(self, path: str, body: Any, status: int = 200) -> None:
+        self.replies[path].append(Reply(status=status, body=body))
+
+    def sse(self, path: str, events: list[tuple[str | None, Any]]) -> None:
+        self.replies[path].append(Reply(events=events))
+
+
+def _handler(replay: ProviderReplay) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            path = self.path.split("?")[0]
+            replay.requests.append((path, body))
+            queue = replay.replies.get(path)
+            if not queue:
+                self.send_response(404)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                self.wfile.write(
+                    json.dumps({"error": {"message": f"no reply queued for {path}"}}).encode()
+                )
+                return
+            reply = queue.popleft()
+            self.send_response(reply.status)
+            if reply.events is None:
+                payload = json.dumps(reply.body).encode()
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for name, data in reply.events:
+                text = data if isinstance(data, str) else json.dumps(data)
+                frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+                self.wfile.write(frame.encode())
+                self.wfile.flush()
+
+    return Handler
+
+
+@contextmanager
+def serve() -> Iterator[ProviderReplay]:
+    replay = ProviderReplay()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
+    replay.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield replay
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# ----------------------------------------------------------------------------- wire formats
+
+
+def anthropic_message(msg_id: str, usage: dict[str, Any], text: str = "Done.") -> dict[str, Any]:
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+def anthropic_stream(
+    msg_id: str, start_usage: dict[str, Any], deltas: list[dict[str, Any]], text: str = "Done."
+) -> list:
+    events: list[tuple[str | None, Any]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    **anthropic_message(msg_id, start_usage),
+                    "content": [],
+                    "stop_reason": None,
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        ("ping", {"type": "ping"}),
+    ]
+    for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+        events.append(
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                },
+            )
+        )
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    for i, usage in enumerate(deltas):
+        last = i == len(deltas) - 1
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn" if last else None, "stop_sequence": None},
+                    "usage": usage,
+                },
+            )
+        )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def chat_completion(cmpl_id: str, usage: dict[str, Any], text: str = "Done.") -> dict[str, Any]:
+    return {
+        "id": cmpl_id,
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": usage,
+    }
+
+
+def chat_completion_stream(cmpl_id: str, usage: dict[str, Any], text: str = "Done.") -> list:
+    base = {
+        "id": cmpl_id,
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-2024-08-06",
+    }
+    events: list[tuple[str | None, Any]] = [
+        (
+            None,
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ],
+                "usage": None,
+            },
+        ),
+        (
+            None,
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+                "usage": None,
+            },
+        ),
+        (
+            None,
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": None,
+            },
+        ),
+        (None, {**base, "choices": [], "usage": usage}),
+        (None, "[DONE]"),
+    ]
+    return events
+
+
+def responses_body(
+    resp_id: str, usage: dict[str, Any], text: str = "Done.", status: str = "completed"
+) -> dict[str, Any]:
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": status,
+        "model": "gpt-4.1-2025-04-14",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_" + resp_id,
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage,
+    }
+
+
+def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -> list:
+    pending = {
+        **responses_body(resp_id, None, text),
+        "status": "in_progress",
+        "output": [],
+        "usage": None,
+    }  # type: ignore[arg-type]
+    item = {
+        "type": "message",
+        "id": "msg_" + resp_id,
+        "status": "in_progress",
+        "role": "assistant",
+        "content": [],
+    }
+    seq = iter(range(100))
+    return [
+        (
+            "response.created",
+            {"type": "response.created", "sequence_number": next(seq), "response": pending},
+        ),
+        (
+            "response.in_progress",
+            {"type": "response.in_progress", "sequence_number": next(seq), "response": pending},
+        ),
+        (
+            "response.output_item.added",
+            {
+                "type": "response.output_item.added",
+                "sequence_number": next(seq),
+                "output_index": 0,
+                "item": item,
+            },
+        ),
+        (
+            "response.content_part.added",
+            {
+                "type": "response.content_part.added",
+                "sequence_number": next(seq),
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []},
+            },
+        ),
+        (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "sequence_number": next(seq),
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "delta": text,
+                "logprobs": [],
+            },
+        ),
+        (
+            "response.output_text.done",
+            {
+                "type": "response.output_text.done",
+                "sequence_number": next(seq),
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            },
+        ),
+        (
+            "response.completed",
+            {
+                "type": "response.completed",
+                "sequence_number": next(seq),
+                "response": responses_body(resp_id, usage, text),
+            },
+        ),
+    ]
