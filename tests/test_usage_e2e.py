@@ -37,9 +37,12 @@ def ledger():
     store.close()
 
 
-def agent(model, ledger):
-    def call_model(state):
-        return {"messages": [model.invoke(state["messages"])]}
+def agent(model, ledger, call_model=None):
+    """model -> ctx_usage; ``call_model`` replaces the default model node."""
+    if call_model is None:
+
+        def call_model(state):
+            return {"messages": [model.invoke(state["messages"])]}
 
     builder = StateGraph(ContextState)
     builder.add_node("model", call_model)
@@ -230,13 +233,7 @@ def test_summarizer_calls_go_to_the_ledger_never_to_the_baseline(server, ledger)
         model.invoke([HumanMessage("summarize")], {"tags": ["ctx:summary"]})  # e.g. a summarizer
         return {"messages": [reply]}
 
-    builder = StateGraph(ContextState)
-    builder.add_node("model", call_model)
-    builder.add_node("ctx_usage", make_usage_node(ledger))
-    builder.add_edge(START, "model")
-    builder.add_edge("model", "ctx_usage")
-    builder.add_edge("ctx_usage", END)
-    state = builder.compile().invoke(
+    state = agent(model, ledger, call_model).invoke(
         {"messages": [HumanMessage("hi", id="h1")]},
         {"configurable": {"thread_id": "t1"}, "callbacks": [handler]},
     )

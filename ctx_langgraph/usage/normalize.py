@@ -387,9 +387,14 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
     response_id = source.get("id") if isinstance(source.get("id"), str) else None
     kind = source.get("object") or source.get("type")
     if kind == "response" or (kind is None and "output" in source and "usage" in source):
-        status = source.get("status")
+        openai_format: str | None = "openai_responses"
+    elif kind in ("chat.completion", "chat.completion.chunk"):
+        openai_format = "openai_chat"
+    else:
+        openai_format = None
+    if openai_format is not None:
         usage = source.get("usage")
-        if usage is None:
+        if usage is None:  # a response still in progress, or a chunk before the usage chunk
             return NormalizedUsage(
                 provider="openai",
                 model=model,
@@ -403,26 +408,9 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
             path="usage.",
             model=model,
             response_id=response_id,
-            complete=status in (None, "completed", "incomplete", "failed", "cancelled"),
-            fmt="openai_responses",
-        )
-    if kind in ("chat.completion", "chat.completion.chunk"):
-        usage = source.get("usage")
-        if usage is None:
-            return NormalizedUsage(
-                provider="openai",
-                model=model,
-                response_id=response_id,
-                complete=False,
-                raw=dict(source),
-            )
-        return _from_usage(
-            usage,
-            provider=wanted or "openai",
-            path="usage.",
-            model=model,
-            response_id=response_id,
-            fmt="openai_chat",
+            complete=source.get("status")
+            in (None, "completed", "incomplete", "failed", "cancelled"),
+            fmt=openai_format,
         )
     if kind == "message" and "usage" in source:
         return _from_usage(
