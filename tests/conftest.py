@@ -12,11 +12,17 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import settings
 from psycopg import sql
 
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 
 REQUIRE_POSTGRES = os.environ.get("CTX_REQUIRE_POSTGRES") == "1"
+
+# CI runs the same examples every time (a red build is reproducible); local runs explore.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 

@@ -8,7 +8,7 @@ import sys
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
@@ -199,6 +199,7 @@ def test_sdk_objects_are_accepted():
         ({"prompt_tokens": -1, "completion_tokens": 1}, "prompt_tokens"),
         ({"prompt_tokens": 1.5, "completion_tokens": 1}, "prompt_tokens"),
         ({"prompt_tokens": True, "completion_tokens": 1}, "prompt_tokens"),
+        ({"prompt_tokens": 9.2e18, "completion_tokens": 1}, "prompt_tokens"),
         (
             {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 11}},
             "prompt_tokens_details.cached_tokens",
@@ -475,6 +476,7 @@ usage_keys = st.sampled_from(
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@example(usage={"cache_read_input_tokens": 9.2e18}, provider="anthropic")  # once overflowed SQLite
 @given(
     usage=st.dictionaries(usage_keys, junk, max_size=5) | junk,
     provider=st.sampled_from(["anthropic", "openai", None, "x"]),

@@ -114,7 +114,7 @@ class SQLiteHistoryStore(HistoryStore):
                 return result
             except ContextManagementError:
                 raise
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OverflowError) as exc:
                 raise HistoryStoreError(f"SQLite history store error: {exc}") from exc
             finally:
                 cur.close()

