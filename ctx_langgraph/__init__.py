@@ -6,11 +6,22 @@ The public API is what ``__all__`` lists; everything else is an implementation d
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ctx_langgraph.budget import (
+    ApproximateCounter,
+    BudgetEstimate,
+    TiktokenCounter,
+    TokenCounter,
+    make_budget_node,
+    make_budget_router,
+)
+from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.errors import (
     CompactionConflict,
+    ContextBudgetExceeded,
     ContextManagementError,
     EventConflict,
     HistoryStoreError,
+    ProviderCountError,
     ScopeError,
     StaleCandidate,
     UsageParseError,
@@ -50,11 +61,15 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "AppendResult",
+    "ApproximateCounter",
     "AsyncLedgerCallbackHandler",
     "BookedDelta",
     "BranchInfo",
+    "BudgetEstimate",
     "CompactionCheckpoint",
     "CompactionConflict",
+    "ContextBudgetExceeded",
+    "ContextConfig",
     "ContextManagementError",
     "ContextState",
     "CoverageSnapshot",
@@ -69,16 +84,21 @@ __all__ = [
     "NormalizedUsage",
     "PostgresHistoryStore",
     "PriceTable",
+    "ProviderCountError",
     "SQLiteHistoryStore",
     "Scope",
     "ScopeError",
     "SearchPage",
     "StaleCandidate",
+    "TiktokenCounter",
+    "TokenCounter",
     "UsageAccumulator",
     "UsageLedger",
     "UsageParseError",
     "UsageTotals",
     "__version__",
+    "make_budget_node",
+    "make_budget_router",
     "make_usage_node",
     "normalize_usage",
 ]

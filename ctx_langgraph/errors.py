@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CompactionConflict",
+    "ContextBudgetExceeded",
     "ContextManagementError",
     "EventConflict",
     "HistoryStoreError",
+    "ProviderCountError",
     "ScopeError",
     "StaleCandidate",
     "UsageParseError",
@@ -101,3 +103,48 @@ class UsageParseError(ContextManagementError, ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"cannot read usage field {field!r}: {reason}")
+
+
+class ContextBudgetExceeded(ContextManagementError):
+    """The next request cannot fit the model's window, and nothing we can do would make it fit.
+
+    Raised before the request is sent (a request that must fail is never sent). The numbers:
+    ``estimate`` (input tokens incl. the safety margin), ``usable`` (window minus the output
+    reserve), and ``largest`` (the largest single message that must stay verbatim).
+    """
+
+    def __init__(
+        self, *, estimate: int, usable: int, window: int, reserve: int, largest: int, advice: str
+    ) -> None:
+        self.estimate = estimate
+        self.usable = usable
+        self.window = window
+        self.reserve = reserve
+        self.largest = largest
+        super().__init__(
+            f"the next request needs about {estimate:,} input tokens but only {usable:,} fit "
+            f"(window {window:,} - output reserve {reserve:,}); the largest message that must stay "
+            f"verbatim has {largest:,} tokens. {advice}"
+        )
+
+
+class ProviderCountError(ContextManagementError):
+    """The provider could not count a request's input tokens.
+
+    Raised by the provider count hooks (:mod:`ctx_langgraph.budget.provider_count`) on any
+    failure: an HTTP error reply, a timeout or lost connection, or a reply without a usable
+    ``input_tokens`` number. ``provider`` names the provider (``anthropic``, ``openai``),
+    ``status_code`` is the HTTP status when there was a reply, and ``reason`` says what went
+    wrong; the original exception, when there is one, is chained as ``__cause__``. Nothing was
+    counted, so the caller can fall back to its local estimate.
+    """
+
+    def __init__(self, provider: str, reason: str, *, status_code: int | None = None) -> None:
+        self.provider = provider
+        self.reason = reason
+        self.status_code = status_code
+        status = f" (HTTP {status_code})" if status_code is not None else ""
+        super().__init__(
+            f"{provider} token count failed{status}: {reason}; "
+            "fall back to the local token estimate for this request"
+        )

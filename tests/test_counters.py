@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -96,13 +97,28 @@ def test_messages_blocks_images_tool_calls_and_schemas_are_counted():
 
 def test_approximate_counter_calibrates_within_bounds():
     counter = ApproximateCounter("gemini-2.5-pro")
-    assert counter.family == "gemini" and counter.chars_per_token == 4.0
+    assert counter.family == "gemini" and counter.chars_per_token == 4.6
     first_id = counter.id
-    counter.calibrate(measured_tokens=1_000, characters=100)  # 0.1 chars/token: absurd, bounded
+    counter.calibrate(
+        measured_tokens=10_000, estimated_tokens=100, word_chars=460
+    )  # absurd: bounded
     assert counter.chars_per_token == 2.0 and counter.id != first_id
-    counter.calibrate(measured_tokens=1_000, characters=3_000)
-    assert counter.chars_per_token == 2.5
-    assert counter.calibrate(measured_tokens=0, characters=10) == 2.5
+    counter.calibrate(
+        measured_tokens=50, estimated_tokens=100, word_chars=200
+    )  # words: 200 chars / 50 tokens... moved halfway
+    assert 2.0 < counter.chars_per_token <= 5.0
+    before = counter.chars_per_token
+    assert counter.calibrate(measured_tokens=0, estimated_tokens=10, word_chars=10) == before
+
+
+def test_approximate_counter_is_close_to_tiktoken_on_prose_and_json():
+    exact, approx = TiktokenCounter("gpt-4o"), ApproximateCounter("default")
+    prose = "Caroline went to the support group yesterday and said it was really inspiring. " * 20
+    data = json.dumps(
+        [{"order": f"ORD-{k:05d}", "amount": k * 3.5, "sku": f"SKU-{k:04d}"} for k in range(40)]
+    )
+    for text in (prose, data):
+        assert abs(approx.count_text(text) - exact.count_text(text)) / exact.count_text(text) < 0.25
 
 
 def test_count_cache_keys_on_counter_message_and_revision():

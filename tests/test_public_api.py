@@ -7,6 +7,15 @@ import ctx_langgraph.history
 import ctx_langgraph.usage
 
 EXPECTED = [
+    "ProviderCountError",
+    "ContextBudgetExceeded",
+    "ContextConfig",
+    "make_budget_router",
+    "make_budget_node",
+    "TokenCounter",
+    "TiktokenCounter",
+    "BudgetEstimate",
+    "ApproximateCounter",
     "AppendResult",
     "AsyncLedgerCallbackHandler",
     "BookedDelta",

@@ -1,5 +1,5 @@
-"""The budget check: token counters (exact offline tiktoken, calibrated approximation) and the
-per-message count cache (DESIGN section 5)."""
+"""The budget check: token counters (exact offline tiktoken, calibrated approximation), the
+per-message count cache, the incremental estimate and the ``ctx_budget`` node (DESIGN section 5)."""
 
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
@@ -9,12 +9,27 @@ from ctx_langgraph.budget.counters import (
     encoding_for_model,
     ensure_offline_encodings,
 )
+from ctx_langgraph.budget.estimate import BudgetEstimate, estimate_next_request
+from ctx_langgraph.budget.node import BudgetNode, make_budget_node, make_budget_router
+from ctx_langgraph.budget.provider_count import (
+    AnthropicCountHook,
+    OpenAIResponsesCountHook,
+    ProviderCountHook,
+)
 
 __all__ = [
+    "AnthropicCountHook",
     "ApproximateCounter",
+    "BudgetEstimate",
+    "BudgetNode",
     "CountCache",
+    "OpenAIResponsesCountHook",
+    "ProviderCountHook",
     "TiktokenCounter",
     "TokenCounter",
     "encoding_for_model",
     "ensure_offline_encodings",
+    "estimate_next_request",
+    "make_budget_node",
+    "make_budget_router",
 ]

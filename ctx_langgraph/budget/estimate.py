@@ -1,0 +1,136 @@
+"""The estimate of the next request's input tokens (DESIGN section 5), without rescanning history.
+
+Fast path: ``measured input of the last request + tokens of the messages appended after the last
+message that was in it`` (the kept AI reply included). When the baseline cannot be trusted (no
+baseline yet, a new projection epoch after compaction / edit / deletion / tool or prompt change,
+or its boundary message is gone), the bounded working view is recounted instead: fixed overhead
+(tool schemas, reply priming) + summary + tail. Per-message counts come from a
+:class:`~ctx_langgraph.budget.CountCache`, so a normal turn counts only the new messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.budget.counters import REPLY_PRIMING, CountCache, TokenCounter
+
+__all__ = ["BudgetEstimate", "estimate_next_request", "is_summary"]
+
+SUMMARY_FLAG = "ctx_summary"
+
+
+def is_summary(message: BaseMessage) -> bool:
+    """Whether a message is the working view's summary message (never recorded as raw history)."""
+    return bool(message.additional_kwargs.get(SUMMARY_FLAG))
+
+
+@dataclass(frozen=True)
+class BudgetEstimate:
+    """The next request's estimated input, and where the tokens are."""
+
+    input_tokens: int
+    """Estimated input tokens of the next request, margin excluded."""
+    margin: int
+    method: Literal["baseline", "recount"]
+    measured_baseline: int | None
+    """The measured input the estimate started from (baseline method)."""
+    appended: int
+    """Tokens of the messages after the baseline's boundary (baseline method)."""
+    overhead: int
+    """Tool schemas and reply priming (recount method; inside the baseline otherwise)."""
+    system: int
+    summary: int
+    tail: int
+    counted_messages: int
+    """Messages whose count was needed this turn (cache hits included): the cost evidence."""
+
+    @property
+    def total(self) -> int:
+        """Input estimate plus the safety margin."""
+        return self.input_tokens + self.margin
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "total": self.total}
+
+
+def _boundary(messages: Sequence[BaseMessage], message_id: str | None) -> int | None:
+    """Index of ``message_id``, searched from the end (the boundary is almost always recent)."""
+    if message_id is None:
+        return None
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].id == message_id:
+            return index
+    return None
+
+
+def estimate_next_request(
+    messages: Sequence[BaseMessage],
+    *,
+    context: Mapping[str, Any],
+    counter: TokenCounter,
+    cache: CountCache,
+    tool_tokens: int,
+    margin: Any,
+) -> BudgetEstimate:
+    """Estimate the next request from the measured baseline when it is valid, else recount the view.
+
+    Args:
+        messages: the working view the model will receive.
+        context: the state's ``context`` channel (``baseline``, ``projection_epoch``).
+        counter: the token counter of the model.
+        cache: per-message count cache.
+        tool_tokens: tokens of the bound tool schemas.
+        margin: a callable turning an estimate into its safety margin.
+    """
+    epoch = int(context.get("projection_epoch", 0))
+    baseline = context.get("baseline") or {}
+    boundary = None
+    if (
+        baseline.get("projection_epoch") == epoch
+        and baseline.get("measured_input_tokens") is not None
+    ):
+        boundary = _boundary(messages, baseline.get("input_through_message_id"))
+    if boundary is not None:
+        measured = int(baseline["measured_input_tokens"])
+        appended_messages = messages[boundary + 1 :]
+        appended = sum(cache.count(counter, m) for m in appended_messages)
+        estimate = measured + appended
+        return BudgetEstimate(
+            input_tokens=estimate,
+            margin=margin(estimate),
+            method="baseline",
+            measured_baseline=measured,
+            appended=appended,
+            overhead=0,
+            system=0,
+            summary=0,
+            tail=0,
+            counted_messages=len(appended_messages),
+        )
+    system = summary = tail = 0
+    for message in messages:
+        tokens = cache.count(counter, message)
+        if message.type == "system":
+            system += tokens
+        elif is_summary(message):
+            summary += tokens
+        else:
+            tail += tokens
+    overhead = tool_tokens + REPLY_PRIMING
+    estimate = overhead + system + summary + tail
+    return BudgetEstimate(
+        input_tokens=estimate,
+        margin=margin(estimate),
+        method="recount",
+        measured_baseline=None,
+        appended=0,
+        overhead=overhead,
+        system=system,
+        summary=summary,
+        tail=tail,
+        counted_messages=len(messages),
+    )

@@ -1,0 +1,394 @@
+"""The ``ctx_budget`` node and its router: record, cap, estimate, decide (DESIGN sections 2 and 5).
+
+Before every model call the node:
+
+1. records every message not yet in the history store (idempotent; the summary message and our
+   own previews are never recorded);
+2. caps a new tool result above ``tool_output_cap_tokens``: the original stays in the history
+   store, the state gets a head/tail preview with a handle the history lookup can page through;
+3. clears old tool results to placeholders when ``clear_tool_results_keep`` is set (persisted in
+   the state, so the prompt prefix stays stable from turn to turn);
+4. bumps the projection epoch when the prefix the baseline measured changed (an edited message,
+   cleared results, a changed system prompt, tool set or model);
+5. estimates the next request (measured baseline + appended, or a recount of the bounded view);
+6. decides: ``compact`` above the trigger, ``proceed`` otherwise, and raises
+   :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can make the request fit.
+
+The estimate and its breakdown go to ``context["budget"]``, visible in Studio and notebooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from ctx_langgraph.budget.counters import (
+    ApproximateCounter,
+    CountCache,
+    TiktokenCounter,
+    TokenCounter,
+)
+from ctx_langgraph.budget.estimate import (
+    SUMMARY_FLAG,
+    BudgetEstimate,
+    estimate_next_request,
+    is_summary,
+)
+from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.errors import ContextBudgetExceeded
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import AppendResult, Scope
+from ctx_langgraph.usage.node import scope_from_config
+
+__all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
+
+CAPPED_FLAG = "ctx_capped"
+CLEARED_FLAG = "ctx_cleared"
+
+
+def _flagged(message: BaseMessage) -> bool:
+    kwargs = message.additional_kwargs
+    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(CAPPED_FLAG) or kwargs.get(CLEARED_FLAG))
+
+
+def default_counter(model: Any) -> TokenCounter:
+    """Exact tiktoken for OpenAI-family model names, the calibrated approximation otherwise."""
+    name = str(getattr(model, "model_name", None) or getattr(model, "model", None) or model or "")
+    try:
+        return TiktokenCounter(name)
+    except ValueError:
+        return ApproximateCounter(name or "default")
+
+
+def _fingerprint(messages: Sequence[BaseMessage], tools_json: str, model_id: str) -> str:
+    system = [str(m.content) for m in messages if m.type == "system" and not is_summary(m)]
+    digest = hashlib.blake2b(json.dumps([system, tools_json, model_id]).encode(), digest_size=12)
+    return digest.hexdigest()
+
+
+def _preview(
+    message: ToolMessage, text: str, counter: TokenCounter, cap: int, result: AppendResult
+) -> ToolMessage:
+    """Head and tail of an oversized tool result, with a handle to the original."""
+    budget_chars = max(200, cap * 3)  # about cap tokens of ordinary text
+    head, tail = text[: budget_chars // 2], text[-budget_chars // 4 :]
+    original = counter.count_text(text)
+    handle = f"history:{result.event_id}"
+    body = (
+        f"{head}\n\n[... tool output capped: {original:,} tokens, {len(text):,} characters. The full "
+        f"result is kept as {handle} (seq {result.seq}); page through it with the history lookup "
+        f"tool. Last part follows ...]\n\n{tail}"
+    )
+    return message.model_copy(
+        update={
+            "content": body,
+            "additional_kwargs": {
+                **message.additional_kwargs,
+                CAPPED_FLAG: {"handle": handle, "seq": result.seq, "original_tokens": original},
+            },
+        }
+    )
+
+
+def _cleared(message: ToolMessage, tokens: int, seq: int | None) -> ToolMessage:
+    handle = f"history:{message.id}"
+    return message.model_copy(
+        update={
+            "content": f"[tool result cleared to save context: {tokens:,} tokens; kept as {handle}"
+            + (f" (seq {seq})" if seq else "")
+            + "; use the history lookup tool to read it again]",
+            "additional_kwargs": {
+                **message.additional_kwargs,
+                CLEARED_FLAG: {"handle": handle, "tokens": tokens},
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class _Record:
+    scope: Scope
+    messages: list[BaseMessage]
+
+
+@dataclass
+class BudgetNode:
+    """The ``ctx_budget`` node (use :func:`make_budget_node`)."""
+
+    store: HistoryStore
+    config: ContextConfig = field(default_factory=ContextConfig)
+    model: Any = None
+    tools: Sequence[Any] = ()
+    counter: TokenCounter | None = None
+    compact_node: str | None = "ctx_compact"
+    cache: CountCache = field(default_factory=CountCache)
+
+    def __post_init__(self) -> None:
+        self.counter = self.counter or default_counter(self.model)
+        self.budget: ResolvedBudget = self.config.resolve(self.model)
+        schemas = [convert_to_openai_tool(tool) for tool in self.tools]
+        self.tools_json = json.dumps(schemas, sort_keys=True, default=str)
+        self.tool_tokens = self.counter.count_tools(schemas) if schemas else 0
+        self.model_id = str(
+            getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or ""
+        )
+
+    # ------------------------------------------------------------------ the flow (written once)
+
+    def flow(
+        self, state: dict[str, Any], config: RunnableConfig | None
+    ) -> Generator[_Record, list[AppendResult], dict[str, Any]]:
+        counter = self.counter
+        assert counter is not None
+        messages: list[BaseMessage] = list(state.get("messages") or [])
+        context: dict[str, Any] = dict(state.get("context") or {})
+        scope = scope_from_config(config, context)
+        epoch = int(context.get("projection_epoch", 0))
+        reasons: list[str] = []
+        self._restore_calibration(counter, context)
+
+        # 1. record what the store has not seen (scan back to the last recorded message)
+        start = 0
+        recorded_through = context.get("recorded_through_id")
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].id == recorded_through:
+                start = index + 1
+                break
+        fresh = [m for m in messages[start:] if not _flagged(m)]
+        results = (yield _Record(scope, fresh)) if fresh else []
+        by_id = {r.event_id: r for r in results}
+        if any(r.status == "revised" for r in results):
+            reasons.append("edited message")
+
+        # 2. cap oversized new tool results
+        replacements: dict[str, BaseMessage] = {}
+        cap = self.config.tool_output_cap_tokens
+        for message in fresh:
+            if cap and isinstance(message, ToolMessage) and message.id in by_id:
+                text = message.text
+                if self.cache.count(counter, message) > cap:
+                    replacements[message.id] = _preview(
+                        message, text, counter, cap, by_id[message.id]
+                    )
+
+        # 3. clear old tool results, keeping the last K
+        keep = self.config.clear_tool_results_keep
+        if keep is not None:
+            tool_results = [m for m in messages if isinstance(m, ToolMessage) and m.id]
+            for message in tool_results[: max(0, len(tool_results) - keep)]:
+                if not message.additional_kwargs.get(CLEARED_FLAG):
+                    seq = by_id[message.id].seq if message.id in by_id else None
+                    replacements[str(message.id)] = _cleared(
+                        message, self.cache.count(counter, message), seq
+                    )
+            if any(r.additional_kwargs.get(CLEARED_FLAG) for r in replacements.values()):
+                reasons.append("tool results cleared")
+        view = [replacements.get(str(m.id), m) if m.id else m for m in messages]
+
+        # 4. invalidate the baseline when the measured prefix changed
+        fingerprint = _fingerprint(view, self.tools_json, self.model_id)
+        if context.get("fingerprint") not in (None, fingerprint):
+            reasons.append("system prompt, tools or model changed")
+        if reasons:
+            epoch += 1
+            context["projection_epoch"] = epoch
+
+        # 5. estimate, 6. decide
+        estimate = estimate_next_request(
+            view,
+            context=context,
+            counter=counter,
+            cache=self.cache,
+            tool_tokens=self.tool_tokens,
+            margin=self.config.margin,
+        )
+        decision = self._decide(view, estimate)
+        last_recorded = next(
+            (m.id for m in reversed(messages) if m.id and not _flagged(m)), recorded_through
+        )
+        update_context: dict[str, Any] = {
+            "projection_epoch": epoch,
+            "recorded_through_id": last_recorded,
+            "fingerprint": fingerprint,
+            "branch": scope.branch,
+            "budget": {
+                **estimate.to_json(),
+                "decision": decision,
+                "epoch_bumped_for": reasons,
+                "trigger": self.budget.trigger,
+                "target": self.budget.target,
+                "usable": self.budget.usable,
+                "window": self.budget.context_window,
+                "output_reserve": self.budget.output_reserve,
+                "counter": counter.id,
+            },
+            "request": {
+                "epoch": epoch,
+                "input_through_message_id": view[-1].id if view else None,
+                "estimate": estimate.input_tokens,
+                "method": estimate.method,
+                "measured_baseline": estimate.measured_baseline,
+                # what the counter itself guessed (the rest was measured): calibration compares it
+                "counted_tokens": estimate.appended
+                if estimate.method == "baseline"
+                else estimate.input_tokens,
+            },
+        }
+        if isinstance(counter, ApproximateCounter):
+            update_context["calibration"] = {
+                "chars_per_token": counter.chars_per_token,
+                "count": counter.calibrations,
+            }
+            counted = view[-estimate.counted_messages :] if estimate.counted_messages else []
+            words = counter.message_word_chars(counted)
+            if estimate.method == "recount":
+                words += counter.word_chars(self.tools_json)
+            update_context["request"]["counted_word_chars"] = words
+            update_context["calibrated_with"] = context.get("calibrated_with")
+        update: dict[str, Any] = {"context": update_context}
+        if replacements:
+            update["messages"] = list(replacements.values())
+        return update
+
+    def _restore_calibration(self, counter: TokenCounter, context: dict[str, Any]) -> None:
+        """Carry the approximate counter's calibration in the state, and learn from a new baseline.
+
+        The signal is exactly what the estimate guessed: for a baseline-method request, the
+        tokens of the appended messages (new measured input - previous measured input) against
+        their approximate count; for a recount, the whole request.
+        """
+        if not isinstance(counter, ApproximateCounter):
+            return
+        saved = context.get("calibration") or {}
+        if saved.get("count", 0) > counter.calibrations:
+            counter.chars_per_token = float(saved["chars_per_token"])
+            counter.calibrations = int(saved["count"])
+        baseline = context.get("baseline") or {}
+        request = context.get("request") or {}
+        reply_id = baseline.get("reply_message_id")
+        if (
+            not reply_id
+            or reply_id == context.get("calibrated_with")
+            or not request.get("counted_tokens")
+        ):
+            return
+        measured = int(baseline.get("measured_input_tokens") or 0)
+        if request.get("method") == "baseline":
+            measured -= int(request.get("measured_baseline") or 0)
+        if measured > 0:
+            counter.calibrate(
+                measured_tokens=measured,
+                estimated_tokens=int(request["counted_tokens"]),
+                word_chars=int(request.get("counted_word_chars") or 0),
+            )
+            self.cache = CountCache(self.cache.max_entries)  # counts of the old ratio are stale
+        context["calibrated_with"] = reply_id
+
+    def _decide(self, view: Sequence[BaseMessage], estimate: BudgetEstimate) -> str:
+        budget = self.budget
+        if estimate.total <= budget.trigger:
+            return "proceed"
+        # what compaction can never remove: system messages, overhead and the newest message
+        counter = self.counter
+        assert counter is not None
+        pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(view[-1:])
+        largest = max((self.cache.count(counter, m) for m in view), default=0)
+        floor = self.tool_tokens + sum(self.cache.count(counter, m) for m in pinned)
+        if floor + self.config.margin(floor) > budget.usable:
+            raise ContextBudgetExceeded(
+                estimate=estimate.total,
+                usable=budget.usable,
+                window=budget.context_window,
+                reserve=budget.output_reserve,
+                largest=largest,
+                advice="Even a fully compacted context would not fit: shorten the newest message or the "
+                "system prompt, lower tool_output_cap_tokens, or use a model with a larger window.",
+            )
+        if self.compact_node is not None:
+            return "compact"
+        if estimate.total <= budget.usable:
+            return "proceed"  # over the trigger, but fits, and no compaction node is wired
+        raise ContextBudgetExceeded(
+            estimate=estimate.total,
+            usable=budget.usable,
+            window=budget.context_window,
+            reserve=budget.output_reserve,
+            largest=largest,
+            advice="No compaction node is wired (compact_node=None): add ctx_compact, or raise the window.",
+        )
+
+    # ------------------------------------------------------------------ sync and async shells
+
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = self.flow(state, config)
+        try:
+            record = next(flow)
+            flow.send(self.store.append(record.scope, record.messages))
+        except StopIteration as stop:
+            return dict(stop.value)
+        raise RuntimeError("budget flow did not finish")  # pragma: no cover
+
+    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = self.flow(state, config)
+        try:
+            record = next(flow)
+            flow.send(await self.store.aappend(record.scope, record.messages))
+        except StopIteration as stop:
+            return dict(stop.value)
+        raise RuntimeError("budget flow did not finish")  # pragma: no cover
+
+
+def make_budget_node(
+    store: HistoryStore,
+    *,
+    config: ContextConfig | None = None,
+    model: Any = None,
+    tools: Sequence[Any] = (),
+    counter: TokenCounter | None = None,
+    compact_node: str | None = "ctx_compact",
+    name: str = "ctx_budget",
+) -> RunnableLambda[Any, Any]:
+    """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
+
+    Args:
+        store: the history store that records every message.
+        config: the budget knobs (the window may come from ``model``'s profile).
+        model: the chat model the graph calls (its name picks the counter; its profile the window).
+        tools: the tools bound to the model (their schemas are part of every request).
+        counter: overrides the counter picked from the model name.
+        compact_node: the node the router sends over-trigger requests to; None when there is none.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> node = make_budget_node(store, config=ContextConfig(context_window=8_000, output_reserve=1_000),
+        ...                         counter=TiktokenCounter("gpt-4o"), compact_node=None)
+        >>> update = node.invoke({"messages": [HumanMessage("hello", id="h1")]}, {"configurable": {"thread_id": "t"}})
+        >>> update["context"]["budget"]["method"], update["context"]["budget"]["input_tokens"], update["context"]["budget"]["decision"]
+        ('recount', 8, 'proceed')
+        >>> [e.event_id for e in store.read_events("t")]
+        ['h1']
+    """
+    node = BudgetNode(store, config or ContextConfig(), model, tools, counter, compact_node)
+    return RunnableLambda(node.invoke, afunc=node.ainvoke, name=name)
+
+
+def make_budget_router(
+    model_node: str, compact_node: str = "ctx_compact"
+) -> Callable[[dict[str, Any]], str]:
+    """The conditional edge after ``ctx_budget``: to ``compact_node`` when the budget said so,
+    else to the model node."""
+
+    def route(state: dict[str, Any]) -> str:
+        decision = ((state.get("context") or {}).get("budget") or {}).get("decision")
+        return compact_node if decision == "compact" else model_node
+
+    return route

@@ -1,0 +1,132 @@
+"""``ContextConfig``: the knobs of the budget equation (DESIGN section 5).
+
+rules + tool schemas + task state + memory + summary + uncovered tail + retrieved snippets
+  + output reserve + safety margin  <=  model context window
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ContextConfig", "ResolvedBudget"]
+
+Amount = int | float
+"""An absolute token count (int) or a fraction of the usable window (float in (0, 1])."""
+
+
+def _tokens(amount: Amount, of: int, name: str) -> int:
+    if isinstance(amount, bool) or amount <= 0:
+        raise ValueError(f"{name} must be positive, got {amount!r}")
+    if isinstance(amount, float):
+        if amount > 1:
+            raise ValueError(f"{name} as a fraction must be at most 1, got {amount!r}")
+        return math.floor(amount * of)
+    return int(amount)
+
+
+@dataclass(frozen=True)
+class ResolvedBudget:
+    """The budget in tokens for one model window."""
+
+    context_window: int
+    output_reserve: int
+    usable: int
+    """Window minus the output reserve: the most a request's input may be."""
+    trigger: int
+    target: int
+    keep_recent_tokens: int
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    """How much context a thread may use, and when to compact.
+
+    Args:
+        context_window: the model's input window in tokens; None takes it from the chat model's
+            profile (``model.profile["max_input_tokens"]``).
+        output_reserve: tokens kept free for the reply (never eaten by the input).
+        trigger: compaction starts when the estimate is above this (tokens, or a fraction of
+            the usable window = window - reserve).
+        target: compaction brings the estimate below this (< trigger), leaving room to work.
+        keep_recent_tokens: the recent tail kept verbatim by compaction.
+        safety_margin: added to every estimate (tokens, or a fraction of the estimate).
+        tool_output_cap_tokens: a tool result above this is capped on entry (the original stays
+            in the history store; the context gets a head/tail preview and a handle). None: no cap.
+        clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
+            placeholders, persisted in the state so the prompt prefix stays stable. None: never.
+
+    Example:
+        >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
+        >>> budget.usable, budget.trigger, budget.target
+        (112000, 89600, 56000)
+    """
+
+    context_window: int | None = None
+    output_reserve: int = 16_384
+    trigger: Amount = 0.8
+    target: Amount = 0.5
+    keep_recent_tokens: int = 20_000
+    safety_margin: Amount = 0.02
+    tool_output_cap_tokens: int | None = 8_000
+    clear_tool_results_keep: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.context_window is not None and self.context_window <= 0:
+            raise ValueError(f"context_window must be positive, got {self.context_window}")
+        if self.output_reserve < 0:
+            raise ValueError(f"output_reserve must be >= 0, got {self.output_reserve}")
+        if self.tool_output_cap_tokens is not None and self.tool_output_cap_tokens < 64:
+            raise ValueError(
+                f"tool_output_cap_tokens must be at least 64, got {self.tool_output_cap_tokens}"
+            )
+        if self.clear_tool_results_keep is not None and self.clear_tool_results_keep < 0:
+            raise ValueError(
+                f"clear_tool_results_keep must be >= 0, got {self.clear_tool_results_keep}"
+            )
+        if self.context_window is not None:
+            self.resolve()  # fail early on an impossible combination
+
+    def window_for(self, model: Any = None) -> int:
+        """The context window: configured, else from the chat model's profile."""
+        if self.context_window is not None:
+            return self.context_window
+        profile = getattr(model, "profile", None) or {}
+        window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+        if isinstance(window, int) and window > 0:
+            return window
+        raise ValueError(
+            "ContextConfig.context_window is not set and the chat model has no profile with "
+            "max_input_tokens; set context_window=<tokens>"
+        )
+
+    def margin(self, estimate: int) -> int:
+        if isinstance(self.safety_margin, float):
+            return math.ceil(estimate * self.safety_margin)
+        return int(self.safety_margin)
+
+    def resolve(self, model: Any = None) -> ResolvedBudget:
+        """The budget in tokens for the configured (or the model's) window."""
+        window = self.window_for(model)
+        if self.output_reserve >= window:
+            raise ValueError(
+                f"output_reserve {self.output_reserve} leaves nothing of the {window}-token window"
+            )
+        usable = window - self.output_reserve
+        trigger = _tokens(self.trigger, usable, "trigger")
+        target = _tokens(self.target, usable, "target")
+        if trigger > usable:
+            raise ValueError(
+                f"trigger {trigger} is above the usable window {usable} (window - output_reserve)"
+            )
+        if target >= trigger:
+            raise ValueError(f"target ({target} tokens) must be below trigger ({trigger} tokens)")
+        return ResolvedBudget(
+            window,
+            self.output_reserve,
+            usable,
+            trigger,
+            target,
+            min(self.keep_recent_tokens, target),
+        )

@@ -1,0 +1,116 @@
+"""Deterministic chat models for tests, demos and benchmarks.
+
+:class:`MeteringChatModel` replies from a script and reports, as its usage, the exact tiktoken
+count of the request it received (prompt-cache reads included), so the error of a budget estimate
+can be measured offline, turn by turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import PrivateAttr
+
+from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
+
+__all__ = ["MeteringChatModel", "Reply"]
+
+Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage]
+"""A scripted reply: a message, its text, or a function of the request."""
+
+
+class MeteringChatModel(BaseChatModel):
+    """Scripted replies with exact, offline usage metering.
+
+    ``usage_metadata.input_tokens`` is ``TiktokenCounter(counter_model).count_request(messages,
+    tools)`` of the request received; ``input_token_details.cache_read`` counts the messages (and
+    tool schemas) shared with the previous request as a prefix, as a provider's prompt cache would.
+    Replies cycle when the script runs out.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> model = MeteringChatModel(replies=["Hello!"])
+        >>> reply = model.invoke([HumanMessage("hi")])
+        >>> reply.content, reply.usage_metadata["input_tokens"]
+        ('Hello!', 8)
+    """
+
+    replies: list[Any]
+    counter_model: str = "gpt-4o"
+    model_name: str = "metering-gpt-4o"
+    simulate_cache: bool = True
+
+    _calls: int = PrivateAttr(default=0)
+    _previous: list[str] = PrivateAttr(default_factory=list)
+    _counter: TiktokenCounter | None = PrivateAttr(default=None)
+    _cache: CountCache = PrivateAttr(default_factory=CountCache)
+
+    @property
+    def _llm_type(self) -> str:
+        return "metering-fake"
+
+    @property
+    def counter(self) -> TiktokenCounter:
+        if self._counter is None:
+            self._counter = TiktokenCounter(self.counter_model)
+        return self._counter
+
+    def bind_tools(
+        self, tools: Sequence[Any], **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+
+    def _next_reply(self, messages: list[BaseMessage]) -> AIMessage:
+        if not self.replies:
+            raise ValueError("MeteringChatModel has no scripted replies")
+        scripted = self.replies[self._calls % len(self.replies)]
+        reply = scripted(messages) if callable(scripted) else scripted
+        return AIMessage(reply) if isinstance(reply, str) else reply.model_copy()
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        tools: list[Any] = kwargs.get("tools") or []
+        counter = self.counter
+        per_message = [self._cache.count(counter, m) for m in messages]
+        tool_tokens = counter.count_tools(tools) if tools else 0
+        input_tokens = sum(per_message) + tool_tokens + 3
+        keys = [f"{m.id}:{CountCache.revision(m)}" for m in messages]
+        shared = 0
+        for mine, theirs in zip(keys, self._previous, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        cache_read = (
+            (sum(per_message[:shared]) + tool_tokens) if self.simulate_cache and shared else 0
+        )
+        self._previous = keys
+        reply = self._next_reply(messages)
+        self._calls += 1
+        output = counter.count_message(reply) - 3
+        reply.usage_metadata = UsageMetadata(
+            input_tokens=input_tokens,
+            output_tokens=output,
+            total_tokens=input_tokens + output,
+            input_token_details=InputTokenDetails(cache_read=cache_read),
+            output_token_details=OutputTokenDetails(),
+        )
+        reply.response_metadata = {
+            **reply.response_metadata,
+            "model_name": self.model_name,
+            "model_provider": "openai",
+            "id": f"metered-{self._calls}",
+        }
+        return ChatResult(generations=[ChatGeneration(message=reply)])
