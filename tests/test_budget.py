@@ -355,3 +355,63 @@ def test_calibrated_approximate_counter_is_within_five_percent_after_three_calls
     errors = [abs(est - measured) / measured for est, _, measured, _ in samples]
     assert max(errors[3:]) <= 0.05, errors[:10]
     assert all(total >= measured * 0.95 for _, total, measured, _ in samples[3:])
+
+
+class StubCount:
+    """A provider count hook double: answers a fixed count, or fails like a provider outage."""
+
+    id = "stub"
+
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.calls = 0
+
+    def _count(self):
+        from ctx_langgraph.errors import ProviderCountError
+
+        self.calls += 1
+        if self.answer is None:
+            raise ProviderCountError("stub", "HTTP 529 overloaded")
+        return self.answer
+
+    def count_request(self, messages, tools=()):
+        return self._count()
+
+    async def acount_request(self, messages, tools=()):
+        return self._count()
+
+
+def test_provider_count_is_asked_only_near_the_limit_and_failures_fall_back(store):
+    messages = [HumanMessage("word " * 1_380, id="h1")]
+    far = StubCount(answer=123)
+    node = make_budget_node(
+        store,
+        config=ContextConfig(context_window=100_000, output_reserve=1_000),
+        counter=TiktokenCounter("gpt-4o"),
+        compact_node=None,
+        provider_count=far,
+    )
+    node.invoke({"messages": messages}, CONFIG)
+    assert far.calls == 0  # far from the limit: the local count is enough
+    near = StubCount(answer=1_234)
+    config = ContextConfig(context_window=2_000, output_reserve=500, trigger=0.99, target=0.5)
+    node = make_budget_node(
+        store,
+        config=config,
+        counter=TiktokenCounter("gpt-4o"),
+        compact_node=None,
+        provider_count=near,
+    )
+    update = node.invoke({"messages": messages}, CONFIG)
+    assert near.calls == 1 and update["context"]["budget"]["method"] == "provider"
+    assert update["context"]["budget"]["input_tokens"] == 1_234
+    down = StubCount(answer=None)
+    node = make_budget_node(
+        store,
+        config=config,
+        counter=TiktokenCounter("gpt-4o"),
+        compact_node=None,
+        provider_count=down,
+    )
+    update = node.invoke({"messages": messages}, CONFIG)
+    assert down.calls == 1 and update["context"]["budget"]["method"] == "recount"

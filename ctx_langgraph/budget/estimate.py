@@ -35,7 +35,7 @@ class BudgetEstimate:
     input_tokens: int
     """Estimated input tokens of the next request, margin excluded."""
     margin: int
-    method: Literal["baseline", "recount"]
+    method: Literal["baseline", "recount", "provider"]
     measured_baseline: int | None
     """The measured input the estimate started from (baseline method)."""
     appended: int

@@ -20,9 +20,11 @@ The estimate and its breakdown go to ``context["budget"]``, visible in Studio an
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import logging
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -41,8 +43,9 @@ from ctx_langgraph.budget.estimate import (
     estimate_next_request,
     is_summary,
 )
+from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
-from ctx_langgraph.errors import ContextBudgetExceeded
+from ctx_langgraph.errors import ContextBudgetExceeded, ProviderCountError
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import AppendResult, Scope
 from ctx_langgraph.usage.node import scope_from_config
@@ -68,7 +71,12 @@ def default_counter(model: Any) -> TokenCounter:
 
 
 def _fingerprint(messages: Sequence[BaseMessage], tools_json: str, model_id: str) -> str:
-    system = [str(m.content) for m in messages if m.type == "system" and not is_summary(m)]
+    """Hash of what every request starts with: the leading system prompt, the tools, the model."""
+    system = [
+        str(m.content)
+        for m in itertools.takewhile(lambda m: m.type == "system", messages)
+        if not is_summary(m)
+    ]
     digest = hashlib.blake2b(json.dumps([system, tools_json, model_id]).encode(), digest_size=12)
     return digest.hexdigest()
 
@@ -118,6 +126,15 @@ class _Record:
     messages: list[BaseMessage]
 
 
+@dataclass(frozen=True)
+class _ExactCount:
+    messages: Sequence[BaseMessage]
+
+
+_Request = _Record | _ExactCount
+log = logging.getLogger(__name__)
+
+
 @dataclass
 class BudgetNode:
     """The ``ctx_budget`` node (use :func:`make_budget_node`)."""
@@ -129,6 +146,10 @@ class BudgetNode:
     counter: TokenCounter | None = None
     compact_node: str | None = "ctx_compact"
     cache: CountCache = field(default_factory=CountCache)
+    provider_count: ProviderCountHook | None = None
+    """Asked for an exact count when the estimate is near the limit (``exact_count_above``)."""
+    exact_count_above: float = 0.9
+    """Fraction of the usable window above which ``provider_count`` is asked."""
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
@@ -144,10 +165,10 @@ class BudgetNode:
 
     def flow(
         self, state: dict[str, Any], config: RunnableConfig | None
-    ) -> Generator[_Record, list[AppendResult], dict[str, Any]]:
+    ) -> Generator[_Request, Any, dict[str, Any]]:
         counter = self.counter
         assert counter is not None
-        messages: list[BaseMessage] = list(state.get("messages") or [])
+        messages: Sequence[BaseMessage] = state.get("messages") or []
         context: dict[str, Any] = dict(state.get("context") or {})
         scope = scope_from_config(config, context)
         epoch = int(context.get("projection_epoch", 0))
@@ -171,7 +192,7 @@ class BudgetNode:
         replacements: dict[str, BaseMessage] = {}
         cap = self.config.tool_output_cap_tokens
         for message in fresh:
-            if cap and isinstance(message, ToolMessage) and message.id in by_id:
+            if cap and isinstance(message, ToolMessage) and message.id and message.id in by_id:
                 text = message.text
                 if self.cache.count(counter, message) > cap:
                     replacements[message.id] = _preview(
@@ -190,7 +211,11 @@ class BudgetNode:
                     )
             if any(r.additional_kwargs.get(CLEARED_FLAG) for r in replacements.values()):
                 reasons.append("tool results cleared")
-        view = [replacements.get(str(m.id), m) if m.id else m for m in messages]
+        view = (
+            [replacements.get(str(m.id), m) if m.id else m for m in messages]
+            if replacements
+            else messages
+        )
 
         # 4. invalidate the baseline when the measured prefix changed
         fingerprint = _fingerprint(view, self.tools_json, self.model_id)
@@ -209,6 +234,18 @@ class BudgetNode:
             tool_tokens=self.tool_tokens,
             margin=self.config.margin,
         )
+        if (
+            self.provider_count is not None
+            and estimate.total >= self.exact_count_above * self.budget.usable
+        ):
+            exact = yield _ExactCount(view)
+            if exact is not None:
+                estimate = replace(
+                    estimate,
+                    input_tokens=int(exact),
+                    margin=self.config.margin(int(exact)),
+                    method="provider",
+                )
         decision = self._decide(view, estimate)
         last_recorded = next(
             (m.id for m in reversed(messages) if m.id and not _flagged(m)), recorded_through
@@ -326,23 +363,43 @@ class BudgetNode:
 
     # ------------------------------------------------------------------ sync and async shells
 
+    def _serve(self, request: _Request) -> Any:
+        if isinstance(request, _Record):
+            return self.store.append(request.scope, request.messages)
+        assert self.provider_count is not None
+        try:
+            return self.provider_count.count_request(request.messages, self.tools)
+        except ProviderCountError as exc:
+            log.warning("ctx-langgraph: %s", exc)
+            return None
+
+    async def _aserve(self, request: _Request) -> Any:
+        if isinstance(request, _Record):
+            return await self.store.aappend(request.scope, request.messages)
+        assert self.provider_count is not None
+        try:
+            return await self.provider_count.acount_request(request.messages, self.tools)
+        except ProviderCountError as exc:
+            log.warning("ctx-langgraph: %s", exc)
+            return None
+
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         flow = self.flow(state, config)
         try:
-            record = next(flow)
-            flow.send(self.store.append(record.scope, record.messages))
+            request = next(flow)
+            while True:
+                request = flow.send(self._serve(request))
         except StopIteration as stop:
             return dict(stop.value)
-        raise RuntimeError("budget flow did not finish")  # pragma: no cover
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         flow = self.flow(state, config)
         try:
-            record = next(flow)
-            flow.send(await self.store.aappend(record.scope, record.messages))
+            request = next(flow)
+            while True:
+                request = flow.send(await self._aserve(request))
         except StopIteration as stop:
             return dict(stop.value)
-        raise RuntimeError("budget flow did not finish")  # pragma: no cover
 
 
 def make_budget_node(
@@ -353,6 +410,7 @@ def make_budget_node(
     tools: Sequence[Any] = (),
     counter: TokenCounter | None = None,
     compact_node: str | None = "ctx_compact",
+    provider_count: ProviderCountHook | None = None,
     name: str = "ctx_budget",
 ) -> RunnableLambda[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -364,6 +422,8 @@ def make_budget_node(
         tools: the tools bound to the model (their schemas are part of every request).
         counter: overrides the counter picked from the model name.
         compact_node: the node the router sends over-trigger requests to; None when there is none.
+        provider_count: a provider count hook (``AnthropicCountHook``, ``OpenAIResponsesCountHook``)
+            asked for an exact count only near the limit; on failure the local estimate stands.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -377,7 +437,15 @@ def make_budget_node(
         >>> [e.event_id for e in store.read_events("t")]
         ['h1']
     """
-    node = BudgetNode(store, config or ContextConfig(), model, tools, counter, compact_node)
+    node = BudgetNode(
+        store,
+        config or ContextConfig(),
+        model,
+        tools,
+        counter,
+        compact_node,
+        provider_count=provider_count,
+    )
     return RunnableLambda(node.invoke, afunc=node.ainvoke, name=name)
 
 
