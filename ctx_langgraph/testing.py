@@ -45,7 +45,8 @@ class MeteringChatModel(BaseChatModel):
 
     replies: list[Any]
     counter_model: str = "gpt-4o"
-    model_name: str = "metering-gpt-4o"
+    model_name: str = "gpt-4o"
+    """Reported as the model (and used to pick counters and prices), since it meters like it."""
     simulate_cache: bool = True
 
     _calls: int = PrivateAttr(default=0)
