@@ -415,3 +415,24 @@ def test_provider_count_is_asked_only_near_the_limit_and_failures_fall_back(stor
     )
     update = node.invoke({"messages": messages}, CONFIG)
     assert down.calls == 1 and update["context"]["budget"]["method"] == "recount"
+
+
+def test_recount_breakdown_separates_system_summary_retrieved_and_tail(store):
+    counter = TiktokenCounter("gpt-4o")
+    messages = [
+        SystemMessage("Rules.", id="s"),
+        SystemMessage("Summary of turns 1-40.", id="sum", additional_kwargs={"ctx_summary": True}),
+        HumanMessage(
+            "From history: order A-1042 shipped.", id="r", additional_kwargs={"ctx_retrieved": True}
+        ),
+        HumanMessage("Where is my order?", id="h"),
+    ]
+    state, _ = step(budget_node(store, compact_node=None), {"messages": messages})
+    budget = state["context"]["budget"]
+    parts = [counter.count_message(m) for m in messages]
+    assert (budget["system"], budget["summary"], budget["retrieved"], budget["tail"]) == tuple(
+        parts
+    )
+    assert budget["input_tokens"] == budget["overhead"] + sum(parts)
+    # the summary and retrieved snippets are projections of history, never new raw events
+    assert [e.event_id for e in store.read_events("t")] == ["s", "h"]

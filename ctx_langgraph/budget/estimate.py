@@ -21,6 +21,8 @@ from ctx_langgraph.budget.counters import REPLY_PRIMING, CountCache, TokenCounte
 __all__ = ["BudgetEstimate", "estimate_next_request", "is_summary"]
 
 SUMMARY_FLAG = "ctx_summary"
+RETRIEVED_FLAG = "ctx_retrieved"
+"""Marks a message that carries retrieved history snippets (counted apart in the breakdown)."""
 
 
 def is_summary(message: BaseMessage) -> bool:
@@ -44,6 +46,7 @@ class BudgetEstimate:
     """Tool schemas and reply priming (recount method; inside the baseline otherwise)."""
     system: int
     summary: int
+    retrieved: int
     tail: int
     counted_messages: int
     """Messages whose count was needed this turn (cache hits included): the cost evidence."""
@@ -108,20 +111,23 @@ def estimate_next_request(
             overhead=0,
             system=0,
             summary=0,
+            retrieved=0,
             tail=0,
             counted_messages=len(appended_messages),
         )
-    system = summary = tail = 0
+    system = summary = retrieved = tail = 0
     for message in messages:
         tokens = cache.count(counter, message)
-        if message.type == "system":
-            system += tokens
-        elif is_summary(message):
+        if is_summary(message):
             summary += tokens
+        elif message.additional_kwargs.get(RETRIEVED_FLAG):
+            retrieved += tokens
+        elif message.type == "system":
+            system += tokens
         else:
             tail += tokens
     overhead = tool_tokens + REPLY_PRIMING
-    estimate = overhead + system + summary + tail
+    estimate = overhead + system + summary + retrieved + tail
     return BudgetEstimate(
         input_tokens=estimate,
         margin=margin(estimate),
@@ -131,6 +137,7 @@ def estimate_next_request(
         overhead=overhead,
         system=system,
         summary=summary,
+        retrieved=retrieved,
         tail=tail,
         counted_messages=len(messages),
     )

@@ -38,6 +38,7 @@ from ctx_langgraph.budget.counters import (
     TokenCounter,
 )
 from ctx_langgraph.budget.estimate import (
+    RETRIEVED_FLAG,
     SUMMARY_FLAG,
     BudgetEstimate,
     estimate_next_request,
@@ -57,8 +58,11 @@ CLEARED_FLAG = "ctx_cleared"
 
 
 def _flagged(message: BaseMessage) -> bool:
+    """Messages we put in the view ourselves: never recorded as raw history."""
     kwargs = message.additional_kwargs
-    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(CAPPED_FLAG) or kwargs.get(CLEARED_FLAG))
+    return any(
+        kwargs.get(flag) for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, CAPPED_FLAG, CLEARED_FLAG)
+    )
 
 
 def default_counter(model: Any) -> TokenCounter:
