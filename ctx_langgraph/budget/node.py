@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
@@ -416,7 +417,7 @@ def make_budget_node(
     compact_node: str | None = "ctx_compact",
     provider_count: ProviderCountHook | None = None,
     name: str = "ctx_budget",
-) -> RunnableLambda[Any, Any]:
+) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
 
     Args:
@@ -450,7 +451,8 @@ def make_budget_node(
         compact_node,
         provider_count=provider_count,
     )
-    return RunnableLambda(node.invoke, afunc=node.ainvoke, name=name)
+    # LangGraph's own node wrapper: inspects the signature once, not on every call
+    return RunnableCallable(node.invoke, node.ainvoke, name=name)
 
 
 def make_budget_router(

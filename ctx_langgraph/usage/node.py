@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
@@ -109,7 +110,7 @@ def _usage_flow(
 
 def make_usage_node(
     ledger: UsageLedger, *, purpose: str = "answer", name: str = "ctx_usage"
-) -> RunnableLambda[Any, Any]:
+) -> Runnable[Any, Any]:
     """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
 
     Works in sync (``invoke``) and async (``ainvoke``) graphs alike.
@@ -163,4 +164,5 @@ def make_usage_node(
             return dict(stop.value)
         raise RuntimeError("usage flow did not finish")  # pragma: no cover
 
-    return RunnableLambda(run, afunc=arun, name=name)
+    # LangGraph's own node wrapper: inspects the signature once, not on every call
+    return RunnableCallable(run, arun, name=name)
