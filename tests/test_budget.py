@@ -14,7 +14,7 @@ from ctx_langgraph.budget import ApproximateCounter, TiktokenCounter
 from ctx_langgraph.budget.node import make_budget_node, make_budget_router
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.errors import ContextBudgetExceeded
-from ctx_langgraph.history import SQLiteHistoryStore
+from ctx_langgraph.history import Scope, SQLiteHistoryStore
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.testing import MeteringChatModel
 from ctx_langgraph.usage import UsageLedger
@@ -436,3 +436,17 @@ def test_recount_breakdown_separates_system_summary_retrieved_and_tail(store):
     assert budget["input_tokens"] == budget["overhead"] + sum(parts)
     # the summary and retrieved snippets are projections of history, never new raw events
     assert [e.event_id for e in store.read_events("t")] == ["s", "h"]
+
+
+def test_branch_switch_bumps_the_epoch(store):
+    node = budget_node(store, compact_node=None)
+    state, _ = step(node, {"messages": [HumanMessage("hi", id="h1")]})
+    assert state["context"]["branch"] == "main"
+    store.create_branch(Scope("t", branch="retry"), "main", 1)
+    update = node.invoke(
+        {**state, "messages": [*state["messages"], HumanMessage("on the branch", id="b1")]},
+        {"configurable": {"thread_id": "t", "ctx_branch": "retry"}},
+    )
+    assert update["context"]["branch"] == "retry" and update["context"]["projection_epoch"] == 1
+    assert "branch switch" in update["context"]["budget"]["epoch_bumped_for"]
+    assert [e.event_id for e in store.read_events(Scope("t", branch="retry"))] == ["h1", "b1"]

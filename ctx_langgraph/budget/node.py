@@ -175,9 +175,14 @@ class BudgetNode:
         assert counter is not None
         messages: Sequence[BaseMessage] = state.get("messages") or []
         context: dict[str, Any] = dict(state.get("context") or {})
-        scope = scope_from_config(config, context)
         epoch = int(context.get("projection_epoch", 0))
         reasons: list[str] = []
+        wanted_branch = ((config or {}).get("configurable") or {}).get("ctx_branch")
+        if wanted_branch and context.get("branch") not in (None, wanted_branch):
+            # the run asks for another branch than the state was built on: its baseline is foreign
+            reasons.append("branch switch")
+            context["branch"] = wanted_branch
+        scope = scope_from_config(config, context)
         self._restore_calibration(counter, context)
 
         # 1. record what the store has not seen (scan back to the last recorded message)
