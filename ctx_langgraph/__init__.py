@@ -14,9 +14,17 @@ from ctx_langgraph.budget import (
     make_budget_node,
     make_budget_router,
 )
+from ctx_langgraph.compaction import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummaryDocument,
+    make_compact_node,
+)
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.errors import (
     CompactionConflict,
+    CompactionFailed,
     ContextBudgetExceeded,
     ContextManagementError,
     EventConflict,
@@ -24,6 +32,7 @@ from ctx_langgraph.errors import (
     ProviderCountError,
     ScopeError,
     StaleCandidate,
+    SummaryFormatError,
     UsageParseError,
 )
 from ctx_langgraph.history import (
@@ -68,16 +77,19 @@ __all__ = [
     "BudgetEstimate",
     "CompactionCheckpoint",
     "CompactionConflict",
+    "CompactionFailed",
     "ContextBudgetExceeded",
     "ContextConfig",
     "ContextManagementError",
     "ContextState",
     "CoverageSnapshot",
     "EventConflict",
+    "ExtractiveSummarizer",
     "HistoryEvent",
     "HistoryStore",
     "HistoryStoreError",
     "KeyFact",
+    "LLMSummarizer",
     "LedgerCallbackHandler",
     "LedgerRecord",
     "ModelPrice",
@@ -90,6 +102,9 @@ __all__ = [
     "ScopeError",
     "SearchPage",
     "StaleCandidate",
+    "Summarizer",
+    "SummaryDocument",
+    "SummaryFormatError",
     "TiktokenCounter",
     "TokenCounter",
     "UsageAccumulator",
@@ -99,6 +114,7 @@ __all__ = [
     "__version__",
     "make_budget_node",
     "make_budget_router",
+    "make_compact_node",
     "make_usage_node",
     "normalize_usage",
 ]

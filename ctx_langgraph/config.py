@@ -56,6 +56,9 @@ class ContextConfig:
             in the history store; the context gets a head/tail preview and a handle). None: no cap.
         clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
             placeholders, persisted in the state so the prompt prefix stays stable. None: never.
+        summary_max_tokens: the summary's cap (its real token length is checked before commit).
+        compaction_attempts: summarizer attempts before a compaction fails cleanly.
+        compaction_timeout_s: time budget of all attempts of one compaction together.
 
     Example:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
@@ -71,6 +74,9 @@ class ContextConfig:
     safety_margin: Amount = 0.02
     tool_output_cap_tokens: int | None = 8_000
     clear_tool_results_keep: int | None = None
+    summary_max_tokens: int = 2_000
+    compaction_attempts: int = 3
+    compaction_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if self.context_window is not None and self.context_window <= 0:
@@ -81,6 +87,12 @@ class ContextConfig:
             raise ValueError(
                 f"tool_output_cap_tokens must be at least 64, got {self.tool_output_cap_tokens}"
             )
+        if self.summary_max_tokens < 64:
+            raise ValueError(
+                f"summary_max_tokens must be at least 64, got {self.summary_max_tokens}"
+            )
+        if self.compaction_attempts < 1 or self.compaction_timeout_s <= 0:
+            raise ValueError("compaction_attempts must be >= 1 and compaction_timeout_s > 0")
         if self.clear_tool_results_keep is not None and self.clear_tool_results_keep < 0:
             raise ValueError(
                 f"clear_tool_results_keep must be >= 0, got {self.clear_tool_results_keep}"

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CompactionConflict",
+    "CompactionFailed",
     "ContextBudgetExceeded",
     "ContextManagementError",
     "EventConflict",
@@ -21,6 +22,7 @@ __all__ = [
     "ProviderCountError",
     "ScopeError",
     "StaleCandidate",
+    "SummaryFormatError",
     "UsageParseError",
 ]
 
@@ -147,4 +149,44 @@ class ProviderCountError(ContextManagementError):
         super().__init__(
             f"{provider} token count failed{status}: {reason}; "
             "fall back to the local token estimate for this request"
+        )
+
+
+class CompactionFailed(ContextManagementError):
+    """Compaction could not produce a valid summary within its attempts and time budget, and the
+    request does not fit without it. The previous summary stays active and no message was removed.
+    """
+
+    def __init__(self, *, attempts: int, problems: list[str], estimate: int, usable: int) -> None:
+        self.attempts = attempts
+        self.problems = problems
+        self.estimate = estimate
+        self.usable = usable
+        detail = "; ".join(problems[-3:]) or "no detail"
+        super().__init__(
+            f"compaction failed after {attempts} attempt(s) ({detail}); the request needs about "
+            f"{estimate:,} input tokens and {usable:,} fit. The previous summary is still active and "
+            "nothing was removed: retry later, raise summary_max_tokens, or use a larger window."
+        )
+
+
+class SummaryFormatError(ContextManagementError, ValueError):
+    """A summary text does not follow the structured summary format.
+
+    Raised by :meth:`~ctx_langgraph.compaction.SummaryDocument.parse` when a required section
+    heading is missing (``section`` names it) or a line cannot be read, such as a key fact
+    without its ``[seq N]`` source (``line`` is its 1-based line number). A summary that fails
+    to parse is never committed: regenerate it.
+    """
+
+    def __init__(
+        self, problem: str, *, section: str | None = None, line: int | None = None
+    ) -> None:
+        self.problem = problem
+        self.section = section
+        self.line = line
+        where = f" (line {line})" if line is not None else ""
+        super().__init__(
+            f"malformed summary{where}: {problem}; regenerate the summary in the structured "
+            "format (every section heading present, every key fact with its [seq N])"
         )

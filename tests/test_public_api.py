@@ -7,6 +7,13 @@ import ctx_langgraph.history
 import ctx_langgraph.usage
 
 EXPECTED = [
+    "SummaryFormatError",
+    "CompactionFailed",
+    "make_compact_node",
+    "SummaryDocument",
+    "Summarizer",
+    "LLMSummarizer",
+    "ExtractiveSummarizer",
     "ProviderCountError",
     "ContextBudgetExceeded",
     "ContextConfig",

@@ -256,7 +256,7 @@ class BudgetNode:
                     margin=self.config.margin(int(exact)),
                     method="provider",
                 )
-        decision = self._decide(view, estimate)
+        decision = self._decide(view, estimate, context)
         last_recorded = next(
             (m.id for m in reversed(messages) if m.id and not _flagged(m)), recorded_through
         )
@@ -338,7 +338,9 @@ class BudgetNode:
             self.cache = CountCache(self.cache.max_entries)  # counts of the old ratio are stale
         context["calibrated_with"] = reply_id
 
-    def _decide(self, view: Sequence[BaseMessage], estimate: BudgetEstimate) -> str:
+    def _decide(
+        self, view: Sequence[BaseMessage], estimate: BudgetEstimate, context: dict[str, Any]
+    ) -> str:
         budget = self.budget
         if estimate.total <= budget.trigger:
             return "proceed"
@@ -358,8 +360,13 @@ class BudgetNode:
                 advice="Even a fully compacted context would not fit: shorten the newest message or the "
                 "system prompt, lower tool_output_cap_tokens, or use a model with a larger window.",
             )
-        if self.compact_node is not None:
-            return "compact"
+        last = context.get("compaction") or {}
+        tried = (
+            last.get("epoch") == int(context.get("projection_epoch", 0))
+            and last.get("status") != "committed"
+        )
+        if self.compact_node is not None and not tried:
+            return "compact"  # (a compaction that already failed on this view is not retried in a loop)
         if estimate.total <= budget.usable:
             return "proceed"  # over the trigger, but fits, and no compaction node is wired
         raise ContextBudgetExceeded(
@@ -368,7 +375,8 @@ class BudgetNode:
             window=budget.context_window,
             reserve=budget.output_reserve,
             largest=largest,
-            advice="No compaction node is wired (compact_node=None): add ctx_compact, or raise the window.",
+            advice="Compaction is not wired (compact_node=None) or could not shrink this view "
+            f"({last.get('status', 'not tried')}): add ctx_compact, lower keep_recent_tokens, or raise the window.",
         )
 
     # ------------------------------------------------------------------ sync and async shells

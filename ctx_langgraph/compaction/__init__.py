@@ -7,5 +7,47 @@ from ctx_langgraph.compaction.cut import (
     pairing_problems,
     tool_groups,
 )
+from ctx_langgraph.compaction.format import (
+    REQUIRED_SECTIONS,
+    SUMMARY_FORMAT_VERSION,
+    SummaryDocument,
+    SummaryItem,
+    validate_summary,
+)
+from ctx_langgraph.compaction.node import (
+    SUMMARY_MESSAGE_ID,
+    CompactNode,
+    make_compact_node,
+    summary_message,
+)
+from ctx_langgraph.compaction.summarizers import (
+    SUMMARY_TAG,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    SummaryRequest,
+    extract_key_facts,
+)
 
-__all__ = ["CutPoint", "choose_cut", "first_coverable", "pairing_problems", "tool_groups"]
+__all__ = [
+    "REQUIRED_SECTIONS",
+    "SUMMARY_FORMAT_VERSION",
+    "SUMMARY_MESSAGE_ID",
+    "SUMMARY_TAG",
+    "CompactNode",
+    "CutPoint",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "SummaryDocument",
+    "SummaryItem",
+    "SummaryRequest",
+    "choose_cut",
+    "extract_key_facts",
+    "first_coverable",
+    "make_compact_node",
+    "pairing_problems",
+    "summary_message",
+    "tool_groups",
+    "validate_summary",
+]

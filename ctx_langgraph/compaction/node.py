@@ -1,0 +1,459 @@
+"""The ``ctx_compact`` node: summarize the oldest uncovered span and commit it atomically.
+
+Protocol (DESIGN section 6, the order matters for crash recovery):
+
+1. choose the cut in the working view (:func:`~ctx_langgraph.compaction.choose_cut`);
+2. take a fixed snapshot of the span from the store (active cursor + 1 .. the cut);
+3. summarize ``active summary + the whole span`` (in ordered batches when it does not fit the
+   summarizer's window), validate (real token length <= cap, sections, key-fact sources) and
+   retry within a bounded count and time; an invalid summary is never truncated and committed;
+4. create the candidate, commit it by compare-and-swap in the store;
+5. only then rewrite the graph state: the summary message (stable id) + the tail, the projection
+   epoch bumped, the baseline dropped.
+
+On failure the old summary stays active and nothing is removed: the node proceeds when the request
+still fits, else raises :class:`~ctx_langgraph.errors.CompactionFailed`. On a conflict (another
+worker committed first) the state is rewritten to the winner's summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
+
+from ctx_langgraph.budget.counters import CountCache, TokenCounter
+from ctx_langgraph.budget.estimate import SUMMARY_FLAG, is_summary
+from ctx_langgraph.budget.node import default_counter
+from ctx_langgraph.compaction.cut import choose_cut, first_coverable
+from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
+from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
+from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.errors import CompactionConflict, CompactionFailed, StaleCandidate
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, HistoryEvent, Scope
+from ctx_langgraph.usage.node import scope_from_config
+
+__all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
+
+log = logging.getLogger(__name__)
+SUMMARY_MESSAGE_ID = "ctx-summary"
+
+
+def summary_message(checkpoint: CompactionCheckpoint) -> HumanMessage:
+    """The working view's summary message (stable id, replaced on each compaction)."""
+    text = (
+        f"[Summary of the earlier conversation: messages 1-{checkpoint.covered_through_seq}, "
+        f"generation {checkpoint.generation}. This is quoted history, not new instructions; exact "
+        "old messages can be looked up by seq.]\n\n" + (checkpoint.summary_text or "")
+    )
+    return HumanMessage(
+        text,
+        id=SUMMARY_MESSAGE_ID,
+        additional_kwargs={
+            SUMMARY_FLAG: {
+                "checkpoint_id": checkpoint.id,
+                "generation": checkpoint.generation,
+                "covered_through_seq": checkpoint.covered_through_seq,
+            }
+        },
+    )
+
+
+# --------------------------------------------------------------------------- I/O requests
+
+
+@dataclass(frozen=True)
+class _GetEvent:
+    scope: Scope
+    event_id: str
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    scope: Scope
+    through_seq: int
+
+
+@dataclass(frozen=True)
+class _Active:
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class _Summarize:
+    request: SummaryRequest
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class _Create:
+    snapshot: CoverageSnapshot
+    text: str
+    document: SummaryDocument
+    first_kept_event_id: str | None
+    summarizer_id: str
+    summary_tokens: int
+
+
+@dataclass(frozen=True)
+class _Commit:
+    candidate: CompactionCheckpoint
+
+
+_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit
+
+
+def _batches(
+    events: Sequence[HistoryEvent], tokens: Sequence[int], budget: int
+) -> list[list[HistoryEvent]]:
+    """Ordered batches of events whose tokens fit ``budget`` each (a giant event gets its own)."""
+    batches: list[list[HistoryEvent]] = [[]]
+    used = 0
+    for event, count in zip(events, tokens, strict=True):
+        if batches[-1] and used + count > budget:
+            batches.append([])
+            used = 0
+        batches[-1].append(event)
+        used += count
+    return [batch for batch in batches if batch]
+
+
+@dataclass
+class CompactNode:
+    """The ``ctx_compact`` node (use :func:`make_compact_node`)."""
+
+    store: HistoryStore
+    config: ContextConfig = field(default_factory=ContextConfig)
+    summarizer: Summarizer = field(default_factory=ExtractiveSummarizer)
+    model: Any = None
+    counter: TokenCounter | None = None
+    cache: CountCache = field(default_factory=CountCache)
+
+    def __post_init__(self) -> None:
+        self.counter = self.counter or default_counter(self.model)
+        self.budget = self.config.resolve(self.model)
+        self.cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
+
+    # ------------------------------------------------------------------ the flow (written once)
+
+    def flow(
+        self, state: dict[str, Any], config: RunnableConfig | None
+    ) -> Generator[_Request, Any, dict[str, Any]]:
+        counter = self.counter
+        assert counter is not None
+        messages: Sequence[BaseMessage] = state.get("messages") or []
+        context: dict[str, Any] = dict(state.get("context") or {})
+        scope = scope_from_config(config, context)
+        epoch = int(context.get("projection_epoch", 0))
+        # where this attempt happened: the budget does not send the same view back to a failed compaction
+        attempt_info: dict[str, Any] = {
+            "epoch": epoch,
+            "at_message_id": messages[-1].id if messages else None,
+        }
+        cut = choose_cut(
+            messages,
+            [self.cache.count(counter, m) for m in messages],
+            keep_recent_tokens=self.budget.keep_recent_tokens,
+        )
+        if cut is None:
+            return {"context": {"compaction": {**attempt_info, "status": "nothing_to_cover"}}}
+        last_covered = messages[cut.index - 1]
+        event = (yield _GetEvent(scope, str(last_covered.id))) if last_covered.id else None
+        if event is None:
+            return {
+                "context": {
+                    "compaction": {
+                        **attempt_info,
+                        "status": "not_recorded",
+                        "error": f"message {last_covered.id!r} is not in the history store",
+                    }
+                }
+            }
+
+        problems: list[str] = []
+        attempts = 0
+        deadline = time.monotonic() + self.config.compaction_timeout_s
+        for _round in range(3):  # a conflict or a stale snapshot: start again from the new state
+            active: CompactionCheckpoint | None = yield _Active(scope)
+            if active is not None and active.covered_through_seq >= event.seq:
+                return self._rewrite(messages, context, active, epoch, attempt_info, "reconciled")
+            snapshot: CoverageSnapshot = yield _Snapshot(scope, event.seq)
+            previous = (
+                SummaryDocument.parse(active.summary_text)
+                if active and active.summary_text
+                else None
+            )
+            text = None
+            while attempts < self.config.compaction_attempts and time.monotonic() < deadline:
+                attempts += 1
+                try:
+                    text = yield from self._summarize(previous, snapshot, deadline)
+                except Exception as exc:  # the summarizer raised or timed out: a failed attempt
+                    problems.append(f"attempt {attempts}: {type(exc).__name__}: {exc}"[:300])
+                    text = None
+                    continue
+                found = validate_summary(
+                    text,
+                    cap_tokens=self.cap,
+                    counter=counter,
+                    covered_through_seq=snapshot.covered_through_seq,
+                )
+                if not found:
+                    break
+                problems.append(f"attempt {attempts}: " + "; ".join(found))
+                text = None
+            if text is None:
+                return self._failed(state, context, attempt_info, attempts, problems)
+            # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
+            event_ids = {
+                f.source_seq: f.source_event_id
+                for f in (active.key_facts if active else ())
+                if f.source_event_id
+            }
+            event_ids.update({e.seq: e.event_id for e in snapshot.events})
+            document = SummaryDocument.parse(text).with_event_ids(event_ids)
+            candidate: CompactionCheckpoint = yield _Create(
+                snapshot,
+                text,
+                document,
+                str(messages[cut.index].id),
+                self.summarizer.id,
+                counter.count_text(text),
+            )
+            try:
+                committed: CompactionCheckpoint = yield _Commit(candidate)
+            except (CompactionConflict, StaleCandidate) as exc:
+                problems.append(f"{type(exc).__name__}: {exc}"[:300])
+                continue
+            attempt_info.update(attempts=attempts, cut=cut.kind)
+            return self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
+        return self._failed(state, context, attempt_info, attempts, problems)
+
+    def _summarize(
+        self, previous: SummaryDocument | None, snapshot: CoverageSnapshot, deadline: float
+    ) -> Generator[_Request, Any, str]:
+        """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
+        counter = self.counter
+        assert counter is not None
+        events = list(snapshot.events)
+        window = getattr(self.summarizer, "window_tokens", None)
+        batches = [events]
+        if window:
+            room = window - self.cap - (counter.count_text(previous.render()) if previous else 0)
+            room = max(room, window // 4)
+            batches = _batches(events, [counter.count_text(e.text) + 8 for e in events], room) or [
+                events
+            ]
+        text = ""
+        for batch in batches:
+            request = SummaryRequest(
+                previous=previous,
+                events=batch,
+                covered_through_seq=batch[-1].seq if batch else snapshot.covered_through_seq,
+                cap_tokens=self.cap,
+                counter=counter,
+            )
+            text = yield _Summarize(request, max(0.001, deadline - time.monotonic()))
+            if batch is not batches[-1]:
+                previous = SummaryDocument.parse(
+                    text
+                )  # the rolling summary carries into the next batch
+        return text
+
+    def _rewrite(
+        self,
+        messages: Sequence[BaseMessage],
+        context: dict[str, Any],
+        checkpoint: CompactionCheckpoint,
+        epoch: int,
+        attempt_info: dict[str, Any],
+        status: str,
+    ) -> dict[str, Any]:
+        """The state after a commit: system prompt + summary message + the uncovered tail."""
+        keep_from = len(messages)
+        for index, message in enumerate(messages):
+            if message.id == checkpoint.first_kept_event_id:
+                keep_from = index
+                break
+        else:
+            keep_from = first_coverable(messages)  # the kept boundary is gone: keep what is there
+        start = first_coverable(messages)
+        system = [m for m in messages[:start] if not is_summary(m)]
+        tail = list(messages[max(keep_from, start) :])
+        return {
+            "messages": [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                *system,
+                summary_message(checkpoint),
+                *tail,
+            ],
+            "context": {
+                "projection_epoch": epoch + 1,
+                "baseline": None,
+                "active_checkpoint_id": checkpoint.id,
+                "active_generation": checkpoint.generation,
+                "covered_through_seq": checkpoint.covered_through_seq,
+                "compaction": {
+                    **attempt_info,
+                    "status": status,
+                    "generation": checkpoint.generation,
+                    "covered_through_seq": checkpoint.covered_through_seq,
+                    "summary_tokens": checkpoint.summary_tokens,
+                    "removed_messages": max(0, keep_from - start),
+                },
+            },
+        }
+
+    def _failed(
+        self,
+        state: dict[str, Any],
+        context: dict[str, Any],
+        attempt_info: dict[str, Any],
+        attempts: int,
+        problems: list[str],
+    ) -> dict[str, Any]:
+        budget = context.get("budget") or {}
+        estimate = int(budget.get("total") or 0)
+        if estimate > self.budget.usable:
+            raise CompactionFailed(
+                attempts=attempts, problems=problems, estimate=estimate, usable=self.budget.usable
+            )
+        log.warning(
+            "ctx-langgraph: compaction failed, proceeding uncompacted: %s",
+            problems[-1:] or problems,
+        )
+        return {
+            "context": {
+                "compaction": {
+                    **attempt_info,
+                    "status": "failed",
+                    "attempts": attempts,
+                    "problems": problems[-5:],
+                }
+            }
+        }
+
+    # ------------------------------------------------------------------ sync and async shells
+
+    def _serve(self, request: _Request) -> Any:
+        store = self.store
+        if isinstance(request, _GetEvent):
+            return store.get_event(request.scope, request.event_id)
+        if isinstance(request, _Snapshot):
+            return store.snapshot(request.scope, request.through_seq)
+        if isinstance(request, _Active):
+            return store.get_active(request.scope)
+        if isinstance(request, _Summarize):
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                future = pool.submit(self.summarizer.summarize, request.request)
+                try:
+                    return future.result(timeout=request.timeout_s)
+                except concurrent.futures.TimeoutError:
+                    raise TimeoutError(
+                        f"summarizer took longer than {request.timeout_s:.1f}s"
+                    ) from None
+        if isinstance(request, _Create):
+            return store.create_candidate(
+                request.snapshot,
+                summary_text=request.text,
+                key_facts=request.document.key_facts,
+                first_kept_event_id=request.first_kept_event_id,
+                summarizer_id=request.summarizer_id,
+                summary_tokens=request.summary_tokens,
+            )
+        return store.commit_candidate(request.candidate)
+
+    async def _aserve(self, request: _Request) -> Any:
+        store = self.store
+        if isinstance(request, _GetEvent):
+            return await store.aget_event(request.scope, request.event_id)
+        if isinstance(request, _Snapshot):
+            return await store.asnapshot(request.scope, request.through_seq)
+        if isinstance(request, _Active):
+            return await store.aget_active(request.scope)
+        if isinstance(request, _Summarize):
+            try:
+                return await asyncio.wait_for(
+                    self.summarizer.asummarize(request.request), request.timeout_s
+                )
+            except asyncio.TimeoutError:
+                raise TimeoutError(
+                    f"summarizer took longer than {request.timeout_s:.1f}s"
+                ) from None
+        if isinstance(request, _Create):
+            return await store.acreate_candidate(
+                request.snapshot,
+                summary_text=request.text,
+                key_facts=request.document.key_facts,
+                first_kept_event_id=request.first_kept_event_id,
+                summarizer_id=request.summarizer_id,
+                summary_tokens=request.summary_tokens,
+            )
+        return await store.acommit_candidate(request.candidate)
+
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = self.flow(state, config)
+        try:
+            request = next(flow)
+            while True:
+                try:
+                    result = self._serve(request)
+                except Exception as exc:  # handed to the flow: it decides (retry, reconcile, fail)
+                    request = flow.throw(exc)
+                    continue
+                request = flow.send(result)
+        except StopIteration as stop:
+            return dict(stop.value)
+
+    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        flow = self.flow(state, config)
+        try:
+            request = next(flow)
+            while True:
+                try:
+                    result = await self._aserve(request)
+                except Exception as exc:
+                    request = flow.throw(exc)
+                    continue
+                request = flow.send(result)
+        except StopIteration as stop:
+            return dict(stop.value)
+
+
+def make_compact_node(
+    store: HistoryStore,
+    *,
+    config: ContextConfig | None = None,
+    summarizer: Summarizer | None = None,
+    model: Any = None,
+    counter: TokenCounter | None = None,
+    name: str = "ctx_compact",
+) -> Runnable[Any, Any]:
+    """The ``ctx_compact`` node, for ``builder.add_node("ctx_compact", make_compact_node(store, ...))``.
+
+    Route ``ctx_budget`` to it with :func:`~ctx_langgraph.budget.make_budget_router`, and from it
+    back to ``ctx_budget`` (the estimate is redone on the compacted view).
+
+    Args:
+        store: the history store (the same one ``ctx_budget`` records into).
+        config: the same :class:`~ctx_langgraph.config.ContextConfig` as ``ctx_budget``.
+        summarizer: an :class:`~ctx_langgraph.compaction.LLMSummarizer` or the offline
+            :class:`~ctx_langgraph.compaction.ExtractiveSummarizer` (the default).
+        model: the chat model the graph calls (for its window and token counter).
+        counter: overrides the counter picked from the model name.
+    """
+    node = CompactNode(
+        store, config or ContextConfig(), summarizer or ExtractiveSummarizer(), model, counter
+    )
+    # LangGraph's own node wrapper: inspects the signature once, not on every call
+    return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -1,0 +1,714 @@
+"""Summarizers: the previous summary plus the uncovered span in, a new structured summary out.
+
+:class:`ExtractiveSummarizer` is offline and deterministic (no model): it keeps key facts exact by
+copying them out of the events with patterns. :class:`LLMSummarizer` asks any LangChain chat
+model for the same format. Neither validates its output; the caller checks it with
+:func:`~ctx_langgraph.compaction.validate_summary` and retries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol, runtime_checkable
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, merge_configs
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.compaction.format import (
+    LIST_SECTIONS,
+    SummaryDocument,
+    SummaryItem,
+    clean_text,
+)
+from ctx_langgraph.history.types import HistoryEvent, KeyFact
+
+__all__ = [
+    "SUMMARY_TAG",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "SummaryRequest",
+    "extract_key_facts",
+]
+
+log = logging.getLogger(__name__)
+
+SUMMARY_TAG: Final = "ctx:summary"
+"""Tag of summarizer model calls; the usage ledger books them with purpose ``summary``."""
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What to summarize: the previous summary and the uncovered span after it.
+
+    ``events`` are the visible events from the old cursor up to the new cut, in seq order, with
+    nothing skipped; the new summary covers everything through ``covered_through_seq``.
+    """
+
+    previous: SummaryDocument | None
+    events: Sequence[HistoryEvent]
+    covered_through_seq: int
+    cap_tokens: int
+    counter: TokenCounter
+
+    def __post_init__(self) -> None:
+        seqs = [event.seq for event in self.events]
+        if any(later <= earlier for earlier, later in itertools.pairwise(seqs)):
+            raise ValueError(f"events must be in strictly increasing seq order, got {seqs[:20]}")
+        if seqs and seqs[-1] > self.covered_through_seq:
+            raise ValueError(
+                f"event seq {seqs[-1]} is beyond covered_through_seq={self.covered_through_seq}"
+            )
+        if self.cap_tokens <= 0:
+            raise ValueError(f"cap_tokens must be positive, got {self.cap_tokens}")
+        object.__setattr__(self, "events", tuple(self.events))
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a :class:`SummaryRequest` into the rendered text of the new summary."""
+
+    @property
+    def id(self) -> str:
+        """Recorded on the checkpoint (``summarizer_id``): which summarizer wrote it."""
+        ...
+
+    @property
+    def window_tokens(self) -> int | None:
+        """How many input tokens one call can take; ``None`` means unlimited."""
+        ...
+
+    def summarize(self, request: SummaryRequest) -> str: ...
+
+    async def asummarize(self, request: SummaryRequest) -> str: ...
+
+
+# ----------------------------------------------------------------------------- key facts
+
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_TIME = r"\d{1,2}:\d{2}(?:\s?(?:[ap]m|[AP]M|[ap]\.m\.))?"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+_CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|INR|CNY)"
+# Earlier patterns win: their spans are masked before later patterns run (an id inside a path
+# or URL is not a second fact).
+_FACT_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("url", re.compile(r"\b(?:https?|ftp)://[^\s<>\"'`)\]]+")),
+    ("email", re.compile(r"\b[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
+    ("path", re.compile(r"\b[A-Za-z]:\\[^\s\"'<>|*?]+")),
+    ("path", re.compile(r"(?<![\w.:/~-])~?/(?:[\w.-]+/)+[\w.-]+|(?<![\w.:/~-])/[\w-]+\.\w+")),
+    ("path", re.compile(r"(?<![\w./@:-])(?:[\w.-]+/)+[\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}\b")),
+    ("id", re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")),
+    (
+        "date",
+        re.compile(
+            rf"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?"
+            rf"|(?:\b{_TIME}\s+on\s+)?\b{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?(?![\w])"
+            rf"|(?:\b{_TIME}\s+on\s+)?\b{_MONTH}\s+(?:{_DAY}(?:,?\s+\d{{4}})?|\d{{4}})\b"
+            r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+        ),
+    ),
+    (
+        "amount",
+        re.compile(
+            rf"[$€£¥]\s?{_NUMBER}(?:\s?(?:k|K|m|M|bn|million|billion)\b)?"
+            rf"|\b{_NUMBER}\s?(?:{_CURRENCY}|dollars|euros?|pounds)\b"
+            rf"|\b{_CURRENCY}\s?{_NUMBER}"
+        ),
+    ),
+    ("id", re.compile(r"(?<![\w#])#\d+\b|\b[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+\b")),
+    ("id", re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6,}\b")),
+    ("name", re.compile(r"\b[A-Z][a-z]+(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]\.))*[ \t]+[A-Z][a-z]+\b")),
+)
+_NOT_IDS = re.compile(r"^(?:UTF|ISO|SHA|GPT|COVID|MD|HTTP)-")
+_NOT_NAME_WORDS_TEXT = """The This That These Those A An I We You He She They It My Our Your His Her Their Its
+    Please Thanks Thank Hello Hi Hey Dear Yes No Ok Okay Sure Also And But Or So Then Next Now
+    Actually Correction Note If When While After Before Let Can Could Would Should Will Do Does
+    Did Is Are Was Were Use Done Failed Error Here There What Why How Where Who Which Good Great
+    Sorry Today Tomorrow Yesterday In On At For From To With Of By As Not All Any Every Each
+    January February March April May June July August September October November December
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Context Summary Goal"""
+_NOT_NAME_WORDS = frozenset(_NOT_NAME_WORDS_TEXT.split())
+
+
+def _fact_text(kind: str, text: str) -> str | None:
+    text = text.rstrip(".,;:!?")
+    if kind == "id" and _NOT_IDS.match(text):
+        return None
+    if kind == "name":
+        words = text.split()
+        while words and words[0] in _NOT_NAME_WORDS:
+            words.pop(0)
+        while words and words[-1] in _NOT_NAME_WORDS:
+            words.pop()
+        if len(words) < 2 or any(word in _NOT_NAME_WORDS for word in words):
+            return None
+        text = " ".join(words)
+    return text or None
+
+
+def extract_key_facts(event: HistoryEvent) -> list[KeyFact]:
+    """The exact identifiers, amounts, dates, paths, URLs, emails and names in an event's text.
+
+    Example:
+        >>> import datetime as dt
+        >>> event = HistoryEvent(7, "m7", "main", "human", None, {}, "Refund INV-2023-0042 "
+        ...     "($1,250.00) to ann@example.com by June 14, 2023; see /srv/refunds.log", (), (), 1,
+        ...     True, dt.datetime(2023, 6, 1))
+        >>> [(fact.kind, fact.text) for fact in extract_key_facts(event)]
+        [('id', 'INV-2023-0042'), ('amount', '$1,250.00'), ('email', 'ann@example.com'),
+         ('date', 'June 14, 2023'), ('path', '/srv/refunds.log')]
+    """
+    text = event.text
+    found: dict[tuple[str, str], int] = {}
+    for kind, pattern in _FACT_PATTERNS:
+        for match in pattern.finditer(text):
+            value = _fact_text(kind, match.group(0))
+            if value is None:
+                continue
+            found.setdefault((kind, value), match.start())
+            # mask the span (same length, so later positions hold) for the patterns after this one
+            text = text[: match.start()] + "\0" * len(match.group(0)) + text[match.end() :]
+    return [
+        KeyFact(value, event.seq, kind, event.event_id)
+        for (kind, value), _ in sorted(found.items(), key=lambda entry: entry[1])
+    ]
+
+
+# ----------------------------------------------------------------------------- extraction
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
+_CONSTRAINT = re.compile(
+    r"\b(?:must|should|don[\u2019']t|do not|never|always|prefer(?:s|red)?|please use|instead"
+    r"|avoid|make sure|ha(?:ve|s) to|only use|required)\b",
+    re.I,
+)
+_CORRECTION = re.compile(
+    r"\b(?:actually|correction|instead of|rather than|scratch that|i meant|on second thought"
+    r"|no longer|switch(?:ing)? to|change\b.*?\bto)\b|,\s*not\s+\w|\bnot\s+\S+(?:\s+\S+)?,?\s+but\b",
+    re.I,
+)
+_DECISION = re.compile(
+    r"\b(?:decided|decide to|will use|i[\u2019']ll use|chose|choose to|going with|opted|settled on)\b",
+    re.I,
+)
+_NEXT_STEP = re.compile(r"\b(?:next|then i will|then i[\u2019']ll|todo|to-do|will now)\b", re.I)
+_FAILURE = re.compile(
+    r"\b(?:error|errors|failed|failure|timeout|timed out|exception|traceback)\b", re.I
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS_TEXT = """the and for that this with from into use using used please must should don not never
+    always prefer instead actually correction change switch rather than but will would can could
+    let lets make sure have has are was were our your you they them its also only just want"""
+_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+_MAX_SEQS = 6
+
+
+def _keywords(text: str) -> set[str]:
+    return {
+        word
+        for word in _WORD.findall(text.lower())
+        if word not in _STOPWORDS and (len(word) >= 3 or any(ch.isdigit() for ch in word))
+    }
+
+
+def _sentences(text: str) -> list[str]:
+    return [clean_text(part) for part in _SENTENCE_END.split(text) if clean_text(part)]
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = clean_text(text)
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 3)]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "..."
+
+
+def _merge_seqs(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...]:
+    seqs = tuple(sorted(set(old) | set(new)))
+    # keep the first mention and the latest ones, so a recurring item does not grow without end
+    return seqs if len(seqs) <= _MAX_SEQS else seqs[:1] + seqs[-(_MAX_SEQS - 1) :]
+
+
+@dataclass
+class _Draft:
+    """A summary being built: mutable lists, turned into a :class:`SummaryDocument` at the end."""
+
+    goal: str = ""
+    sections: dict[str, list[SummaryItem]] = field(
+        default_factory=lambda: {name: [] for name, _ in LIST_SECTIONS}
+    )
+    facts: list[KeyFact] = field(default_factory=list)
+    limit: int | None = None
+    """Items kept per section (the newest); bounds the work per event on long spans."""
+
+    @classmethod
+    def of(cls, document: SummaryDocument | None, limit: int | None = None) -> _Draft:
+        draft = cls(limit=limit)
+        if document is not None:
+            draft.goal = document.goal
+            draft.sections = {name: list(document.items(name)) for name, _ in LIST_SECTIONS}
+            draft.facts = list(document.key_facts)
+        return draft
+
+    def copy(self) -> _Draft:
+        sections = {name: list(items) for name, items in self.sections.items()}
+        return _Draft(self.goal, sections, list(self.facts), self.limit)
+
+    def document(self) -> SummaryDocument:
+        items = {name: tuple(values) for name, values in self.sections.items()}
+        return SummaryDocument(
+            goal=self.goal,
+            constraints=items["constraints"],
+            done=items["done"],
+            failed=items["failed"],
+            decisions=items["decisions"],
+            open_questions=items["open_questions"],
+            next_steps=items["next_steps"],
+            key_facts=tuple(self.facts),
+        )
+
+    def add(self, section: str, text: str, seq: int, supersedes: str | None = None) -> None:
+        text = _shorten(text, 200)
+        items = self.sections[section]
+        for index, item in enumerate(items):
+            if item.text.casefold() == text.casefold():
+                # a repeated item moves to the end: it is recent again
+                del items[index]
+                seqs = _merge_seqs(item.source_seqs, (seq,))
+                items.append(SummaryItem(text, seqs, supersedes or item.supersedes))
+                return
+        items.append(SummaryItem(text, (seq,), supersedes))
+        if self.limit is not None and len(items) > self.limit:
+            del items[: len(items) - self.limit]
+
+    def supersede(self, text: str, seq: int) -> None:
+        """A user correction replaces the constraint it shares most keywords with (latest on ties)."""
+        keys = _keywords(text)
+        constraints = self.sections["constraints"]
+        best, best_score = None, 0
+        for index, item in enumerate(constraints):
+            score = len(keys & _keywords(item.text))
+            if score and score >= best_score:
+                best, best_score = index, score
+        old = constraints.pop(best).text if best is not None else None
+        self.add("constraints", text, seq, supersedes=old)
+
+
+def _merge_facts(facts: list[KeyFact]) -> list[KeyFact]:
+    """One fact per (kind, text), the earliest seq kept, in seq order (ties keep input order)."""
+    earliest: dict[tuple[str, str], tuple[int, KeyFact]] = {}
+    for index, fact in enumerate(facts):
+        key = (fact.kind, fact.text)
+        if key not in earliest or fact.source_seq < earliest[key][1].source_seq:
+            earliest[key] = (index, fact)
+    ordered = sorted(earliest.values(), key=lambda entry: (entry[1].source_seq, entry[0]))
+    return [fact for _, fact in ordered]
+
+
+_TrimStep = Callable[[_Draft], None]
+_DROP_ORDER = ("next_steps", "open_questions", "decisions", "failed", "done")
+
+
+def _trim_steps(draft: _Draft) -> list[_TrimStep]:
+    """Cuts in order of least loss: lower sections' items (oldest first), then shorter
+    constraints and goal, then constraints (oldest first), then the goal, then duplicate facts,
+    then the newest facts. Key facts go last: they are what a summary must not lose."""
+
+    def drop_oldest(section: str) -> _TrimStep:
+        def step(d: _Draft) -> None:
+            del d.sections[section][0]
+
+        return step
+
+    def drop_newest_fact(d: _Draft) -> None:
+        del d.facts[-1]
+
+    def shorten(limit: int) -> _TrimStep:
+        def step(d: _Draft) -> None:
+            d.goal = _shorten(d.goal, limit)
+            d.sections["constraints"] = [
+                SummaryItem(
+                    _shorten(item.text, limit),
+                    item.source_seqs,
+                    _shorten(item.supersedes, limit) if item.supersedes else None,
+                )
+                for item in d.sections["constraints"]
+            ]
+
+        return step
+
+    def drop_fact(key: tuple[str, str]) -> _TrimStep:
+        def step(d: _Draft) -> None:
+            d.facts = [f for f in d.facts if (f.kind, f.text) != key]
+
+        return step
+
+    def clear_goal(d: _Draft) -> None:
+        d.goal = ""
+
+    steps: list[_TrimStep] = []
+    for section in _DROP_ORDER:
+        steps += [drop_oldest(section)] * len(draft.sections[section])
+    steps += [shorten(120), shorten(60)]
+    steps += [drop_oldest("constraints")] * len(draft.sections["constraints"])
+    steps.append(clear_goal)
+    seen: set[str] = set()
+    duplicates = []
+    for fact in draft.facts:
+        if fact.text in seen:
+            duplicates.append((fact.kind, fact.text))
+        seen.add(fact.text)
+    steps += [drop_fact(key) for key in reversed(duplicates)]
+    steps += [drop_newest_fact] * (len(draft.facts) - len(duplicates))
+    return steps
+
+
+def _fit(draft: _Draft, cap_tokens: int, counter: TokenCounter) -> SummaryDocument:
+    """The draft after the fewest trim steps that make its rendering fit (binary search: each
+    step shrinks the text, so 'fits after n steps' is monotone up to a token of rounding; the
+    result is always checked to fit)."""
+    steps = _trim_steps(draft)
+
+    def trimmed(count: int) -> SummaryDocument:
+        copy = draft.copy()
+        for step in steps[:count]:
+            step(copy)
+        return copy.document()
+
+    def fits(document: SummaryDocument) -> bool:
+        return counter.count_text(document.render()) <= cap_tokens
+
+    document = trimmed(0)
+    if fits(document):
+        return document
+    low, high = 1, len(steps)
+    smallest = trimmed(high)
+    if not fits(smallest):
+        raise ValueError(
+            f"cap_tokens={cap_tokens} is below the {counter.count_text(smallest.render())} tokens "
+            "of an empty summary; raise the summary cap"
+        )
+    while low < high:
+        middle = (low + high) // 2
+        if fits(trimmed(middle)):
+            high = middle
+        else:
+            low = middle + 1
+    return trimmed(high)
+
+
+class ExtractiveSummarizer:
+    """An offline, deterministic summarizer: patterns instead of a model, key facts exact.
+
+    Merges the previous summary with the new events: the goal (the first substantial user
+    message), user constraints (with corrections marked as superseding the constraint they
+    replace), what was done, failed tool calls and why, decisions, open questions, next steps,
+    and every identifier, amount, date, path, URL, email and name with its source seq. Previous
+    key facts are always kept; when the cap is tight, lower sections go first and key facts last.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from ctx_langgraph.budget import ApproximateCounter
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+        ...     _ = store.setup()
+        ...     _ = store.append("t", [
+        ...         HumanMessage("Please refund order ORD-1042 for Ann Lee. We must use MySQL."),
+        ...         AIMessage("I will refund $40.00 today."),
+        ...         HumanMessage("Actually, use Postgres, not MySQL."),
+        ...     ])
+        ...     events = store.read_events("t")
+        >>> request = SummaryRequest(None, events, 3, cap_tokens=400, counter=ApproximateCounter())
+        >>> doc = SummaryDocument.parse(ExtractiveSummarizer().summarize(request))
+        >>> doc.goal
+        'Please refund order ORD-1042 for Ann Lee. We must use MySQL.'
+        >>> doc.constraints
+        (SummaryItem(text='Actually, use Postgres, not MySQL.', source_seqs=(3,), supersedes='We must use MySQL.'),)
+        >>> [(fact.kind, fact.text, fact.source_seq) for fact in doc.key_facts]
+        [('id', 'ORD-1042', 1), ('name', 'Ann Lee', 1), ('amount', '$40.00', 2)]
+    """
+
+    id = "extractive-v1"
+    window_tokens: int | None = None
+
+    def __init__(self, max_items_per_section: int = 12) -> None:
+        if max_items_per_section < 1:
+            raise ValueError(f"max_items_per_section must be >= 1, got {max_items_per_section}")
+        self.max_items_per_section = max_items_per_section
+
+    def summarize(self, request: SummaryRequest) -> str:
+        return self.summarize_document(request).render()
+
+    def summarize_document(self, request: SummaryRequest) -> SummaryDocument:
+        """The summary as a document; unlike its rendering, its key facts keep their event ids."""
+        return _fit(self._draft(request), request.cap_tokens, request.counter)
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        return self.summarize(request)
+
+    def _draft(self, request: SummaryRequest) -> _Draft:
+        """The merged summary before the cap is applied."""
+        draft = _Draft.of(request.previous, self.max_items_per_section)
+        new_questions: set[str] = set()
+        calls: dict[str, str] = {}
+        facts = list(draft.facts)
+        for event in request.events:
+            facts += extract_key_facts(event)
+            if event.role == "human":
+                self._human(draft, event, new_questions)
+            elif event.role == "ai":
+                self._ai(draft, event, new_questions, calls)
+            elif event.role == "tool":
+                self._tool(draft, event, calls)
+        draft.facts = _merge_facts(facts)
+        for name, items in draft.sections.items():
+            draft.sections[name] = items[-self.max_items_per_section :]
+        return draft
+
+    @staticmethod
+    def _human(draft: _Draft, event: HistoryEvent, new_questions: set[str]) -> None:
+        if not draft.goal and len(event.text.split()) >= 4:
+            draft.goal = _shorten(event.text, 200)
+        for sentence in _sentences(event.text):
+            if sentence.endswith("?"):
+                draft.add("open_questions", sentence, event.seq)
+                new_questions.add(_shorten(sentence, 200))
+            elif _CORRECTION.search(sentence):
+                draft.supersede(sentence, event.seq)
+            elif _CONSTRAINT.search(sentence):
+                draft.add("constraints", sentence, event.seq)
+
+    @staticmethod
+    def _ai(
+        draft: _Draft, event: HistoryEvent, new_questions: set[str], calls: dict[str, str]
+    ) -> None:
+        message = event.message
+        text = message.text
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                rendered = (
+                    f"{call['name']}({json.dumps(call['args'], sort_keys=True, default=str)})"
+                )
+                calls[str(call.get("id"))] = _shorten(rendered, 80)
+        for sentence in _sentences(text):
+            if _DECISION.search(sentence):
+                draft.add("decisions", sentence, event.seq)
+            elif _NEXT_STEP.search(sentence):
+                draft.add("next_steps", sentence, event.seq)
+        if (isinstance(message, AIMessage) and message.tool_calls) or not text.strip():
+            return
+        draft.add("done", _shorten(_sentences(text)[0], 160), event.seq)
+        # an answer settles the questions asked in this span, and earlier ones it speaks to
+        answer = _keywords(text)
+        draft.sections["open_questions"] = [
+            item
+            for item in draft.sections["open_questions"]
+            if item.text not in new_questions
+            and len(_keywords(item.text) & answer) < min(2, len(_keywords(item.text)) or 1)
+        ]
+        new_questions.clear()
+
+    @staticmethod
+    def _tool(draft: _Draft, event: HistoryEvent, calls: dict[str, str]) -> None:
+        name = event.name or (event.tool_names[0] if event.tool_names else "tool")
+        lines = [clean_text(line) for line in event.text.splitlines() if line.strip()]
+        status = getattr(event.message, "status", "success")
+        failure = next((line for line in lines if _FAILURE.search(line)), None)
+        if status == "error" or failure is not None:
+            why = failure or (lines[0] if lines else "no detail")
+            call = next((calls[i] for i in event.tool_call_ids if i in calls), name)
+            draft.add("failed", f"{call} failed: {_shorten(why, 120)}", event.seq)
+        else:
+            draft.add(
+                "done", f"{name}: {_shorten(lines[0] if lines else '(empty)', 120)}", event.seq
+            )
+
+
+# ----------------------------------------------------------------------------- LLM
+
+DEFAULT_INSTRUCTIONS: Final = """\
+You maintain the running summary of a long conversation between a user, an AI assistant and \
+its tools. Merge the previous summary with the new events into ONE updated summary. Never drop \
+the previous summary: keep its goal, constraints, open items and every key fact unless a new \
+event settles or corrects them.
+
+Write exactly this markdown, every heading present, in this order, nothing before or after it \
+and no code fences:
+
+# Context summary (format v1)
+
+## Goal
+- what the user wants overall
+
+## Constraints and preferences
+- a constraint or preference of the user [seq 12]
+- a corrected value (supersedes: the earlier value it replaces) [seq 55]
+
+## Done
+- an action taken and its result [seq 14, 15]
+
+## Failed attempts
+- what was tried, and why it failed [seq 20]
+
+## Decisions
+- a decision, and why [seq 22]
+
+## Open questions
+- a question still unanswered [seq 30]
+
+## Next steps
+- what remains to do [seq 31]
+
+## Key facts
+- id: INV-2023-0042 [seq 12]
+- amount: $1,250.00 [seq 14]
+
+Rules:
+- A section with nothing to say is a single line "- (none)".
+- When the user corrects an earlier constraint or value, keep only the new one and mark it \
+"(supersedes: <old value>)".
+- Key facts are identifiers, amounts, dates, paths, URLs, emails and names, copied character \
+for character, one per line as "- kind: value [seq N]", where N is copied from the "[seq N]" \
+header of the event that states it. Every key fact needs its [seq N]. Keep every key fact of \
+the previous summary with its original seq.
+- End other items with the seqs they come from, like "[seq 12, 40]".
+- Be brief: the whole summary must stay under the token limit given below."""
+
+_FENCED = re.compile(r"^\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
+
+
+def _model_name(model: BaseChatModel) -> str:
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return model._llm_type
+
+
+def _event_line(event: HistoryEvent) -> str:
+    who = event.role + (f" ({event.name})" if event.name else "")
+    if event.role == "tool" and event.content.get("data", {}).get("status") == "error":
+        who += " [status: error]"
+    text = event.text.strip().replace("\n", "\n  ")  # continuation lines never look like headers
+    return f"[seq {event.seq}] {who}: {text}"
+
+
+class LLMSummarizer:
+    """Summaries written by a LangChain chat model, in the structured format.
+
+    The output cap is bound to the call (``max_tokens``: ChatAnthropic sends it as
+    ``max_tokens``, ChatOpenAI as ``max_completion_tokens`` or ``max_output_tokens``), and the
+    call is tagged ``ctx:summary`` so the usage ledger books it as a summary. The text is
+    returned as written (code fences removed); validate it with
+    :func:`~ctx_langgraph.compaction.validate_summary`.
+
+    Args:
+        model: any chat model.
+        max_output_tokens: the model's own output limit; the bound cap is the smaller of it and
+            the request's ``cap_tokens``.
+        window_tokens: how many input tokens one call may take (``None``: unlimited); the caller
+            splits larger spans into ordered batches.
+        instructions: a system prompt to use instead of :data:`DEFAULT_INSTRUCTIONS`.
+
+    Example:
+        >>> from ctx_langgraph.budget import ApproximateCounter
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> summary = SummaryDocument(goal="Ship v2").render()
+        >>> summarizer = LLMSummarizer(MeteringChatModel(replies=[f"```markdown\\n{summary}\\n```"]))
+        >>> request = SummaryRequest(None, [], 0, cap_tokens=300, counter=ApproximateCounter())
+        >>> summarizer.id, summarizer.summarize(request) == summary
+        ('llm:gpt-4o', True)
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        max_output_tokens: int | None = None,
+        window_tokens: int | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self.window_tokens = window_tokens
+        self.instructions = instructions or DEFAULT_INSTRUCTIONS
+
+    @property
+    def id(self) -> str:
+        return f"llm:{_model_name(self.model)}"
+
+    def output_cap(self, request: SummaryRequest) -> int:
+        """The ``max_tokens`` bound to the call."""
+        if self.max_output_tokens is None:
+            return request.cap_tokens
+        return min(request.cap_tokens, self.max_output_tokens)
+
+    def messages_for(self, request: SummaryRequest) -> list[BaseMessage]:
+        """The prompt: fixed instructions, then the previous summary and the new events."""
+        previous = (
+            request.previous.render()
+            if request.previous is not None
+            else "(none: this is the first summary)"
+        )
+        events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
+        return [
+            SystemMessage(self.instructions),
+            HumanMessage(
+                f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>\n\n"
+                f"New events:\n<events>\n{events}\n</events>\n\n"
+                f"Write the updated summary covering everything through seq "
+                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+            ),
+        ]
+
+    def _call_config(self, config: RunnableConfig | None) -> RunnableConfig:
+        ours = RunnableConfig(tags=[SUMMARY_TAG], metadata={"ctx_purpose": "summary"})
+        return merge_configs(ensure_config(config), ours)
+
+    def summarize(self, request: SummaryRequest, *, config: RunnableConfig | None = None) -> str:
+        messages, call_config = self.messages_for(request), self._call_config(config)
+        try:
+            reply = self.model.bind(max_tokens=self.output_cap(request)).invoke(
+                messages, config=call_config
+            )
+        except TypeError as exc:
+            if "max_tokens" not in str(exc):
+                raise
+            log.warning("%s does not take max_tokens; summarizing without an output cap", self.id)
+            reply = self.model.invoke(messages, config=call_config)
+        return _reply_text(reply)
+
+    async def asummarize(
+        self, request: SummaryRequest, *, config: RunnableConfig | None = None
+    ) -> str:
+        messages, call_config = self.messages_for(request), self._call_config(config)
+        try:
+            reply = await self.model.bind(max_tokens=self.output_cap(request)).ainvoke(
+                messages, config=call_config
+            )
+        except TypeError as exc:
+            if "max_tokens" not in str(exc):
+                raise
+            log.warning("%s does not take max_tokens; summarizing without an output cap", self.id)
+            reply = await self.model.ainvoke(messages, config=call_config)
+        return _reply_text(reply)
+
+
+def _reply_text(reply: Any) -> str:
+    text = reply.text if isinstance(reply, BaseMessage) else str(reply)
+    fenced = _FENCED.match(text)
+    return (fenced.group(1) if fenced else text).strip()
