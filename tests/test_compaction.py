@@ -292,3 +292,109 @@ def test_reconciles_with_a_summary_committed_by_another_worker(store):
     update = node.invoke(state, run)
     assert update["context"]["compaction"]["status"] in ("reconciled", "committed")
     assert store.get_active("t").generation >= 1
+
+
+# ----------------------------------------------------------------------------- the peers' failures
+
+
+def compact_once(store, messages, *, keep=60, summarizer=None, window=3_000):
+    """Record ``messages``, then run ctx_compact on them directly; returns (update, new view)."""
+    from langgraph.graph.message import add_messages
+
+    store.append("t", [m for m in messages if not m.additional_kwargs.get("ctx_summary")])
+    config = ContextConfig(
+        context_window=window,
+        output_reserve=500,
+        trigger=0.8,
+        target=0.5,
+        keep_recent_tokens=keep,
+        summary_max_tokens=600,
+        tool_output_cap_tokens=None,
+    )
+    node = make_compact_node(store, config=config, counter=COUNTER, summarizer=summarizer)
+    state = {"messages": messages, "context": {"budget": {"total": 100}}}
+    update = node.invoke(state, {"configurable": {"thread_id": "t"}})
+    view = add_messages(messages, update["messages"]) if "messages" in update else messages
+    return update, view
+
+
+def parallel_calls(n, width=3, prefix="p"):
+    calls = [{"name": "fetch", "args": {"i": k}, "id": f"{prefix}{n}-{k}"} for k in range(width)]
+    return [
+        AIMessage("", id=f"{prefix}a{n}", tool_calls=calls),
+        *[
+            ToolMessage(f"result {k} of batch {n}", tool_call_id=c["id"], id=f"{prefix}r{n}-{k}")
+            for k, c in enumerate(calls)
+        ],
+    ]
+
+
+def test_langmem_126_parallel_tool_results_are_never_orphaned(store):
+    messages = [HumanMessage("run the batch jobs", id="h0")]
+    for n in range(6):
+        messages += parallel_calls(n)
+    messages += [AIMessage("all batches done", id="done"), HumanMessage("thanks", id="h1")]
+    for keep in (5, 20, 40, 80, 200):
+        store = SQLiteHistoryStore.from_path(":memory:")
+        store.setup()
+        _, view = compact_once(store, messages, keep=keep)
+        assert pairing_problems(view) == [], (keep, [m.id for m in view])
+
+
+def test_langchain_38352_34282_no_orphaned_tool_call_at_the_boundary(store):
+    messages = [
+        HumanMessage("q", id="h0"),
+        AIMessage("thinking out loud " * 30, id="a0"),
+        *parallel_calls(1, width=2),
+        HumanMessage("and now?", id="h1"),
+        *parallel_calls(2, width=1),
+    ]
+    update, view = compact_once(store, messages, keep=30)
+    assert update["context"]["compaction"]["status"] == "committed"
+    assert pairing_problems(view) == []
+    assert not isinstance(view[1], ToolMessage)  # after the summary, never a bare tool result
+
+
+def test_langchain_38867_39261_no_human_message_in_the_tail_never_means_a_placeholder(store):
+    # a long autonomous run: after the first question, only tool calls and results
+    messages = [HumanMessage("migrate the database", id="h0")]
+    for n in range(8):
+        messages += parallel_calls(n, width=1)
+    update, view = compact_once(store, messages, keep=40)
+    assert update["context"]["compaction"]["status"] == "committed"
+    assert pairing_problems(view) == []
+    kept = [m for m in view if not m.additional_kwargs.get("ctx_summary")]
+    assert kept and all(m.id.startswith("p") for m in kept)  # real messages, not a placeholder
+    assert "migrate the database" in view[0].content  # the goal is in the summary
+
+
+def test_langchain_38867_a_failing_summarizer_never_replaces_history(store):
+    messages = [HumanMessage(f"q{n} " * 40, id=f"h{n}") for n in range(10)]
+    update, view = compact_once(store, messages, keep=30, summarizer=FailingSummarizer("raise"))
+    assert update["context"]["compaction"]["status"] == "failed"
+    assert "messages" not in update and view == messages
+
+
+class SmallWindowSummarizer(ExtractiveSummarizer):
+    window_tokens = 700
+
+
+def test_a_long_span_is_summarized_in_batches_without_dropping_the_old_summary(store):
+    """LangChain drops the previous summary once the span is long; we roll it through batches."""
+    first = [
+        HumanMessage("Account ACC-1001, contract signed 14 June 2023, budget $9,900.00", id="f0"),
+        AIMessage("noted", id="f1"),
+        HumanMessage("ok", id="f2"),
+    ]
+    _, view = compact_once(store, first, keep=5, summarizer=SmallWindowSummarizer())
+    assert store.get_active("t").generation == 1
+    long_span = [
+        HumanMessage(f"step {n}: shipped ORD-{n:04d} to warehouse W{n % 7}", id=f"s{n}")
+        for n in range(120)
+    ]
+    summarizer = SmallWindowSummarizer()
+    update, view = compact_once(store, [*view, *long_span], keep=20, summarizer=summarizer)
+    assert update["context"]["compaction"]["status"] == "committed"
+    facts = {f.text for f in store.get_active("t").key_facts}
+    assert {"ACC-1001", "$9,900.00"} <= facts  # the old summary's facts survived the long span
+    assert any(t.startswith("ORD-") for t in facts)

@@ -481,7 +481,7 @@ class ExtractiveSummarizer:
 
     @staticmethod
     def _human(draft: _Draft, event: HistoryEvent, new_questions: set[str]) -> None:
-        if not draft.goal and len(event.text.split()) >= 4:
+        if not draft.goal and len(event.text.split()) >= 2:
             draft.goal = _shorten(event.text, 200)
         for sentence in _sentences(event.text):
             if sentence.endswith("?"):
