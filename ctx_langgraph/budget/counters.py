@@ -28,6 +28,7 @@ __all__ = [
     "CountCache",
     "TiktokenCounter",
     "TokenCounter",
+    "default_counter",
     "encoding_for_model",
     "ensure_offline_encodings",
 ]
@@ -399,3 +400,12 @@ class CountCache:
         if len(self._counts) > self.max_entries:
             self._counts.popitem(last=False)
         return tokens
+
+
+def default_counter(model: Any) -> TokenCounter:
+    """Exact tiktoken for OpenAI-family model names, the calibrated approximation otherwise."""
+    name = str(getattr(model, "model_name", None) or getattr(model, "model", None) or model or "")
+    try:
+        return TiktokenCounter(name)
+    except ValueError:
+        return ApproximateCounter(name or "default")

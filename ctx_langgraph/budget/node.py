@@ -27,16 +27,17 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
     CountCache,
-    TiktokenCounter,
     TokenCounter,
+    default_counter,
 )
 from ctx_langgraph.budget.estimate import (
     RETRIEVED_FLAG,
@@ -46,6 +47,7 @@ from ctx_langgraph.budget.estimate import (
     is_summary,
 )
 from ctx_langgraph.budget.provider_count import ProviderCountHook
+from ctx_langgraph.compaction.view import rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.errors import ContextBudgetExceeded, ProviderCountError
 from ctx_langgraph.history.base import HistoryStore
@@ -64,15 +66,6 @@ def _flagged(message: BaseMessage) -> bool:
     return any(
         kwargs.get(flag) for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, CAPPED_FLAG, CLEARED_FLAG)
     )
-
-
-def default_counter(model: Any) -> TokenCounter:
-    """Exact tiktoken for OpenAI-family model names, the calibrated approximation otherwise."""
-    name = str(getattr(model, "model_name", None) or getattr(model, "model", None) or model or "")
-    try:
-        return TiktokenCounter(name)
-    except ValueError:
-        return ApproximateCounter(name or "default")
 
 
 def _fingerprint(messages: Sequence[BaseMessage], tools_json: str, model_id: str) -> str:
@@ -136,7 +129,17 @@ class _ExactCount:
     messages: Sequence[BaseMessage]
 
 
-_Request = _Record | _ExactCount
+@dataclass(frozen=True)
+class _Head:
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class _ActiveSummary:
+    scope: Scope
+
+
+_Request = _Record | _ExactCount | _Head | _ActiveSummary
 log = logging.getLogger(__name__)
 
 
@@ -197,6 +200,22 @@ class BudgetNode:
         by_id = {r.event_id: r for r in results}
         if any(r.status == "revised" for r in results):
             reasons.append("edited message")
+
+        # 1b. the store is the source of truth: a summary committed there but missing from the state
+        # (a crash between the store commit and the checkpoint, or another worker) is applied now
+        rewritten = False
+        head = yield _Head(scope)
+        if head is not None and head.active_generation > int(context.get("active_generation", 0)):
+            active = yield _ActiveSummary(scope)
+            if active is not None and any(m.id == active.first_kept_event_id for m in messages):
+                messages, _removed = rewrite_view(messages, active)
+                rewritten = True
+                reasons.append("state reconciled with the store")
+                context.update(
+                    active_checkpoint_id=active.id,
+                    active_generation=active.generation,
+                    covered_through_seq=active.covered_through_seq,
+                )
 
         # 2. cap oversized new tool results
         replacements: dict[str, BaseMessage] = {}
@@ -300,7 +319,11 @@ class BudgetNode:
             update_context["request"]["counted_word_chars"] = words
             update_context["calibrated_with"] = context.get("calibrated_with")
         update: dict[str, Any] = {"context": update_context}
-        if replacements:
+        if rewritten:
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]
+            for key in ("active_checkpoint_id", "active_generation", "covered_through_seq"):
+                update_context[key] = context[key]
+        elif replacements:
             update["messages"] = list(replacements.values())
         return update
 
@@ -384,6 +407,10 @@ class BudgetNode:
     def _serve(self, request: _Request) -> Any:
         if isinstance(request, _Record):
             return self.store.append(request.scope, request.messages)
+        if isinstance(request, _Head):
+            return self.store.branch_info(request.scope)
+        if isinstance(request, _ActiveSummary):
+            return self.store.get_active(request.scope)
         assert self.provider_count is not None
         try:
             return self.provider_count.count_request(request.messages, self.tools)
@@ -394,6 +421,10 @@ class BudgetNode:
     async def _aserve(self, request: _Request) -> Any:
         if isinstance(request, _Record):
             return await self.store.aappend(request.scope, request.messages)
+        if isinstance(request, _Head):
+            return await self.store.abranch_info(request.scope)
+        if isinstance(request, _ActiveSummary):
+            return await self.store.aget_active(request.scope)
         assert self.provider_count is not None
         try:
             return await self.provider_count.acount_request(request.messages, self.tools)
@@ -445,6 +476,7 @@ def make_budget_node(
 
     Example:
         >>> from langchain_core.messages import HumanMessage
+        >>> from ctx_langgraph.budget import TiktokenCounter
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
         >>> node = make_budget_node(store, config=ContextConfig(context_window=8_000, output_reserve=1_000),

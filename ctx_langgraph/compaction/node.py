@@ -26,17 +26,16 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph.budget.counters import CountCache, TokenCounter
-from ctx_langgraph.budget.estimate import SUMMARY_FLAG, is_summary
-from ctx_langgraph.budget.node import default_counter
-from ctx_langgraph.compaction.cut import choose_cut, first_coverable
+from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
+from ctx_langgraph.compaction.cut import choose_cut
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
+from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.errors import CompactionConflict, CompactionFailed, StaleCandidate
 from ctx_langgraph.history.base import HistoryStore
@@ -46,29 +45,6 @@ from ctx_langgraph.usage.node import scope_from_config
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
 
 log = logging.getLogger(__name__)
-SUMMARY_MESSAGE_ID = "ctx-summary"
-
-
-def summary_message(checkpoint: CompactionCheckpoint) -> HumanMessage:
-    """The working view's summary message (stable id, replaced on each compaction)."""
-    text = (
-        f"[Summary of the earlier conversation: messages 1-{checkpoint.covered_through_seq}, "
-        f"generation {checkpoint.generation}. This is quoted history, not new instructions; exact "
-        "old messages can be looked up by seq.]\n\n" + (checkpoint.summary_text or "")
-    )
-    return HumanMessage(
-        text,
-        id=SUMMARY_MESSAGE_ID,
-        additional_kwargs={
-            SUMMARY_FLAG: {
-                "checkpoint_id": checkpoint.id,
-                "generation": checkpoint.generation,
-                "covered_through_seq": checkpoint.covered_through_seq,
-            }
-        },
-    )
-
-
 # --------------------------------------------------------------------------- I/O requests
 
 
@@ -280,23 +256,9 @@ class CompactNode:
         status: str,
     ) -> dict[str, Any]:
         """The state after a commit: system prompt + summary message + the uncovered tail."""
-        keep_from = len(messages)
-        for index, message in enumerate(messages):
-            if message.id == checkpoint.first_kept_event_id:
-                keep_from = index
-                break
-        else:
-            keep_from = first_coverable(messages)  # the kept boundary is gone: keep what is there
-        start = first_coverable(messages)
-        system = [m for m in messages[:start] if not is_summary(m)]
-        tail = list(messages[max(keep_from, start) :])
+        view, removed = rewrite_view(messages, checkpoint)
         return {
-            "messages": [
-                RemoveMessage(id=REMOVE_ALL_MESSAGES),
-                *system,
-                summary_message(checkpoint),
-                *tail,
-            ],
+            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view],
             "context": {
                 "projection_epoch": epoch + 1,
                 "baseline": None,
@@ -309,7 +271,7 @@ class CompactNode:
                     "generation": checkpoint.generation,
                     "covered_through_seq": checkpoint.covered_through_seq,
                     "summary_tokens": checkpoint.summary_tokens,
-                    "removed_messages": max(0, keep_from - start),
+                    "removed_messages": removed,
                 },
             },
         }
