@@ -434,3 +434,61 @@ def test_a_crash_at_each_step_of_the_commit_protocol_recovers(tmp_path, kill_at)
         f"q{n}" for n in range(60) if f"q{n}" not in ids
     }
     store.close()
+
+
+# ----------------------------------------------------------------------------- two workers on PostgreSQL
+
+_COMPACTOR = """
+import json, sys
+from ctx_langgraph.budget import TiktokenCounter
+from ctx_langgraph.compaction.node import make_compact_node
+from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.history import PostgresHistoryStore
+dsn = sys.argv[1]
+config = ContextConfig(context_window=3_000, output_reserve=500, keep_recent_tokens=200, summary_max_tokens=600,
+                       tool_output_cap_tokens=None)
+with PostgresHistoryStore.from_conn_string(dsn) as store:
+    messages = [event.message for event in store.read_events("t")]
+    node = make_compact_node(store, config=config, counter=TiktokenCounter("gpt-4o"))
+    update = node.invoke({"messages": messages, "context": {"budget": {"total": 2_000}}},
+                         {"configurable": {"thread_id": "t"}})
+    print(json.dumps(update["context"]["compaction"]))
+"""
+
+
+@pytest.mark.postgres
+def test_two_processes_compacting_the_same_thread_commit_once(pg_dsn):
+    import json
+    import subprocess
+    import sys
+
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    with PostgresHistoryStore.from_conn_string(pg_dsn) as store:
+        store.setup()
+        store.append(
+            "t",
+            [
+                HumanMessage(f"turn {n}: order ORD-{n:04d} is late " * 3, id=f"h{n}")
+                for n in range(60)
+            ],
+        )
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _COMPACTOR, pg_dsn], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        outcomes = [
+            json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs
+        ]
+        statuses = sorted(o["status"] for o in outcomes)
+        assert statuses in (["committed", "reconciled"], ["committed", "committed"]), outcomes
+        versions = store.list_versions("t")
+        active = [v for v in versions if v.status == "active"]
+        assert len(active) == 1
+        generations = [v.generation for v in versions if v.status in ("active", "superseded")]
+        assert len(generations) == len(set(generations))  # exactly one commit per generation
+        assert [e.event_id for e in store.read_events("t")] == [
+            f"h{n}" for n in range(60)
+        ]  # nothing lost
