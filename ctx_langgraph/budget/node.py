@@ -33,6 +33,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
     CountCache,
@@ -433,22 +434,10 @@ class BudgetNode:
             return None
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = self.flow(state, config)
-        try:
-            request = next(flow)
-            while True:
-                request = flow.send(self._serve(request))
-        except StopIteration as stop:
-            return dict(stop.value)
+        return run_flow(self.flow(state, config), self._serve)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = self.flow(state, config)
-        try:
-            request = next(flow)
-            while True:
-                request = flow.send(await self._aserve(request))
-        except StopIteration as stop:
-            return dict(stop.value)
+        return await arun_flow(self.flow(state, config), self._aserve)
 
 
 def make_budget_node(

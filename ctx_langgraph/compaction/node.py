@@ -31,6 +31,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.compaction.cut import choose_cut
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
@@ -364,32 +365,10 @@ class CompactNode:
         return await store.acommit_candidate(request.candidate)
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = self.flow(state, config)
-        try:
-            request = next(flow)
-            while True:
-                try:
-                    result = self._serve(request)
-                except Exception as exc:  # handed to the flow: it decides (retry, reconcile, fail)
-                    request = flow.throw(exc)
-                    continue
-                request = flow.send(result)
-        except StopIteration as stop:
-            return dict(stop.value)
+        return run_flow(self.flow(state, config), self._serve)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = self.flow(state, config)
-        try:
-            request = next(flow)
-            while True:
-                try:
-                    result = await self._aserve(request)
-                except Exception as exc:
-                    request = flow.throw(exc)
-                    continue
-                request = flow.send(result)
-        except StopIteration as stop:
-            return dict(stop.value)
+        return await arun_flow(self.flow(state, config), self._aserve)
 
 
 def make_compact_node(

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
@@ -52,6 +53,15 @@ class _Booking:
     scope: Scope
     purpose: str
     status: UsageStatus
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments of ``UsageLedger.record`` for this booking."""
+        return {
+            "scope": self.scope,
+            "purpose": self.purpose,
+            "status": self.status,
+            "version": FINAL_VERSION,
+        }
 
 
 def _usage_flow(
@@ -128,41 +138,17 @@ def make_usage_node(
         (1200, 'h1')
     """
 
+    def book(booking: _Booking) -> BookedDelta:
+        return ledger.record(booking.call_key, booking.usage, **booking.options())
+
+    async def abook(booking: _Booking) -> BookedDelta:
+        return await ledger.arecord(booking.call_key, booking.usage, **booking.options())
+
     def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = _usage_flow(state, config, purpose)
-        try:
-            booking = next(flow)
-            flow.send(
-                ledger.record(
-                    booking.call_key,
-                    booking.usage,
-                    scope=booking.scope,
-                    purpose=booking.purpose,
-                    status=booking.status,
-                    version=FINAL_VERSION,
-                )
-            )
-        except StopIteration as stop:
-            return dict(stop.value)
-        raise RuntimeError("usage flow did not finish")  # pragma: no cover
+        return run_flow(_usage_flow(state, config, purpose), book)
 
     async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        flow = _usage_flow(state, config, purpose)
-        try:
-            booking = next(flow)
-            flow.send(
-                await ledger.arecord(
-                    booking.call_key,
-                    booking.usage,
-                    scope=booking.scope,
-                    purpose=booking.purpose,
-                    status=booking.status,
-                    version=FINAL_VERSION,
-                )
-            )
-        except StopIteration as stop:
-            return dict(stop.value)
-        raise RuntimeError("usage flow did not finish")  # pragma: no cover
+        return await arun_flow(_usage_flow(state, config, purpose), abook)
 
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(run, arun, name=name)
