@@ -101,13 +101,13 @@ def build(store, summarizer=None, config=WINDOW):
     builder.add_edge("ctx_compact", "ctx_budget")
     builder.add_edge("model", "ctx_usage")
     builder.add_conditional_edges(
-        "ctx_usage", lambda s: "tools" if s["messages"][-1].tool_calls else END
+        "ctx_usage", lambda s: "tools" if getattr(s["messages"][-1], "tool_calls", None) else END
     )
     builder.add_edge("tools", "ctx_budget")
     return builder.compile(checkpointer=InMemorySaver())
 
 
-def check_invariants(store, state, thread="t"):
+def check_invariants(store, state, thread: str | Scope = "t"):
     messages = state["messages"]
     summaries = [m for m in messages if m.additional_kwargs.get("ctx_summary")]
     assert len(summaries) <= 1 and all(m.id == SUMMARY_MESSAGE_ID for m in summaries)
@@ -492,3 +492,60 @@ def test_two_processes_compacting_the_same_thread_commit_once(pg_dsn):
         assert [e.event_id for e in store.read_events("t")] == [
             f"h{n}" for n in range(60)
         ]  # nothing lost
+
+
+# ----------------------------------------------------------------------------- time travel
+
+
+def test_a_fork_from_an_old_checkpoint_becomes_its_own_branch(store):
+    graph = build(store)
+    thread = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+
+    def turn(config, text, message_id):
+        graph.invoke({"messages": [HumanMessage(text, id=message_id)]}, config)
+        return graph.get_state(thread).config  # the checkpoint this turn ended on
+
+    main = thread
+    fork_point = None
+    for n in range(60):
+        main = turn(main, f"Main question {n}: order MAIN-{n:04d}?", f"q{n}")
+        if n == 20:
+            fork_point = main
+    assert store.get_active("t").generation >= 2  # main compacted before and after the fork point
+    # time travel: edit the state at turn 20 and go on from there
+    fork = graph.update_state(
+        fork_point,
+        {"messages": [HumanMessage("Fork: cancel everything, order FRK-0001", id="f-start")]},
+    )
+    for n in range(30):
+        fork = turn(fork, f"Fork question {n}: order FRK-{n:04d}?", f"f{n}")
+    for n in range(60, 90):
+        main = turn(main, f"Main question {n}: order MAIN-{n:04d}?", f"q{n}")
+
+    main_state = graph.get_state(main).values
+    fork_state = graph.get_state(fork).values
+    fork_branch = fork_state["context"]["branch"]
+    assert main_state["context"]["branch"] == "main" and fork_branch.startswith("main~")
+    # each prompt holds only its own timeline
+    assert not any(
+        str(m.id).startswith("f")
+        for m in main_state["messages"]
+        if not m.additional_kwargs.get("ctx_summary")
+    )
+    assert not any(m.id in {f"q{n}" for n in range(21, 90)} for m in fork_state["messages"])
+    # each branch's summary covers only its own history
+    fork_scope = Scope("t", branch=fork_branch)
+    fork_facts = (
+        {f.text for f in store.get_active(fork_scope).key_facts}
+        if store.get_active(fork_scope)
+        else set()
+    )
+    assert not any(t in fork_facts for t in (f"MAIN-{n:04d}" for n in range(21, 90)))
+    assert "FRK-0001" in fork_facts or any(m.id == "f-start" for m in fork_state["messages"])
+    main_facts = {f.text for f in store.get_active("t").key_facts}
+    assert not any(t.startswith("FRK-") for t in main_facts)
+    # lookups see only their own branch after the fork point; coverage continuous on both
+    assert not store.search(fork_scope, "Main question 40").hits
+    assert not store.search("t", "Fork question").hits
+    check_invariants(store, main_state, "t")
+    check_invariants(store, fork_state, fork_scope)

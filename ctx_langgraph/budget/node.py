@@ -23,11 +23,12 @@ import hashlib
 import itertools
 import json
 import logging
+import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -136,11 +137,31 @@ class _Head:
 
 
 @dataclass(frozen=True)
+class _GetEvent:
+    scope: Scope
+    event_id: str
+
+
+@dataclass(frozen=True)
+class _Read:
+    scope: Scope
+    from_seq: int
+    to_seq: int
+
+
+@dataclass(frozen=True)
+class _Fork:
+    scope: Scope
+    parent: str
+    fork_seq: int
+
+
+@dataclass(frozen=True)
 class _ActiveSummary:
     scope: Scope
 
 
-_Request = _Record | _ExactCount | _Head | _ActiveSummary
+_Request = _Record | _ExactCount | _Head | _ActiveSummary | _GetEvent | _Read | _Fork
 log = logging.getLogger(__name__)
 
 
@@ -197,6 +218,26 @@ class BudgetNode:
                 start = index + 1
                 break
         fresh = [m for m in messages[start:] if not _flagged(m)]
+        if fresh and recorded_through is not None:
+            # The store's branch may have moved past what this state recorded. Replaying the same
+            # messages (a resumed run) is fine; different ones mean the state was forked from an
+            # older checkpoint (time travel, update_state, Studio's edit-and-rerun): they start a
+            # new branch at the fork point, sharing the earlier events and summaries, never seeing
+            # the other timeline's.
+            known = yield _GetEvent(scope, str(recorded_through))
+            head = yield _Head(scope)
+            if known is not None and head is not None and head.head_seq > known.seq:
+                after = yield _Read(scope, known.seq + 1, known.seq + len(fresh))
+                replay = len(after) == len(fresh) and all(
+                    event.event_id == message.id and event.content == message_to_dict(message)
+                    for event, message in zip(after, fresh, strict=True)
+                )
+                if not replay:
+                    fork = scope.on_branch(f"{scope.branch}~{known.seq}-{uuid.uuid4().hex[:8]}")
+                    yield _Fork(fork, scope.branch, known.seq)
+                    scope = fork
+                    context["branch"] = fork.branch
+                    reasons.append("fork")
         results = (yield _Record(scope, fresh)) if fresh else []
         by_id = {r.event_id: r for r in results}
         if any(r.status == "revised" for r in results):
@@ -410,6 +451,14 @@ class BudgetNode:
             return self.store.append(request.scope, request.messages)
         if isinstance(request, _Head):
             return self.store.branch_info(request.scope)
+        if isinstance(request, _GetEvent):
+            return self.store.get_event(request.scope, request.event_id, include_hidden=True)
+        if isinstance(request, _Read):
+            return self.store.read_events(
+                request.scope, from_seq=request.from_seq, to_seq=request.to_seq
+            )
+        if isinstance(request, _Fork):
+            return self.store.create_branch(request.scope, request.parent, request.fork_seq)
         if isinstance(request, _ActiveSummary):
             return self.store.get_active(request.scope)
         assert self.provider_count is not None
@@ -424,6 +473,14 @@ class BudgetNode:
             return await self.store.aappend(request.scope, request.messages)
         if isinstance(request, _Head):
             return await self.store.abranch_info(request.scope)
+        if isinstance(request, _GetEvent):
+            return await self.store.aget_event(request.scope, request.event_id, include_hidden=True)
+        if isinstance(request, _Read):
+            return await self.store.aread_events(
+                request.scope, from_seq=request.from_seq, to_seq=request.to_seq
+            )
+        if isinstance(request, _Fork):
+            return await self.store.acreate_branch(request.scope, request.parent, request.fork_seq)
         if isinstance(request, _ActiveSummary):
             return await self.store.aget_active(request.scope)
         assert self.provider_count is not None
