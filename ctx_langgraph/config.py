@@ -59,6 +59,9 @@ class ContextConfig:
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
+        summary_versions_keep: superseded or failed summary versions kept per branch after each
+            commit (the active one, and any another branch still uses, are always kept); None
+            keeps every version.
 
     Example:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
@@ -77,6 +80,7 @@ class ContextConfig:
     summary_max_tokens: int = 2_000
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
+    summary_versions_keep: int | None = 5
 
     def __post_init__(self) -> None:
         if self.context_window is not None and self.context_window <= 0:

@@ -180,6 +180,8 @@ def test_key_facts_of_the_first_span_survive_25_compactions(store):
         check_invariants(store, state)
     facts = {f.text for f in store.get_active("t").key_facts}
     assert all(f.source_event_id for f in store.get_active("t").key_facts)
+    # retention: the active version plus the 5 newest superseded ones (ContextConfig default)
+    assert [v.status for v in store.list_versions("t")] == ["active"] + ["superseded"] * 5
     assert {"ACC-77341", "$12,500.00", "/etc/shop/deploy.yaml"} <= facts
     summary_messages = [m for m in state["messages"] if m.additional_kwargs.get("ctx_summary")]
     assert len(summary_messages) == 1

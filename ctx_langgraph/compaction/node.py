@@ -87,7 +87,13 @@ class _Commit:
     candidate: CompactionCheckpoint
 
 
-_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit
+@dataclass(frozen=True)
+class _Prune:
+    scope: Scope
+    keep: int
+
+
+_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit | _Prune
 
 
 def _batches(
@@ -213,6 +219,10 @@ class CompactNode:
                 problems.append(f"{type(exc).__name__}: {exc}"[:300])
                 continue
             attempt_info.update(attempts=attempts, cut=cut.kind)
+            if self.config.summary_versions_keep is not None:
+                attempt_info["pruned_versions"] = yield _Prune(
+                    scope, self.config.summary_versions_keep
+                )
             return self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
         return self._failed(state, context, attempt_info, attempts, problems)
 
@@ -325,6 +335,8 @@ class CompactNode:
                     raise TimeoutError(
                         f"summarizer took longer than {request.timeout_s:.1f}s"
                     ) from None
+        if isinstance(request, _Prune):
+            return store.prune_versions(request.scope, keep=request.keep)
         if isinstance(request, _Create):
             return store.create_candidate(
                 request.snapshot,
@@ -353,6 +365,8 @@ class CompactNode:
                 raise TimeoutError(
                     f"summarizer took longer than {request.timeout_s:.1f}s"
                 ) from None
+        if isinstance(request, _Prune):
+            return await store.aprune_versions(request.scope, keep=request.keep)
         if isinstance(request, _Create):
             return await store.acreate_candidate(
                 request.snapshot,
