@@ -37,6 +37,7 @@ class ResolvedBudget:
     trigger: int
     target: int
     keep_recent_tokens: int
+    precompact: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class ContextConfig:
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
+        precompact_at: above this (tokens or a fraction of the usable window; below ``trigger``) a
+            summary candidate is built in the background from a snapshot, so that a later turn
+            over the trigger can commit it without waiting for the summarizer. None: off.
         summary_versions_keep: superseded or failed summary versions kept per branch after each
             commit (the active one, and any another branch still uses, are always kept); None
             keeps every version.
@@ -81,6 +85,7 @@ class ContextConfig:
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
     summary_versions_keep: int | None = 5
+    precompact_at: Amount | None = None
 
     def __post_init__(self) -> None:
         if self.context_window is not None and self.context_window <= 0:
@@ -138,6 +143,15 @@ class ContextConfig:
             )
         if target >= trigger:
             raise ValueError(f"target ({target} tokens) must be below trigger ({trigger} tokens)")
+        precompact = (
+            None
+            if self.precompact_at is None
+            else _tokens(self.precompact_at, usable, "precompact_at")
+        )
+        if precompact is not None and precompact >= trigger:
+            raise ValueError(
+                f"precompact_at ({precompact} tokens) must be below trigger ({trigger} tokens)"
+            )
         return ResolvedBudget(
             window,
             self.output_reserve,
@@ -145,4 +159,5 @@ class ContextConfig:
             trigger,
             target,
             min(self.keep_recent_tokens, target),
+            precompact,
         )

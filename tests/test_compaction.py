@@ -3,6 +3,7 @@ bounded failure handling, and reconciliation with a commit made elsewhere."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 
@@ -551,3 +552,37 @@ def test_a_fork_from_an_old_checkpoint_becomes_its_own_branch(store):
     assert not store.search("t", "Fork question").hits
     check_invariants(store, main_state, "t")
     check_invariants(store, fork_state, fork_scope)
+
+
+# ----------------------------------------------------------------------------- pre-compaction
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_background_candidate_is_committed_by_a_later_turn(store, mode):
+    config = ContextConfig(
+        context_window=3_000,
+        output_reserve=500,
+        trigger=0.8,
+        target=0.5,
+        keep_recent_tokens=400,
+        summary_max_tokens=600,
+        tool_output_cap_tokens=None,
+        precompact_at=0.6,
+    )
+    graph = build(store, config=config)
+    run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    statuses = []
+    for turn in range(60):
+        question = {
+            "messages": [HumanMessage(f"Question {turn} about order ORD-{turn:04d}", id=f"q{turn}")]
+        }
+        state = (
+            await graph.ainvoke(question, run) if mode == "async" else graph.invoke(question, run)
+        )
+        if mode == "async":
+            await asyncio.sleep(0.05)  # let the background task run between turns
+        else:
+            time.sleep(0.05)
+        statuses.append((state["context"].get("compaction") or {}).get("status"))
+        check_invariants(store, state)
+    assert "committed_precomputed" in statuses  # the summarizer ran ahead, off the critical path

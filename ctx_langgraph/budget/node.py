@@ -408,6 +408,14 @@ class BudgetNode:
     ) -> str:
         budget = self.budget
         if estimate.total <= budget.trigger:
+            started = (context.get("precompaction") or {}).get("epoch")
+            if (
+                budget.precompact is not None
+                and self.compact_node is not None
+                and estimate.total > budget.precompact
+                and started != int(context.get("projection_epoch", 0))
+            ):
+                return "precompact"  # ctx_compact starts a background candidate and returns at once
             return "proceed"
         # what compaction can never remove: system messages, overhead and the newest message
         counter = self.counter
@@ -554,6 +562,6 @@ def make_budget_router(
 
     def route(state: dict[str, Any]) -> str:
         decision = ((state.get("context") or {}).get("budget") or {}).get("decision")
-        return compact_node if decision == "compact" else model_node
+        return compact_node if decision in ("compact", "precompact") else model_node
 
     return route

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
@@ -93,7 +94,12 @@ class _Prune:
     keep: int
 
 
-_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit | _Prune
+@dataclass(frozen=True)
+class _Pending:
+    scope: Scope
+
+
+_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit | _Prune | _Pending
 
 
 def _batches(
@@ -121,6 +127,7 @@ class CompactNode:
     model: Any = None
     counter: TokenCounter | None = None
     cache: CountCache = field(default_factory=CountCache)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
@@ -130,8 +137,10 @@ class CompactNode:
     # ------------------------------------------------------------------ the flow (written once)
 
     def flow(
-        self, state: dict[str, Any], config: RunnableConfig | None
+        self, state: dict[str, Any], config: RunnableConfig | None, *, commit: bool = True
     ) -> Generator[_Request, Any, dict[str, Any]]:
+        """The compaction protocol; with ``commit=False`` it stops after storing the candidate
+        (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
         counter = self.counter
         assert counter is not None
         messages: Sequence[BaseMessage] = state.get("messages") or []
@@ -170,6 +179,24 @@ class CompactNode:
             active: CompactionCheckpoint | None = yield _Active(scope)
             if active is not None and active.covered_through_seq >= event.seq:
                 return self._rewrite(messages, context, active, epoch, attempt_info, "reconciled")
+            if commit:
+                # a candidate pre-built in the background on this summary: commit it if still valid
+                pending: list[CompactionCheckpoint] = yield _Pending(scope)
+                for early in pending:
+                    if early.parent_id == (active.id if active else None):
+                        try:
+                            committed_early: CompactionCheckpoint = yield _Commit(early)
+                        except (CompactionConflict, StaleCandidate) as exc:
+                            problems.append(f"precomputed: {type(exc).__name__}"[:300])
+                            continue
+                        return self._rewrite(
+                            messages,
+                            context,
+                            committed_early,
+                            epoch,
+                            attempt_info,
+                            "committed_precomputed",
+                        )
             snapshot: CoverageSnapshot = yield _Snapshot(scope, event.seq)
             previous = (
                 SummaryDocument.parse(active.summary_text)
@@ -213,6 +240,8 @@ class CompactNode:
                 self.summarizer.id,
                 counter.count_text(text),
             )
+            if not commit:
+                return {"candidate_id": candidate.id}
             try:
                 committed: CompactionCheckpoint = yield _Commit(candidate)
             except (CompactionConflict, StaleCandidate) as exc:
@@ -337,6 +366,8 @@ class CompactNode:
                     ) from None
         if isinstance(request, _Prune):
             return store.prune_versions(request.scope, keep=request.keep)
+        if isinstance(request, _Pending):
+            return [v for v in store.list_versions(request.scope) if v.status == "candidate"]
         if isinstance(request, _Create):
             return store.create_candidate(
                 request.snapshot,
@@ -367,6 +398,8 @@ class CompactNode:
                 ) from None
         if isinstance(request, _Prune):
             return await store.aprune_versions(request.scope, keep=request.keep)
+        if isinstance(request, _Pending):
+            return [v for v in await store.alist_versions(request.scope) if v.status == "candidate"]
         if isinstance(request, _Create):
             return await store.acreate_candidate(
                 request.snapshot,
@@ -378,10 +411,55 @@ class CompactNode:
             )
         return await store.acommit_candidate(request.candidate)
 
+    @staticmethod
+    def _precompacting(state: dict[str, Any]) -> dict[str, Any] | None:
+        context = state.get("context") or {}
+        if (context.get("budget") or {}).get("decision") != "precompact":
+            return None
+        return {
+            "context": {
+                "precompaction": {
+                    "epoch": int(context.get("projection_epoch", 0)),
+                    "status": "started",
+                }
+            }
+        }
+
+    def _background_done(self, outcome: Any) -> None:
+        log.debug("ctx-langgraph: background summary candidate: %s", outcome)
+
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        started = self._precompacting(state)
+        if started is not None:
+
+            def build() -> None:
+                try:
+                    self._background_done(
+                        run_flow(self.flow(state, config, commit=False), self._serve)
+                    )
+                except Exception as exc:  # a background attempt never breaks the run
+                    log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
+
+            threading.Thread(target=build, name="ctx-precompact", daemon=True).start()
+            return started
         return run_flow(self.flow(state, config), self._serve)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        started = self._precompacting(state)
+        if started is not None:
+
+            async def build() -> None:
+                try:
+                    self._background_done(
+                        await arun_flow(self.flow(state, config, commit=False), self._aserve)
+                    )
+                except Exception as exc:
+                    log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
+
+            task = asyncio.get_running_loop().create_task(build())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return started
         return await arun_flow(self.flow(state, config), self._aserve)
 
 
