@@ -182,8 +182,13 @@ class CompactNode:
             if commit:
                 # a candidate pre-built in the background on this summary: commit it if still valid
                 pending: list[CompactionCheckpoint] = yield _Pending(scope)
+                view_ids = {m.id for m in messages}
                 for early in pending:
-                    if early.parent_id == (active.id if active else None):
+                    # usable only on the same summary, and only if its tail boundary is in this view
+                    if (
+                        early.parent_id == (active.id if active else None)
+                        and early.first_kept_event_id in view_ids
+                    ):
                         try:
                             committed_early: CompactionCheckpoint = yield _Commit(early)
                         except (CompactionConflict, StaleCandidate) as exc:
