@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -221,17 +222,7 @@ class FailingSummarizer:
 
 @pytest.mark.parametrize("mode", ["raise", "hang", "empty", "sectionless", "oversize"])
 def test_a_failing_summarizer_leaves_everything_in_place(store, mode):
-    config = ContextConfig(
-        context_window=3_000,
-        output_reserve=500,
-        trigger=0.8,
-        target=0.5,
-        keep_recent_tokens=400,
-        summary_max_tokens=600,
-        tool_output_cap_tokens=None,
-        compaction_attempts=3,
-        compaction_timeout_s=1 if mode == "hang" else 10,
-    )
+    config = replace(WINDOW, compaction_timeout_s=1 if mode == "hang" else 10)
     summarizer = FailingSummarizer(mode)
     graph = build(store, summarizer=summarizer, config=config)
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
@@ -559,16 +550,7 @@ def test_a_fork_from_an_old_checkpoint_becomes_its_own_branch(store):
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_a_background_candidate_is_committed_by_a_later_turn(store, mode):
-    config = ContextConfig(
-        context_window=3_000,
-        output_reserve=500,
-        trigger=0.8,
-        target=0.5,
-        keep_recent_tokens=400,
-        summary_max_tokens=600,
-        tool_output_cap_tokens=None,
-        precompact_at=0.6,
-    )
+    config = replace(WINDOW, precompact_at=0.6)
     graph = build(store, config=config)
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
     statuses = []
