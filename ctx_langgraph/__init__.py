@@ -48,6 +48,9 @@ from ctx_langgraph.history import (
     SearchPage,
     SQLiteHistoryStore,
 )
+from ctx_langgraph.integration import add_context_management, create_context_agent
+from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.middleware import ContextManagementMiddleware
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage import (
     BookedDelta,
@@ -81,6 +84,7 @@ __all__ = [
     "ContextBudgetExceeded",
     "ContextConfig",
     "ContextManagementError",
+    "ContextManagementMiddleware",
     "ContextState",
     "CoverageSnapshot",
     "EventConflict",
@@ -112,9 +116,12 @@ __all__ = [
     "UsageParseError",
     "UsageTotals",
     "__version__",
+    "add_context_management",
+    "create_context_agent",
     "make_budget_node",
     "make_budget_router",
     "make_compact_node",
+    "make_history_lookup_tool",
     "make_usage_node",
     "normalize_usage",
 ]

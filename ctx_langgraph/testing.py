@@ -7,12 +7,14 @@ can be measured offline, turn by turn.
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
@@ -21,7 +23,7 @@ from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
 
-__all__ = ["MeteringChatModel", "Reply"]
+__all__ = ["MeteringChatModel", "Reply", "tool_agent_reply"]
 
 Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage]
 """A scripted reply: a message, its text, or a function of the request."""
@@ -50,6 +52,7 @@ class MeteringChatModel(BaseChatModel):
     simulate_cache: bool = True
 
     _calls: int = PrivateAttr(default=0)
+    _instance: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:12])
     _previous: list[str] = PrivateAttr(default_factory=list)
     _counter: TiktokenCounter | None = PrivateAttr(default=None)
     _cache: CountCache = PrivateAttr(default_factory=CountCache)
@@ -112,6 +115,41 @@ class MeteringChatModel(BaseChatModel):
             **reply.response_metadata,
             "model_name": self.model_name,
             "model_provider": "openai",
-            "id": f"metered-{self._calls}",
+            "id": f"metered-{self._instance}-{self._calls}",  # unique, as a provider's would be
         }
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+_LOOKUP = re.compile(r"\b(?:look up|recall|find in the history)\b[:\s]+(?P<query>.+?)[?.!]*$", re.I)
+_ORDER_ID = re.compile(r"\b[A-Z]{2,}-\d{3,}\b")
+
+
+def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
+    """A deterministic tool-using policy, for offline agents (``MeteringChatModel(replies=[tool_agent_reply])``).
+
+    - after a tool result: answers with the head of that result;
+    - a user message "recall <words>" / "look up <words>": calls ``history_lookup`` with the words;
+    - a user message naming an order id (``ORD-1042``): calls ``get_order_status`` with it;
+    - anything else: acknowledges the message.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> tool_agent_reply([HumanMessage("Where is ORD-1042?")]).tool_calls[0]["args"]
+        {'order_id': 'ORD-1042'}
+        >>> tool_agent_reply([HumanMessage("Recall my locker code.")]).tool_calls[0]["args"]
+        {'query': 'my locker code'}
+        >>> tool_agent_reply([HumanMessage("Thanks")]).content
+        'Understood: Thanks'
+    """
+    last = messages[-1] if messages else None
+    if isinstance(last, ToolMessage):
+        return AIMessage(f"The {last.name or 'tool'} result says: {last.text[:200]}")
+    text = last.text.strip() if last is not None and last.type == "human" else ""
+    call_id = f"call_{uuid.uuid4().hex[:16]}"
+    if match := _LOOKUP.search(text):
+        args = {"query": match.group("query")}
+        return AIMessage("", tool_calls=[{"name": "history_lookup", "args": args, "id": call_id}])
+    if match := _ORDER_ID.search(text):
+        args = {"order_id": match.group(0)}
+        return AIMessage("", tool_calls=[{"name": "get_order_status", "args": args, "id": call_id}])
+    return AIMessage(f"Understood: {text[:160]}")

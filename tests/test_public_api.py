@@ -7,6 +7,10 @@ import ctx_langgraph.history
 import ctx_langgraph.usage
 
 EXPECTED = [
+    "add_context_management",
+    "create_context_agent",
+    "ContextManagementMiddleware",
+    "make_history_lookup_tool",
     "SummaryFormatError",
     "CompactionFailed",
     "make_compact_node",

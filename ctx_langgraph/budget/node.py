@@ -28,7 +28,13 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage, message_to_dict
+from langchain_core.messages import (
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+)
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -62,12 +68,17 @@ CAPPED_FLAG = "ctx_capped"
 CLEARED_FLAG = "ctx_cleared"
 
 
-def _flagged(message: BaseMessage) -> bool:
-    """Messages we put in the view ourselves: never recorded as raw history."""
+def _synthetic(message: BaseMessage) -> bool:
+    """Messages we put in the view ourselves (the summary, retrieved snippets): never recorded."""
     kwargs = message.additional_kwargs
-    return any(
-        kwargs.get(flag) for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, CAPPED_FLAG, CLEARED_FLAG)
-    )
+    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(RETRIEVED_FLAG))
+
+
+def _flagged(message: BaseMessage) -> bool:
+    """Messages not to record now: synthetic ones, and previews of capped or cleared tool
+    results (their originals were recorded under the same id)."""
+    kwargs = message.additional_kwargs
+    return _synthetic(message) or bool(kwargs.get(CAPPED_FLAG) or kwargs.get(CLEARED_FLAG))
 
 
 def _fingerprint(messages: Sequence[BaseMessage], tools_json: str, model_id: str) -> str:
@@ -180,6 +191,8 @@ class BudgetNode:
     """Asked for an exact count when the estimate is near the limit (``exact_count_above``)."""
     exact_count_above: float = 0.9
     """Fraction of the usable window above which ``provider_count`` is asked."""
+    system_prompt: str | None = None
+    """A system prompt the model node adds to every request itself (not kept in the state)."""
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
@@ -187,6 +200,10 @@ class BudgetNode:
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
         self.tools_json = json.dumps(schemas, sort_keys=True, default=str)
         self.tool_tokens = self.counter.count_tools(schemas) if schemas else 0
+        if self.system_prompt:
+            # part of every request like the tool schemas: counted as overhead, and in the fingerprint
+            self.tool_tokens += self.counter.count_message(SystemMessage(self.system_prompt))
+            self.tools_json += "\n" + self.system_prompt
         self.model_id = str(
             getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or ""
         )
@@ -217,7 +234,9 @@ class BudgetNode:
             if messages[index].id == recorded_through:
                 start = index + 1
                 break
-        fresh = [m for m in messages[start:] if not _flagged(m)]
+        # (previews of capped or cleared results stand for events recorded under their id)
+        recorded = [m for m in messages[start:] if not _synthetic(m)]
+        fresh = [m for m in recorded if not _flagged(m)]
         if fresh and recorded_through is not None:
             # The store's branch may have moved past what this state recorded. Replaying the same
             # messages (a resumed run) is fine; different ones mean the state was forked from an
@@ -227,10 +246,11 @@ class BudgetNode:
             known = yield _GetEvent(scope, str(recorded_through))
             head = yield _Head(scope)
             if known is not None and head is not None and head.head_seq > known.seq:
-                after = yield _Read(scope, known.seq + 1, known.seq + len(fresh))
-                replay = len(after) == len(fresh) and all(
-                    event.event_id == message.id and event.content == message_to_dict(message)
-                    for event, message in zip(after, fresh, strict=True)
+                after = yield _Read(scope, known.seq + 1, known.seq + len(recorded))
+                replay = len(after) == len(recorded) and all(
+                    event.event_id == message.id
+                    and (_flagged(message) or event.content == message_to_dict(message))
+                    for event, message in zip(after, recorded, strict=True)
                 )
                 if not replay:
                     fork = scope.on_branch(f"{scope.branch}~{known.seq}-{uuid.uuid4().hex[:8]}")
@@ -319,7 +339,7 @@ class BudgetNode:
                 )
         decision = self._decide(view, estimate, context)
         last_recorded = next(
-            (m.id for m in reversed(messages) if m.id and not _flagged(m)), recorded_through
+            (m.id for m in reversed(messages) if m.id and not _synthetic(m)), recorded_through
         )
         update_context: dict[str, Any] = {
             "projection_epoch": epoch,
@@ -514,6 +534,7 @@ def make_budget_node(
     counter: TokenCounter | None = None,
     compact_node: str | None = "ctx_compact",
     provider_count: ProviderCountHook | None = None,
+    system_prompt: str | None = None,
     name: str = "ctx_budget",
 ) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -527,6 +548,8 @@ def make_budget_node(
         compact_node: the node the router sends over-trigger requests to; None when there is none.
         provider_count: a provider count hook (``AnthropicCountHook``, ``OpenAIResponsesCountHook``)
             asked for an exact count only near the limit; on failure the local estimate stands.
+        system_prompt: a system prompt the model node prepends to every request itself (it is
+            not in the state): counted as overhead like the tool schemas.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -549,6 +572,7 @@ def make_budget_node(
         counter,
         compact_node,
         provider_count=provider_count,
+        system_prompt=system_prompt,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -26,7 +26,7 @@ from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
 from ctx_langgraph.usage.types import NormalizedUsage, UsageStatus
 
-__all__ = ["make_usage_node", "scope_from_config"]
+__all__ = ["UsageNode", "make_usage_node", "scope_from_config"]
 
 log = logging.getLogger(__name__)
 NO_THREAD = "_no_thread"
@@ -118,6 +118,26 @@ def _usage_flow(
     return {"context": update}
 
 
+@dataclass
+class UsageNode:
+    """The ``ctx_usage`` node (use :func:`make_usage_node`)."""
+
+    ledger: UsageLedger
+    purpose: str = "answer"
+
+    def _book(self, booking: _Booking) -> BookedDelta:
+        return self.ledger.record(booking.call_key, booking.usage, **booking.options())
+
+    async def _abook(self, booking: _Booking) -> BookedDelta:
+        return await self.ledger.arecord(booking.call_key, booking.usage, **booking.options())
+
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return run_flow(_usage_flow(state, config, self.purpose), self._book)
+
+    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return await arun_flow(_usage_flow(state, config, self.purpose), self._abook)
+
+
 def make_usage_node(
     ledger: UsageLedger, *, purpose: str = "answer", name: str = "ctx_usage"
 ) -> Runnable[Any, Any]:
@@ -138,17 +158,6 @@ def make_usage_node(
         (1200, 'h1')
     """
 
-    def book(booking: _Booking) -> BookedDelta:
-        return ledger.record(booking.call_key, booking.usage, **booking.options())
-
-    async def abook(booking: _Booking) -> BookedDelta:
-        return await ledger.arecord(booking.call_key, booking.usage, **booking.options())
-
-    def run(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run_flow(_usage_flow(state, config, purpose), book)
-
-    async def arun(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun_flow(_usage_flow(state, config, purpose), abook)
-
+    node = UsageNode(ledger, purpose)
     # LangGraph's own node wrapper: inspects the signature once, not on every call
-    return RunnableCallable(run, arun, name=name)
+    return RunnableCallable(node.invoke, node.ainvoke, name=name)

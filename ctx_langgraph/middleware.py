@@ -1,0 +1,195 @@
+"""``ContextManagementMiddleware``: the same context management for ``langchain.agents.create_agent``.
+
+``before_model`` runs what the ``ctx_budget`` node runs (and ``ctx_compact`` when the next
+request would be over the trigger, then the budget again on the compacted view);
+``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
+differs. The middleware also gives the agent the history lookup tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Annotated, Any, Literal
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.messages import AnyMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import NotRequired
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.node import BudgetNode
+from ctx_langgraph.budget.provider_count import ProviderCountHook
+from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
+from ctx_langgraph.compaction.node import CompactNode
+from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.integration import CTX_COMPACT
+from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.state import merge_context
+from ctx_langgraph.usage.ledger import UsageLedger
+from ctx_langgraph.usage.node import UsageNode
+
+__all__ = ["ContextAgentState", "ContextManagementMiddleware"]
+
+_Step = tuple[Literal["budget", "compact"], dict[str, Any]]
+
+
+class ContextAgentState(AgentState[Any]):
+    """``create_agent``'s state plus the ``context`` channel our hooks keep."""
+
+    context: NotRequired[Annotated[dict[str, Any], merge_context]]
+
+
+def _apply(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The state after one node update, reduced as the graph would reduce it."""
+    messages = state["messages"]
+    if "messages" in update:
+        messages = add_messages(messages, update["messages"])
+    return {"messages": messages, "context": merge_context(state["context"], update.get("context"))}
+
+
+def _before_model_steps(
+    state: dict[str, Any], max_rounds: int
+) -> Generator[_Step, dict[str, Any], dict[str, Any] | None]:
+    """Budget, then (compact, budget) while the budget says so: the graph's loop, inline."""
+    local = {"messages": list(state.get("messages") or []), "context": state.get("context") or {}}
+    context: dict[str, Any] = {}
+    replaced: dict[str, AnyMessage] = {}
+    rewritten = False
+    for _round in range(max_rounds):
+        update = yield ("budget", local)
+        local = _apply(local, update)
+        context = merge_context(context, update.get("context"))
+        for message in update.get("messages") or []:
+            if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
+                rewritten = True
+            elif message.id:
+                replaced[message.id] = message
+        decision = (local["context"].get("budget") or {}).get("decision")
+        if decision not in ("compact", "precompact"):
+            break
+        update = yield ("compact", local)
+        local = _apply(local, update)
+        context = merge_context(context, update.get("context"))
+        rewritten = rewritten or "messages" in update
+    result: dict[str, Any] = {"context": context}
+    if rewritten:
+        result["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *local["messages"]]
+    elif replaced:
+        result["messages"] = list(replaced.values())
+    return result
+
+
+class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
+    """Budget, compaction, usage booking and history lookup for ``create_agent``.
+
+    Args:
+        store: the history store that records every message and the summaries.
+        config: the budget (window, reserve, trigger, ...); the window may come from ``model``.
+        summarizer: the compaction summarizer (default: the offline extractive one).
+        model: the agent's chat model (its name picks the counter, its profile the window).
+        tools: the agent's tools (their schemas are part of every request; pass the same list
+            as to ``create_agent``). The lookup tool this middleware adds is counted already.
+        system_prompt: the agent's ``system_prompt`` (counted as overhead of every request).
+        ledger: where usage is booked (default: on ``store``).
+        counter: overrides the token counter picked from the model name.
+        provider_count: a provider token-count hook asked near the limit.
+        lookup_tool: give the agent :func:`~ctx_langgraph.lookup.make_history_lookup_tool`.
+        max_rounds: budget/compact rounds per model call (each compaction covers more).
+
+    Example:
+        >>> from langchain.agents import create_agent
+        >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> model = MeteringChatModel(replies=["Hi!"])
+        >>> middleware = ContextManagementMiddleware(
+        ...     store, model=model, config=ContextConfig(context_window=8_000, output_reserve=1_000))
+        >>> agent = create_agent(model, tools=[], middleware=[middleware])
+        >>> out = agent.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t"}})
+        >>> out["messages"][-1].content, [e.role for e in store.read_events("t")]
+        ('Hi!', ['human'])
+    """
+
+    state_schema = ContextAgentState
+
+    def __init__(
+        self,
+        store: HistoryStore,
+        *,
+        config: ContextConfig | None = None,
+        summarizer: Summarizer | None = None,
+        model: Any = None,
+        tools: Sequence[Any] = (),
+        system_prompt: str | None = None,
+        ledger: UsageLedger | None = None,
+        counter: TokenCounter | None = None,
+        provider_count: ProviderCountHook | None = None,
+        lookup_tool: bool = True,
+        max_rounds: int = 4,
+    ) -> None:
+        super().__init__()
+        config = config or ContextConfig()
+        own: list[BaseTool] = [make_history_lookup_tool(store)] if lookup_tool else []
+        self.tools = own
+        self.store = store
+        self.max_rounds = max_rounds
+        self._budget = BudgetNode(
+            store,
+            config,
+            model,
+            [*tools, *own],
+            counter,
+            CTX_COMPACT,
+            provider_count=provider_count,
+            system_prompt=system_prompt,
+        )
+        self._compact = CompactNode(
+            store, config, summarizer or ExtractiveSummarizer(), model, counter
+        )
+        self._usage = UsageNode(ledger or UsageLedger(store))
+
+    @staticmethod
+    def _config() -> RunnableConfig:
+        return get_config()
+
+    def before_model(
+        self, state: ContextAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        config = self._config()
+        steps = _before_model_steps(dict(state), self.max_rounds)
+        try:
+            kind, local = next(steps)
+            while True:
+                node = self._budget if kind == "budget" else self._compact
+                kind, local = steps.send(node.invoke(local, config))
+        except StopIteration as done:
+            result: dict[str, Any] | None = done.value
+            return result
+
+    async def abefore_model(
+        self, state: ContextAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        config = self._config()
+        steps = _before_model_steps(dict(state), self.max_rounds)
+        try:
+            kind, local = next(steps)
+            while True:
+                node = self._budget if kind == "budget" else self._compact
+                kind, local = steps.send(await node.ainvoke(local, config))
+        except StopIteration as done:
+            result: dict[str, Any] | None = done.value
+            return result
+
+    def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self._usage.invoke(dict(state), self._config()) or None
+
+    async def aafter_model(
+        self, state: ContextAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return await self._usage.ainvoke(dict(state), self._config()) or None
