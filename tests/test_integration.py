@@ -34,6 +34,7 @@ from ctx_langgraph import (
 )
 from ctx_langgraph.compaction import pairing_problems
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
+from ctx_langgraph.usage import UsageLedger
 
 WINDOW = ContextConfig(
     context_window=4_000,
@@ -134,6 +135,9 @@ def check(meter: Meter, store: Any, final: dict[str, Any], thread: str) -> None:
     roles = Counter(e.role for e in store.read_events(thread))
     calls = len(meter.inputs)  # each call ends a turn or makes one tool call; the last reply
     assert roles == {"human": TURNS, "tool": calls - TURNS, "ai": calls - 1}  # is not recorded yet
+    # booked once per call (the callback handler and ctx_usage agree on the call key)
+    (totals,) = UsageLedger(store).totals(thread)
+    assert totals.calls == calls and totals.counts["input_total"] == sum(meter.inputs)
     lookups = [
         m for m in final["messages"] if isinstance(m, ToolMessage) and m.name == "history_lookup"
     ]

@@ -102,8 +102,8 @@ def _preview(
     handle = f"history:{result.event_id}"
     body = (
         f"{head}\n\n[... tool output capped: {original:,} tokens, {len(text):,} characters. The full "
-        f"result is kept as {handle} (seq {result.seq}); page through it with the history lookup "
-        f"tool. Last part follows ...]\n\n{tail}"
+        f"result is kept as {handle} (seq {result.seq}); page through it by calling history_lookup "
+        f'with handle="{handle}". Last part follows ...]\n\n{tail}'
     )
     return message.model_copy(
         update={
@@ -122,7 +122,7 @@ def _cleared(message: ToolMessage, tokens: int, seq: int | None) -> ToolMessage:
         update={
             "content": f"[tool result cleared to save context: {tokens:,} tokens; kept as {handle}"
             + (f" (seq {seq})" if seq else "")
-            + "; use the history lookup tool to read it again]",
+            + f'; read it again by calling history_lookup with handle="{handle}"]',
             "additional_kwargs": {
                 **message.additional_kwargs,
                 CLEARED_FLAG: {"handle": handle, "tokens": tokens},
