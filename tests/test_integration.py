@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -143,6 +144,7 @@ def check(meter: Meter, store: Any, final: dict[str, Any], thread: str) -> None:
     ]
     assert lookups and PLANTED in lookups[-1].text
     assert final["context"]["budget"]["decision"] in ("proceed", "compact")
+    assert json.loads(json.dumps(final["context"])) == final["context"]  # plain JSON only
 
 
 def run_sync(build: Build, store: Any, saver: Any, thread: str = "t") -> None:
@@ -248,6 +250,14 @@ def test_the_wiring_moves_edges_not_nodes(memory_store: Any) -> None:
         ("ctx_usage", "__end__"),
         ("tools", "ctx_budget"),
     } == pairs
+
+
+def test_drop_in_graph_matches_its_mermaid_snapshot(memory_store: Any) -> None:
+    builder = docs_style_graph(MeteringChatModel(replies=["ok"]), memory_store)
+    add_context_management(builder, model_node="agent", store=memory_store, config=WINDOW)
+    mermaid = builder.compile().get_graph().draw_mermaid()
+    snapshot = Path(__file__).parent / "snapshots" / "drop_in_docs_graph.mmd"
+    assert mermaid == snapshot.read_text(), f"the wiring changed; update {snapshot} if intended"
 
 
 @pytest.mark.parametrize(
