@@ -141,8 +141,8 @@ def add_context_management(
     Your nodes are not changed: edges into ``model_node`` are moved to ``ctx_budget`` (which
     goes on to ``model_node``, or to ``ctx_compact`` first when the next request would be over
     the trigger), and edges out of it start from ``ctx_usage``. The graph's state gets the
-    ``context`` channel (:class:`~ctx_langgraph.state.ContextState`). Call it before
-    ``compile()``, then compile with your checkpointer as usual.
+    ``context`` channel (:class:`~ctx_langgraph.state.ContextState`). Then compile with your
+    checkpointer as usual (a graph compiled before keeps its old wiring).
 
     Args:
         builder: the uncompiled graph; its state must have an ``add_messages`` ``messages`` key.
@@ -187,10 +187,6 @@ def add_context_management(
     """
     if not isinstance(builder, StateGraph):
         raise TypeError(f"builder must be a langgraph StateGraph, got {type(builder).__name__}")
-    if builder.compiled:
-        raise ValueError(
-            "add_context_management must be called before builder.compile(); compile again after"
-        )
     if model_node not in builder.nodes:
         raise ValueError(
             f"model_node {model_node!r} is not a node of the graph (nodes: {sorted(builder.nodes)})"

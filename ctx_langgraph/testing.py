@@ -7,6 +7,9 @@ can be measured offline, turn by turn.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -14,7 +17,13 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    message_to_dict,
+)
 from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
@@ -23,7 +32,7 @@ from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
 
-__all__ = ["MeteringChatModel", "Reply", "tool_agent_reply"]
+__all__ = ["MeteringChatModel", "Reply", "scripted_summary_reply", "tool_agent_reply"]
 
 Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage]
 """A scripted reply: a message, its text, or a function of the request."""
@@ -121,13 +130,14 @@ class MeteringChatModel(BaseChatModel):
 
 
 _LOOKUP = re.compile(r"\b(?:look up|recall|find in the history)\b[:\s]+(?P<query>.+?)[?.!]*$", re.I)
-_ORDER_ID = re.compile(r"\b[A-Z]{2,}-\d{3,}\b")
+_ORDER_ID = re.compile(r"\b[A-Z]{2,5}-\d{3,}\b(?!-)")
 
 
 def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
     """A deterministic tool-using policy, for offline agents (``MeteringChatModel(replies=[tool_agent_reply])``).
 
-    - after a tool result: answers with the head of that result;
+    - after a tool result: answers with the head of that result (of a history lookup: the head
+      of the records' text);
     - a user message "recall <words>" / "look up <words>": calls ``history_lookup`` with the words;
     - a user message naming an order id (``ORD-1042``): calls ``get_order_status`` with it;
     - anything else: acknowledges the message.
@@ -136,6 +146,8 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
         >>> from langchain_core.messages import HumanMessage
         >>> tool_agent_reply([HumanMessage("Where is ORD-1042?")]).tool_calls[0]["args"]
         {'order_id': 'ORD-1042'}
+        >>> tool_agent_reply([HumanMessage("My locker code is LK-88213-Q.")]).content
+        'Understood: My locker code is LK-88213-Q.'
         >>> tool_agent_reply([HumanMessage("Recall my locker code.")]).tool_calls[0]["args"]
         {'query': 'my locker code'}
         >>> tool_agent_reply([HumanMessage("Thanks")]).content
@@ -143,8 +155,12 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
     """
     last = messages[-1] if messages else None
     if isinstance(last, ToolMessage):
-        return AIMessage(f"The {last.name or 'tool'} result says: {last.text[:200]}")
-    text = last.text.strip() if last is not None and last.type == "human" else ""
+        result = str(last.text)
+        if last.name == "history_lookup":  # quote what the records say, not the page's frame
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                result = " | ".join(str(r["text"]) for r in json.loads(result)["records"])
+        return AIMessage(f"The {last.name or 'tool'} result says: {result[:200]}")
+    text = str(last.text).strip() if last is not None and last.type == "human" else ""
     call_id = f"call_{uuid.uuid4().hex[:16]}"
     if match := _LOOKUP.search(text):
         args = {"query": match.group("query")}
@@ -153,3 +169,68 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
         args = {"order_id": match.group(0)}
         return AIMessage("", tool_calls=[{"name": "get_order_status", "args": args, "id": call_id}])
     return AIMessage(f"Understood: {text[:160]}")
+
+
+_EVENT_LINE = re.compile(
+    r"^\[seq (\d+)\] (human|ai|tool|system)(?: \(([^)]*)\))?[^:]*: (.*)$", re.M
+)
+_PREVIOUS = re.compile(r"<previous_summary>\n(.*?)\n</previous_summary>", re.S)
+_THROUGH = re.compile(r"covering everything through seq (\d+), in at most (\d+) tokens")
+
+
+def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
+    """An offline stand-in for an LLM summarizer: answers :class:`~ctx_langgraph.LLMSummarizer`'s
+    prompt with the extractive summary of the events it lists, so
+    ``LLMSummarizer(MeteringChatModel(replies=[scripted_summary_reply]))`` makes real, metered
+    summary calls (booked as ``summary`` in the ledger) that pass validation.
+
+    Example:
+        >>> from ctx_langgraph import LLMSummarizer, SQLiteHistoryStore
+        >>> from ctx_langgraph.budget import TiktokenCounter
+        >>> from ctx_langgraph.compaction import SummaryRequest
+        >>> from langchain_core.messages import HumanMessage
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> _ = store.append("t", [HumanMessage("Ship order ORD-1042 to Lisbon by Friday.", id="h1")])
+        >>> summarizer = LLMSummarizer(MeteringChatModel(replies=[scripted_summary_reply]))
+        >>> request = SummaryRequest(None, store.read_events("t"), 1, cap_tokens=300,
+        ...                          counter=TiktokenCounter("gpt-4o"))
+        >>> "ORD-1042 [seq 1]" in summarizer.summarize(request)
+        True
+    """
+    from ctx_langgraph.budget.counters import TiktokenCounter
+    from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
+    from ctx_langgraph.compaction.format import SummaryDocument
+    from ctx_langgraph.compaction.protocol import SummaryRequest
+    from ctx_langgraph.history.types import HistoryEvent
+
+    prompt = str(messages[-1].text)
+    previous_match = _PREVIOUS.search(prompt)
+    previous_text = previous_match.group(1) if previous_match else ""
+    previous = SummaryDocument.parse(previous_text) if previous_text.startswith("#") else None
+    through = _THROUGH.search(prompt)
+    if through is None:
+        return AIMessage("I can only summarize the summarizer's prompt.")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    events = []
+    for seq, role, name, text in _EVENT_LINE.findall(prompt):
+        message: BaseMessage = (
+            ToolMessage(text, tool_call_id=f"call-{seq}", name=name or None)
+            if role == "tool"
+            else AIMessage(text)
+            if role == "ai"
+            else HumanMessage(text)
+        )
+        events.append(
+            HistoryEvent(
+                int(seq), f"e{seq}", "main", role, name or None, message_to_dict(message), text,
+                (), (), 1, True, now,
+            )
+        )  # fmt: skip
+    request = SummaryRequest(
+        previous,
+        events,
+        int(through.group(1)),
+        cap_tokens=int(through.group(2)),
+        counter=TiktokenCounter("gpt-4o"),
+    )
+    return AIMessage(ExtractiveSummarizer().summarize(request))

@@ -582,3 +582,25 @@ def test_two_processes_booking_the_same_calls_book_each_once(pg_dsn):
         assert totals.calls == 40
         assert totals.counts["input_total"] == 40 * 19_250
         assert totals.counts["output"] == 40 * 120
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_records_list_a_threads_calls_on_every_backend(store, mode):
+    from conftest import Api
+
+    ledger = Api(UsageLedger(store), mode)  # type: ignore[arg-type]
+    for n, (thread, purpose) in enumerate(
+        [("a", "answer"), ("a", "summary"), ("b", "answer"), ("a", "answer")]
+    ):
+        await ledger.record(f"k{n}", usage_of(100 + n, 5), scope=thread, purpose=purpose)
+    await ledger.record("k0", usage_of(100, 5), scope="a", purpose="answer")  # a duplicate
+    records = await ledger.records("a")
+    assert [(r.call_key, r.purpose, r.usage.input_total) for r in records] == [
+        ("k0", "answer", 100),
+        ("k1", "summary", 101),
+        ("k3", "answer", 103),
+    ]
+    assert [r.call_key for r in await ledger.records("a", purpose="answer", limit=1)] == ["k0"]
+    assert await ledger.records(Scope("a", tenant="other")) == []
+    with pytest.raises(ValueError, match="limit"):
+        await ledger.records("a", limit=0)

@@ -52,6 +52,7 @@ from ctx_langgraph.budget.estimate import (
     SUMMARY_FLAG,
     BudgetEstimate,
     estimate_next_request,
+    is_lookup_result,
     is_summary,
 )
 from ctx_langgraph.budget.provider_count import ProviderCountHook
@@ -207,6 +208,20 @@ class BudgetNode:
         self.model_id = str(
             getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or ""
         )
+        budget = self.budget
+        summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
+        floor = self.tool_tokens + summary_cap + budget.keep_recent_tokens
+        if floor > budget.target:
+            log.warning(
+                "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
+                "up to %d + kept tail %d), above the target %d: compaction will run often. Lower "
+                "keep_recent_tokens or summary_max_tokens, or raise the window or target.",
+                floor,
+                self.tool_tokens,
+                summary_cap,
+                budget.keep_recent_tokens,
+                budget.target,
+            )
 
     # ------------------------------------------------------------------ the flow (written once)
 
@@ -283,7 +298,13 @@ class BudgetNode:
         replacements: dict[str, BaseMessage] = {}
         cap = self.config.tool_output_cap_tokens
         for message in fresh:
-            if cap and isinstance(message, ToolMessage) and message.id and message.id in by_id:
+            if (
+                cap
+                and isinstance(message, ToolMessage)
+                and message.id
+                and message.id in by_id
+                and not is_lookup_result(message)  # a lookup page is bounded by its own cap
+            ):
                 text = message.text
                 if self.cache.count(counter, message) > cap:
                     replacements[message.id] = _preview(

@@ -17,6 +17,7 @@ from typing import Final
 from langchain_core.messages import AIMessage
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.estimate import LOOKUP_MARK
 from ctx_langgraph.compaction.format import (
     LIST_SECTIONS,
     SummaryDocument,
@@ -64,7 +65,10 @@ _FACT_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             rf"|\b{_CURRENCY}\s?{_NUMBER}"
         ),
     ),
-    ("id", re.compile(r"(?<![\w#])#\d+\b|\b[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+\b")),
+    (
+        "id",
+        re.compile(r"(?<![\w#])#\d+\b|\b[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+(?:-[A-Z0-9]+)*\b"),
+    ),
     ("id", re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6,}\b")),
     ("name", re.compile(r"\b[A-Z][a-z]+(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]\.))*[ \t]+[A-Z][a-z]+\b")),
 )
@@ -93,6 +97,11 @@ def _fact_text(kind: str, text: str) -> str | None:
             return None
         text = " ".join(words)
     return text or None
+
+
+def _is_lookup_page(event: HistoryEvent) -> bool:
+    artifact = (event.content.get("data") or {}).get("artifact") if event.role == "tool" else None
+    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
 
 
 def extract_key_facts(event: HistoryEvent) -> list[KeyFact]:
@@ -404,6 +413,10 @@ class ExtractiveSummarizer:
         calls: dict[str, str] = {}
         facts = list(draft.facts)
         for event in request.events:
+            if _is_lookup_page(event):
+                # quoted copies of older events: their facts were taken from the originals
+                draft.add("done", f"looked up the history ({event.name or 'lookup'})", event.seq)
+                continue
             facts += extract_key_facts(event)
             if event.role == "human":
                 self._human(draft, event, new_questions)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import threading
 import time
@@ -362,7 +363,9 @@ class CompactNode:
             return store.get_active(request.scope)
         if isinstance(request, _Summarize):
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                future = pool.submit(self.summarizer.summarize, request.request)
+                # the run's context (its config and callbacks: the ledger handler) goes along
+                run = contextvars.copy_context().run
+                future = pool.submit(run, self.summarizer.summarize, request.request)
                 try:
                     return future.result(timeout=request.timeout_s)
                 except concurrent.futures.TimeoutError:
@@ -445,7 +448,8 @@ class CompactNode:
                 except Exception as exc:  # a background attempt never breaks the run
                     log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
 
-            threading.Thread(target=build, name="ctx-precompact", daemon=True).start()
+            run = contextvars.copy_context().run  # the run's config and callbacks go along
+            threading.Thread(target=run, args=(build,), name="ctx-precompact", daemon=True).start()
             return started
         return run_flow(self.flow(state, config), self._serve)
 

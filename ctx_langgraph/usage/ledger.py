@@ -300,6 +300,24 @@ def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
     return _record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(row))
 
 
+def _records_op(
+    d: Dialect, scope: Scope, branch: str | None, purpose: str | None, limit: int | None
+) -> Op[list[LedgerRecord]]:
+    where = ["tenant = ?", "thread_id = ?", "version >= 0"]
+    params: list[Any] = [scope.tenant, scope.thread_id]
+    for column, value in (("branch", branch), ("purpose", purpose)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    rows = yield Stmt(
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE {' AND '.join(where)} "
+        "ORDER BY created_at, call_key" + (" LIMIT ?" if limit is not None else ""),
+        [*params, limit] if limit is not None else params,
+        "all",
+    )
+    return [_record(row[0], Scope(row[2], row[1], row[3]), _stored_from_row(row)) for row in rows]
+
+
 def _totals_op(
     d: Dialect, scope: Scope | None, branch: str | None, by: tuple[str, ...]
 ) -> Op[list[UsageTotals]]:
@@ -444,6 +462,52 @@ class UsageLedger:
     async def aget(self, call_key: str) -> LedgerRecord | None:
         """Async twin of :meth:`get`."""
         return await self.store._arun(_Call(_get_op(self.store.dialect, call_key), write=False))
+
+    def _records_call(
+        self,
+        scope: Scope | str,
+        branch: str | None,
+        purpose: str | None,
+        limit: int | None,
+    ) -> _Call[list[LedgerRecord]]:
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        op = _records_op(self.store.dialect, ensure_scope(scope), branch, purpose, limit)
+        return _Call(op, write=False)
+
+    def records(
+        self,
+        scope: Scope | str,
+        *,
+        branch: str | None = None,
+        purpose: str | None = None,
+        limit: int | None = None,
+    ) -> list[LedgerRecord]:
+        """The calls booked for a thread (every branch unless ``branch``), oldest first.
+
+        Example:
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> from ctx_langgraph.usage import NormalizedUsage
+            >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+            >>> ledger = UsageLedger(store)
+            >>> for n, purpose in enumerate(["answer", "summary", "answer"]):
+            ...     _ = ledger.record(f"call-{n}", NormalizedUsage(input_total=100 + n, output=5),
+            ...                       scope="t", purpose=purpose)
+            >>> [(r.call_key, r.purpose) for r in ledger.records("t", purpose="answer")]
+            [('call-0', 'answer'), ('call-2', 'answer')]
+        """
+        return self.store._run(self._records_call(scope, branch, purpose, limit))
+
+    async def arecords(
+        self,
+        scope: Scope | str,
+        *,
+        branch: str | None = None,
+        purpose: str | None = None,
+        limit: int | None = None,
+    ) -> list[LedgerRecord]:
+        """Async twin of :meth:`records`."""
+        return await self.store._arun(self._records_call(scope, branch, purpose, limit))
 
     def _totals_call(
         self, scope: Scope | str | None, by: Sequence[str], branch: str | None

@@ -1,0 +1,135 @@
+"""LangGraph Studio graph: a tool-using support agent with context management.
+
+The agent answers order questions with two demo tools, ``get_order_status`` and ``search_docs``,
+plus ``history_lookup`` (exact old messages from the history store). Around its ``model`` node
+sit our nodes: ``ctx_budget`` (records every message, caps big tool results, estimates the next
+request), ``ctx_compact`` (summarizes the old part of the thread when the estimate is over the
+trigger) and ``ctx_usage`` (books what the provider reported). In Studio, open the state's
+``context`` channel: ``context.budget`` is the estimate of the next request (``input_tokens``,
+``method``, ``decision``), ``context.baseline`` the last measured request and, after a compaction,
+``context.compaction`` and ``context.active_generation`` say what was summarized.
+
+Try "Where is ORD-1042?", then "Where is ORD-1047?" (its tracking log is too big for the context:
+the state holds a capped preview, the history store the whole text), then "Recall ORD-1047".
+
+The model is picked when the module is imported:
+
+- ``OPENAI_API_KEY`` set: ``ChatOpenAI`` (``CTX_OPENAI_MODEL``, default ``gpt-4o-mini``);
+- else ``ANTHROPIC_API_KEY`` set: ``ChatAnthropic`` (``CTX_ANTHROPIC_MODEL``, default
+  ``claude-3-5-haiku-latest``);
+- else an offline scripted model (``MeteringChatModel`` driven by ``tool_agent_reply``) that
+  reports exact token usage, so the budget numbers are real without a network.
+
+A real model also writes the compaction summaries; the offline one uses the extractive summarizer.
+The history store is the SQLite file ``CTX_HISTORY_DB`` (default: ``ctx-history.sqlite`` in the
+temp directory). The graph is compiled without a checkpointer: ``langgraph dev`` supplies one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import tool
+from langgraph.graph import StateGraph
+
+from ctx_langgraph import (
+    ContextConfig,
+    LLMSummarizer,
+    SQLiteHistoryStore,
+    Summarizer,
+    create_context_agent,
+)
+from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
+
+CONFIG = ContextConfig(
+    context_window=16_000,
+    output_reserve=2_000,
+    keep_recent_tokens=4_000,
+    summary_max_tokens=1_000,
+    tool_output_cap_tokens=1_000,  # history_lookup pages are never capped: the tool bounds them
+)
+PROMPT = (
+    "You are the support agent of an online shop. Use get_order_status for orders, search_docs "
+    "for policies, and history_lookup for anything said earlier that is no longer in front of "
+    "you. Answer briefly."
+)
+
+_STAGES = ("label created", "picked up", "in transit", "out for delivery", "delivered")
+_HUBS = ("Memphis TN", "Louisville KY", "Indianapolis IN", "Chicago IL", "Columbus OH")
+_DOCS = {
+    "returns": "Returns are accepted within 30 days of delivery; the label is free for defects.",
+    "shipping": "Standard shipping takes 3-5 business days; express ships the same day before 2pm.",
+    "warranty": "Electronics carry a 2-year warranty; keep the order id as proof of purchase.",
+    "refunds": "Refunds reach the original payment method 5-7 days after the return is scanned.",
+}
+
+
+@tool
+def get_order_status(order_id: str) -> str:
+    """Current status and carrier tracking of an order, by its id (like ORD-1042)."""
+    number = int(hashlib.sha256(order_id.encode()).hexdigest(), 16)
+    stage = _STAGES[number % len(_STAGES)]
+    head = f"Order {order_id}: {stage}, carrier UPS, tracking 1Z{number % 10**10:010d}."
+    if not order_id.endswith("7"):
+        return head
+    # ids ending in 7 have a long tracking log: bigger than tool_output_cap_tokens on purpose
+    scans = [
+        f"scan {i:03d}: {_HUBS[(number >> i) % len(_HUBS)]}, parcel sorted and loaded"
+        for i in range(1, 241)
+    ]
+    return head + " Full tracking log:\n" + "\n".join(scans)
+
+
+@tool
+def search_docs(query: str) -> str:
+    """Search the shop's policy pages (returns, shipping, warranty, refunds)."""
+    words = set(re.findall(r"[a-z]+", query.lower()))
+    hits = [text for topic, text in _DOCS.items() if topic in words or topic.rstrip("s") in words]
+    return "\n".join(hits) or f"No policy page matches {query!r}; topics: {', '.join(_DOCS)}."
+
+
+def choose_model() -> tuple[BaseChatModel, Summarizer | None]:
+    """The chat model (from the API keys in the environment) and its summarizer."""
+    model: BaseChatModel
+    if os.environ.get("OPENAI_API_KEY"):
+        from langchain_openai import ChatOpenAI
+
+        model = ChatOpenAI(model=os.environ.get("CTX_OPENAI_MODEL", "gpt-4o-mini"))
+    elif os.environ.get("ANTHROPIC_API_KEY"):
+        from langchain_anthropic import ChatAnthropic
+
+        model = ChatAnthropic(
+            model=os.environ.get("CTX_ANTHROPIC_MODEL", "claude-3-5-haiku-latest")
+        )
+    else:
+        return MeteringChatModel(replies=[tool_agent_reply]), None  # extractive summaries
+    return model, LLMSummarizer(model)
+
+
+def history_store() -> SQLiteHistoryStore:
+    path = Path(
+        os.environ.get("CTX_HISTORY_DB") or Path(tempfile.gettempdir()) / "ctx-history.sqlite"
+    )
+    store = SQLiteHistoryStore.from_path(path)
+    store.setup()
+    return store
+
+
+def build_graph() -> StateGraph:
+    model, summarizer = choose_model()
+    return create_context_agent(
+        model,
+        [get_order_status, search_docs],
+        store=history_store(),
+        config=CONFIG,
+        summarizer=summarizer,
+        prompt=PROMPT,
+    )
+
+
+graph = build_graph().compile()

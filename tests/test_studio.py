@@ -1,0 +1,182 @@
+"""``langgraph dev`` serves the graphs of langgraph.json offline, with our ``context`` channel.
+
+Starts the in-memory server (the one LangGraph Studio talks to) as a subprocess, without API keys
+or network, and drives it over its HTTP API as Studio does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "langgraph_api", reason="langgraph dev needs the studio extra: pip install -e '.[studio]'"
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "langgraph.json"
+GRAPHS = json.loads(CONFIG.read_text())["graphs"]
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+STARTUP_TIMEOUT_S = 90.0
+# loopback only: a proxy from the environment must not see these requests
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass
+class Studio:
+    """The HTTP API of a running ``langgraph dev``."""
+
+    url: str
+    log: Path
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with OPENER.open(request, timeout=timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            pytest.fail(
+                f"{method} {path} -> {exc.code}: {exc.read().decode(errors='replace')}\n"
+                f"server log:\n{self.log.read_text()}"
+            )
+
+    def run(self, thread_id: str, assistant_id: str, text: str) -> dict[str, Any]:
+        """One turn, as Studio's chat sends it; the thread's values after the run."""
+        values = self.call(
+            "POST",
+            f"/threads/{thread_id}/runs/wait",
+            {
+                "assistant_id": assistant_id,
+                "input": {"messages": [{"role": "user", "content": text}]},
+            },
+        )
+        assert "__error__" not in values, f"{values['__error__']}\n{self.log.read_text()}"
+        return values
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_ok(studio: Studio, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(
+                f"langgraph dev exited with {server.returncode}; its log:\n{studio.log.read_text()}"
+            )
+        try:
+            with OPENER.open(studio.url + "/ok", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(
+        f"langgraph dev did not answer /ok within {STARTUP_TIMEOUT_S:.0f} s; its log:\n"
+        f"{studio.log.read_text()}"
+    )
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    # langgraph dev resolves langgraph.json's graph paths against its working directory and
+    # writes its own persistence (.langgraph_api/) there: run it in a scratch directory that
+    # sees the repo's graphs, so a developer's Studio threads in the repo are never touched.
+    workdir = tmp_path_factory.mktemp("studio")
+    (workdir / "graphs").symlink_to(ROOT / "graphs", target_is_directory=True)
+    env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
+    env.update(
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+        LANGGRAPH_NO_VERSION_CHECK="true",
+        LANGSMITH_TRACING="false",
+        LANGCHAIN_TRACING_V2="false",
+        CTX_HISTORY_DB=str(workdir / "history.sqlite"),
+        CTX_EXPLORER_DB=str(workdir / "explorer.sqlite"),
+    )
+    port = free_port()
+    studio = Studio(f"http://127.0.0.1:{port}", workdir / "server.log")
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port)]
+    with studio.log.open("wb") as log:
+        server = subprocess.Popen(
+            [*command, "--config", str(CONFIG)],
+            cwd=workdir,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopped with everything it spawned
+        )
+        try:
+            wait_until_ok(studio, server)
+            yield studio
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+
+
+@pytest.fixture(scope="module")
+def assistants(studio: Studio) -> dict[str, str]:
+    """graph id -> assistant id of the assistants the server made from langgraph.json."""
+    found = studio.call("POST", "/assistants/search", {"limit": 100})
+    return {assistant["graph_id"]: assistant["assistant_id"] for assistant in found}
+
+
+def test_studio_serves_every_graph_of_langgraph_json(assistants):
+    assert set(assistants) == set(GRAPHS)
+
+
+def test_context_agent_runs_in_studio_with_the_context_channel(studio, assistants):
+    thread_id = studio.call("POST", "/threads", {})["thread_id"]
+    studio.run(thread_id, assistants["context_agent"], "Where is ORD-1042?")
+
+    values = studio.call("GET", f"/threads/{thread_id}/state")["values"]
+    *_, tool, answer = values["messages"]
+    assert tool["type"] == "tool" and tool["name"] == "get_order_status"
+    assert answer["type"] == "ai" and "ORD-1042" in answer["content"]
+    context = values["context"]
+    budget = context["budget"]
+    assert budget["decision"] == "proceed" and budget["method"] in {"baseline", "recount"}
+    assert 0 < budget["input_tokens"] < budget["trigger"] < budget["window"] == 16_000
+    # the last reply's reported usage is the baseline of the next estimate
+    baseline = context["baseline"]
+    assert baseline["measured_input_tokens"] == answer["usage_metadata"]["input_tokens"]
+    assert baseline["reply_message_id"] == answer["id"]
+
+
+def test_compaction_playground_compacts_in_studio(studio, assistants):
+    thread_id = studio.call("POST", "/threads", {})["thread_id"]
+    turns = ["My locker code is 4471"] + [f"Where is ORD-{n}?" for n in range(2041, 2048)]
+    for text in turns:
+        values = studio.run(thread_id, assistants["compaction_playground"], text)
+        if (values["context"].get("active_generation") or 0) >= 1:
+            break
+    else:
+        pytest.fail(f"no compaction within {len(turns)} turns: {values['context']['budget']}")
+
+    values = studio.call("GET", f"/threads/{thread_id}/state")["values"]
+    context = values["context"]
+    assert context["active_generation"] >= 1
+    assert context["compaction"]["status"] == "committed"
+    assert values["messages"][0]["id"] == "ctx-summary"
