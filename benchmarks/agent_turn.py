@@ -1,5 +1,4 @@
-"""Agent turn benchmark: the wall time of one whole agent turn on a long thread, next to langmem
-and LangChain.
+"""Agent turn benchmark: wall time of a whole agent turn on a long thread, vs langmem and LangChain.
 
 A thread already holds N messages of agent dialogue (questions, ``get_order_status`` tool calls
 with JSON results, answers); each measured turn is one ``graph.invoke`` of a new user message
@@ -49,6 +48,7 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
+from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
@@ -119,6 +119,16 @@ def get_order_status(order_id: str) -> str:
     return json.dumps({**status, "events": events})
 
 
+def usage(input_tokens: int, output_tokens: int) -> UsageMetadata:
+    return UsageMetadata(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+        input_token_details=InputTokenDetails(),
+        output_token_details=OutputTokenDetails(),
+    )
+
+
 class AnswerModel(BaseChatModel):
     """The answer model of every agent: ``tool_agent_reply``'s deterministic policy, and as usage
     the exact ``TiktokenCounter("gpt-4o")`` count of the request (what ``MeteringChatModel``
@@ -159,11 +169,7 @@ class AnswerModel(BaseChatModel):
         input_tokens = sum(map(self._count, messages)) + self._tool_tokens[names] + 3
         reply = tool_agent_reply(messages)
         output = self._counter.count_message(reply) - 3
-        reply.usage_metadata = {
-            "input_tokens": input_tokens,
-            "output_tokens": output,
-            "total_tokens": input_tokens + output,
-        }
+        reply.usage_metadata = usage(input_tokens, output)
         reply.response_metadata = {
             "model_name": self.model_name,
             "model_provider": "openai",
@@ -221,7 +227,7 @@ class Dialogue:
     @staticmethod
     def _metered(reply: AIMessage) -> AIMessage:
         """The usage and provider a live thread's replies carry (the figures are plausible)."""
-        reply.usage_metadata = {"input_tokens": 18_000, "output_tokens": 40, "total_tokens": 18_040}
+        reply.usage_metadata = usage(18_000, 40)
         reply.response_metadata = {"model_provider": "openai", "model_name": "gpt-4o"}
         return reply
 
@@ -246,8 +252,12 @@ class System:
     name: str
     graph: Any
     saver: BaseCheckpointSaver[Any]
-    close: Callable[[], None] = lambda: None
+    closers: list[Callable[[], None]] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
 
 
 def docs_style(model: AnswerModel, tools: list[Any]) -> StateGraph[Any, Any, Any, Any]:
@@ -275,6 +285,13 @@ def seeded_store(path: Path, history: Sequence[BaseMessage]) -> SQLiteHistorySto
     return store
 
 
+def our_view(history: Sequence[BaseMessage]) -> dict[str, Any]:
+    """Our state before turn 1: the newest ~24k tokens, every message recorded already (turn 1
+    compacts the rest of the store into a summary, as a live thread's compactions would have)."""
+    context = {"recorded_through_id": history[-1].id}
+    return {"messages": tail(history, SEED_TAIL_TOKENS), "context": context}
+
+
 def ours(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
     """The docs-style agent + ``add_context_management``: all N messages in the history store,
     the newest ~24k tokens in the state (turn 1 compacts them to summary + tail)."""
@@ -283,10 +300,8 @@ def ours(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
     builder = docs_style(model, [get_order_status, make_history_lookup_tool(store)])
     add_context_management(builder, model_node="agent", store=store, config=CONFIG, model=model)
     graph = builder.compile(checkpointer=saver)
-    view = {"messages": tail(history, SEED_TAIL_TOKENS), "context": {}}
-    view["context"]["recorded_through_id"] = history[-1].id  # everything is in the store
-    graph.update_state(THREAD, view, as_node="ctx_usage")
-    return System("ours", graph, saver, store.close)
+    graph.update_state(THREAD, our_view(history), as_node="ctx_usage")
+    return System("ours", graph, saver, [store.close])
 
 
 def ours_middleware(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
@@ -299,10 +314,9 @@ def ours_middleware(history: list[BaseMessage], saver: Any, tmp: Path) -> System
     graph = create_agent(
         model, tools=[get_order_status], middleware=[middleware], checkpointer=saver
     )
-    view = {"messages": tail(history, SEED_TAIL_TOKENS), "context": {}}
-    view["context"]["recorded_through_id"] = history[-1].id
-    graph.update_state(THREAD, view, as_node="ContextManagementMiddleware.after_model")
-    return System("ours (middleware)", graph, saver, store.close)
+    after_model = "ContextManagementMiddleware.after_model"
+    graph.update_state(THREAD, our_view(history), as_node=after_model)
+    return System("ours (middleware)", graph, saver, [store.close])
 
 
 class LangmemState(MessagesState):
@@ -393,18 +407,28 @@ def state_size(system: System) -> tuple[int, float]:
     return len(values["messages"]), round(size / 1024, 1)
 
 
-def measure(size: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    """Seed the four agents at ``size`` messages, then run the turns round-robin (so a load change
-    on the machine hits all four alike); warm-up turns (the first one summarizes) are not timed."""
-    dialogue = Dialogue(args.seed)
+def seed(size: int, args: argparse.Namespace, tmp: Path, dialogue: Dialogue) -> list[System]:
+    """The four agents, each holding the same thread of ``size`` messages its own way."""
     history = dialogue.history(size)
+    if len(tail(history, SEED_TAIL_TOKENS)) >= len(history):
+        raise SystemExit(
+            f"--sizes: {size:,} messages hold fewer than the {SEED_TAIL_TOKENS:,} tokens of the "
+            "seeded view, so there is no older history to summarize; use sizes of 1000 or more"
+        )
     systems: list[System] = []
     for build in (ours, ours_middleware, langmem, langchain):
         saver, close_saver = make_saver(args.saver, tmp / f"{build.__name__}-{size}.ckpt")
         system = build(history, saver, tmp)
-        closers = (system.close, close_saver)
-        system.close = lambda closers=closers: [close() for close in closers]  # type: ignore[misc]
+        system.closers.append(close_saver)
         systems.append(system)
+    return systems  # the history itself is dropped: only what each system keeps stays alive
+
+
+def measure(size: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Seed the four agents at ``size`` messages, then run the turns round-robin (so a load change
+    on the machine hits all four alike); warm-up turns (the first one summarizes) are not timed."""
+    dialogue = Dialogue(args.seed)
+    systems = seed(size, args, tmp, dialogue)
     questions = [dialogue.note() for _ in range(args.warmup + args.turns)]
     gc.collect()
     for turn, question in enumerate(questions):
@@ -476,9 +500,9 @@ def main() -> None:
         return
 
     headers = ["system"]
-    for s in map(int, figures):
-        headers += [f"p50 @{s:,}", f"p95 @{s:,}"]
-    headers += ["growth"] + [f"x ours @{int(s):,}" for s in figures]
+    for size in sizes:
+        headers += [f"p50 @{size:,}", f"p95 @{size:,}"]
+    headers += ["growth"] + [f"x ours @{size:,}" for size in sizes]
     rows = []
     for name in SYSTEMS:
         row: list[object] = [name]
@@ -493,8 +517,8 @@ def main() -> None:
     )
     print(format_table(headers, rows))
     state_headers = ["state after the turns"]
-    for s in map(int, figures):
-        state_headers += [f"messages @{s:,}", f"KB @{s:,}"]
+    for size in sizes:
+        state_headers += [f"messages @{size:,}", f"KB @{size:,}"]
     state_rows = [
         [name, *(v for s in figures for v in (figures[s][name]["state_messages"],
                                               figures[s][name]["state_kb"]))]

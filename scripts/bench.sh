@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs a benchmark from benchmarks/ against SQLite and a throwaway PostgreSQL.
+# Runs a benchmark from benchmarks/ (with a throwaway PostgreSQL when it takes --pg).
 # Usage: scripts/bench.sh history_store [benchmark arguments]
 set -euo pipefail
 source "$(dirname "$0")/_bootstrap.sh"
 source "$(dirname "$0")/_postgres.sh"
 bootstrap
 name="${1:-history_store}"; shift || true
-pg_start
 cd "$ROOT"
-"$PY" "benchmarks/$name.py" --pg "$CTX_TEST_PG_DSN" "$@"
+if grep -q -- '"--pg"' "benchmarks/$name.py"; then  # only benchmarks that take a PostgreSQL get one
+  pg_start
+  "$PY" "benchmarks/$name.py" --pg "$CTX_TEST_PG_DSN" "$@"
+else
+  "$PY" "benchmarks/$name.py" "$@"
+fi
