@@ -97,10 +97,13 @@ class MeteringChatModel(BaseChatModel):
     ) -> ChatResult:
         tools: list[Any] = kwargs.get("tools") or []
         counter = self.counter
-        per_message = [self._cache.count(counter, m) for m in messages]
+        revisions = [CountCache.revision(m) for m in messages]  # hashed once per message
+        per_message = [
+            self._cache.count(counter, m, r) for m, r in zip(messages, revisions, strict=True)
+        ]
         tool_tokens = counter.count_tools(tools) if tools else 0
         input_tokens = sum(per_message) + tool_tokens + 3
-        keys = [f"{m.id}:{CountCache.revision(m)}" for m in messages]
+        keys = [f"{m.id}:{r}" for m, r in zip(messages, revisions, strict=True)]
         shared = 0
         for mine, theirs in zip(keys, self._previous, strict=False):
             if mine != theirs:

@@ -384,11 +384,15 @@ class CountCache:
         )
         return hashlib.blake2b(rendered.encode(), digest_size=12).hexdigest()
 
-    def count(self, counter: TokenCounter, message: BaseMessage) -> int:
+    def count(
+        self, counter: TokenCounter, message: BaseMessage, revision: str | None = None
+    ) -> int:
+        """The message's count, from the cache when its id and revision were counted before
+        (pass ``revision`` when it is known already, to hash the message only once)."""
         if message.id is None:
             self.misses += 1
             return counter.count_message(message)
-        key = (counter.id, message.id, self.revision(message))
+        key = (counter.id, message.id, revision or self.revision(message))
         cached = self._counts.get(key)
         if cached is not None:
             self.hits += 1
