@@ -158,6 +158,7 @@ def test_context_agent_runs_in_studio_with_the_context_channel(studio, assistant
     context = values["context"]
     budget = context["budget"]
     assert budget["decision"] == "proceed" and budget["method"] in {"baseline", "recount"}
+    assert budget["generation"] == 0  # no summary yet
     assert 0 < budget["input_tokens"] < budget["trigger"] < budget["window"] == 16_000
     # the last reply's reported usage is the baseline of the next estimate
     baseline = context["baseline"]
@@ -178,5 +179,6 @@ def test_compaction_playground_compacts_in_studio(studio, assistants):
     values = studio.call("GET", f"/threads/{thread_id}/state")["values"]
     context = values["context"]
     assert context["active_generation"] >= 1
+    assert context["budget"]["generation"] == context["active_generation"]  # re-estimated after
     assert context["compaction"]["status"] == "committed"
     assert values["messages"][0]["id"] == "ctx-summary"

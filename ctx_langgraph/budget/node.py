@@ -377,6 +377,7 @@ class BudgetNode:
                 "window": self.budget.context_window,
                 "output_reserve": self.budget.output_reserve,
                 "counter": counter.id,
+                "generation": int(context.get("active_generation", 0)),  # of the active summary
             },
             "request": {
                 "epoch": epoch,
