@@ -30,6 +30,7 @@ from ctx_langgraph.errors import (
     EventConflict,
     HistoryStoreError,
     ProviderCountError,
+    RetentionError,
     ScopeError,
     StaleCandidate,
     SummaryFormatError,
@@ -51,6 +52,13 @@ from ctx_langgraph.history import (
 from ctx_langgraph.integration import add_context_management, create_context_agent
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.middleware import ContextManagementMiddleware
+from ctx_langgraph.retention import (
+    AsyncRetentionHook,
+    CheckpointRetention,
+    RetentionHook,
+    RetentionPolicy,
+    RetentionReport,
+)
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage import (
     BookedDelta,
@@ -75,9 +83,11 @@ __all__ = [
     "AppendResult",
     "ApproximateCounter",
     "AsyncLedgerCallbackHandler",
+    "AsyncRetentionHook",
     "BookedDelta",
     "BranchInfo",
     "BudgetEstimate",
+    "CheckpointRetention",
     "CompactionCheckpoint",
     "CompactionConflict",
     "CompactionFailed",
@@ -101,6 +111,10 @@ __all__ = [
     "PostgresHistoryStore",
     "PriceTable",
     "ProviderCountError",
+    "RetentionError",
+    "RetentionHook",
+    "RetentionPolicy",
+    "RetentionReport",
     "SQLiteHistoryStore",
     "Scope",
     "ScopeError",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ctx_langgraph._table import format_table
 from ctx_langgraph.datasets import (
@@ -239,6 +240,43 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retention(args: argparse.Namespace) -> int:
+    from ctx_langgraph.errors import RetentionError
+    from ctx_langgraph.retention import CheckpointRetention, RetentionPolicy, parse_age
+
+    try:
+        policy = RetentionPolicy(
+            keep_last=args.keep_last,
+            keep_within=parse_age(args.keep_within) if args.keep_within else None,
+        )
+    except ValueError as exc:
+        print(f"ctx-langgraph retention: {exc}", file=sys.stderr)
+        return 2
+    saver_context: Any
+    if args.sqlite:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        if not Path(args.sqlite).exists():
+            print(f"ctx-langgraph retention: no such file: {args.sqlite}", file=sys.stderr)
+            return 2
+        saver_context = SqliteSaver.from_conn_string(args.sqlite)
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        saver_context = PostgresSaver.from_conn_string(args.postgres)
+    try:
+        with saver_context as saver:
+            report = CheckpointRetention(saver, policy).prune(args.thread, dry_run=args.dry_run)
+    except (RetentionError, OSError) as exc:
+        print(f"ctx-langgraph retention: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a database error: say which, without a traceback
+        print(f"ctx-langgraph retention: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(report.to_json()) if args.json else report.table())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-langgraph", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -254,6 +292,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--turns", type=int, default=32, help="turns per session")
     demo.add_argument("--questions", type=int, default=8, help="questions to look up")
     demo.set_defaults(run=_demo)
+
+    retention = commands.add_parser(
+        "retention",
+        help="prune old LangGraph checkpoints by policy (the history store is never touched)",
+    )
+    where = retention.add_mutually_exclusive_group(required=True)
+    where.add_argument("--sqlite", metavar="PATH", help="a SqliteSaver database file")
+    where.add_argument("--postgres", metavar="DSN", help="a PostgresSaver connection string")
+    retention.add_argument("--thread", help="prune this thread only (default: every thread)")
+    retention.add_argument(
+        "--keep-last", type=int, required=True, metavar="K", help="newest checkpoints to keep"
+    )
+    retention.add_argument(
+        "--keep-within", metavar="AGE", help="also keep checkpoints younger than this: 7d, 12h"
+    )
+    retention.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    retention.add_argument("--json", action="store_true", help="print the report as JSON")
+    retention.set_defaults(run=_retention)
     return parser
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "EventConflict",
     "HistoryStoreError",
     "ProviderCountError",
+    "RetentionError",
     "ScopeError",
     "StaleCandidate",
     "SummaryFormatError",
@@ -190,3 +191,9 @@ class SummaryFormatError(ContextManagementError, ValueError):
             f"malformed summary{where}: {problem}; regenerate the summary in the structured "
             "format (every section heading present, every key fact with its [seq N])"
         )
+
+
+class RetentionError(ContextManagementError):
+    """Checkpoint retention cannot prune as asked: an unsupported checkpointer, a sync call on
+    an async saver, or a thread whose values are rebuilt from older checkpoints (a
+    ``DeltaChannel``). Nothing of the refused thread was deleted."""

@@ -7,6 +7,12 @@ import ctx_langgraph.history
 import ctx_langgraph.usage
 
 EXPECTED = [
+    "AsyncRetentionHook",
+    "CheckpointRetention",
+    "RetentionError",
+    "RetentionHook",
+    "RetentionPolicy",
+    "RetentionReport",
     "add_context_management",
     "create_context_agent",
     "ContextManagementMiddleware",
