@@ -51,7 +51,8 @@ class ContextConfig:
         trigger: compaction starts when the estimate is above this (tokens, or a fraction of
             the usable window = window - reserve).
         target: compaction brings the estimate below this (< trigger), leaving room to work.
-        keep_recent_tokens: the recent tail kept verbatim by compaction.
+        keep_recent_tokens: the recent tail kept verbatim by compaction (at most half the target,
+            so the summary fits beside it).
         safety_margin: added to every estimate (tokens, or a fraction of the estimate).
         tool_output_cap_tokens: a tool result above this is capped on entry (the original stays
             in the history store; the context gets a head/tail preview and a handle). None: no cap.
@@ -158,6 +159,6 @@ class ContextConfig:
             usable,
             trigger,
             target,
-            min(self.keep_recent_tokens, target),
+            min(self.keep_recent_tokens, target // 2),  # room for the summary beside the tail
             precompact,
         )

@@ -211,16 +211,16 @@ class BudgetNode:
         budget = self.budget
         summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
         floor = self.tool_tokens + summary_cap + budget.keep_recent_tokens
-        if floor > budget.target:
+        if floor > budget.trigger:
             log.warning(
                 "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
-                "up to %d + kept tail %d), above the target %d: compaction will run often. Lower "
-                "keep_recent_tokens or summary_max_tokens, or raise the window or target.",
+                "up to %d + kept tail %d), above the trigger %d: compaction could run on every "
+                "turn. Lower keep_recent_tokens or summary_max_tokens, or raise the window.",
                 floor,
                 self.tool_tokens,
                 summary_cap,
                 budget.keep_recent_tokens,
-                budget.target,
+                budget.trigger,
             )
 
     # ------------------------------------------------------------------ the flow (written once)
