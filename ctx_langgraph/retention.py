@@ -189,7 +189,7 @@ def decide(
             parent = parents.get(row.checkpoint_id)
             while parent in parents and parent not in visited:
                 visited.add(parent)
-                if children[parent] >= 2 and not reasons[(ns, parent)]:
+                if children[parent] >= 2 and "fork_point" not in reasons[(ns, parent)]:
                     reasons[(ns, parent)].append("fork_point")
                 parent = parents.get(parent)
     # a subgraph call's namespace goes with the root checkpoint it started from
