@@ -70,6 +70,43 @@ async def test_schema_newer_than_code_is_refused(backend, store):
         fresh.setup()
 
 
+async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, monkeypatch):
+    """Rows written before v3 (full JSON, stored tsvector) read and search the same after it."""
+    from langchain_core.messages import AIMessage, message_to_dict
+
+    from ctx_langgraph.history import _ops, _serde, base
+
+    if not backend.shared:
+        pytest.skip("a :memory: store cannot be reopened")
+    old = [
+        HumanMessage("Refund order A-1042 today", id="h1"),
+        AIMessage("", id="a1", tool_calls=[{"name": "refund", "args": {"o": 1}, "id": "c1"}]),
+        HumanMessage("Second thought: refund B-7 too", id="h2"),
+    ]
+    with monkeypatch.context() as patch:  # the code as it was at schema version 2
+        patch.setattr(_ops, "SCHEMA_VERSION", 2)
+        patch.setattr(base, "SCHEMA_VERSION", 2)
+        patch.setattr(_serde, "_compact", lambda record, text: record)
+        store = backend.make()
+        assert store.setup() == 2
+        store.append("t", old)
+        store.close()
+    store = backend.make()
+    assert store.setup() == 3
+    new = [HumanMessage("Refund order C-9 as well", id="h3")]
+    store.append("t", new)
+    store.append("t", [HumanMessage("Refund order A-1042 tomorrow", id="h1")])  # a revision
+    events = store.read_events("t")
+    assert [e.content for e in events] == [
+        message_to_dict(m)
+        for m in [HumanMessage("Refund order A-1042 tomorrow", id="h1"), *old[1:], *new]
+    ]
+    assert store.event_revisions("t", "h1") == [(1, message_to_dict(old[0]))]
+    assert [h.event_id for h in store.search("t", "refund order").hits] == ["h1", "h3"]
+    assert [h.event_id for h in store.search("t", "B 7").hits] == ["h2"]
+    store.close()
+
+
 def _raw_insert_migration(version: int):
     from ctx_langgraph.history._sql import Stmt
 

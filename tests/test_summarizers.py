@@ -37,7 +37,7 @@ from ctx_langgraph.compaction import (
 from ctx_langgraph.compaction.format import _SEQS, NONE_MARKER, clean_text
 from ctx_langgraph.errors import ContextManagementError, SummaryFormatError
 from ctx_langgraph.history import HistoryEvent, KeyFact, SQLiteHistoryStore
-from ctx_langgraph.history._serde import message_to_row
+from ctx_langgraph.history._serde import expand_record, message_to_row
 from ctx_langgraph.usage.callbacks import purpose_of
 
 TIKTOKEN = TiktokenCounter("gpt-4o")
@@ -54,7 +54,7 @@ def event(seq: int, message: BaseMessage) -> HistoryEvent:
         branch="main",
         role=row.role,
         name=row.name,
-        content=json.loads(row.content_json),
+        content=expand_record(json.loads(row.content_json), row.text),
         text=row.text,
         tool_call_ids=row.tool_call_ids,
         tool_names=row.tool_names,

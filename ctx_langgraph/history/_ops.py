@@ -25,7 +25,7 @@ from ctx_langgraph.errors import (
     ScopeError,
     StaleCandidate,
 )
-from ctx_langgraph.history._serde import EventRow
+from ctx_langgraph.history._serde import EventRow, expand_record
 from ctx_langgraph.history._sql import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -90,7 +90,7 @@ def _event(d: Dialect, row: Sequence[Any]) -> HistoryEvent:
         branch=row[2],
         role=row[3],
         name=row[4],
-        content=json.loads(row[5]),
+        content=expand_record(json.loads(row[5]), row[6]),
         text=row[6],
         tool_call_ids=tuple(json.loads(row[7])),
         tool_names=tuple(name for name in row[8].split("|") if name),
@@ -517,8 +517,8 @@ def append(
             where = (scope.tenant, scope.thread_id, owner, seq)
             yield Stmt(
                 "INSERT INTO ctx_event_revisions (tenant, thread_id, branch, seq, event_id, revision, "
-                "content, content_hash, replaced_at) SELECT tenant, thread_id, branch, seq, event_id, "
-                "revision, content, content_hash, ? FROM ctx_events "
+                "content, content_hash, text, replaced_at) SELECT tenant, thread_id, branch, seq, "
+                "event_id, revision, content, content_hash, text, ? FROM ctx_events "
                 "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
                 (d.ts(now), *where),
             )
@@ -671,12 +671,12 @@ def event_revisions(
     if current is None:
         return []
     rows = yield Stmt(
-        "SELECT revision, content FROM ctx_event_revisions WHERE tenant = ? AND thread_id = ? "
-        "AND branch = ? AND seq = ? ORDER BY revision",
+        "SELECT revision, content, text FROM ctx_event_revisions WHERE tenant = ? "
+        "AND thread_id = ? AND branch = ? AND seq = ? ORDER BY revision",
         (scope.tenant, scope.thread_id, current.branch, current.seq),
         "all",
     )
-    return [(int(row[0]), json.loads(row[1])) for row in rows]
+    return [(int(row[0]), expand_record(json.loads(row[1]), row[2] or "")) for row in rows]
 
 
 # --------------------------------------------------------------------------- search

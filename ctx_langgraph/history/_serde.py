@@ -6,17 +6,82 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
+    HumanMessage,
+    SystemMessage,
     ToolMessage,
     message_to_dict,
     messages_from_dict,
 )
 
-__all__ = ["EventRow", "message_from_record", "message_to_row", "text_projection"]
+__all__ = [
+    "EventRow",
+    "expand_record",
+    "message_from_record",
+    "message_to_row",
+    "text_projection",
+]
+
+_COMPACT = "~"
+"""Marks a stored record written compactly: ``"d"`` defaults left out, ``"t"`` also the
+content, which is the row's ``text`` column."""
+
+
+@lru_cache(maxsize=32)
+def _defaults(kind: str) -> dict[str, Any] | None:
+    """The ``data`` a message of this type has when nothing is set (None: unknown type)."""
+    templates: dict[str, BaseMessage] = {
+        "human": HumanMessage(""),
+        "ai": AIMessage(""),
+        "tool": ToolMessage("", tool_call_id=""),
+        "system": SystemMessage(""),
+        "AIMessageChunk": AIMessageChunk(content=""),
+    }
+    template = templates.get(kind)
+    return None if template is None else dict(message_to_dict(template)["data"])
+
+
+def _compact(record: dict[str, Any], text: str) -> dict[str, Any]:
+    """The record without what :func:`expand_record` restores: default fields, and the content
+    when it is the row's text. Stored rows are about half as large; reads are exact."""
+    defaults = _defaults(str(record.get("type")))
+    data = record.get("data")
+    if defaults is None or not isinstance(data, dict):
+        return record
+    small = {k: v for k, v in data.items() if k not in defaults or defaults[k] != v}
+    mark = "d"
+    content = data.get("content")
+    if isinstance(content, str) and content and content == text:
+        small.pop("content", None)
+        mark = "t"
+    return {_COMPACT: mark, "type": record["type"], "data": small}
+
+
+def expand_record(stored: dict[str, Any], text: str) -> dict[str, Any]:
+    """The full ``message_to_dict`` record of a stored row (compact or not).
+
+    Example:
+        >>> row = message_to_row(HumanMessage("hello", id="h1"))
+        >>> json.loads(row.content_json)
+        {'~': 't', 'type': 'human', 'data': {'id': 'h1'}}
+        >>> expand_record(json.loads(row.content_json), row.text) == message_to_dict(HumanMessage("hello", id="h1"))
+        True
+    """
+    mark = stored.get(_COMPACT)
+    if mark is None:
+        return stored
+    defaults = _defaults(str(stored["type"])) or {}
+    data = {k: (v.copy() if isinstance(v, dict | list) else v) for k, v in defaults.items()}
+    data.update(stored["data"])
+    if mark == "t":
+        data["content"] = text
+    return {"type": stored["type"], "data": data}
 
 
 @dataclass(frozen=True)
@@ -94,7 +159,8 @@ def message_to_row(message: BaseMessage) -> EventRow:
     if not message.id:
         message = message.model_copy(update={"id": str(uuid.uuid4())})
     record = message_to_dict(message)
-    content_json = _dumps(record)
+    text = text_projection(message)
+    content_json = _dumps(_compact(record, text))
     canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
     if isinstance(message, AIMessage):
         call_ids = tuple(str(call.get("id") or "") for call in message.tool_calls)
@@ -110,7 +176,7 @@ def message_to_row(message: BaseMessage) -> EventRow:
         name=message.name,
         content_json=content_json,
         content_hash=hashlib.sha256(canonical.encode()).hexdigest(),
-        text=text_projection(message),
+        text=text,
         tool_call_ids=call_ids,
         tool_names=names,
     )

@@ -95,7 +95,7 @@ class Dialect:
             # through the same 'simple' parser as the document text
             return (
                 "ctx_events e",
-                "e.tsv @@ (?::tsquery && to_tsquery('simple', ?))",
+                f"{pg_tsv('e.')} @@ (?::tsquery && to_tsquery('simple', ?))",
                 [f"'{scope_key(tenant, thread_id)}'", words],
             )
         # The thread's own token narrows the full-text match to the thread inside FTS5, and
@@ -392,11 +392,50 @@ def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
     ]
 
 
+_FTS_TRIGGERS = ("ctx_events_fts_insert", "ctx_events_fts_delete", "ctx_events_fts_update")
+
+# v3 halves what an event costs on disk. Rows are written compactly (see _serde.expand_record),
+# so a revision keeps its text beside its content. SQLite's full-text index drops token
+# positions (detail=column: searches are AND-of-words, never phrases). PostgreSQL indexes the
+# tsvector expression instead of storing it in every row.
+_SQLITE_V3 = [
+    "ALTER TABLE ctx_event_revisions ADD COLUMN text TEXT",
+    *(f"DROP TRIGGER {name}" for name in _FTS_TRIGGERS),
+    "DROP TABLE ctx_events_fts",
+    """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        scope_key, text, content='ctx_events', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0', detail=column
+    )""",
+    *_SQLITE_V1[-3:],  # the same three triggers
+    "INSERT INTO ctx_events_fts (ctx_events_fts) VALUES ('rebuild')",
+]
+
+
+def pg_tsv(alias: str = "") -> str:
+    """The indexed document of an event on PostgreSQL: its words, split as query_terms() splits
+    them, plus the thread's scope lexeme. The search names the same expression, so the planner
+    uses the expression index."""
+    return (
+        f"(to_tsvector('simple', regexp_replace({alias}text, '[[:punct:][:space:]]+', ' ', 'g')) "
+        f"|| array_to_tsvector(ARRAY[{alias}scope_key]))"
+    )
+
+
+_POSTGRES_V3 = [
+    "ALTER TABLE ctx_event_revisions ADD COLUMN text TEXT",
+    "ALTER TABLE ctx_events DROP COLUMN tsv",
+    f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({pg_tsv()})",
+]
+
 MIGRATIONS: dict[str, list[list[str]]] = {
-    "sqlite": [_SQLITE_V1, _ledger_tables(integer="INTEGER", timestamp="REAL")],
-    "postgres": [_POSTGRES_V1, _ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")],
+    "sqlite": [_SQLITE_V1, _ledger_tables(integer="INTEGER", timestamp="REAL"), _SQLITE_V3],
+    "postgres": [
+        _POSTGRES_V1,
+        _ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ"),
+        _POSTGRES_V3,
+    ],
 }
 """Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 assert all(len(steps) == SCHEMA_VERSION for steps in MIGRATIONS.values())
