@@ -874,26 +874,36 @@ async def _apg_connection(saver: Any) -> AsyncIterator[Any]:
 
 
 @dataclass(eq=False)
-class _Counter:
+class _Runs:
+    """Counts each thread's root runs; says when one is due for pruning."""
+
     every: int
-    runs: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    threads: dict[UUID, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.every < 1:
             raise ValueError(f"every must be at least 1, got {self.every}")
 
-    def due(self, parent_run_id: UUID | None, metadata: Mapping[str, Any] | None) -> str | None:
-        """The thread to prune now: a root run ended and it is the thread's N-th since the last."""
+    def started(
+        self, run_id: UUID, parent_run_id: UUID | None, metadata: Mapping[str, Any] | None
+    ) -> None:
         thread_id = (metadata or {}).get("thread_id")
-        if parent_run_id is not None or thread_id is None:
+        if parent_run_id is None and thread_id is not None:
+            self.threads[run_id] = str(thread_id)
+
+    def ended(self, run_id: UUID) -> str | None:
+        """The thread to prune now: its root run ended, the N-th since the last prune."""
+        thread_id = self.threads.pop(run_id, None)
+        if thread_id is None:
             return None
         with self.lock:
-            self.runs[str(thread_id)] += 1
-            if self.runs[str(thread_id)] < self.every:
+            self.counts[thread_id] += 1
+            if self.counts[thread_id] < self.every:
                 return None
-            self.runs[str(thread_id)] = 0
-        return str(thread_id)
+            self.counts[thread_id] = 0
+        return thread_id
 
 
 class RetentionHook(BaseCallbackHandler):
@@ -912,43 +922,22 @@ class RetentionHook(BaseCallbackHandler):
 
     def __init__(self, retention: CheckpointRetention, *, every: int = 10) -> None:
         self.retention = retention
-        self._counter = _Counter(every)
+        self.runs = _Runs(every)
         self.reports: list[RetentionReport] = []
-        self._metadata: dict[UUID, Mapping[str, Any]] = {}
 
-    def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if parent_run_id is None:
-            self._metadata[run_id] = dict(metadata or {})
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self.runs.started(kwargs["run_id"], kwargs.get("parent_run_id"), kwargs.get("metadata"))
 
-    def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        thread_id = self._counter.due(parent_run_id, self._metadata.pop(run_id, None))
-        if thread_id is None:
-            return
-        try:
-            self.reports.append(self.retention.prune(thread_id))
-        except Exception as exc:  # maintenance never breaks the run
-            log.warning("ctx-langgraph: pruning checkpoints of %s failed: %s", thread_id, exc)
+    def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+        thread_id = self.runs.ended(kwargs["run_id"])
+        if thread_id is not None:
+            try:
+                self.reports.append(self.retention.prune(thread_id))
+            except Exception as exc:  # maintenance never breaks the run
+                log.warning("ctx-langgraph: pruning checkpoints of %s failed: %s", thread_id, exc)
 
-    def on_chain_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._metadata.pop(run_id, None)
+    def on_chain_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.runs.threads.pop(kwargs["run_id"], None)
 
 
 class AsyncRetentionHook(AsyncCallbackHandler):
@@ -958,43 +947,22 @@ class AsyncRetentionHook(AsyncCallbackHandler):
 
     def __init__(self, retention: CheckpointRetention, *, every: int = 10) -> None:
         self.retention = retention
-        self._counter = _Counter(every)
+        self.runs = _Runs(every)
         self.reports: list[RetentionReport] = []
-        self._metadata: dict[UUID, Mapping[str, Any]] = {}
 
-    async def on_chain_start(
-        self,
-        serialized: dict[str, Any] | None,
-        inputs: Any,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if parent_run_id is None:
-            self._metadata[run_id] = dict(metadata or {})
+    async def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self.runs.started(kwargs["run_id"], kwargs.get("parent_run_id"), kwargs.get("metadata"))
 
-    async def on_chain_end(
-        self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
-    ) -> None:
-        thread_id = self._counter.due(parent_run_id, self._metadata.pop(run_id, None))
-        if thread_id is None:
-            return
-        try:
-            self.reports.append(await self.retention.aprune(thread_id))
-        except Exception as exc:
-            log.warning("ctx-langgraph: pruning checkpoints of %s failed: %s", thread_id, exc)
+    async def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+        thread_id = self.runs.ended(kwargs["run_id"])
+        if thread_id is not None:
+            try:
+                self.reports.append(await self.retention.aprune(thread_id))
+            except Exception as exc:  # maintenance never breaks the run
+                log.warning("ctx-langgraph: pruning checkpoints of %s failed: %s", thread_id, exc)
 
-    async def on_chain_error(
-        self,
-        error: BaseException,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._metadata.pop(run_id, None)
+    async def on_chain_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.runs.threads.pop(kwargs["run_id"], None)
 
 
 def parse_age(text: str) -> dt.timedelta:
