@@ -70,14 +70,15 @@ async def test_schema_newer_than_code_is_refused(backend, store):
         fresh.setup()
 
 
+@pytest.mark.parametrize(
+    "backend", ["sqlite_file", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, monkeypatch):
     """Rows written before v3 (full JSON, stored tsvector) read and search the same after it."""
     from langchain_core.messages import AIMessage, message_to_dict
 
     from ctx_langgraph.history import _ops, _serde, base
 
-    if not backend.shared:
-        pytest.skip("a :memory: store cannot be reopened")
     old = [
         HumanMessage("Refund order A-1042 today", id="h1"),
         AIMessage("", id="a1", tool_calls=[{"name": "refund", "args": {"o": 1}, "id": "c1"}]),
