@@ -3,18 +3,23 @@
 ``before_model`` runs what the ``ctx_budget`` node runs (and ``ctx_compact`` when the next
 request would be over the trigger, then the budget again on the compacted view);
 ``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
-differs. The middleware also gives the agent the history lookup tool.
+differs. ``wrap_model_call`` books the model call through a
+:class:`~ctx_langgraph.usage.LedgerCallbackHandler` as it streams (``ctx_usage`` then confirms
+the same call key). The middleware also gives the agent the history lookup tool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langchain_core.tracers.context import register_configure_hook
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
@@ -31,12 +36,21 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.integration import CTX_COMPACT
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.state import merge_context
+from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
 _Step = tuple[Literal["budget", "compact"], dict[str, Any]]
+
+# LangChain's hook for handlers that come from a context variable: every callback manager set up
+# while it holds a handler gets it, so the model call create_agent makes inside wrap_model_call is
+# booked by our ledger handler (streamed usage folded chunk by chunk) without rebinding the model.
+_MODEL_CALL_HANDLER: ContextVar[BaseCallbackHandler | None] = ContextVar(
+    "ctx_langgraph_model_call_handler", default=None
+)
+register_configure_hook(_MODEL_CALL_HANDLER, inheritable=True)
 
 
 class ContextAgentState(AgentState[Any]):
@@ -153,6 +167,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             store, config, summarizer or ExtractiveSummarizer(), model, counter
         )
         self._usage = UsageNode(ledger or UsageLedger(store))
+        self._handler = LedgerCallbackHandler(self._usage.ledger)
 
     @staticmethod
     def _config() -> RunnableConfig:
@@ -185,6 +200,24 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         except StopIteration as done:
             result: dict[str, Any] | None = done.value
             return result
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
+    ) -> Any:
+        token = _MODEL_CALL_HANDLER.set(self._handler)
+        try:
+            return handler(request)
+        finally:
+            _MODEL_CALL_HANDLER.reset(token)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
+    ) -> Any:
+        token = _MODEL_CALL_HANDLER.set(self._handler)
+        try:
+            return await handler(request)
+        finally:
+            _MODEL_CALL_HANDLER.reset(token)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._usage.invoke(dict(state), self._config()) or None

@@ -3,6 +3,8 @@ provider wire format; the ledger's totals must equal the provider's truth."""
 
 from __future__ import annotations
 
+import asyncio
+
 import fake_providers as fp
 import pytest
 from langchain_anthropic import ChatAnthropic
@@ -253,3 +255,37 @@ def test_node_alone_books_from_the_message(server, ledger):
     )
     totals = only_total(ledger, "t9")
     assert (totals.calls, totals.counts["input_total"], totals.counts["output"]) == (1, 19_250, 7)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_create_agent_middleware_books_a_stream_once_with_cumulative_usage(server, ledger, mode):
+    from langchain.agents import create_agent
+
+    from ctx_langgraph import ContextConfig, ContextManagementMiddleware
+
+    deltas = [{**ANTHROPIC_USAGE, "output_tokens": n} for n in (30, 80, 120)]
+    server.sse(
+        "/v1/messages",
+        fp.anthropic_stream("msg_30", {**ANTHROPIC_USAGE, "output_tokens": 1}, deltas),
+    )
+    model = anthropic(server, streaming=True)
+    middleware = ContextManagementMiddleware(
+        ledger.store,
+        model=model,
+        ledger=ledger,
+        config=ContextConfig(context_window=200_000, output_reserve=8_000),
+        lookup_tool=False,
+    )
+    graph = create_agent(model, tools=[], middleware=[middleware])
+    inputs = {"messages": [HumanMessage("hello", id="h1")]}
+    config = {"configurable": {"thread_id": "t1"}}  # no handler of the caller's: ours books it
+    state = (
+        graph.invoke(inputs, config)
+        if mode == "sync"
+        else asyncio.run(graph.ainvoke(inputs, config))
+    )
+    totals = only_total(ledger)
+    assert totals.calls == 1
+    assert (totals.counts["input_total"], totals.counts["output"]) == (19_250, 120)
+    assert state["context"]["last_usage"]["booked"] == "duplicate"  # the handler booked it first
+    assert state["context"]["baseline"]["measured_input_tokens"] == 19_250
