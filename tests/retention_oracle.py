@@ -1,4 +1,4 @@
-"""The retention policy of issue 7, computed apart from ``ctx_langgraph.retention``: what the
+"""The retention policy, computed apart from ``ctx_langgraph.retention``: what the
 acceptance test (``test_retention_acceptance.py``) holds the implementation's decisions to."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Acceptance of checkpoint retention (issue 7), on every checkpointer, with real threads.
+"""Acceptance of checkpoint retention, on every checkpointer, with real threads.
 
 Threads are built with a context-managed agent and two small graphs: ~30 turns, a fork
 (``update_state`` on an old checkpoint, continued, and a second fork from the first), a run
