@@ -26,11 +26,11 @@ from ctx_langgraph.retention import (
     CheckpointRetention,
     RetentionHook,
     RetentionPolicy,
-    _Row,
     created_at,
     decide,
     parse_age,
 )
+from ctx_langgraph.retention.policy import _Row
 
 NOW = dt.datetime.now(dt.timezone.utc)
 

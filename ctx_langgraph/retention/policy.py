@@ -1,0 +1,182 @@
+"""The retention policy: which checkpoints of a thread are kept, and why."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+__all__ = ["CheckpointDecision", "RetentionPolicy", "created_at", "decide", "parse_age"]
+
+INTERRUPT_CHANNEL = "__interrupt__"
+_UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """What to keep of each thread's checkpoints (per checkpoint namespace).
+
+    Args:
+        keep_last: keep the newest N checkpoints (at least 1: the latest is always kept).
+        keep_within: also keep every checkpoint younger than this; None: age does not matter.
+
+    Example:
+        >>> RetentionPolicy(keep_last=10, keep_within=dt.timedelta(days=7))
+        RetentionPolicy(keep_last=10, keep_within=datetime.timedelta(days=7))
+    """
+
+    keep_last: int = 10
+    keep_within: dt.timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keep_last, bool) or self.keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, got {self.keep_last!r}")
+        if self.keep_within is not None and self.keep_within <= dt.timedelta(0):
+            raise ValueError(f"keep_within must be positive, got {self.keep_within!r}")
+
+
+@dataclass(frozen=True)
+class _Row:
+    """What a backend reads of one checkpoint."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    bytes: int
+    writes: int
+    writes_bytes: int
+    interrupted: bool
+    root_id: str | None
+    """The root graph's checkpoint a subgraph call started from (``metadata["parents"][""]``)."""
+    delta: bool
+
+
+@dataclass(frozen=True)
+class CheckpointDecision:
+    """What the policy decided for one checkpoint, and why."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    created_at: dt.datetime | None
+    """From the checkpoint id (LangGraph's ids are time-ordered UUIDv6); None for other ids."""
+    kept: bool
+    reasons: tuple[str, ...]
+    """Why it is kept (``latest``, ``keep_last``, ``keep_within``, ``pending_writes``,
+    ``interrupt``, ``fork_point``); why it goes (``subgraph call of a removed checkpoint``), or
+    empty when no rule keeps it."""
+    bytes: int = 0
+    """The checkpoint's stored size and its writes' (blobs are counted when deleted)."""
+
+
+def created_at(checkpoint_id: str) -> dt.datetime | None:
+    """The creation time a UUIDv6 checkpoint id carries (LangGraph's ``uuid6``), else None.
+
+    Example:
+        >>> from langgraph.checkpoint.base.id import uuid6
+        >>> abs(created_at(str(uuid6())) - dt.datetime.now(dt.timezone.utc)) < dt.timedelta(seconds=5)
+        True
+        >>> created_at("not-a-uuid") is None
+        True
+    """
+    try:
+        value = UUID(checkpoint_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if value.version != 6:
+        return None
+    bits = value.int
+    ticks = ((bits >> 96) << 28) | (((bits >> 80) & 0xFFFF) << 12) | ((bits >> 64) & 0x0FFF)
+    return dt.datetime.fromtimestamp((ticks - _UUID_EPOCH) / 1e7, dt.timezone.utc)
+
+
+def decide(
+    thread_id: str, rows: Sequence[_Row], policy: RetentionPolicy, now: dt.datetime
+) -> list[CheckpointDecision]:
+    """The policy applied to one thread's checkpoints (all namespaces), newest first per namespace."""
+    by_ns: dict[str, list[_Row]] = defaultdict(list)
+    for row in rows:
+        by_ns[row.checkpoint_ns].append(row)
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for ns, ns_rows in by_ns.items():
+        ns_rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
+        children: dict[str, int] = defaultdict(int)
+        for row in ns_rows:
+            if row.parent_id:
+                children[row.parent_id] += 1
+        for index, row in enumerate(ns_rows):
+            why: list[str] = []
+            if index == 0:
+                why.append("latest")
+            if index < policy.keep_last:
+                why.append("keep_last")
+            born = created_at(row.checkpoint_id)
+            if (
+                policy.keep_within is not None
+                and born is not None
+                and born >= now - policy.keep_within
+            ):
+                why.append("keep_within")
+            if row.writes and not children[row.checkpoint_id]:
+                why.append("pending_writes")
+                if row.interrupted:
+                    why.append("interrupt")
+            reasons[(ns, row.checkpoint_id)] = why
+        # where timelines split: every branching ancestor of a kept checkpoint (the fork point
+        # of an update_state or a replay from an old checkpoint), however far up
+        parents = {row.checkpoint_id: row.parent_id for row in ns_rows}
+        visited: set[str] = set()
+        for row in ns_rows:
+            if not reasons[(ns, row.checkpoint_id)]:
+                continue
+            parent = parents.get(row.checkpoint_id)
+            while parent in parents and parent not in visited:
+                visited.add(parent)
+                if children[parent] >= 2 and "fork_point" not in reasons[(ns, parent)]:
+                    reasons[(ns, parent)].append("fork_point")
+                parent = parents.get(parent)
+    # a subgraph call's namespace goes with the root checkpoint it started from
+    root_ids = {row.checkpoint_id for row in by_ns.get("", ())}
+    gone_calls = {
+        ns
+        for ns, ns_rows in by_ns.items()
+        if ":" in ns
+        and any(r.root_id in root_ids and not reasons[("", str(r.root_id))] for r in ns_rows)
+    }
+    decisions = []
+    for ns in sorted(by_ns):
+        for row in by_ns[ns]:
+            why = reasons[(ns, row.checkpoint_id)]
+            kept = bool(why) and ns not in gone_calls
+            decisions.append(
+                CheckpointDecision(
+                    thread_id,
+                    ns,
+                    row.checkpoint_id,
+                    row.parent_id,
+                    created_at(row.checkpoint_id),
+                    kept,
+                    tuple(why)
+                    if ns not in gone_calls
+                    else ("subgraph call of a removed checkpoint",),
+                    row.bytes + row.writes_bytes,
+                )
+            )
+    return decisions
+
+
+def parse_age(text: str) -> dt.timedelta:
+    """``7d``, ``12h``, ``30m``, ``45s`` or ``2w`` as a timedelta (the CLI's ``--keep-within``).
+
+    Example:
+        >>> parse_age("7d"), parse_age("36h")
+        (datetime.timedelta(days=7), datetime.timedelta(days=1, seconds=43200))
+    """
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+    text = text.strip().lower()
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise ValueError(f"an age looks like 7d, 12h, 30m, 45s or 2w; got {text!r}")
+    return dt.timedelta(**{units[text[-1]]: int(text[:-1])})
