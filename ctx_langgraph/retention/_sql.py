@@ -256,26 +256,6 @@ def _memory_prune(
     )
 
 
-def _drive(flow: Generator[_Sql, Any, RetentionReport], run: Any) -> RetentionReport:
-    try:
-        stmt = next(flow)
-        while True:
-            stmt = flow.send(run(stmt))
-    except StopIteration as done:
-        report: RetentionReport = done.value
-        return report
-
-
-async def _adrive(flow: Generator[_Sql, Any, RetentionReport], run: Any) -> RetentionReport:
-    try:
-        stmt = next(flow)
-        while True:
-            stmt = flow.send(await run(stmt))
-    except StopIteration as done:
-        report: RetentionReport = done.value
-        return report
-
-
 def _sqlite_run(conn: Any, stmt: _Sql) -> Any:
     cur = conn.execute(stmt.sql, list(stmt.params))
     if stmt.fetch:

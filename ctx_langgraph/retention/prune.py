@@ -12,15 +12,14 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
+from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.errors import RetentionError
 from ctx_langgraph.retention._sql import (
     _THREADS,
     Dialect,
-    _adrive,
     _aiosqlite_run,
     _apg_connection,
     _apg_run,
-    _drive,
     _memory_prune,
     _pg_connection,
     _pg_run,
@@ -152,7 +151,7 @@ class CheckpointRetention:
             try:
                 with self._sync_cursor(transaction=True) as run:
                     flow = _sql_thread_flow(self.dialect, thread_id, self.policy, now, dry_run)
-                    return _drive(flow, run)
+                    return run_flow(flow, run)
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
@@ -221,7 +220,7 @@ class CheckpointRetention:
             try:
                 async with self._async_cursor(transaction=True) as run:
                     flow = _sql_thread_flow(self.dialect, thread_id, self.policy, now, dry_run)
-                    return await _adrive(flow, run)
+                    return await arun_flow(flow, run)
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
