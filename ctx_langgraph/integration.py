@@ -110,7 +110,7 @@ def _rewire(builder: StateGraph[Any, Any, Any, Any], model_node: str) -> None:
     for name, node_spec in builder.nodes.items():
         ends = node_spec.ends or ()
         targets = ends.values() if isinstance(ends, dict) else ends
-        if model_node in targets and name not in (model_node,):
+        if model_node in targets and name != model_node:
             log.warning(
                 "ctx-langgraph: node %r can send Command(goto=%r), which skips ctx_budget; route "
                 "to the model node with edges (or goto=%r) so every request is budgeted",

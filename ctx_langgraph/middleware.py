@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AnyMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.config import get_config
@@ -25,6 +24,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
+from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.node import BudgetNode
 from ctx_langgraph.budget.provider_count import ProviderCountHook
@@ -169,37 +169,27 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         self._usage = UsageNode(ledger or UsageLedger(store))
         self._handler = LedgerCallbackHandler(self._usage.ledger)
 
-    @staticmethod
-    def _config() -> RunnableConfig:
-        return get_config()
+    def _node(self, kind: str) -> BudgetNode | CompactNode:
+        return self._budget if kind == "budget" else self._compact
 
     def before_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        config = self._config()
-        steps = _before_model_steps(dict(state), self.max_rounds)
-        try:
-            kind, local = next(steps)
-            while True:
-                node = self._budget if kind == "budget" else self._compact
-                kind, local = steps.send(node.invoke(local, config))
-        except StopIteration as done:
-            result: dict[str, Any] | None = done.value
-            return result
+        config = get_config()
+        return run_flow(
+            _before_model_steps(dict(state), self.max_rounds),
+            lambda step: self._node(step[0]).invoke(step[1], config),
+        )
 
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        config = self._config()
-        steps = _before_model_steps(dict(state), self.max_rounds)
-        try:
-            kind, local = next(steps)
-            while True:
-                node = self._budget if kind == "budget" else self._compact
-                kind, local = steps.send(await node.ainvoke(local, config))
-        except StopIteration as done:
-            result: dict[str, Any] | None = done.value
-            return result
+        config = get_config()
+
+        async def serve(step: _Step) -> dict[str, Any]:
+            return await self._node(step[0]).ainvoke(step[1], config)
+
+        return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
@@ -220,9 +210,9 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             _MODEL_CALL_HANDLER.reset(token)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._usage.invoke(dict(state), self._config()) or None
+        return self._usage.invoke(dict(state), get_config()) or None
 
     async def aafter_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        return await self._usage.ainvoke(dict(state), self._config()) or None
+        return await self._usage.ainvoke(dict(state), get_config()) or None

@@ -296,7 +296,7 @@ def test_a_user_context_key_of_another_type_is_refused(memory_store: Any) -> Non
         add_context_management(builder, model_node="agent", store=memory_store, config=WINDOW)
 
 
-def test_create_context_agent_counts_its_prompt_and_tools(memory_store: Any) -> None:
+def test_create_context_agent_answers_through_its_tools(memory_store: Any) -> None:
     model = MeteringChatModel(replies=[tool_agent_reply])
     graph = create_context_agent(
         model, [get_order_status], store=memory_store, config=WINDOW, prompt="You are terse."

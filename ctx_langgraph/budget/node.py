@@ -82,14 +82,14 @@ def _flagged(message: BaseMessage) -> bool:
     return _synthetic(message) or bool(kwargs.get(CAPPED_FLAG) or kwargs.get(CLEARED_FLAG))
 
 
-def _fingerprint(messages: Sequence[BaseMessage], tools_json: str, model_id: str) -> str:
+def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) -> str:
     """Hash of what every request starts with: the leading system prompt, the tools, the model."""
     system = [
         str(m.content)
         for m in itertools.takewhile(lambda m: m.type == "system", messages)
         if not is_summary(m)
     ]
-    digest = hashlib.blake2b(json.dumps([system, tools_json, model_id]).encode(), digest_size=12)
+    digest = hashlib.blake2b(json.dumps([system, overhead, model_id]).encode(), digest_size=12)
     return digest.hexdigest()
 
 
@@ -199,25 +199,26 @@ class BudgetNode:
         self.counter = self.counter or default_counter(self.model)
         self.budget: ResolvedBudget = self.config.resolve(self.model)
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
-        self.tools_json = json.dumps(schemas, sort_keys=True, default=str)
-        self.tool_tokens = self.counter.count_tools(schemas) if schemas else 0
+        # what every request carries besides the messages: the tool schemas and a system prompt
+        # the model node adds itself (counted as overhead, and part of the fingerprint)
+        self.overhead_text = json.dumps(schemas, sort_keys=True, default=str)
+        self.overhead_tokens = self.counter.count_tools(schemas) if schemas else 0
         if self.system_prompt:
-            # part of every request like the tool schemas: counted as overhead, and in the fingerprint
-            self.tool_tokens += self.counter.count_message(SystemMessage(self.system_prompt))
-            self.tools_json += "\n" + self.system_prompt
+            self.overhead_tokens += self.counter.count_message(SystemMessage(self.system_prompt))
+            self.overhead_text += "\n" + self.system_prompt
         self.model_id = str(
             getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or ""
         )
         budget = self.budget
         summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
-        floor = self.tool_tokens + summary_cap + budget.keep_recent_tokens
+        floor = self.overhead_tokens + summary_cap + budget.keep_recent_tokens
         if floor > budget.trigger:
             log.warning(
                 "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
                 "up to %d + kept tail %d), above the trigger %d: compaction could run on every "
                 "turn. Lower keep_recent_tokens or summary_max_tokens, or raise the window.",
                 floor,
-                self.tool_tokens,
+                self.overhead_tokens,
                 summary_cap,
                 budget.keep_recent_tokens,
                 budget.trigger,
@@ -330,7 +331,7 @@ class BudgetNode:
         )
 
         # 4. invalidate the baseline when the measured prefix changed
-        fingerprint = _fingerprint(view, self.tools_json, self.model_id)
+        fingerprint = _fingerprint(view, self.overhead_text, self.model_id)
         if context.get("fingerprint") not in (None, fingerprint):
             reasons.append("system prompt, tools or model changed")
         if reasons:
@@ -343,7 +344,7 @@ class BudgetNode:
             context=context,
             counter=counter,
             cache=self.cache,
-            tool_tokens=self.tool_tokens,
+            tool_tokens=self.overhead_tokens,
             margin=self.config.margin,
         )
         if (
@@ -399,7 +400,7 @@ class BudgetNode:
             counted = view[-estimate.counted_messages :] if estimate.counted_messages else []
             words = counter.message_word_chars(counted)
             if estimate.method == "recount":
-                words += counter.word_chars(self.tools_json)
+                words += counter.word_chars(self.overhead_text)
             update_context["request"]["counted_word_chars"] = words
             update_context["calibrated_with"] = context.get("calibrated_with")
         update: dict[str, Any] = {"context": update_context}
@@ -464,7 +465,7 @@ class BudgetNode:
         assert counter is not None
         pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(view[-1:])
         largest = max((self.cache.count(counter, m) for m in view), default=0)
-        floor = self.tool_tokens + sum(self.cache.count(counter, m) for m in pinned)
+        floor = self.overhead_tokens + sum(self.cache.count(counter, m) for m in pinned)
         if floor + self.config.margin(floor) > budget.usable:
             raise ContextBudgetExceeded(
                 estimate=estimate.total,
