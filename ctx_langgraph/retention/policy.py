@@ -6,7 +6,8 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from uuid import UUID
+
+from langgraph.checkpoint.base.id import UUID
 
 __all__ = ["CheckpointDecision", "RetentionPolicy", "created_at", "decide", "parse_age"]
 
@@ -88,9 +89,8 @@ def created_at(checkpoint_id: str) -> dt.datetime | None:
         return None
     if value.version != 6:
         return None
-    bits = value.int
-    ticks = ((bits >> 96) << 28) | (((bits >> 80) & 0xFFFF) << 12) | ((bits >> 64) & 0x0FFF)
-    return dt.datetime.fromtimestamp((ticks - _UUID_EPOCH) / 1e7, dt.timezone.utc)
+    # LangGraph's UUID reads the v6 time field (100-ns ticks since 1582-10-15)
+    return dt.datetime.fromtimestamp((value.time - _UUID_EPOCH) / 1e7, dt.timezone.utc)
 
 
 def decide(
