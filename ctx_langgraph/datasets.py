@@ -28,9 +28,18 @@ class QAItem:
     question: str
     answer: str
     evidence: tuple[str, ...]
-    category: int | None = None
+    category: int | str | None = None
+    """LoCoMo: 1-5 (5 = adversarial: ``answer`` is the wrong answer it baits); generated agent
+    sessions: ``identifier``, ``amount``, ``path`` or ``correction``."""
     query: str | None = None
     """Keywords that find the evidence (synthetic data only)."""
+    superseded: str | None = None
+    """Correction questions: the earlier value the answer replaced (must not read as current)."""
+
+    @property
+    def answerable(self) -> bool:
+        """False for LoCoMo's adversarial questions (category 5), whose ``answer`` is a trap."""
+        return self.category != 5
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ __all__ = [
     "CompactionFailed",
     "ContextBudgetExceeded",
     "ContextManagementError",
+    "DatasetError",
     "EventConflict",
     "HistoryStoreError",
     "ProviderCountError",
@@ -197,3 +198,10 @@ class RetentionError(ContextManagementError):
     """Checkpoint retention cannot prune as asked: an unsupported checkpointer, a sync call on
     an async saver, or a thread whose values are rebuilt from older checkpoints (a
     ``DeltaChannel``). Nothing of the refused thread was deleted."""
+
+
+class DatasetError(ContextManagementError, ValueError):
+    """An evaluation dataset (LoCoMo file, JSONL trace, generated session) is malformed.
+
+    The message names the file and, for line formats, the line number.
+    """

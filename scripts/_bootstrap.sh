@@ -32,7 +32,7 @@ bootstrap() {
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "==> installing ctx-langgraph and its dependencies into $VENV"
     "$PY" -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-    "$PY" -m pip install --quiet -e "$ROOT[dev,studio,notebooks]" 2> >(grep -v "is ignored: it is neither" >&2)
+    "$PY" -m pip install --quiet -e "$ROOT[dev,studio,notebooks,eval]" 2> >(grep -v "is ignored: it is neither" >&2)
     echo "$want" >"$stamp"
   fi
   export PATH="$VENV/bin:$PATH"
