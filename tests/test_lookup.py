@@ -129,7 +129,7 @@ class Lookup:
         text = await self.raw(args, config(**configurable))
         assert isinstance(text, str)
         page = json.loads(text)
-        assert list(page) == ["notice", "records", "next_cursor"], text
+        assert [key for key in page if key != "match"] == ["notice", "records", "next_cursor"]
         assert page["notice"] == NOTICE
         assert COUNTER.count_text(text) <= self.max_tokens
         return page
@@ -184,6 +184,39 @@ async def test_finds_an_identifier_planted_early_and_pages_every_hit_exactly_onc
 
     records, _ = await lookup.all_pages({"query": "where shipment", "newest_first": True})
     assert [r["seq"] for r in records] == expected[::-1]
+
+
+async def test_a_question_no_record_fully_matches_gets_the_best_partial_matches_ranked(store, mode):
+    filler = [
+        HumanMessage(f"chat about the weather and work, note {n}", id=f"f{n}") for n in range(60)
+    ]
+    story = " It was a long day, and the evening went on with dinner, music and a walk home." * 2
+    planted = [
+        HumanMessage("I went to the LGBTQ support group yesterday." + story, id="lgbtq"),
+        HumanMessage("The support group for parents meets on Tuesdays." + story, id="parents"),
+        HumanMessage("My team had a group photo at work." + story, id="photo"),
+    ]
+    history = filler[:20] + planted[:1] + filler[20:40] + planted[1:] + filler[40:]
+    store.append("t1", history)
+    lookup = Lookup.of(store, mode, max_tokens=1000)
+    question = {"query": "When did Caroline go to the LGBTQ support group?"}
+
+    page = await lookup.page(question)
+    # 'lgbtq' is the rarest word, then 'support' + 'group' beat 'group' alone; the filler
+    # matches no word of the question and never comes back
+    assert [r["event_id"] for r in page["records"]] == ["lgbtq", "parents", "photo"]
+    assert page["match"].startswith("No record contains every word")
+    assert page["next_cursor"] is None
+
+    tight = Lookup.of(store, mode, max_tokens=300)
+    records, pages = await tight.all_pages(question)
+    assert [r["event_id"] for r in records] == ["lgbtq", "parents", "photo"]
+    assert pages > 1  # the ranked order goes on, page after page, with no repeat
+
+    exact = await lookup.page({"query": "support group"})  # some records have every word
+    assert "match" not in exact
+    assert [r["event_id"] for r in exact["records"]] == ["lgbtq", "parents"]
+    assert (await lookup.page({"query": "what is the"}))["records"] == []  # glue words only
 
 
 async def test_filters_narrow_by_seq_time_role_and_tool(store, mode):
