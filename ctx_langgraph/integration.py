@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph._branch import BranchSpec
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -254,7 +255,7 @@ def create_context_agent(
     config: ContextConfig | None = None,
     summarizer: Summarizer | None = None,
     prompt: str | None = None,
-    lookup_tool: bool = True,
+    lookup_tool: bool | BaseTool = True,
     ledger: UsageLedger | None = None,
     counter: TokenCounter | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
@@ -272,7 +273,8 @@ def create_context_agent(
         config: the budget; the window may come from the model's profile.
         summarizer: the compaction summarizer (default: the offline extractive one).
         prompt: a system prompt prepended to every request (not stored in the state).
-        lookup_tool: give the model the history lookup tool.
+        lookup_tool: give the model the history lookup tool (``True``: one with default
+            settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
         counter: overrides the token counter picked from the model name.
 
@@ -289,7 +291,9 @@ def create_context_agent(
         ('Hi!', 'proceed')
     """
     all_tools = list(tools)
-    if lookup_tool:
+    if isinstance(lookup_tool, BaseTool):
+        all_tools.append(lookup_tool)
+    elif lookup_tool:
         all_tools.append(make_history_lookup_tool(store))
     bound = model.bind_tools(all_tools) if all_tools else model
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolArg, StructuredTool, ToolException
 from langgraph.prebuilt import ToolRuntime
@@ -32,6 +33,7 @@ from pydantic import BaseModel, Field
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.estimate import LOOKUP_MARK
+from ctx_langgraph.budget.node import CAPPED_FLAG, CLEARED_FLAG
 from ctx_langgraph.errors import ScopeError
 from ctx_langgraph.history._sql import query_terms
 from ctx_langgraph.history.base import HistoryStore
@@ -79,7 +81,8 @@ DESCRIPTION = (
     "instructions. Filter with query (every word must appear; when no record has them all, "
     "the best partial matches come ranked), min_seq/max_seq, since/until (ISO-8601 "
     "times), role (user, assistant, tool or system) and tool_name; set newest_first for the "
-    "most recent first. To read one record's full text (a capped or cleared tool output "
+    "most recent first. Searches leave out the messages you already have in context. To read "
+    "one record's full text (a capped or cleared tool output "
     'shows its handle, "history:<event_id>"), pass handle. A record with "cut" was shortened: '
     "call again with the handle and cursor it gives. When next_cursor is not null, call again "
     "with cursor=next_cursor for the next page."
@@ -368,6 +371,20 @@ def _state_context(runtime: object) -> Mapping[str, Any] | None:
     return context if isinstance(context, Mapping) else None
 
 
+def _in_context(runtime: object) -> frozenset[str]:
+    """Ids of the messages the graph state holds verbatim (not capped or cleared previews)."""
+    if not isinstance(runtime, ToolRuntime) or not isinstance(runtime.state, Mapping):
+        return frozenset()
+    messages = runtime.state.get("messages") or ()
+    return frozenset(
+        str(m.id)
+        for m in messages
+        if isinstance(m, BaseMessage)
+        and m.id
+        and not (m.additional_kwargs.get(CAPPED_FLAG) or m.additional_kwargs.get(CLEARED_FLAG))
+    )
+
+
 def _run_scope(config: RunnableConfig | None, runtime: object) -> Scope:
     configurable = (config or {}).get("configurable") or {}
     if not configurable.get("thread_id"):
@@ -418,6 +435,8 @@ class _Page:
         self.tokens = 0
         self.note: str | None = None
         """Said on the page when its records are not exact matches (a ranked search)."""
+        self.in_context: frozenset[str] = frozenset()
+        """Event ids of the messages the model already has verbatim: searches leave them out."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         page: dict[str, Any] = {"notice": NOTICE}
@@ -520,10 +539,14 @@ def _search_flow(
             hits: SearchPage = yield _Search(scope, filters.search_options(after_seq))
         except ValueError as exc:  # the store refuses the filters (e.g. a query with no words)
             raise ToolException(f"the history search refused these filters: {exc}.") from None
-        if first and not hits.hits and len(_ranked_terms(filters.query)) > 1:
+        shown = [event for event in hits.hits if event.event_id not in page.in_context]
+        if first and not shown and not hits.has_more and len(_ranked_terms(filters.query)) > 1:
             return (yield from _ranked_flow(scope, filters, 0, page))
         first = False
         for index, event in enumerate(hits.hits):
+            if event.event_id in page.in_context:  # the model has it already
+                after_seq = event.seq
+                continue
             cursor = _SearchCursor(filters, event.seq).encode()
             added = page.add(event, 0, _always(cursor))
             if added is None:  # no room left: the next page starts with this hit
@@ -561,7 +584,8 @@ def _ranked_flow(
         hits: SearchPage = yield _Search(scope, options)
         hits_per_term[term] = len(hits.hits) * (4 if hits.has_more else 1)
         for event in hits.hits:
-            found.setdefault(event.event_id, event)
+            if event.event_id not in page.in_context:
+                found.setdefault(event.event_id, event)
     newest = max((event.seq for event in found.values()), default=1)
     weight = {t: math.log1p(newest / n) for t, n in hits_per_term.items() if n}
 
@@ -624,6 +648,7 @@ def _lookup_flow(
     args: _LookupArgs, config: RunnableConfig | None, runtime: object, page: _Page
 ) -> Generator[_Request, Any, str]:
     scope = _run_scope(config, runtime)
+    page.in_context = _in_context(runtime)
     cursor = _decode_cursor(args.cursor) if args.cursor and args.cursor.strip() else None
     if args.handle is not None and args.handle.strip():
         event_id = _event_id(args.handle)

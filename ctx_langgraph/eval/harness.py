@@ -1,0 +1,393 @@
+"""The replay loop: every conversation through every strategy, then the questions, then the
+metrics (``metrics.json``) and the per-call series (``series.json``)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import platform
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from ctx_langgraph.budget.counters import TokenCounter, default_counter
+from ctx_langgraph.budget.estimate import SUMMARY_FLAG
+from ctx_langgraph.datasets import Conversation, QAItem
+from ctx_langgraph.eval.metrics import (
+    answer_f1,
+    answer_in_context,
+    context_text,
+    correction_respected,
+    coverage,
+    evidence_available,
+    orphan_tool_messages,
+)
+from ctx_langgraph.eval.replay import ModelCall, ReplayTurn, replay_tools, replay_turns
+from ctx_langgraph.eval.strategies import (
+    OURS,
+    STRATEGIES,
+    Strategy,
+    build_strategy,
+    claimed_by_prefix,
+    eval_config,
+    summary_messages,
+)
+
+__all__ = ["RATES", "ConversationRun", "aggregate", "run_conversation", "run_eval"]
+
+RATES = (
+    "evidence_available_strict",
+    "evidence_available_lenient",
+    "answer_in_context",
+    "correction_respected",
+    "answer_f1",
+)
+_SUMS = (
+    "input_tokens_total",
+    "model_calls",
+    "over_window_calls",
+    "summarizer_calls",
+    "summarizer_input_tokens",
+    "summarizer_output_tokens",
+    "compactions",
+    "coverage_gaps",
+    "coverage_overlaps",
+    "orphan_tool_messages",
+    "question_input_tokens_total",
+    "wall_seconds",
+)
+_MAXES = ("input_tokens_max", "max_summaries_in_prompt")
+_EVIDENCE_ID = re.compile(r"D(\d+):0*(\d+)")
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class ConversationRun:
+    """One strategy over one conversation: scalar metrics, per-question checks, per-call series."""
+
+    strategy: str
+    conversation: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    series: dict[str, list[int]] = field(default_factory=dict)
+
+
+def _evidence_ids(item: QAItem, known: dict[str, BaseMessage]) -> list[str]:
+    """The question's evidence ids that name messages (LoCoMo writes some as ``D8:06`` or
+    several in one string)."""
+    out: list[str] = []
+    for raw in item.evidence:
+        if raw in known:
+            out.append(raw)
+            continue
+        out.extend(key for s, t in _EVIDENCE_ID.findall(raw) if (key := f"D{s}:{t}") in known)
+    return list(dict.fromkeys(out))
+
+
+def _summary_key(message: BaseMessage) -> str:
+    flag = message.additional_kwargs.get(SUMMARY_FLAG)
+    if isinstance(flag, dict) and flag.get("checkpoint_id"):
+        return str(flag["checkpoint_id"])
+    return hashlib.sha1(message.text.encode()).hexdigest()
+
+
+def _claimed(
+    strategy: Strategy, call: ModelCall, history: Sequence[str], ids_by_seq: list[str]
+) -> frozenset[str]:
+    summaries = summary_messages(call.messages)
+    if not summaries:
+        return frozenset()
+    if strategy.name in OURS:
+        flag = summaries[0].additional_kwargs.get(SUMMARY_FLAG) or {}
+        through = int(flag.get("covered_through_seq", 0))
+        return frozenset(ids_by_seq[:through])
+    if call.claimed is not None:  # langmem records the ids it summarized
+        return call.claimed
+    return claimed_by_prefix(call.messages, history)
+
+
+def _question_checks(
+    item: QAItem, call: ModelCall, known: dict[str, BaseMessage], answer: str | None
+) -> dict[str, Any]:
+    context = context_text(call.messages)
+    evidence = _evidence_ids(item, known)
+    strict = lenient = None
+    if evidence:
+        strict, lenient = evidence_available(context, [known[e].text for e in evidence])
+    in_context = answer_in_context(context, item.answer) if item.answerable else None
+    correction = None
+    if item.superseded:
+        correction = correction_respected(context, item.answer, item.superseded)
+    return {
+        "question": item.question,
+        "category": str(item.category),
+        "evidence_available_strict": strict,
+        "evidence_available_lenient": lenient,
+        "answer_in_context": in_context,
+        "correction_respected": correction,
+        "answer_f1": answer_f1(answer, item.answer)
+        if answer is not None and item.answerable
+        else None,
+        "input_tokens": call.input_tokens,
+    }
+
+
+def _rate(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return round(sum(float(v) for v in values) / len(values), 4) if values else None
+
+
+def question_rates(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Rates over questions, overall and by category."""
+    out: dict[str, Any] = {"questions": len(rows)}
+    out.update({key: _rate(rows, key) for key in RATES})
+    by_category: dict[str, Any] = {}
+    for category in sorted({row["category"] for row in rows}, key=lambda c: (len(c), c)):
+        group = [row for row in rows if row["category"] == category]
+        by_category[category] = {"questions": len(group)} | {k: _rate(group, k) for k in RATES}
+    out["by_category"] = by_category
+    return out
+
+
+def run_conversation(
+    conversation: Conversation,
+    name: str,
+    *,
+    window: int,
+    counter: TokenCounter,
+    retrieval_tokens: int = 1000,
+    reader: BaseChatModel | None = None,
+    tool_specs: Sequence[dict[str, Any]] = (),
+    turns: Sequence[ReplayTurn] | None = None,
+    log: Log | None = None,
+    advance: Callable[[int], None] | None = None,
+) -> ConversationRun:
+    """Replay ``conversation`` through strategy ``name``, ask its questions from the final state
+    (each from the same checkpoint), and measure."""
+    turns = list(turns) if turns is not None else replay_turns(conversation)
+    tools = replay_tools(turns, tool_specs)
+    usable = eval_config(window).resolve().usable
+    strategy = build_strategy(
+        name,
+        tools=tools,
+        window=window,
+        counter=counter,
+        retrieval_tokens=retrieval_tokens,
+        reader=reader,
+    )
+    thread: Any = {"configurable": {"thread_id": "eval"}, "recursion_limit": 500}
+    script = strategy.script
+    history: list[str] = []
+    history_at_call: list[int] = []
+    started = time.perf_counter()
+    try:
+        for turn in turns:
+            script.play(turn.steps, turn.index)
+            before, base = len(script.calls), len(history) + len(turn.inputs)
+            strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
+            made = len(script.calls) - before
+            if made != len(turn.steps):
+                raise RuntimeError(
+                    f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
+                )
+            for step in turn.steps:
+                history_at_call.append(base)
+                base += 1 + len(step.tool_calls)
+            history.extend(str(m.id) for m in turn.messages)
+            if advance:
+                advance(1)
+        replay_calls = list(script.calls)
+        final = strategy.graph.get_state(thread).config
+        known = {str(m.id): m for m in conversation.messages}
+        rows: list[dict[str, Any]] = []
+        for index, item in enumerate(conversation.questions):
+            script.ask(index, item.question)
+            strategy.graph.invoke(
+                {"messages": [HumanMessage(item.question, id=f"question-{index}")]},
+                {**final, "recursion_limit": 50},
+            )
+            answer = script.answers.get(index) if reader is not None else None
+            rows.append(_question_checks(item, script.calls[-1], known, answer))
+        question_calls = script.calls[len(replay_calls) :]
+        wall = time.perf_counter() - started
+        ids_by_seq: list[str] = []
+        if strategy.store is not None:
+            ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
+        run = ConversationRun(name, conversation.name, questions=rows)
+        gaps = overlaps = orphans = most_summaries = 0
+        compaction_calls: list[int] = []
+        last_key: str | None = None
+        for index, call in enumerate(replay_calls):
+            seen = history[: history_at_call[index]]
+            summaries = summary_messages(call.messages)
+            present = {str(m.id) for m in call.messages if m.id and m not in summaries}
+            claimed = _claimed(strategy, call, seen, ids_by_seq)
+            gap, overlap = coverage(present, claimed, seen, len(summaries))
+            gaps += gap
+            overlaps += overlap
+            orphans += orphan_tool_messages(call.messages)
+            most_summaries = max(most_summaries, len(summaries))
+            key = _summary_key(summaries[0]) if summaries else None
+            if key is not None and key != last_key:
+                compaction_calls.append(index)
+            last_key = key
+        tokens = [call.input_tokens for call in replay_calls]
+        stats = strategy.summarizer_stats
+        run.metrics = {
+            **question_rates(rows),
+            "input_tokens_total": sum(tokens),
+            "input_tokens_max": max(tokens, default=0),
+            "model_calls": len(replay_calls),
+            "over_window_calls": sum(t > usable for t in tokens),
+            "summarizer_calls": stats.calls,
+            "summarizer_input_tokens": stats.input_tokens,
+            "summarizer_output_tokens": stats.output_tokens,
+            "compactions": len(compaction_calls),
+            "coverage_gaps": gaps,
+            "coverage_overlaps": overlaps,
+            "orphan_tool_messages": orphans,
+            "max_summaries_in_prompt": most_summaries,
+            "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
+            "wall_seconds": round(wall, 3),
+        }
+        run.series = {
+            "input_tokens": tokens,
+            "turn": [call.turn for call in replay_calls],
+            "compaction_calls": compaction_calls,
+        }
+        if log:
+            m = run.metrics
+            log(
+                f"{conversation.name} · {name}: evidence {m['evidence_available_lenient']}, "
+                f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
+                f"compactions {m['compactions']}, {wall:.1f} s"
+            )
+        return run
+    finally:
+        strategy.close()
+
+
+def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
+    """One strategy's metrics over conversations: rates over all questions, sums, maxima, and
+    each conversation's own figures."""
+    rows = [row for run in runs for row in run.questions]
+    out = question_rates(rows)
+    for key in _SUMS:
+        out[key] = round(sum(run.metrics[key] for run in runs), 3)
+    for key in _MAXES:
+        out[key] = max((run.metrics[key] for run in runs), default=0)
+    out["conversations"] = {
+        run.conversation: {k: v for k, v in run.metrics.items() if k != "by_category"}
+        for run in runs
+    }
+    return out
+
+
+def _versions() -> dict[str, str]:
+    names = {
+        "ctx_langgraph": "ctx-langgraph",
+        "langgraph": "langgraph",
+        "langchain": "langchain",
+        "langchain_core": "langchain-core",
+        "langmem": "langmem",
+    }
+    out = {}
+    for key, dist in names.items():
+        try:
+            out[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[key] = "not installed"
+    out["python"] = platform.python_version()
+    return out
+
+
+def run_eval(
+    conversations: Sequence[Conversation],
+    strategies: Sequence[str] = STRATEGIES,
+    *,
+    window: int = 4096,
+    dataset: str = "",
+    data_format: str = "",
+    seed: int = 0,
+    retrieval_tokens: int = 1000,
+    reader: BaseChatModel | None = None,
+    tool_specs: Sequence[dict[str, Any]] = (),
+    counter: TokenCounter | None = None,
+    log: Log | None = None,
+    progress: Any = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every conversation through every strategy: ``(metrics, series)`` as documented in
+    :mod:`ctx_langgraph.eval`.
+
+    Example:
+        >>> from ctx_langgraph.datasets import synthetic_conversation
+        >>> conv = synthetic_conversation(seed=1, sessions=2, turns_per_session=20)
+        >>> metrics, series = run_eval([conv], ["last_n", "summary_tail_lookup"], window=1024)
+        >>> sorted(metrics["strategies"])
+        ['last_n', 'summary_tail_lookup']
+        >>> metrics["strategies"]["summary_tail_lookup"]["coverage_gaps"]
+        0
+    """
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    counter = counter or default_counter("gpt-4o")
+    config = eval_config(window)
+    budget = config.resolve()
+    runs: dict[str, list[ConversationRun]] = {name: [] for name in strategies}
+    series: dict[str, Any] = {}
+    for conversation in conversations:
+        turns = replay_turns(conversation)
+        for name in strategies:
+            task = (
+                progress.task(f"{conversation.name} · {name}", total=len(turns))
+                if progress
+                else None
+            )
+
+            def advance(n: int, task: Any = task) -> None:
+                if progress is not None:
+                    progress.advance(task, n)
+
+            run = run_conversation(
+                conversation,
+                name,
+                window=window,
+                counter=counter,
+                retrieval_tokens=retrieval_tokens,
+                reader=reader,
+                tool_specs=tool_specs,
+                turns=turns,
+                log=log,
+                advance=advance,
+            )
+            if progress is not None:
+                progress.task_done(task)
+            runs[name].append(run)
+            series.setdefault(conversation.name, {})[name] = run.series
+    metrics = {
+        "dataset": dataset,
+        "format": data_format,
+        "window": window,
+        "seed": seed,
+        "conversations": [c.name for c in conversations],
+        "versions": _versions(),
+        "settings": {
+            "retrieval_tokens": retrieval_tokens,
+            "usable": budget.usable,
+            "trigger": budget.trigger,
+            "target": budget.target,
+            "keep_recent_tokens": budget.keep_recent_tokens,
+            "summary_max_tokens": config.summary_max_tokens,
+            "counter": counter.id,
+            "reader": "scripted" if reader is None else type(reader).__name__,
+        },
+        "strategies": {name: aggregate(runs[name]) for name in strategies},
+    }
+    return metrics, series

@@ -1,0 +1,324 @@
+"""The context strategies under comparison, each a real LangGraph agent around the same replay.
+
+- ``full``: every message, every call (the price of sending everything; it stops fitting the
+  window at some point, which ``over_window_calls`` counts);
+- ``last_n``: LangChain's ``trim_messages`` (the newest messages that fit the usable window);
+- ``summary_only``: ours with (almost) no recent tail: the summary and the current turn;
+- ``summary_tail``: ours, summary + recent tail;
+- ``summary_tail_lookup``: ours with the history lookup tool;
+- ``langmem``: langmem's ``SummarizationNode`` wired as its docs wire it;
+- ``langchain``: ``create_agent`` + LangChain's ``SummarizationMiddleware``.
+
+Summarizing peers get :class:`~ctx_langgraph.eval.replay.ExtractiveChatModel` (offline), so
+everyone summarizes with the same ability; budgets come from one :class:`ContextConfig`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages.utils import trim_messages
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from typing_extensions import TypedDict
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.estimate import is_summary
+from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
+from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.eval.replay import (
+    CountingSummarizer,
+    ExtractiveChatModel,
+    ReplayModel,
+    Script,
+    SummarizerStats,
+)
+from ctx_langgraph.history import HistoryStore, SQLiteHistoryStore
+from ctx_langgraph.integration import create_context_agent
+from ctx_langgraph.lookup import make_history_lookup_tool
+
+__all__ = [
+    "OURS",
+    "STRATEGIES",
+    "Strategy",
+    "build_strategy",
+    "claimed_by_prefix",
+    "eval_config",
+    "is_summary_message",
+    "summary_messages",
+]
+
+STRATEGIES = (
+    "full",
+    "last_n",
+    "summary_only",
+    "summary_tail",
+    "summary_tail_lookup",
+    "langmem",
+    "langchain",
+)
+OURS = frozenset({"summary_only", "summary_tail", "summary_tail_lookup"})
+_LANGMEM_SERDE = ("langmem.short_term.summarization", "RunningSummary")
+_LC_SUMMARY_SOURCE = "summarization"
+
+
+def eval_config(window: int) -> ContextConfig:
+    """One budget for every strategy at a window: 1/8 reserved for output, compaction above 80%
+    of the rest down to 50%, a recent tail of half the target and a summary cap of a third."""
+    reserve = max(256, window // 8)
+    target = int(0.5 * (window - reserve))
+    return ContextConfig(
+        context_window=window,
+        output_reserve=reserve,
+        trigger=0.8,
+        target=0.5,
+        keep_recent_tokens=target // 2,
+        summary_max_tokens=max(64, target // 3),
+    )
+
+
+@dataclass
+class Strategy:
+    """A compiled agent for one strategy, with the replay model and what to measure."""
+
+    name: str
+    graph: Any
+    script: Script
+    summarizer_stats: SummarizerStats
+    store: HistoryStore | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in reversed(self.closers):
+            close()
+
+
+def summary_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The summary messages in a request, whoever wrote them (ours, langmem's, LangChain's)."""
+    return [m for m in messages if is_summary_message(m)]
+
+
+def is_summary_message(message: BaseMessage) -> bool:
+    if is_summary(message):
+        return True
+    if isinstance(message, SystemMessage) and message.text.startswith(
+        "Summary of the conversation so far:"
+    ):
+        return True
+    return message.additional_kwargs.get("lc_source") == _LC_SUMMARY_SOURCE
+
+
+def _count_messages(counter: TokenCounter) -> Callable[[Any], int]:
+    """A ``token_counter`` for LangChain's and langmem's trimming: our counter, message by
+    message."""
+
+    def count(messages: Any) -> int:
+        return sum(counter.count_message(m) for m in messages)
+
+    return count
+
+
+def _messages_graph(model_node: Callable[[Any], dict[str, Any]], tools: Sequence[BaseTool]) -> Any:
+    builder: Any = StateGraph(MessagesState)
+    builder.add_node("model", model_node)
+    builder.add_edge(START, "model")
+    if tools:
+        builder.add_node("tools", ToolNode(list(tools)))
+        builder.add_conditional_edges("model", tools_condition)
+        builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+class _LangmemState(MessagesState):
+    context: dict[str, Any]
+
+
+class _LangmemInput(TypedDict):
+    summarized_messages: list[AnyMessage]
+    context: dict[str, Any]
+
+
+def build_strategy(
+    name: str,
+    *,
+    tools: Sequence[BaseTool],
+    window: int,
+    counter: TokenCounter,
+    retrieval_tokens: int = 1000,
+    reader: BaseChatModel | None = None,
+    workdir: Path | None = None,
+) -> Strategy:
+    """A fresh agent for strategy ``name`` (see :data:`STRATEGIES`), replaying with its own
+    :class:`Script`. Our strategies keep their history in a SQLite file under ``workdir``."""
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    config = eval_config(window)
+    budget = config.resolve()
+    script = Script(lookup=name == "summary_tail_lookup", reader=reader)
+    model = ReplayModel(script)
+    bound = model.bind_tools(list(tools)) if tools else model
+    if name in ("full", "last_n"):
+        return _plain(name, model, bound, tools, budget, counter, script)
+    if name in OURS:
+        return _ours(name, model, tools, config, budget, counter, script, retrieval_tokens, workdir)
+    summarizer = ExtractiveChatModel(counter=counter, cap_tokens=config.summary_max_tokens)
+    if name == "langmem":
+        return _langmem(bound, tools, config, budget, counter, script, summarizer)
+    return _langchain(model, tools, budget, counter, script, summarizer)
+
+
+def _plain(
+    name: str,
+    model: ReplayModel,
+    bound: Any,
+    tools: Sequence[BaseTool],
+    budget: ResolvedBudget,
+    counter: TokenCounter,
+    script: Script,
+) -> Strategy:
+    room = budget.usable - counter.count_tools(list(tools))
+
+    def call_model(state: MessagesState) -> dict[str, Any]:
+        messages: list[Any] = list(state["messages"])
+        if name == "last_n":
+            messages = trim_messages(
+                messages,
+                max_tokens=room,
+                token_counter=_count_messages(counter),
+                strategy="last",
+                start_on="human",
+                include_system=True,
+            )
+        return {"messages": [bound.invoke(messages)]}
+
+    return Strategy(name, _messages_graph(call_model, tools), script, SummarizerStats())
+
+
+def _ours(
+    name: str,
+    model: ReplayModel,
+    tools: Sequence[BaseTool],
+    config: ContextConfig,
+    budget: ResolvedBudget,
+    counter: TokenCounter,
+    script: Script,
+    retrieval_tokens: int,
+    workdir: Path | None,
+) -> Strategy:
+    if name == "summary_only":
+        config = ContextConfig(
+            context_window=config.context_window,
+            output_reserve=config.output_reserve,
+            trigger=config.trigger,
+            target=config.target,
+            keep_recent_tokens=1,
+            summary_max_tokens=config.summary_max_tokens,
+        )
+    closers: list[Callable[[], None]] = []
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ctx-eval-")
+        workdir = Path(tmp.name)
+        closers.append(tmp.cleanup)
+    store = SQLiteHistoryStore.from_path(workdir / f"{name}.sqlite")
+    store.setup()
+    closers.append(store.close)
+    summarizer = CountingSummarizer(ExtractiveSummarizer(), counter)
+    lookup: Any = False
+    if name == "summary_tail_lookup":
+        lookup = make_history_lookup_tool(store, max_tokens=retrieval_tokens, counter=counter)
+    builder = create_context_agent(
+        model,
+        list(tools),
+        store=store,
+        config=config,
+        summarizer=summarizer,
+        lookup_tool=lookup,
+        counter=counter,
+    )
+    graph = builder.compile(checkpointer=InMemorySaver())
+    strategy = Strategy(name, graph, script, summarizer.stats, store)
+    strategy.closers.extend(closers[::-1])
+    return strategy
+
+
+def _langmem(
+    bound: Any,
+    tools: Sequence[BaseTool],
+    config: ContextConfig,
+    budget: ResolvedBudget,
+    counter: TokenCounter,
+    script: Script,
+    summarizer: ExtractiveChatModel,
+) -> Strategy:
+    from langmem.short_term import SummarizationNode  # type: ignore[import-untyped]
+
+    def call_model(state: _LangmemInput) -> dict[str, Any]:
+        running = state.get("context", {}).get("running_summary")
+        if running is not None:
+            script.claimed = frozenset(running.summarized_message_ids)
+        return {"messages": [bound.invoke(state["summarized_messages"])]}
+
+    builder: Any = StateGraph(_LangmemState)
+    builder.add_node(
+        "summarize",
+        SummarizationNode(
+            model=summarizer,
+            token_counter=_count_messages(counter),
+            max_tokens=budget.target,
+            max_tokens_before_summary=budget.trigger,
+            max_summary_tokens=config.summary_max_tokens,
+        ),
+    )
+    builder.add_node("model", call_model)
+    builder.add_edge(START, "summarize")
+    builder.add_edge("summarize", "model")
+    if tools:
+        builder.add_node("tools", ToolNode(list(tools)))
+        builder.add_conditional_edges("model", tools_condition)
+        builder.add_edge("tools", "summarize")
+    serde = JsonPlusSerializer(allowed_msgpack_modules=[_LANGMEM_SERDE])
+    graph = builder.compile(checkpointer=InMemorySaver(serde=serde))
+    return Strategy("langmem", graph, script, summarizer.stats)
+
+
+def _langchain(
+    model: ReplayModel,
+    tools: Sequence[BaseTool],
+    budget: ResolvedBudget,
+    counter: TokenCounter,
+    script: Script,
+    summarizer: ExtractiveChatModel,
+) -> Strategy:
+    middleware = SummarizationMiddleware(
+        model=summarizer,
+        trigger=("tokens", budget.trigger),
+        keep=("tokens", budget.keep_recent_tokens),
+        token_counter=_count_messages(counter),
+    )
+    graph = create_agent(
+        model, tools=list(tools), middleware=[middleware], checkpointer=InMemorySaver()
+    )
+    return Strategy("langchain", graph, script, summarizer.stats)
+
+
+def claimed_by_prefix(messages: Sequence[BaseMessage], history: Sequence[str]) -> frozenset[str]:
+    """What a summary that replaced the oldest messages claims: every history message before
+    the first one still in the request (LangChain's middleware keeps no other record)."""
+    present = {m.id for m in messages if not is_summary_message(m)}
+    claimed: list[str] = []
+    for message_id in history:
+        if message_id in present:
+            break
+        claimed.append(message_id)
+    return frozenset(claimed)
