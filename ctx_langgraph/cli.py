@@ -19,6 +19,7 @@ from ctx_langgraph.datasets import (
     load_locomo,
     synthetic_conversation,
 )
+from ctx_langgraph.eval.cli import add_demo_parser, add_eval_parser
 from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 from ctx_langgraph.history._sql import query_terms
 
@@ -280,8 +281,10 @@ def _retention(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-langgraph", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    add_demo_parser(commands)
+    add_eval_parser(commands)
     demo = commands.add_parser(
-        "demo", help="replay a long conversation into the embedded SQLite store"
+        "history-demo", help="replay a long conversation into the embedded SQLite history store"
     )
     demo.add_argument("--db", help="SQLite file to write (default: a temporary file)")
     demo.add_argument(

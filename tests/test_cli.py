@@ -12,7 +12,17 @@ from ctx_langgraph.history import SQLiteHistoryStore
 
 def test_demo_command_prints_its_tables(capsys, tmp_path):
     assert (
-        main(["demo", "--db", str(tmp_path / "demo.sqlite"), "--sessions", "6", "--turns", "20"])
+        main(
+            [
+                "history-demo",
+                "--db",
+                str(tmp_path / "demo.sqlite"),
+                "--sessions",
+                "6",
+                "--turns",
+                "20",
+            ]
+        )
         == 0
     )
     out = capsys.readouterr().out

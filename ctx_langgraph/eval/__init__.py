@@ -1,1 +1,65 @@
-"""Replay long sessions through context strategies and measure what the model would have seen."""
+"""Does the context plan work? Replay long sessions through every strategy and measure.
+
+The harness replays a recorded conversation (LoCoMo, a JSONL trace of LangChain messages, or a
+generated tool-heavy agent session) through real LangGraph agents that differ only in how they
+manage context (:data:`~ctx_langgraph.eval.strategies.STRATEGIES`): the recorded assistant and
+tool messages are played back by a metering fake model, so every strategy sees the same
+conversation and is measured with one tokenizer. At the end each question is asked from the
+final state (each from the same checkpoint); an offline reader looks it up once when it has the
+history lookup tool. Then, deterministically:
+
+- ``evidence_available_strict`` / ``_lenient``: every / at least one evidence message is
+  verbatim in the model input at question time;
+- ``answer_in_context``: every content word of the answer is in that input (LoCoMo's
+  adversarial category 5 is left out: its answer is a trap);
+- ``correction_respected``: the corrected value is there and the superseded one never reads as
+  current;
+- ``input_tokens_total`` / ``_max`` / ``over_window_calls`` over every model call of the replay;
+  ``summarizer_calls`` and tokens; ``compactions``;
+- ``coverage_gaps`` / ``coverage_overlaps``: model calls where an earlier message is neither in
+  the input nor covered by its summary / is both (or two summaries are in it);
+- ``orphan_tool_messages``: tool results without their call, and calls without their result, in
+  model inputs; ``max_summaries_in_prompt``; ``wall_seconds``;
+- ``answer_f1`` when a real model answers (``reader``), as LoCoMo scores it.
+
+``metrics.json``::
+
+    {"dataset": str, "format": "locomo" | "trace" | "synthetic", "window": int, "seed": int,
+     "conversations": [str, ...], "versions": {"ctx_langgraph": str, "langgraph": str, ...},
+     "settings": {"retrieval_tokens": int, "usable": int, "trigger": int, "target": int,
+                  "keep_recent_tokens": int, "summary_max_tokens": int, "counter": str,
+                  "reader": str},
+     "strategies": {"<name>": {
+         "questions": int, "evidence_available_strict": float, "evidence_available_lenient":
+         float, "answer_in_context": float, "correction_respected": float | null,
+         "answer_f1": float | null,
+         "by_category": {"<category>": {"questions": int, "evidence_available_strict": ...}},
+         "input_tokens_total": int, "input_tokens_max": int, "model_calls": int,
+         "over_window_calls": int, "summarizer_calls": int, "summarizer_input_tokens": int,
+         "summarizer_output_tokens": int, "compactions": int, "coverage_gaps": int,
+         "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
+         "question_input_tokens_total": int, "wall_seconds": float,
+         "conversations": {"<name>": {the same figures for that conversation}}}}}
+
+``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call], "turn": [per
+call], "compaction_calls": [indexes of calls right after a compaction]}}}``.
+
+Command line: ``ctx-langgraph eval --dataset PATH [--format locomo|trace|synthetic]
+[--strategies a,b,...|all] [--window TOKENS] [--out DIR] [--seed N]``.
+"""
+
+from ctx_langgraph.eval.harness import ConversationRun, run_conversation, run_eval
+from ctx_langgraph.eval.replay import ExtractiveChatModel, ReplayModel, replay_turns
+from ctx_langgraph.eval.strategies import STRATEGIES, build_strategy, eval_config
+
+__all__ = [
+    "STRATEGIES",
+    "ConversationRun",
+    "ExtractiveChatModel",
+    "ReplayModel",
+    "build_strategy",
+    "eval_config",
+    "replay_turns",
+    "run_conversation",
+    "run_eval",
+]

@@ -328,7 +328,7 @@ def run_eval(
     Example:
         >>> from ctx_langgraph.datasets import synthetic_conversation
         >>> conv = synthetic_conversation(seed=1, sessions=2, turns_per_session=20)
-        >>> metrics, series = run_eval([conv], ["last_n", "summary_tail_lookup"], window=1024)
+        >>> metrics, series = run_eval([conv], ["last_n", "summary_tail_lookup"], window=2048)
         >>> sorted(metrics["strategies"])
         ['last_n', 'summary_tail_lookup']
         >>> metrics["strategies"]["summary_tail_lookup"]["coverage_gaps"]

@@ -122,7 +122,7 @@ def answer_f1(prediction: str, answer: str) -> float:
 
     Example:
         >>> round(answer_f1("She went on 7 May 2023.", "7 May 2023"), 2)
-        0.75
+        0.67
     """
     predicted = [w for w in _words(prediction) if w not in _ARTICLES]
     gold = [w for w in _words(answer) if w not in _ARTICLES]

@@ -16,6 +16,7 @@ everyone summarizes with the same ability; budgets come from one :class:`Context
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -261,7 +262,9 @@ def _langmem(
     script: Script,
     summarizer: ExtractiveChatModel,
 ) -> Strategy:
-    from langmem.short_term import SummarizationNode  # type: ignore[import-untyped]
+    with warnings.catch_warnings():  # langmem imports names LangGraph has deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langmem.short_term import SummarizationNode  # type: ignore[import-untyped]
 
     def call_model(state: _LangmemInput) -> dict[str, Any]:
         running = state.get("context", {}).get("running_summary")

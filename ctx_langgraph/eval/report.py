@@ -1,0 +1,616 @@
+"""Render evaluation results: terminal tables, a Markdown report and PNG plots.
+
+The inputs are the two dicts the harness writes: ``metrics`` (``metrics.json``: one entry per
+strategy with its overall, per-category and per-conversation numbers) and ``series``
+(``series.json``: input tokens of every model call, per conversation and strategy).
+
+Plots need matplotlib (``pip install 'ctx-langgraph[eval]'``); it is imported only when a
+figure is drawn, and without it :func:`write_report` still writes the Markdown report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from ctx_langgraph._table import format_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "CATEGORY_LABELS",
+    "METRIC_DEFINITIONS",
+    "category_figure",
+    "category_table",
+    "input_tokens_figure",
+    "summary_table",
+    "write_report",
+]
+
+CATEGORY_LABELS: dict[str, str] = {
+    "1": "1 multi-hop",
+    "2": "2 temporal",
+    "3": "3 open-domain",
+    "4": "4 single-hop",
+    "5": "5 adversarial",
+}
+"""Display names of LoCoMo's numbered question categories; other categories show verbatim."""
+
+METRIC_DEFINITIONS: dict[str, str] = {
+    "evidence_available_strict": (
+        "share of questions whose every evidence message is verbatim in the model input "
+        "at question time"
+    ),
+    "evidence_available_lenient": (
+        "share of questions with at least one evidence message verbatim in the model input "
+        "at question time"
+    ),
+    "answer_in_context": (
+        "share of answerable questions whose normalized answer tokens all appear in the model input"
+    ),
+    "correction_respected": (
+        "share of correction questions where the new value is present and the superseded "
+        "value does not appear after it"
+    ),
+    "answer_f1": (
+        "token F1 of the model's answer against the reference answer (only when a real "
+        "model answered)"
+    ),
+    "input_tokens_total": (
+        "input tokens summed over every model call of the replay (one tokenizer for all strategies)"
+    ),
+    "input_tokens_max": "largest input of a single model call, in tokens",
+    "over_window_calls": (
+        "model calls whose input is larger than the usable window (the window minus the "
+        "output reserve)"
+    ),
+    "summarizer_calls": (
+        "calls to the summarizer; summarizer_input_tokens / summarizer_output_tokens are "
+        "what those calls read and wrote"
+    ),
+    "compactions": "times the history was compacted into a summary",
+    "coverage_gaps": (
+        "model calls where some earlier message is neither in the input nor covered by the "
+        "summary in it"
+    ),
+    "coverage_overlaps": (
+        "model calls where a message is both verbatim and inside the summary's claimed "
+        "coverage, or covered by two summaries"
+    ),
+    "orphan_tool_messages": (
+        "tool results without their call (or calls without their results) in a model input"
+    ),
+    "max_summaries_in_prompt": "most summaries present in a single model input",
+    "wall_seconds": "wall-clock time of the replay",
+}
+"""One-line definition of each reported metric (the report's "How to read" section)."""
+
+_MISSING = "n/a"
+_INSTALL_HINT = "pip install 'ctx-langgraph[eval]'"
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _pct(value: object) -> str:
+    if _is_number(value):
+        return f"{value * 100:.1f}%"
+    return _MISSING
+
+
+def _int(value: object) -> str:
+    if _is_number(value):
+        return f"{round(value):,}"
+    return _MISSING
+
+
+def _f1(value: object) -> str:
+    if _is_number(value):
+        return f"{value:.3f}"
+    return _MISSING
+
+
+def _seconds(value: object) -> str:
+    if _is_number(value):
+        return f"{value:,.1f}"
+    return _MISSING
+
+
+def _number(value: object) -> float:
+    if _is_number(value):
+        return float(value)
+    return math.nan
+
+
+_Column = tuple[str, str, Callable[[object], str]]
+
+_BASE_COLUMNS: list[_Column] = [
+    ("evidence strict", "evidence_available_strict", _pct),
+    ("evidence lenient", "evidence_available_lenient", _pct),
+    ("answer in ctx", "answer_in_context", _pct),
+]
+_OPTIONAL_COLUMNS: list[_Column] = [
+    ("correction", "correction_respected", _pct),
+    ("answer F1", "answer_f1", _f1),
+]
+_COST_COLUMNS: list[_Column] = [
+    ("input tokens total", "input_tokens_total", _int),
+    ("max input", "input_tokens_max", _int),
+]
+_OVER_WINDOW: _Column = ("over window", "over_window_calls", _int)
+_TAIL_COLUMNS: list[_Column] = [
+    ("summarizer calls", "summarizer_calls", _int),
+    ("compactions", "compactions", _int),
+    ("gaps", "coverage_gaps", _int),
+    ("overlaps", "coverage_overlaps", _int),
+    ("orphans", "orphan_tool_messages", _int),
+    ("max summaries", "max_summaries_in_prompt", _int),
+    ("seconds", "wall_seconds", _seconds),
+]
+_ALL_COLUMNS: list[_Column] = [
+    *_BASE_COLUMNS,
+    *_OPTIONAL_COLUMNS,
+    *_COST_COLUMNS,
+    _OVER_WINDOW,
+    *_TAIL_COLUMNS,
+]
+
+
+def _strategies(metrics: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    strategies: Mapping[str, Any] = metrics.get("strategies") or {}
+    return {str(name): entry or {} for name, entry in strategies.items()}
+
+
+def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Column]:
+    def present(key: str) -> bool:
+        return any(entry.get(key) is not None for entry in strategies.values())
+
+    columns = list(_BASE_COLUMNS)
+    columns += [column for column in _OPTIONAL_COLUMNS if present(column[1])]
+    columns += _COST_COLUMNS
+    if any(entry.get("over_window_calls") for entry in strategies.values()):
+        columns.append(_OVER_WINDOW)
+    return columns + _TAIL_COLUMNS
+
+
+def _summary(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    strategies = _strategies(metrics)
+    columns = _summary_columns(strategies)
+    headers = ["strategy", *(title for title, _, _ in columns)]
+    rows = [
+        [name, *(render(entry.get(key)) for _, key, render in columns)]
+        for name, entry in strategies.items()
+    ]
+    return headers, rows
+
+
+def _category_key(order: Sequence[str]) -> Callable[[str], tuple[int, int]]:
+    def key(category: str) -> tuple[int, int]:
+        if category.isdigit():
+            return (0, int(category))
+        return (1, order.index(category))
+
+    return key
+
+
+def _categories(strategies: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    seen: list[str] = []
+    for entry in strategies.values():
+        for category in entry.get("by_category") or {}:
+            if str(category) not in seen:
+                seen.append(str(category))
+    return sorted(seen, key=_category_key(seen))
+
+
+def _category_entry(entry: Mapping[str, Any], category: str) -> Mapping[str, Any] | None:
+    by_category: Mapping[Any, Any] = entry.get("by_category") or {}
+    for key, value in by_category.items():
+        if str(key) == category:
+            found: Mapping[str, Any] = value or {}
+            return found
+    return None
+
+
+def _category_label(category: str) -> str:
+    return CATEGORY_LABELS.get(category, category)
+
+
+def _category(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    strategies = _strategies(metrics)
+    headers = ["category", "questions", *strategies]
+    rows: list[list[str]] = []
+    for category in _categories(strategies):
+        cells: list[str] = []
+        questions: object = None
+        for entry in strategies.values():
+            found = _category_entry(entry, category)
+            if found is None:
+                cells.append(_MISSING)
+                continue
+            if questions is None:
+                questions = found.get("questions")
+            lenient = _pct(found.get("evidence_available_lenient"))
+            answer = _pct(found.get("answer_in_context"))
+            cells.append(f"{lenient} / {answer}")
+        rows.append([_category_label(category), _int(questions), *cells])
+    return headers, rows
+
+
+def _conversation_names(metrics: Mapping[str, Any]) -> list[str]:
+    names = [str(name) for name in metrics.get("conversations") or []]
+    for entry in _strategies(metrics).values():
+        for name in entry.get("conversations") or {}:
+            if str(name) not in names:
+                names.append(str(name))
+    return names
+
+
+def _per_conversation(
+    metrics: Mapping[str, Any], key: str, render: Callable[[object], str]
+) -> tuple[list[str], list[list[str]]]:
+    strategies = _strategies(metrics)
+    headers = ["conversation", *strategies]
+    rows: list[list[str]] = []
+    for conversation in _conversation_names(metrics):
+        row = [conversation]
+        for entry in strategies.values():
+            per: Mapping[Any, Any] = entry.get("conversations") or {}
+            found = next((v for k, v in per.items() if str(k) == conversation), None)
+            row.append(render((found or {}).get(key)))
+        rows.append(row)
+    return headers, rows
+
+
+def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """``format_table`` with every column but the first right-aligned, titles included."""
+    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
+    padded = [
+        [row[0], *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))]
+        for row in rows
+    ]
+    titles = [headers[0], *(h.rjust(w) for h, w in zip(headers[1:], widths[1:], strict=True))]
+    return format_table(titles, padded)
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = [
+        "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
+        "|" + "|".join([" --- "] + [" ---: "] * (len(headers) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_table(metrics: dict[str, Any]) -> str:
+    """The strategy comparison table for the terminal, one row per strategy in ``metrics`` order.
+
+    Shares are percentages, token counts have thousands separators, and a missing value shows as
+    ``n/a``. The ``correction`` column appears when some strategy has ``correction_respected``,
+    ``answer F1`` when some strategy has ``answer_f1``, and ``over window`` when some model
+    call exceeded the window.
+
+    Example:
+        >>> metrics = {"strategies": {
+        ...     "full": {"evidence_available_strict": 1.0, "evidence_available_lenient": 1.0,
+        ...              "answer_in_context": 0.95, "input_tokens_total": 1234567,
+        ...              "input_tokens_max": 9001, "summarizer_calls": 0, "compactions": 0,
+        ...              "coverage_gaps": 0, "coverage_overlaps": 0, "orphan_tool_messages": 0,
+        ...              "max_summaries_in_prompt": 0, "wall_seconds": 1.3},
+        ...     "last_n": {"evidence_available_strict": 0.412, "evidence_available_lenient": 0.5,
+        ...                "answer_in_context": 0.375, "input_tokens_total": 98765,
+        ...                "input_tokens_max": 4001, "summarizer_calls": 0, "compactions": 0,
+        ...                "coverage_gaps": 31, "coverage_overlaps": 0,
+        ...                "orphan_tool_messages": 2, "max_summaries_in_prompt": 0,
+        ...                "wall_seconds": 0.5}}}
+        >>> print(summary_table(metrics))
+        strategy | evidence strict | evidence lenient | answer in ctx | input tokens total | max input | summarizer calls | compactions | gaps | overlaps | orphans | max summaries | seconds
+        ---------+-----------------+------------------+---------------+--------------------+-----------+------------------+-------------+------+----------+---------+---------------+--------
+        full     |          100.0% |           100.0% |         95.0% |          1,234,567 |     9,001 |                0 |           0 |    0 |        0 |       0 |             0 |     1.3
+        last_n   |           41.2% |            50.0% |         37.5% |             98,765 |     4,001 |                0 |           0 |   31 |        0 |       2 |             0 |     0.5
+    """
+    return _aligned(*_summary(metrics))
+
+
+def category_table(metrics: dict[str, Any]) -> str:
+    """Per-category results: one row per question category, one column per strategy.
+
+    Each strategy cell is ``evidence lenient / answer in ctx``; ``questions`` is the category's
+    question count. LoCoMo's categories 1-5 get their names (``2 temporal``); other categories
+    (``identifier``, ``correction``, ...) show verbatim. The first line says what the cells are.
+
+    Example:
+        >>> metrics = {"strategies": {
+        ...     "last_n": {"by_category": {
+        ...         "correction": {"questions": 4, "evidence_available_lenient": 0.25,
+        ...                        "answer_in_context": 0.5},
+        ...         "2": {"questions": 10, "evidence_available_lenient": 0.3,
+        ...               "answer_in_context": 0.2}}}}}
+        >>> print(category_table(metrics))
+        evidence lenient / answer in ctx, by question category
+        category   | questions |        last_n
+        -----------+-----------+--------------
+        2 temporal |        10 | 30.0% / 20.0%
+        correction |         4 | 25.0% / 50.0%
+    """
+    caption = "evidence lenient / answer in ctx, by question category"
+    return caption + "\n" + _aligned(*_category(metrics))
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "conversation"
+
+
+def _color(index: int) -> str:
+    return f"C{index % 10}"
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def input_tokens_figure(
+    metrics: dict[str, Any], series: dict[str, Any], conversation: str
+) -> Figure:
+    """Input tokens of every model call of one conversation, one line per strategy.
+
+    Calls right after a compaction are marked on the line, the window is a dashed horizontal
+    line, and the usable window (``settings["usable"]``, when given) a dotted one. Every strategy of ``metrics`` is in the legend, with ``(no calls)`` when
+    ``series`` has nothing for it. Needs matplotlib (raises ``ImportError`` without it).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
+    figure = _new_figure(11, 5.5)
+    axes = figure.add_subplot()
+    per_strategy: Mapping[str, Any] = series.get(conversation) or {}
+    any_compaction = False
+    for index, name in enumerate(_strategies(metrics)):
+        data: Mapping[str, Any] = per_strategy.get(name) or {}
+        tokens = [int(value) for value in data.get("input_tokens") or []]
+        marks = sorted(
+            {int(call) for call in data.get("compaction_calls") or [] if 0 <= call < len(tokens)}
+        )
+        any_compaction = any_compaction or bool(marks)
+        axes.plot(
+            range(1, len(tokens) + 1),
+            tokens,
+            color=_color(index),
+            linewidth=1.2,
+            marker="o" if marks else "",
+            markevery=marks if marks else None,
+            markersize=5,
+            label=name if tokens else f"{name} (no calls)",
+        )
+    handles, _ = axes.get_legend_handles_labels()
+    window = metrics.get("window")
+    if _is_number(window):
+        handles.append(
+            axes.axhline(
+                window,
+                color="black",
+                linestyle="--",
+                linewidth=1,
+                label=f"window ({round(window):,} tokens)",
+            )
+        )
+    settings: Mapping[str, Any] = metrics.get("settings") or {}
+    usable = settings.get("usable")
+    if _is_number(usable) and usable != window:
+        handles.append(
+            axes.axhline(
+                usable,
+                color="black",
+                linestyle=":",
+                linewidth=1,
+                label=f"usable ({round(usable):,} tokens)",
+            )
+        )
+    if any_compaction:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="grey",
+                marker="o",
+                linestyle="none",
+                label="call right after a compaction",
+            )
+        )
+    axes.set_title(f"Input tokens per model call, conversation {conversation}")
+    axes.set_xlabel("model call")
+    axes.set_ylabel("input tokens")
+    axes.set_ylim(bottom=0)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    axes.grid(True, alpha=0.3)
+    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
+    return figure
+
+
+def category_figure(metrics: dict[str, Any]) -> Figure:
+    """Grouped bars per question category, one bar per strategy.
+
+    Top panel: evidence available (lenient); bottom panel: answer in context. A missing value
+    draws no bar. Needs matplotlib (raises ``ImportError`` without it).
+    """
+    from matplotlib.ticker import PercentFormatter
+
+    strategies = _strategies(metrics)
+    categories = _categories(strategies)
+    figure = _new_figure(max(8.0, 1.2 * len(categories) + 4), 7.5)
+    top, bottom = figure.subplots(2, 1, sharex=True)
+    count = max(len(strategies), 1)
+    width = 0.8 / count
+    positions = range(len(categories))
+    panels = [
+        (top, "evidence_available_lenient", "evidence available (lenient)"),
+        (bottom, "answer_in_context", "answer in context"),
+    ]
+    for axes, key, title in panels:
+        for index, (name, entry) in enumerate(strategies.items()):
+            offset = (index - (count - 1) / 2) * width
+            values = [
+                _number((_category_entry(entry, category) or {}).get(key))
+                for category in categories
+            ]
+            axes.bar(
+                [position + offset for position in positions],
+                values,
+                width,
+                color=_color(index),
+                label=name,
+            )
+        axes.set_title(title)
+        axes.set_ylim(0, 1)
+        axes.yaxis.set_major_formatter(PercentFormatter(1.0))
+        axes.grid(True, axis="y", alpha=0.3)
+    if categories:
+        bottom.set_xticks(list(positions), [_category_label(c) for c in categories])
+    else:
+        top.text(0.5, 0.5, "no question categories", ha="center", va="center")
+    bottom.set_xlabel("question category")
+    handles, _ = top.get_legend_handles_labels()
+    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
+    return figure
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+        from matplotlib.backends import backend_agg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _header(metrics: Mapping[str, Any]) -> list[str]:
+    dataset = metrics.get("dataset", _MISSING)
+    window = metrics.get("window")
+    lines = [f"# Context strategies on {Path(str(dataset)).name or dataset}", ""]
+    details = [
+        f"- **dataset**: `{dataset}` (format {metrics.get('format', _MISSING)}), "
+        f"conversations: {', '.join(_conversation_names(metrics)) or _MISSING}",
+        f"- **window**: {_int(window)} tokens, seed {metrics.get('seed', _MISSING)}",
+    ]
+    versions: Mapping[str, Any] = metrics.get("versions") or {}
+    if versions:
+        details.append(
+            "- **versions**: " + ", ".join(f"{name} {value}" for name, value in versions.items())
+        )
+    settings: Mapping[str, Any] = metrics.get("settings") or {}
+    if settings:
+        details.append(
+            "- **settings**: " + ", ".join(f"{name}={value}" for name, value in settings.items())
+        )
+    return lines + details
+
+
+def _how_to_read(with_plots: bool) -> list[str]:
+    lines = ["## How to read", ""]
+    titles = {key: title for title, key, _ in _ALL_COLUMNS}
+    for key, text in METRIC_DEFINITIONS.items():
+        name = f"**{titles[key]}** (`{key}`)" if key in titles else f"**{key}**"
+        lines.append(f"- {name}: {text}.")
+    if with_plots:
+        lines += [
+            "- **input_tokens_<conversation>.png**: input tokens of each model call per "
+            "strategy; dots mark the first call after a compaction, the dashed line is the "
+            "window.",
+            "- **recall_by_category.png**: evidence available (lenient) and answer in context "
+            "per question category, one bar per strategy.",
+        ]
+    lines += [
+        "",
+        "In the category table each cell is `evidence lenient / answer in ctx`; "
+        "`n/a` means the value does not apply or was not measured.",
+    ]
+    return lines
+
+
+def _render_markdown(
+    metrics: Mapping[str, Any], plots: Sequence[tuple[str, Path]], plots_missing: bool
+) -> str:
+    lines = _header(metrics)
+    lines += ["", "## Summary", "", _markdown_table(*_summary(metrics))]
+    lines += [
+        "",
+        "## By question category",
+        "",
+        "Evidence available (lenient) / answer in context.",
+        "",
+        _markdown_table(*_category(metrics)),
+    ]
+    lines += [
+        "",
+        "## Per conversation",
+        "",
+        "### Input tokens total",
+        "",
+        _markdown_table(*_per_conversation(metrics, "input_tokens_total", _int)),
+        "",
+        "### Evidence available (lenient)",
+        "",
+        _markdown_table(*_per_conversation(metrics, "evidence_available_lenient", _pct)),
+    ]
+    lines += ["", "## Plots", ""]
+    if plots_missing:
+        lines.append(f"Plots were not drawn: matplotlib is not installed (`{_INSTALL_HINT}`).")
+    elif not plots:
+        lines.append("No plots.")
+    for title, path in plots:
+        lines += [f"**{title}** ([{path.name}]({path.name}))", "", f"![{title}]({path.name})", ""]
+    if plots:
+        lines.pop()
+    lines += ["", *_how_to_read(bool(plots))]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write ``report.md`` and the plots into ``out_dir``; return the written paths.
+
+    Files: ``report.md`` (settings and versions, the summary, category and per-conversation
+    tables, links to the plots, and what each metric means), ``input_tokens_<conversation>.png``
+    for each conversation (characters other than letters, digits, ``.``, ``_`` and ``-`` become
+    ``_``), and ``recall_by_category.png``. Without matplotlib only ``report.md`` is written,
+    and it says how to get the plots.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    plots: list[tuple[str, Path]] = []
+    plots_missing = not _have_matplotlib()
+    if not plots_missing:
+        conversations = _conversation_names(metrics)
+        conversations += [str(c) for c in series if str(c) not in conversations]
+        names: set[str] = set()
+        for conversation in conversations:
+            stem = base = f"input_tokens_{_safe_name(conversation)}"
+            number = 2
+            while stem in names:
+                stem, number = f"{base}_{number}", number + 1
+            names.add(stem)
+            path = out_dir / f"{stem}.png"
+            input_tokens_figure(metrics, series, conversation).savefig(path, dpi=110)
+            plots.append((f"Input tokens per model call, conversation {conversation}", path))
+        path = out_dir / "recall_by_category.png"
+        category_figure(metrics).savefig(path, dpi=110)
+        plots.append(("Evidence and answer in context by question category", path))
+    report = out_dir / "report.md"
+    report.write_text(_render_markdown(metrics, plots, plots_missing), encoding="utf-8")
+    written.append(report)
+    written += [path for _, path in plots]
+    return written
