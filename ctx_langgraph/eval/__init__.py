@@ -15,7 +15,8 @@ history lookup tool. Then, deterministically:
 - ``correction_respected``: the corrected value is there and the superseded one never reads as
   current;
 - ``input_tokens_total`` / ``_max`` / ``over_window_calls`` over every model call of the replay;
-  ``summarizer_calls`` and tokens; ``compactions``;
+  ``summarizer_calls`` and tokens and ``compactions`` during the replay (the question phase's
+  are counted apart: ``question_input_tokens_total``, ``question_summarizer_calls``);
 - ``coverage_gaps`` / ``coverage_overlaps``: model calls where an earlier message is neither in
   the input nor covered by its summary / is both (or two summaries are in it);
 - ``orphan_tool_messages``: tool results without their call, and calls without their result, in
@@ -38,7 +39,8 @@ history lookup tool. Then, deterministically:
          "over_window_calls": int, "summarizer_calls": int, "summarizer_input_tokens": int,
          "summarizer_output_tokens": int, "compactions": int, "coverage_gaps": int,
          "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
-         "question_input_tokens_total": int, "wall_seconds": float,
+         "question_input_tokens_total": int, "question_summarizer_calls": int,
+         "wall_seconds": float,
          "conversations": {"<name>": {the same figures for that conversation}}}}}
 
 ``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call], "turn": [per

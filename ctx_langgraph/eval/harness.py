@@ -59,6 +59,7 @@ _SUMS = (
     "coverage_overlaps",
     "orphan_tool_messages",
     "question_input_tokens_total",
+    "question_summarizer_calls",
     "wall_seconds",
 )
 _MAXES = ("input_tokens_max", "max_summaries_in_prompt")
@@ -203,6 +204,8 @@ def run_conversation(
             if advance:
                 advance(1)
         replay_calls = list(script.calls)
+        stats = strategy.summarizer_stats
+        replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
         final = strategy.graph.get_state(thread).config
         known = {str(m.id): m for m in conversation.messages}
         rows: list[dict[str, Any]] = []
@@ -238,22 +241,22 @@ def run_conversation(
                 compaction_calls.append(index)
             last_key = key
         tokens = [call.input_tokens for call in replay_calls]
-        stats = strategy.summarizer_stats
         run.metrics = {
             **question_rates(rows),
             "input_tokens_total": sum(tokens),
             "input_tokens_max": max(tokens, default=0),
             "model_calls": len(replay_calls),
             "over_window_calls": sum(t > usable for t in tokens),
-            "summarizer_calls": stats.calls,
-            "summarizer_input_tokens": stats.input_tokens,
-            "summarizer_output_tokens": stats.output_tokens,
+            "summarizer_calls": replay_summaries[0],
+            "summarizer_input_tokens": replay_summaries[1],
+            "summarizer_output_tokens": replay_summaries[2],
             "compactions": len(compaction_calls),
             "coverage_gaps": gaps,
             "coverage_overlaps": overlaps,
             "orphan_tool_messages": orphans,
             "max_summaries_in_prompt": most_summaries,
             "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
+            "question_summarizer_calls": stats.calls - replay_summaries[0],
             "wall_seconds": round(wall, 3),
         }
         run.series = {

@@ -15,6 +15,7 @@ message only. A planted value appears nowhere else, so an answer can only come f
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import math
 import random
@@ -131,8 +132,7 @@ _FACT_PRODUCT_HEAD = (
     "Tapir", "Wombat",
 )  # fmt: skip
 _FACT_PRODUCT_TAIL = (
-    "Checkout", "Payouts", "Ledger", "Invoicing", "Subscriptions", "Refunds", "Reports",
-    "Webhooks",
+    "Relay", "Lantern", "Vault", "Pulse", "Beacon", "Orbit", "Anchor", "Prism",
 )  # fmt: skip
 _FACT_PROBLEMS = (
     "duplicate charges on their corporate card",
@@ -186,7 +186,7 @@ _INTEGRATIONS = (
     "sms_gateway", "ledger_sync", "dunning", "search_index", "crm_push", "payroll_feed",
 )  # fmt: skip
 _CARRIERS = ("DHL", "UPS", "GLS", "DPD", "FedEx", "PostNL")
-_WAREHOUSES = ("Leipzig", "Rotterdam", "Lyon-Nord", "Poznan", "Venlo")
+_WAREHOUSES = ("Leipzig", "Rotterdam", "Antwerp", "Poznan", "Venlo")
 _PLANS = ("starter", "team", "business", "enterprise")
 _TEAMS = ("platform", "billing-core", "integrations", "sre")
 _TICKET_SUBJECTS = (
@@ -517,6 +517,17 @@ _CLOSERS = (
     "Let me know if anything looks off.", "I would like to answer them before lunch.",
     "Flag it if you think finance needs to weigh in.",
 )  # fmt: skip
+_CONTEXTS = (
+    "",
+    "",
+    "I'm covering the queue for a colleague today, so I don't know the history of this one.",
+    "It came in through the chat widget, so the customer expects a quick answer.",
+    "This is the third message about it this week, and they copied their account manager.",
+    "The customer was polite but clearly frustrated, so let's get it right the first time.",
+    "I'd like to close this before the afternoon handover if we can.",
+    "Their contract renews next month, so it's worth keeping them happy.",
+    "I checked the help center first but didn't find anything that covers this case.",
+)
 _FOLLOW_UPS = (
     "", "", "Want me to draft the reply to the customer?",
     "I can set a reminder to check again tomorrow morning.", "Nothing else looked unusual.",
@@ -715,7 +726,7 @@ def _command_case(words: _Words) -> tuple[str, str, str, str]:
 
 
 def _request(words: _Words, core: str) -> str:
-    return _join(words.pick(_OPENERS), core, words.pick(_CLOSERS))
+    return _join(words.pick(_OPENERS), core, words.pick(_CONTEXTS), words.pick(_CLOSERS))
 
 
 def _reply(words: _Words, core: str) -> str:
@@ -1467,8 +1478,15 @@ def tool_session(seed: int = 0, *, turns: int = 300, name: str | None = None) ->
 
     busy = set(giant_turns) | {fact.turn for fact in facts}
     eligible = [fact for fact in facts if fact.turn + _CORRECTION_GAP <= turns]
-    wanted = min(len(eligible), max(2, round(len(facts) / 4)))
-    for fact in sorted(rng.sample(eligible, wanted), key=lambda fact: fact.turn):
+    rng.shuffle(eligible)
+    wanted = max(2, round(len(facts) / 4))
+    left = collections.Counter(fact.kind.category for fact in facts)
+    corrected: list[_Fact] = []
+    for fact in eligible:
+        if len(corrected) < wanted and left[fact.kind.category] > 1:
+            left[fact.kind.category] -= 1
+            corrected.append(fact)
+    for fact in sorted(corrected, key=lambda fact: fact.turn):
         later = [t for t in range(fact.turn + _CORRECTION_GAP, turns + 1) if t not in busy]
         if later:
             fact.correction_turn = rng.choice(later)
