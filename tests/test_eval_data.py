@@ -271,7 +271,7 @@ def test_each_query_finds_its_evidence_and_only_it(seed: int) -> None:
         assert q.answer not in q.query
         terms = words(q.query)
         assert not any(char.isdigit() for char in q.query)
-        assert [mid for mid, found in index.items() if terms <= found] == list(q.evidence), q
+        assert [mid for mid, tokens in index.items() if terms <= tokens] == list(q.evidence), q
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -291,7 +291,7 @@ def test_subject_names_appear_only_in_their_facts_turns(seed: int) -> None:
         assert own_names, q
         own = {turns[stating.id]} | ({turns[correction.id]} if correction else set())  # type: ignore[index]
         for name in own_names:
-            where = {turns[mid] for mid, found in index.items() if name in found}  # type: ignore[index]
+            where = {turns[mid] for mid, tokens in index.items() if name in tokens}  # type: ignore[index]
             assert where == own, (name, q)
 
 
@@ -365,7 +365,7 @@ def test_failed_calls_are_retried_with_other_arguments(seed: int) -> None:
             ]
             assert retries, message.id
             results = {m.tool_call_id: m for m in later if isinstance(m, ToolMessage)}
-            assert results[retries[0]["id"]].status == "success"
+            assert results[str(retries[0]["id"])].status == "success"
     assert failures >= 10
 
 
@@ -415,7 +415,7 @@ def test_a_generated_session_round_trips(tmp_path: Path) -> None:
     same_messages(back.messages, conv.messages)
     assert back.created_at == conv.created_at
     assert back.questions == conv.questions
-    assert back.sessions == conv.sessions == [(0, back.sessions[1][0]), *back.sessions[1:]]
+    assert back.sessions == conv.sessions and len(conv.sessions) == 3
     assert sum(isinstance(m, ToolMessage) and m.status == "error" for m in back.messages) > 0
     assert load_trace(path, name="other").name == "other"
 
@@ -499,7 +499,7 @@ def conversations(draw: st.DrawFn) -> Conversation:
         )
         for _ in range(draw(st.integers(0, 3)))
     ]
-    return Conversation("drawn", messages, created, questions, sessions)  # type: ignore[arg-type]
+    return Conversation("drawn", messages, created, questions, sessions)
 
 
 @settings(
@@ -637,6 +637,28 @@ def test_langchain_and_openai_lines_mix_with_session_markers(tmp_path: Path) -> 
     assert conv.created_at[5] == conv.created_at[2] + 3 * SPACING
 
 
+def test_recorded_invalid_tool_calls_and_a_byte_order_mark_are_accepted(tmp_path: Path) -> None:
+    ai = {
+        "type": "ai",
+        "data": {
+            "content": "",
+            "invalid_tool_calls": [
+                {"name": "run_command", "args": "{ls", "id": "bad1", "error": "not JSON"}
+            ],
+        },
+    }
+    tool = {
+        "type": "tool",
+        "data": {"content": "Error: invalid arguments", "tool_call_id": "bad1", "status": "error"},
+    }
+    path = tmp_path / "recorded.jsonl"
+    path.write_text("\ufeff" + "\n".join(json.dumps(x) for x in (_USER, ai, tool)), "utf-8")
+    conv = load_trace(path)
+    recorded = conv.messages[1]
+    assert isinstance(recorded, AIMessage) and recorded.invalid_tool_calls[0]["id"] == "bad1"
+    assert [m.id for m in conv.messages] == ["m1", "m2", "m3"]
+
+
 def _ai_call(call_id: str) -> dict[str, Any]:
     return {
         "role": "assistant",
@@ -741,11 +763,12 @@ def test_malformed_traces_raise_dataset_error_naming_file_and_line(
 
 
 def test_an_empty_or_undecodable_file_raises_dataset_error(tmp_path: Path) -> None:
+    assert issubclass(DatasetError, ValueError)
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     with pytest.raises(DatasetError, match=r"empty\.jsonl, line 1: the trace has no messages"):
         load_trace(empty)
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(json.dumps(_USER).encode() + b"\n\xff\xfe\n")
-    with pytest.raises(ValueError, match=r"binary\.jsonl, line 2: not UTF-8"):
+    with pytest.raises(DatasetError, match=r"binary\.jsonl, line 2: not UTF-8"):
         load_trace(binary)

@@ -644,12 +644,33 @@ def _invoice_record(words: _Words, invoice: str, company: str, month: str) -> st
 def _config_text(words: _Words, path: str) -> str:
     rng = words.rng
     return (
-        f"# {path}\nservice: {words.pick(_SERVICES)}\nretry:\n  attempts: {rng.randint(2, 8)}\n"
+        f"# {path}\nservice: {path.split('/')[2]}\nretry:\n  attempts: {rng.randint(2, 8)}\n"
         f"  backoff_seconds: {rng.choice((1, 2, 5, 10))}\ntimeouts:\n  connect_ms: "
         f"{rng.choice((500, 1000, 2000))}\n  read_ms: {rng.choice((5000, 10000, 30000))}\n"
         f"queues:\n  default: {rng.randint(2, 32)}\n  exports: {rng.randint(1, 8)}\n"
         f"features:\n  {words.pick(_INTEGRATIONS)}: {rng.choice(('true', 'false'))}\n"
         f"  {words.pick(_INTEGRATIONS)}: {rng.choice(('true', 'false'))}\n"
+    )
+
+
+def _status_output(words: _Words, service: str, hours: int, memory: int) -> str:
+    rng = words.rng
+    return (
+        f"* {service}-worker.service - {service} background worker\n   Loaded: loaded "
+        f"(/etc/systemd/system/{service}-worker.service; enabled)\n   Active: active "
+        f"(running) since {words.date(3)} {words.clock()} UTC; {hours}h ago\n Main PID: "
+        f"{rng.randint(1000, 60000)} (python3)\n    Tasks: {rng.randint(8, 64)}\n   Memory: "
+        f"{memory}M\n"
+    )
+
+
+def _log_output(words: _Words) -> str:
+    return "".join(
+        f"{words.date(3)}T{words.clock()}Z "
+        f"{words.pick(('INFO ', 'INFO ', 'WARN ', 'ERROR'))} job "
+        f"{words.pick(('sync', 'export', 'retry', 'reconcile'))} "
+        f"{words.pick(('finished', 'started', 'took 4.2s', 'retried once', 'timed out'))}\n"
+        for _ in range(words.rng.randint(5, 8))
     )
 
 
@@ -661,13 +682,7 @@ def _command_case(words: _Words) -> tuple[str, str, str, str]:
     if choice == 0:
         hours = rng.randint(2, 70)
         memory = rng.randint(180, 1900)
-        output = (
-            f"* {service}-worker.service - {service} background worker\n   Loaded: loaded "
-            f"(/etc/systemd/system/{service}-worker.service; enabled)\n   Active: active "
-            f"(running) since {words.date(3)} {words.clock()} UTC; {hours}h ago\n Main PID: "
-            f"{rng.randint(1000, 60000)} (python3)\n    Tasks: {rng.randint(8, 64)}\n   Memory: "
-            f"{memory}M\n"
-        )
+        output = _status_output(words, service, hours, memory)
         return (
             f"Is the {service} worker healthy? Someone in the ops channel said its queue is "
             "growing.",
@@ -694,13 +709,7 @@ def _command_case(words: _Words) -> tuple[str, str, str, str]:
             "writing temporary files and deleting them again.",
         )
     if choice == 2:
-        lines = "".join(
-            f"{words.date(3)}T{words.clock()}Z "
-            f"{words.pick(('INFO ', 'INFO ', 'WARN ', 'ERROR'))} job "
-            f"{words.pick(('sync', 'export', 'retry', 'reconcile'))} "
-            f"{words.pick(('finished', 'started', 'took 4.2s', 'retried once', 'timed out'))}\n"
-            for _ in range(rng.randint(5, 8))
-        )
+        lines = _log_output(words)
         return (
             f"Show me the last few lines of the {service} worker log, I want to see whether "
             "the errors stopped.",
@@ -757,11 +766,18 @@ def _order_turn(words: _Words) -> _Turn:
             "day off to wait for the courier.",
         )
     ).format(order=order, name=f"{first} {last}", city=city)
-    reply = (
-        f"Order {order} is {status}. The last tracking event is listed above; I'd tell {first} "
-        "to expect it within two working days, and if it hasn't moved by Friday I can open a "
-        "trace with the carrier."
-    )
+    if status == "delivered":
+        reply = (
+            f"Order {order} has been delivered; the carrier's last event is in the record "
+            f"above. If {first} can't find the parcel, I can ask the carrier for the proof of "
+            "delivery with the signature and drop-off photo."
+        )
+    else:
+        reply = (
+            f"Order {order} is {status}. The last tracking event is listed above; I'd tell "
+            f"{first} to expect it within two working days, and if it hasn't moved by Friday I "
+            "can open a trace with the carrier."
+        )
     call = _Call("search_orders", {"query": order}, record)
     return _Turn(_request(words, core), ((words.pick(_PREFACES), (call,)),), _reply(words, reply))
 
@@ -797,24 +813,27 @@ def _invoice_turn(words: _Words) -> _Turn:
 
 def _file_turn(words: _Words) -> _Turn:
     path = f"/etc/{words.pick(_SERVICES)}/{words.pick(('worker', 'api', 'scheduler'))}.yaml"
-    core = words.pick(
+    core, reply = words.rng.choice(
         (
-            "What does {path} say about retries right now? I want to be sure last night's "
-            "deploy did not change the backoff.",
-            "Can you read {path}? I need the timeout values for the incident write-up.",
-            "Please open {path} and tell me which features are switched on there.",
-        )
-    ).format(path=path)
-    reply = words.pick(
-        (
-            "The retry and timeout settings are as listed above and match what we had before "
-            "the deploy, so the release didn't touch them.",
-            "The timeouts are in the file above: connect and read, both unchanged since "
-            "January. You can quote them as they are in the write-up.",
-            "Two feature switches are set in that file; see the features block above. Nothing "
-            "else in it looks unusual.",
+            (
+                "What does {path} say about retries right now? I want to be sure last night's "
+                "deploy did not change the backoff.",
+                "The retry and timeout settings are as listed above and match what we had "
+                "before the deploy, so the release didn't touch them.",
+            ),
+            (
+                "Can you read {path}? I need the timeout values for the incident write-up.",
+                "The timeouts are in the file above: connect and read, both unchanged since "
+                "January. You can quote them as they are in the write-up.",
+            ),
+            (
+                "Please open {path} and tell me which features are switched on there.",
+                "Two feature switches are set in that file; see the features block above. "
+                "Nothing else in it looks unusual.",
+            ),
         )
     )
+    core = core.format(path=path)
     call = _Call("read_file", {"path": path}, _config_text(words, path))
     return _Turn(_request(words, core), ((words.pick(_PREFACES), (call,)),), _reply(words, reply))
 
@@ -875,12 +894,12 @@ def _parallel_turn(words: _Words) -> _Turn:
             _Call(
                 "run_command",
                 {"command": f"systemctl status {service}-worker"},
-                _command_case(words)[2],
+                _status_output(words, service, rng.randint(1, 9), rng.randint(180, 1900)),
             ),
             _Call(
                 "run_command",
-                {"command": f"journalctl -u {service}-worker -n 5 --no-pager"},
-                _command_case(words)[2],
+                {"command": f"journalctl -u {service}-worker -n 8 --no-pager"},
+                _log_output(words),
             ),
         ]
         calls = tuple(checks[:count])
@@ -983,7 +1002,7 @@ def _retry_turn(words: _Words) -> _Turn:
         good = _Call(
             "run_command",
             {"command": f"systemctl status {service}-worker"},
-            _command_case(words)[2],
+            _status_output(words, service, rng.randint(1, 6), rng.randint(180, 1900)),
         )
         retry = "Typo in the command; running it again."
         reply = f"Yes, the {service} worker is running; its status is above."

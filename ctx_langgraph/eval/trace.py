@@ -122,12 +122,8 @@ class _Reader:
                 "which no earlier AI message made",
             )
         if isinstance(message, AIMessage):
-            if message.invalid_tool_calls:
-                bad = message.invalid_tool_calls[0]
-                raise self.error(
-                    number, f"tool call {bad.get('id')!r} has invalid arguments: {bad.get('error')}"
-                )
-            self.call_ids.update(call["id"] for call in message.tool_calls if call["id"])
+            calls = [*message.tool_calls, *message.invalid_tool_calls]
+            self.call_ids.update(call["id"] for call in calls if call["id"])
         self.ids.add(message_id)
         self.messages.append(message)
         self.created_at.append(self._when(number, stamp))
@@ -176,6 +172,8 @@ def _lines(path: Path) -> tuple[list[tuple[int, str]], int]:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise DatasetError(f"{path}, line {number}: not UTF-8 ({exc.reason})") from exc
+        if number == 1:
+            line = line.removeprefix("\ufeff")
         if line.strip():
             lines.append((number, line))
     return lines, len(raws)
