@@ -54,8 +54,9 @@ class ContextConfig:
         keep_recent_tokens: the recent tail kept verbatim by compaction (at most half the target,
             so the summary fits beside it).
         safety_margin: added to every estimate (tokens, or a fraction of the estimate).
-        tool_output_cap_tokens: a tool result above this is capped on entry (the original stays
-            in the history store; the context gets a head/tail preview and a handle). None: no cap.
+        tool_output_cap_tokens: a tool result above this (or above a quarter of the usable
+            window, whichever is less) is capped on entry (the original stays in the history
+            store; the context gets a head/tail preview and a handle). None: no cap.
         clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
             placeholders, persisted in the state so the prompt prefix stays stable. None: never.
         summary_max_tokens: the summary's cap (its real token length is checked before commit).

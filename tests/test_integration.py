@@ -367,7 +367,7 @@ def test_lookup_pages_are_not_capped_and_not_summarized(memory_store: Any) -> No
     )
     run = {"configurable": {"thread_id": "L"}, "recursion_limit": 50}
     graph.invoke({"messages": [("user", f"My locker code is {PLANTED}.")]}, run)
-    for n in range(12):
+    for n in range(40):  # enough that the early notes leave the view (lookups skip the view)
         graph.invoke({"messages": [("user", f"locker code note {n}: " + "words " * 30)]}, run)
     state = graph.invoke({"messages": [("user", "Recall locker code")]}, run)
     page = state["messages"][-2]

@@ -298,6 +298,8 @@ class BudgetNode:
         # 2. cap oversized new tool results
         replacements: dict[str, BaseMessage] = {}
         cap = self.config.tool_output_cap_tokens
+        if cap is not None:  # a result the window cannot hold next to the rest is capped too
+            cap = min(cap, max(64, self.budget.usable // 4))
         for message in fresh:
             if (
                 cap

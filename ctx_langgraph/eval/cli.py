@@ -93,7 +93,8 @@ def _progress(quiet: bool, stream: TextIO) -> Any:
     return Progress(enabled=not quiet, stream=stream)
 
 
-def run_eval_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     from ctx_langgraph.eval.harness import run_eval
     from ctx_langgraph.eval.report import category_table, summary_table
 
@@ -162,7 +163,8 @@ def add_eval_parser(commands: Any) -> None:
 # --------------------------------------------------------------------------- demo
 
 
-def run_demo_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_demo_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     from ctx_langgraph.eval.demo import run_demo
 
     with tempfile.TemporaryDirectory(prefix="ctx-demo-") as tmp:

@@ -129,9 +129,10 @@ def run_demo(
     window: int = 4096,
     quiet: bool = False,
     compare: bool = True,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Both parts; returns the exit status."""
+    out = out or sys.stdout
     from ctx_langgraph._table import format_table
     from ctx_langgraph.eval.cli import write_outputs
     from ctx_langgraph.eval.harness import run_eval
