@@ -260,3 +260,20 @@ def test_eval_command_refuses_bad_input_clearly(tmp_path, capsys):
     dataset = locomo_file(tmp_path / "tiny.json", sessions=2, turns=4)
     assert main(["eval", "--dataset", str(dataset), "--strategies", "magic", "--quiet"]) == 2
     assert "unknown strategies ['magic']" in capsys.readouterr().err
+
+
+def test_demo_runs_the_agent_then_compares_every_strategy(tmp_path, capsys):
+    out = tmp_path / "report"
+    status = main(["demo", "--turns", "40", "--out", str(out), "--db", str(tmp_path / "h.sqlite")])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "summary generation 1 covers seq 1-" in printed  # compactions shown as they happen
+    assert "covered_through_seq" in printed
+    for name in STRATEGIES:
+        assert name in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["strategies"]) == list(STRATEGIES)
+    assert metrics["format"] == "synthetic"
+    ours = metrics["strategies"]["summary_tail_lookup"]
+    assert ours["coverage_gaps"] == ours["coverage_overlaps"] == ours["orphan_tool_messages"] == 0
+    assert (tmp_path / "h.sqlite").exists()  # the history it kept

@@ -20,7 +20,8 @@ history lookup tool. Then, deterministically:
 - ``coverage_gaps`` / ``coverage_overlaps``: model calls where an earlier message is neither in
   the input nor covered by its summary / is both (or two summaries are in it);
 - ``orphan_tool_messages``: tool results without their call, and calls without their result, in
-  model inputs; ``max_summaries_in_prompt``; ``wall_seconds``;
+  model inputs; ``max_summaries_in_prompt``; ``warnings`` (Python warnings the strategy's code
+  raised during the run, e.g. a peer that gave up trimming); ``wall_seconds``;
 - ``answer_f1`` when a real model answers (``reader``), as LoCoMo scores it.
 
 ``metrics.json``::
@@ -40,7 +41,7 @@ history lookup tool. Then, deterministically:
          "summarizer_output_tokens": int, "compactions": int, "coverage_gaps": int,
          "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
          "question_input_tokens_total": int, "question_summarizer_calls": int,
-         "wall_seconds": float,
+         "warnings": int, "wall_seconds": float,
          "conversations": {"<name>": {the same figures for that conversation}}}}}
 
 ``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call], "turn": [per

@@ -8,6 +8,7 @@ import importlib.metadata
 import platform
 import re
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ _SUMS = (
     "orphan_tool_messages",
     "question_input_tokens_total",
     "question_summarizer_calls",
+    "warnings",
     "wall_seconds",
 )
 _MAXES = ("input_tokens_max", "max_summaries_in_prompt")
@@ -187,93 +189,96 @@ def run_conversation(
     history: list[str] = []
     history_at_call: list[int] = []
     started = time.perf_counter()
-    try:
-        for turn in turns:
-            script.play(turn.steps, turn.index)
-            before, base = len(script.calls), len(history) + len(turn.inputs)
-            strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
-            made = len(script.calls) - before
-            if made != len(turn.steps):
-                raise RuntimeError(
-                    f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
+    with warnings.catch_warnings(record=True) as caught:  # a peer's warnings are measured
+        warnings.simplefilter("always")
+        try:
+            for turn in turns:
+                script.play(turn.steps, turn.index)
+                before, base = len(script.calls), len(history) + len(turn.inputs)
+                strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
+                made = len(script.calls) - before
+                if made != len(turn.steps):
+                    raise RuntimeError(
+                        f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
+                    )
+                for step in turn.steps:
+                    history_at_call.append(base)
+                    base += 1 + len(step.tool_calls)
+                history.extend(str(m.id) for m in turn.messages)
+                if advance:
+                    advance(1)
+            replay_calls = list(script.calls)
+            stats = strategy.summarizer_stats
+            replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
+            final = strategy.graph.get_state(thread).config
+            known = {str(m.id): m for m in conversation.messages}
+            rows: list[dict[str, Any]] = []
+            for index, item in enumerate(conversation.questions):
+                script.ask(index, item.question)
+                strategy.graph.invoke(
+                    {"messages": [HumanMessage(item.question, id=f"question-{index}")]},
+                    {**final, "recursion_limit": 50},
                 )
-            for step in turn.steps:
-                history_at_call.append(base)
-                base += 1 + len(step.tool_calls)
-            history.extend(str(m.id) for m in turn.messages)
-            if advance:
-                advance(1)
-        replay_calls = list(script.calls)
-        stats = strategy.summarizer_stats
-        replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
-        final = strategy.graph.get_state(thread).config
-        known = {str(m.id): m for m in conversation.messages}
-        rows: list[dict[str, Any]] = []
-        for index, item in enumerate(conversation.questions):
-            script.ask(index, item.question)
-            strategy.graph.invoke(
-                {"messages": [HumanMessage(item.question, id=f"question-{index}")]},
-                {**final, "recursion_limit": 50},
-            )
-            answer = script.answers.get(index) if reader is not None else None
-            rows.append(_question_checks(item, script.calls[-1], known, answer))
-        question_calls = script.calls[len(replay_calls) :]
-        wall = time.perf_counter() - started
-        ids_by_seq: list[str] = []
-        if strategy.store is not None:
-            ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
-        run = ConversationRun(name, conversation.name, questions=rows)
-        gaps = overlaps = orphans = most_summaries = 0
-        compaction_calls: list[int] = []
-        last_key: str | None = None
-        for index, call in enumerate(replay_calls):
-            seen = history[: history_at_call[index]]
-            summaries = summary_messages(call.messages)
-            present = {str(m.id) for m in call.messages if m.id and m not in summaries}
-            claimed = _claimed(strategy, call, seen, ids_by_seq)
-            gap, overlap = coverage(present, claimed, seen, len(summaries))
-            gaps += gap
-            overlaps += overlap
-            orphans += orphan_tool_messages(call.messages)
-            most_summaries = max(most_summaries, len(summaries))
-            key = _summary_key(summaries[0]) if summaries else None
-            if key is not None and key != last_key:
-                compaction_calls.append(index)
-            last_key = key
-        tokens = [call.input_tokens for call in replay_calls]
-        run.metrics = {
-            **question_rates(rows),
-            "input_tokens_total": sum(tokens),
-            "input_tokens_max": max(tokens, default=0),
-            "model_calls": len(replay_calls),
-            "over_window_calls": sum(t > usable for t in tokens),
-            "summarizer_calls": replay_summaries[0],
-            "summarizer_input_tokens": replay_summaries[1],
-            "summarizer_output_tokens": replay_summaries[2],
-            "compactions": len(compaction_calls),
-            "coverage_gaps": gaps,
-            "coverage_overlaps": overlaps,
-            "orphan_tool_messages": orphans,
-            "max_summaries_in_prompt": most_summaries,
-            "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
-            "question_summarizer_calls": stats.calls - replay_summaries[0],
-            "wall_seconds": round(wall, 3),
-        }
-        run.series = {
-            "input_tokens": tokens,
-            "turn": [call.turn for call in replay_calls],
-            "compaction_calls": compaction_calls,
-        }
-        if log:
-            m = run.metrics
-            log(
-                f"{conversation.name} · {name}: evidence {m['evidence_available_lenient']}, "
-                f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
-                f"compactions {m['compactions']}, {wall:.1f} s"
-            )
-        return run
-    finally:
-        strategy.close()
+                answer = script.answers.get(index) if reader is not None else None
+                rows.append(_question_checks(item, script.calls[-1], known, answer))
+            question_calls = script.calls[len(replay_calls) :]
+            wall = time.perf_counter() - started
+            ids_by_seq: list[str] = []
+            if strategy.store is not None:
+                ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
+            run = ConversationRun(name, conversation.name, questions=rows)
+            gaps = overlaps = orphans = most_summaries = 0
+            compaction_calls: list[int] = []
+            last_key: str | None = None
+            for index, call in enumerate(replay_calls):
+                seen = history[: history_at_call[index]]
+                summaries = summary_messages(call.messages)
+                present = {str(m.id) for m in call.messages if m.id and m not in summaries}
+                claimed = _claimed(strategy, call, seen, ids_by_seq)
+                gap, overlap = coverage(present, claimed, seen, len(summaries))
+                gaps += gap
+                overlaps += overlap
+                orphans += orphan_tool_messages(call.messages)
+                most_summaries = max(most_summaries, len(summaries))
+                key = _summary_key(summaries[0]) if summaries else None
+                if key is not None and key != last_key:
+                    compaction_calls.append(index)
+                last_key = key
+            tokens = [call.input_tokens for call in replay_calls]
+            run.metrics = {
+                **question_rates(rows),
+                "input_tokens_total": sum(tokens),
+                "input_tokens_max": max(tokens, default=0),
+                "model_calls": len(replay_calls),
+                "over_window_calls": sum(t > usable for t in tokens),
+                "summarizer_calls": replay_summaries[0],
+                "summarizer_input_tokens": replay_summaries[1],
+                "summarizer_output_tokens": replay_summaries[2],
+                "compactions": len(compaction_calls),
+                "coverage_gaps": gaps,
+                "coverage_overlaps": overlaps,
+                "orphan_tool_messages": orphans,
+                "max_summaries_in_prompt": most_summaries,
+                "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
+                "warnings": len(caught),
+                "question_summarizer_calls": stats.calls - replay_summaries[0],
+                "wall_seconds": round(wall, 3),
+            }
+            run.series = {
+                "input_tokens": tokens,
+                "turn": [call.turn for call in replay_calls],
+                "compaction_calls": compaction_calls,
+            }
+            if log:
+                m = run.metrics
+                log(
+                    f"{conversation.name} · {name}: evidence {m['evidence_available_lenient']}, "
+                    f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
+                    f"compactions {m['compactions']}, {wall:.1f} s"
+                )
+            return run
+        finally:
+            strategy.close()
 
 
 def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
