@@ -33,7 +33,6 @@ from pydantic import BaseModel, Field
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.estimate import LOOKUP_MARK
-from ctx_langgraph.budget.node import CAPPED_FLAG, CLEARED_FLAG
 from ctx_langgraph.errors import ScopeError
 from ctx_langgraph.history._sql import query_terms
 from ctx_langgraph.history.base import HistoryStore
@@ -98,7 +97,7 @@ class _LookupArgs(BaseModel):
     query: str | None = Field(
         None,
         description="Words to find (an id, number, path, name); records with every word, else "
-        "the best partial matches. Messages already in your context are left out.",
+        "the best partial matches. The current turn's messages are left out.",
     )
     min_seq: int | None = Field(None, description="Only records with seq >= min_seq.")
     max_seq: int | None = Field(None, description="Only records with seq <= max_seq.")
@@ -353,18 +352,14 @@ def _state_context(runtime: object) -> Mapping[str, Any] | None:
     return context if isinstance(context, Mapping) else None
 
 
-def _in_context(runtime: object) -> frozenset[str]:
-    """Ids of the messages the graph state holds verbatim (not capped or cleared previews)."""
+def _current_turn(runtime: object) -> frozenset[str]:
+    """Ids of the current turn's messages in the graph state: the last user message and what
+    followed it. They are the request that asked (a search for its words finds it first)."""
     if not isinstance(runtime, ToolRuntime) or not isinstance(runtime.state, Mapping):
         return frozenset()
-    messages = runtime.state.get("messages") or ()
-    return frozenset(
-        str(m.id)
-        for m in messages
-        if isinstance(m, BaseMessage)
-        and m.id
-        and not (m.additional_kwargs.get(CAPPED_FLAG) or m.additional_kwargs.get(CLEARED_FLAG))
-    )
+    messages = [m for m in runtime.state.get("messages") or () if isinstance(m, BaseMessage)]
+    start = max((i for i, m in enumerate(messages) if m.type == "human"), default=0)
+    return frozenset(str(m.id) for m in messages[start:] if m.id)
 
 
 def _run_scope(config: RunnableConfig | None, runtime: object) -> Scope:
@@ -418,7 +413,7 @@ class _Page:
         self.note: str | None = None
         """Said on the page when its records are not exact matches (a ranked search)."""
         self.in_context: frozenset[str] = frozenset()
-        """Event ids of the messages the model already has verbatim: searches leave them out."""
+        """Event ids of the current turn's messages: searches leave them out."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         page: dict[str, Any] = {"notice": NOTICE}
@@ -630,7 +625,7 @@ def _lookup_flow(
     args: _LookupArgs, config: RunnableConfig | None, runtime: object, page: _Page
 ) -> Generator[_Request, Any, str]:
     scope = _run_scope(config, runtime)
-    page.in_context = _in_context(runtime)
+    page.in_context = _current_turn(runtime)
     cursor = _decode_cursor(args.cursor) if args.cursor and args.cursor.strip() else None
     if args.handle is not None and args.handle.strip():
         event_id = _event_id(args.handle)

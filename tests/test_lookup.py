@@ -429,20 +429,18 @@ def event_ids(message: ToolMessage) -> list[str]:
     return [record["event_id"] for record in json.loads(message.content)["records"]]
 
 
-async def test_searches_leave_out_what_the_model_has_verbatim_but_not_capped_previews(
-    memory_store, mode
-):
+async def test_searches_leave_out_the_current_turn_that_asked(memory_store, mode):
     graph = tool_graph(Lookup.of(memory_store, mode).tool, ContextState)
     plant = (await memory_store.aget_event("t1", "plant")).message
+    question = HumanMessage(f"Which invoice was {PLANTED} again?", id="ask")
+    await memory_store.aappend("t1", [question])  # recorded, as ctx_budget records it
     call = lookup_call({"query": PLANTED})
-    message = await run_graph(graph, mode, {"messages": [plant, call]}, config())
-    assert event_ids(message) == []  # the model has the only hit verbatim already
+    state = {"messages": [plant, AIMessage("Noted.", id="ok"), question, call]}
+    message = await run_graph(graph, mode, state, config())
+    assert event_ids(message) == ["plant"]  # not the question that asked, though it matches
 
-    preview = plant.model_copy(
-        update={"content": "[capped]", "additional_kwargs": {"ctx_capped": {"handle": "h"}}}
-    )
-    message = await run_graph(graph, mode, {"messages": [preview, call]}, config())
-    assert event_ids(message) == ["plant"]  # a capped preview is not the text
+    direct = await Lookup.of(memory_store, mode).page({"query": PLANTED})  # no graph state
+    assert [r["event_id"] for r in direct["records"]] == ["plant", "ask"]
 
 
 async def test_tool_node_reads_the_branch_from_the_state_context(memory_store, mode):

@@ -377,10 +377,16 @@ def input_tokens_figure(
     figure = _new_figure(11, 5.5)
     axes = figure.add_subplot()
     per_strategy: Mapping[str, Any] = series.get(conversation) or {}
+    window = metrics.get("window")
+    # the window, not a strategy that outgrows it many times over, sets the scale
+    ceiling = 2.5 * float(window) if _is_number(window) else None
     any_compaction = False
     for index, name in enumerate(_strategies(metrics)):
         data: Mapping[str, Any] = per_strategy.get(name) or {}
         tokens = [int(value) for value in data.get("input_tokens") or []]
+        label = name if tokens else f"{name} (no calls)"
+        if ceiling is not None and tokens and max(tokens) > ceiling:
+            label = f"{name} (off the scale, up to {max(tokens):,})"
         marks = sorted(
             {int(call) for call in data.get("compaction_calls") or [] if 0 <= call < len(tokens)}
         )
@@ -393,10 +399,11 @@ def input_tokens_figure(
             marker="o" if marks else "",
             markevery=marks if marks else None,
             markersize=5,
-            label=name if tokens else f"{name} (no calls)",
+            label=label,
         )
     handles, _ = axes.get_legend_handles_labels()
-    window = metrics.get("window")
+    if ceiling is not None:
+        axes.set_ylim(0, ceiling)
     if _is_number(window):
         handles.append(
             axes.axhline(
