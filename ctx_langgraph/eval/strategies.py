@@ -34,7 +34,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
-from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.counters import REPLY_PRIMING, TokenCounter
 from ctx_langgraph.budget.estimate import is_summary
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
@@ -188,15 +188,20 @@ def _plain(
     counter: TokenCounter,
     script: Script,
 ) -> Strategy:
-    room = budget.usable - counter.count_tools(list(tools))
+    schemas = list(tools)
+
+    overhead = (counter.count_tools(schemas) if schemas else 0) + REPLY_PRIMING
+
+    def request_tokens(messages: Any) -> int:  # as the request will be metered
+        return overhead + sum(counter.count_message(m) for m in messages)
 
     def call_model(state: MessagesState) -> dict[str, Any]:
         messages: list[Any] = list(state["messages"])
         if name == "last_n":
             messages = trim_messages(
                 messages,
-                max_tokens=room,
-                token_counter=_count_messages(counter),
+                max_tokens=budget.usable,
+                token_counter=request_tokens,
                 strategy="last",
                 start_on="human",
                 include_system=True,
