@@ -224,6 +224,21 @@ def test_a_real_reader_is_scored_by_f1(conversation):
     assert run.metrics["answer_f1"] == pytest.approx(2 / 3, abs=0.01)  # 'code' and 'is' are extra
 
 
+def test_a_real_summarizing_model_is_used_by_every_strategy_alike(conversation):
+    from ctx_langgraph.testing import MeteringChatModel, scripted_summary_reply
+
+    model = MeteringChatModel(replies=[scripted_summary_reply])
+    metrics, _ = run_eval(
+        [conversation], ["summary_tail_lookup", "langchain"], window=2048, summary_model=model
+    )
+    assert metrics["settings"]["summarizer"] == "MeteringChatModel:gpt-4o"
+    for name in ("summary_tail_lookup", "langchain"):
+        assert metrics["strategies"][name]["summarizer_calls"] > 0, name
+    ours = metrics["strategies"]["summary_tail_lookup"]
+    assert ours["coverage_gaps"] == ours["coverage_overlaps"] == 0
+    assert ours["evidence_available_strict"] == 1.0
+
+
 def test_eval_command_writes_metrics_report_and_plots(tmp_path, capsys):
     dataset = locomo_file(tmp_path / "tiny.json", sessions=4, turns=12)
     out = tmp_path / "out"
@@ -238,6 +253,8 @@ def test_eval_command_writes_metrics_report_and_plots(tmp_path, capsys):
             "2048",
             "--out",
             str(out),
+            "--reader",
+            "offline",
             "--quiet",
         ]
     )

@@ -24,13 +24,17 @@ history lookup tool. Then, deterministically:
   raised during the run, e.g. a peer that gave up trimming); ``wall_seconds``;
 - ``answer_f1`` when a real model answers (``reader``), as LoCoMo scores it.
 
+Summaries come from the offline extractive summarizer for everyone (the peers through
+:class:`~ctx_langgraph.eval.replay.ExtractiveChatModel`), or from one real chat model for
+everyone (``summary_model``).
+
 ``metrics.json``::
 
     {"dataset": str, "format": "locomo" | "trace" | "synthetic", "window": int, "seed": int,
      "conversations": [str, ...], "versions": {"ctx_langgraph": str, "langgraph": str, ...},
      "settings": {"retrieval_tokens": int, "usable": int, "trigger": int, "target": int,
                   "keep_recent_tokens": int, "summary_max_tokens": int, "counter": str,
-                  "reader": str},
+                  "reader": str, "summarizer": str},
      "strategies": {"<name>": {
          "questions": int, "evidence_available_strict": float, "evidence_available_lenient":
          float, "answer_in_context": float, "correction_respected": float | null,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -69,9 +70,20 @@ def _strategies(text: str) -> list[str]:
     return names
 
 
-def _reader(spec: str | None) -> Any:
-    if not spec:
+_AUTO_MODELS = (
+    ("OPENAI_API_KEY", "openai:gpt-4o-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic:claude-3-5-haiku-latest"),
+)
+
+
+def _model(spec: str | None) -> Any:
+    """``None`` (offline), or a chat model: ``auto`` picks one whose API key is set."""
+    if spec in (None, "", "offline", "scripted", "extractive"):
         return None
+    if spec == "auto":
+        spec = next((model for key, model in _AUTO_MODELS if os.environ.get(key)), None)
+        if spec is None:
+            return None
     from langchain.chat_models import init_chat_model
 
     return init_chat_model(spec, temperature=0)
@@ -115,7 +127,8 @@ def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int
             data_format=data_format,
             seed=args.seed,
             retrieval_tokens=args.retrieval_tokens,
-            reader=_reader(args.reader),
+            reader=_model(args.reader),
+            summary_model=_model(args.summarizer),
             tool_specs=specs,
             log=progress.log,
             progress=progress,
@@ -153,8 +166,16 @@ def add_eval_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--reader",
-        help="a real model to answer the questions (init_chat_model spec, e.g. "
-        "openai:gpt-4o-mini; needs its API key); default: the offline scripted reader",
+        default="auto",
+        help="who answers the questions: auto (default: a real model when OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY is set, else the offline scripted reader), offline, or an "
+        "init_chat_model spec such as openai:gpt-4o-mini",
+    )
+    parser.add_argument(
+        "--summarizer",
+        default="extractive",
+        help="who summarizes, for every strategy alike: extractive (default, offline), auto, "
+        "or an init_chat_model spec",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.set_defaults(run=run_eval_command)

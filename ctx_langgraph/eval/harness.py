@@ -166,6 +166,7 @@ def run_conversation(
     counter: TokenCounter,
     retrieval_tokens: int = 1000,
     reader: BaseChatModel | None = None,
+    summary_model: BaseChatModel | None = None,
     tool_specs: Sequence[dict[str, Any]] = (),
     turns: Sequence[ReplayTurn] | None = None,
     log: Log | None = None,
@@ -183,6 +184,7 @@ def run_conversation(
         counter=counter,
         retrieval_tokens=retrieval_tokens,
         reader=reader,
+        summary_model=summary_model,
     )
     thread: Any = {"configurable": {"thread_id": "eval"}, "recursion_limit": 500}
     script = strategy.script
@@ -297,6 +299,11 @@ def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
     return out
 
 
+def _model_name(model: BaseChatModel) -> str:
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return f"{type(model).__name__}:{name}" if name else type(model).__name__
+
+
 def _versions() -> dict[str, str]:
     names = {
         "ctx_langgraph": "ctx-langgraph",
@@ -325,6 +332,7 @@ def run_eval(
     seed: int = 0,
     retrieval_tokens: int = 1000,
     reader: BaseChatModel | None = None,
+    summary_model: BaseChatModel | None = None,
     tool_specs: Sequence[dict[str, Any]] = (),
     counter: TokenCounter | None = None,
     log: Log | None = None,
@@ -370,6 +378,7 @@ def run_eval(
                 counter=counter,
                 retrieval_tokens=retrieval_tokens,
                 reader=reader,
+                summary_model=summary_model,
                 tool_specs=tool_specs,
                 turns=turns,
                 log=log,
@@ -394,7 +403,8 @@ def run_eval(
             "keep_recent_tokens": budget.keep_recent_tokens,
             "summary_max_tokens": config.summary_max_tokens,
             "counter": counter.id,
-            "reader": "scripted" if reader is None else type(reader).__name__,
+            "reader": "scripted" if reader is None else _model_name(reader),
+            "summarizer": "extractive" if summary_model is None else _model_name(summary_model),
         },
         "strategies": {name: aggregate(runs[name]) for name in strategies},
     }

@@ -44,6 +44,7 @@ from ctx_langgraph.history.types import HistoryEvent
 from ctx_langgraph.testing import MeteringChatModel
 
 __all__ = [
+    "CountingChatModel",
     "CountingSummarizer",
     "ExtractiveChatModel",
     "ModelCall",
@@ -500,4 +501,35 @@ class ExtractiveChatModel(BaseChatModel):
                 "total_tokens": input_tokens + output_tokens,
             },
         )
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+class CountingChatModel(BaseChatModel):
+    """A real summarizing chat model for the peers, with its calls and tokens counted (by the
+    harness's counter, as every other figure)."""
+
+    inner: Any
+    counter: Any
+    _stats: SummarizerStats = PrivateAttr(default_factory=SummarizerStats)
+
+    @property
+    def _llm_type(self) -> str:
+        return "counting-chat-model"
+
+    @property
+    def stats(self) -> SummarizerStats:
+        return self._stats
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        reply = self.inner.invoke(messages, stop=stop, **kwargs)
+        counter: TokenCounter = self.counter
+        self._stats.calls += 1
+        self._stats.input_tokens += sum(counter.count_message(m) for m in messages)
+        self._stats.output_tokens += counter.count_text(reply.text)
         return ChatResult(generations=[ChatGeneration(message=reply)])

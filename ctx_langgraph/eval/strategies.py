@@ -37,8 +37,11 @@ from typing_extensions import TypedDict
 from ctx_langgraph.budget.counters import REPLY_PRIMING, TokenCounter
 from ctx_langgraph.budget.estimate import is_summary
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
+from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.compaction.summarizers import LLMSummarizer
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.eval.replay import (
+    CountingChatModel,
     CountingSummarizer,
     ExtractiveChatModel,
     ReplayModel,
@@ -158,10 +161,15 @@ def build_strategy(
     counter: TokenCounter,
     retrieval_tokens: int = 1000,
     reader: BaseChatModel | None = None,
+    summary_model: BaseChatModel | None = None,
     workdir: Path | None = None,
 ) -> Strategy:
     """A fresh agent for strategy ``name`` (see :data:`STRATEGIES`), replaying with its own
-    :class:`Script`. Our strategies keep their history in a SQLite file under ``workdir``."""
+    :class:`Script`. Our strategies keep their history in a SQLite file under ``workdir``.
+
+    Summaries come from the offline extractive summarizer (ours directly, the peers through
+    :class:`ExtractiveChatModel`), or, with ``summary_model``, from that chat model for everyone
+    (ours through :class:`~ctx_langgraph.LLMSummarizer`)."""
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
     config = eval_config(window)
@@ -172,8 +180,15 @@ def build_strategy(
     if name in ("full", "last_n"):
         return _plain(name, model, bound, tools, budget, counter, script)
     if name in OURS:
-        return _ours(name, model, tools, config, budget, counter, script, retrieval_tokens, workdir)
-    summarizer = ExtractiveChatModel(counter=counter, cap_tokens=config.summary_max_tokens)
+        inner: Summarizer = (
+            ExtractiveSummarizer() if summary_model is None else LLMSummarizer(summary_model)
+        )
+        return _ours(name, model, tools, config, counter, script, retrieval_tokens, workdir, inner)
+    summarizer: ExtractiveChatModel | CountingChatModel = (
+        ExtractiveChatModel(counter=counter, cap_tokens=config.summary_max_tokens)
+        if summary_model is None
+        else CountingChatModel(inner=summary_model, counter=counter)
+    )
     if name == "langmem":
         return _langmem(bound, tools, config, budget, counter, script, summarizer)
     return _langchain(model, tools, budget, counter, script, summarizer)
@@ -216,11 +231,11 @@ def _ours(
     model: ReplayModel,
     tools: Sequence[BaseTool],
     config: ContextConfig,
-    budget: ResolvedBudget,
     counter: TokenCounter,
     script: Script,
     retrieval_tokens: int,
     workdir: Path | None,
+    inner: Summarizer,
 ) -> Strategy:
     if name == "summary_only":
         config = ContextConfig(
@@ -239,7 +254,7 @@ def _ours(
     store = SQLiteHistoryStore.from_path(workdir / f"{name}.sqlite")
     store.setup()
     closers.append(store.close)
-    summarizer = CountingSummarizer(ExtractiveSummarizer(), counter)
+    summarizer = CountingSummarizer(inner, counter)
     lookup: Any = False
     if name == "summary_tail_lookup":
         lookup = make_history_lookup_tool(store, max_tokens=retrieval_tokens, counter=counter)
@@ -265,7 +280,7 @@ def _langmem(
     budget: ResolvedBudget,
     counter: TokenCounter,
     script: Script,
-    summarizer: ExtractiveChatModel,
+    summarizer: ExtractiveChatModel | CountingChatModel,
 ) -> Strategy:
     with warnings.catch_warnings():  # langmem imports names LangGraph has deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -306,7 +321,7 @@ def _langchain(
     budget: ResolvedBudget,
     counter: TokenCounter,
     script: Script,
-    summarizer: ExtractiveChatModel,
+    summarizer: ExtractiveChatModel | CountingChatModel,
 ) -> Strategy:
     middleware = SummarizationMiddleware(
         model=summarizer,
