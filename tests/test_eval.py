@@ -294,3 +294,22 @@ def test_demo_runs_the_agent_then_compares_every_strategy(tmp_path, capsys):
     ours = metrics["strategies"]["summary_tail_lookup"]
     assert ours["coverage_gaps"] == ours["coverage_overlaps"] == ours["orphan_tool_messages"] == 0
     assert (tmp_path / "h.sqlite").exists()  # the history it kept
+
+
+def test_generated_sessions_are_saved_as_traces_and_replay_the_same(tmp_path, capsys):
+    saved, first, again = tmp_path / "sessions", tmp_path / "first", tmp_path / "again"
+    common = ["--strategies", "summary_tail_lookup", "--window", "4096", "--reader", "offline"]
+    generate = ["eval", "--format", "synthetic", "--sessions", "1", "--turns", "30"]
+    assert main([*generate, "--dataset", str(saved), "--out", str(first), *common, "--quiet"]) == 0
+    [trace] = sorted(saved.glob("*.jsonl"))
+    assert main(["eval", "--dataset", str(trace), "--out", str(again), *common, "--quiet"]) == 0
+    capsys.readouterr()
+    made, replayed = (json.loads((d / "metrics.json").read_text()) for d in (first, again))
+    assert (made["format"], replayed["format"]) == ("synthetic", "trace")
+    keys = ("evidence_available_strict", "answer_in_context", "input_tokens_total", "questions")
+    ours, theirs = (
+        made["strategies"]["summary_tail_lookup"],
+        replayed["strategies"]["summary_tail_lookup"],
+    )
+    assert {k: ours[k] for k in keys} == {k: theirs[k] for k in keys}
+    assert ours["questions"] > 0

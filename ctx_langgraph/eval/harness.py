@@ -129,7 +129,7 @@ def _question_checks(
         correction = correction_respected(context, item.answer, item.superseded)
     return {
         "question": item.question,
-        "category": str(item.category),
+        "category": "uncategorized" if item.category is None else str(item.category),
         "evidence_available_strict": strict,
         "evidence_available_lenient": lenient,
         "answer_in_context": in_context,
