@@ -282,7 +282,7 @@ class _ReplayTool(BaseTool):
         recorded = self.results.get(str(input["id"]))
         if recorded is None:
             raise ValueError(f"{self.name}: no recorded result for tool call {input['id']!r}")
-        return recorded
+        return recorded.model_copy()  # every strategy gets its own copy
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         return self.invoke(input, config, **kwargs)
