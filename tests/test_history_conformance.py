@@ -538,6 +538,64 @@ async def test_mark_failed_and_prune_versions(api):
     assert (await api.get_active("t")).id == committed[-1].id
 
 
+@pytest.mark.parametrize("edit", ["revise", "hide", "delete"])
+async def test_an_edit_invalidates_every_summary_that_covers_it_and_purges_its_text(api, edit):
+    await api.append("t", turns(1, 31, "note {n}: the vault code is SECRET-{n}"))
+    kept = await _commit_through(api, "t", 5, "summary through 5: SECRET-3")
+    tainted = [
+        await _commit_through(api, "t", n, f"summary through {n}: SECRET-8") for n in (10, 20)
+    ]
+    failed = await api.mark_failed(
+        await api.create_candidate(await api.snapshot("t", 25), summary_text="SECRET-8 again"),
+        "summarizer timed out",
+    )
+    if edit == "revise":
+        await api.append("t", [human(8, "note 8: (redacted)")])
+    elif edit == "hide":
+        assert await api.hide_events("t", ["m8"]) == 1
+    else:
+        assert await api.delete_events("t", ["m8"]) == 1
+
+    for version in tainted:
+        stored = await api.get_checkpoint(version.id)
+        assert stored.status == "invalid" and stored.error.startswith("invalidated: ")
+        assert stored.summary_text is None and stored.key_facts == ()
+    assert (await api.get_checkpoint(failed.id)).summary_text is None  # failed versions too
+    assert (await api.get_checkpoint(kept.id)).summary_text == "summary through 5: SECRET-3"
+    # no active summary now; the generation moves on, so the next one chains after it
+    assert await api.get_active("t") is None
+    info = await api.branch_info("t")
+    assert info.active_checkpoint_id is None and info.active_generation == 4
+    rebuilt = await _commit_through(api, "t", 20, "rebuilt from the raw history")
+    assert (rebuilt.generation, rebuilt.parent_id, rebuilt.first_seq) == (5, None, 1)
+    assert [e.seq for e in (await api.snapshot("t", 30)).events][:1] == [21]
+
+
+async def test_an_edit_after_the_covered_range_leaves_the_summary_alone(api):
+    await api.append("t", turns(1, 21))
+    active = await _commit_through(api, "t", 10)
+    await api.delete_events("t", ["m15"])
+    await api.hide_events("t", ["m16"])
+    assert (await api.get_active("t")).id == active.id
+    assert (await api.get_checkpoint(active.id)).status == "active"
+
+
+async def test_an_edit_of_a_shared_event_invalidates_the_branches_that_read_it(api):
+    await api.append("t", turns(1, 21))
+    shared = await _commit_through(api, "t", 6)
+    fork = Scope("t", branch="fork")
+    await api.create_branch(fork, "main", 10)
+    await api.append(fork, [human(100, "on the fork")])
+    forked = await _commit_through(api, fork, 11, "fork summary")
+    late = Scope("t", branch="late")
+    await api.create_branch(late, "main", 3)  # forked before the edited event
+    await api.delete_events(fork, ["m5"])  # a row shared by main and fork
+    assert (await api.get_checkpoint(shared.id)).status == "invalid"
+    assert (await api.get_checkpoint(forked.id)).status == "invalid"
+    assert await api.get_active("t") is None and await api.get_active(fork) is None
+    assert (await api.branch_info(late)).active_generation == 0  # it never read seq 5
+
+
 # ----------------------------------------------------------------------------- search
 
 

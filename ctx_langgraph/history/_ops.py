@@ -538,15 +538,65 @@ def append(
                     *where,
                 ),
             )
-        yield _log_edits(
-            d, scope, version, "revise", [(o, s) for o, s, _, _ in plan.revisions], now
-        )
+        revised = [(o, s) for o, s, _, _ in plan.revisions]
+        yield _log_edits(d, scope, version, "revise", revised, now)
+        seqs = ", ".join(str(seq) for _, seq in sorted(revised, key=lambda t: t[1])[:5])
+        yield from _invalidate_covering(scope, revised, f"revision of event seq {seqs}")
     if plan.head_seq != branch.head_seq:
         yield Stmt(
             "UPDATE ctx_branches SET head_seq = ? WHERE tenant = ? AND thread_id = ? AND branch = ?",
             (plan.head_seq, scope.tenant, scope.thread_id, scope.branch),
         )
     return plan.results
+
+
+def _invalidate_covering(
+    scope: Scope, targets: Sequence[tuple[str, int]], why: str
+) -> Op[list[str]]:
+    """Every summary version that covers an edited event (on any branch that reads the event's
+    row) loses its text and key facts; committed ones become ``invalid``. A branch whose active
+    summary was among them has no active summary any more (its generation still moves on), so
+    the next compaction rebuilds one from the remaining raw history. Returns the invalidated
+    committed versions' ids."""
+    branches = yield from _branch_map(scope)
+    invalid: list[str] = []
+    for name in branches:
+        chain = lineage(branches, name)
+        seqs = [
+            seq
+            for owner, seq in targets
+            for branch, bound in chain
+            if branch == owner and (bound is None or seq <= bound)
+        ]
+        if not seqs:
+            continue
+        where = (scope.tenant, scope.thread_id, name, min(seqs))
+        rows = yield Stmt(
+            "SELECT id FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? AND branch = ? "
+            "AND covered_through_seq >= ? AND status IN ('active', 'superseded')",
+            where,
+            "all",
+        )
+        invalid.extend(row[0] for row in rows)
+        yield Stmt(
+            "UPDATE ctx_checkpoints SET summary_text = NULL, key_facts = '[]', "
+            "provider_state = NULL WHERE tenant = ? AND thread_id = ? AND branch = ? "
+            "AND covered_through_seq >= ?",
+            where,
+        )
+    if invalid:
+        yield Stmt(
+            "UPDATE ctx_checkpoints SET status = 'invalid', error = ? WHERE id = ?",
+            many=[(f"invalidated: {why}", checkpoint_id) for checkpoint_id in invalid],
+        )
+        for chunk in _chunks(invalid):
+            yield Stmt(
+                "UPDATE ctx_branches SET active_checkpoint_id = NULL, "
+                "active_generation = active_generation + 1 WHERE tenant = ? AND thread_id = ? "
+                f"AND active_checkpoint_id IN ({_marks(len(chunk))})",
+                (scope.tenant, scope.thread_id, *chunk),
+            )
+    return invalid
 
 
 def _edit_visibility(
@@ -603,6 +653,9 @@ def _edit_visibility(
             many=[(kind == "show", *key) for key in keys],
         )
     yield _log_edits(d, scope, version, kind, targets, now)
+    if kind != "show":
+        seqs = ", ".join(str(seq) for _, seq in sorted(targets, key=lambda t: t[1])[:5])
+        yield from _invalidate_covering(scope, targets, f"{kind} of event seq {seqs}")
     return len(targets)
 
 
