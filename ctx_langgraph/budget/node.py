@@ -60,7 +60,7 @@ from ctx_langgraph.compaction.view import rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.errors import ContextBudgetExceeded, ProviderCountError
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import AppendResult, Scope
+from ctx_langgraph.history.types import AppendResult, BranchInfo, HistoryEvent, Scope
 from ctx_langgraph.usage.node import scope_from_config
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
@@ -279,10 +279,26 @@ class BudgetNode:
         if any(r.status == "revised" for r in results):
             reasons.append("edited message")
 
-        # 1b. the store is the source of truth: a summary committed there but missing from the state
-        # (a crash between the store commit and the checkpoint, or another worker) is applied now
+        # 1a. an event was deleted, hidden or revised in the store since this state last looked:
+        # the view drops it (or takes the revision), and a summary that covered it goes too
         rewritten = False
         head = yield _Head(scope)
+        edits = head.edit_version if head is not None else 0
+        if head is not None and context.get("edit_version") not in (None, edits):
+            messages, dropped_summary = yield from self._reconcile_edits(scope, messages, head)
+            rewritten = True
+            reasons.append("history edited")
+            if dropped_summary:
+                context.update(
+                    active_checkpoint_id=head.active_checkpoint_id,
+                    active_generation=head.active_generation,
+                    covered_through_seq=0,
+                    rebuild=True,  # history before the view has no summary: compact it again
+                )
+        context["edit_version"] = edits
+
+        # 1b. the store is the source of truth: a summary committed there but missing from the state
+        # (a crash between the store commit and the checkpoint, or another worker) is applied now
         if head is not None and head.active_generation > int(context.get("active_generation", 0)):
             active = yield _ActiveSummary(scope)
             if active is not None and any(m.id == active.first_kept_event_id for m in messages):
@@ -409,10 +425,42 @@ class BudgetNode:
         if rewritten:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]
             for key in ("active_checkpoint_id", "active_generation", "covered_through_seq"):
-                update_context[key] = context[key]
+                if key in context:
+                    update_context[key] = context[key]
         elif replacements:
             update["messages"] = list(replacements.values())
+        for key in ("edit_version", "rebuild"):
+            if key in context:
+                update_context[key] = context[key]
         return update
+
+    def _reconcile_edits(
+        self, scope: Scope, messages: Sequence[BaseMessage], head: BranchInfo
+    ) -> Generator[_Request, Any, tuple[list[BaseMessage], bool]]:
+        """The view without deleted or hidden events, with revised ones as stored now, and
+        without a summary the store no longer has active. Returns it and whether the summary
+        was dropped."""
+        kept: list[BaseMessage] = []
+        dropped_summary = False
+        for message in messages:
+            if is_summary(message):
+                flag = message.additional_kwargs.get(SUMMARY_FLAG) or {}
+                if flag.get("checkpoint_id") == head.active_checkpoint_id:
+                    kept.append(message)
+                else:
+                    dropped_summary = True
+                continue
+            if message.type == "system" or _synthetic(message) or not message.id:
+                kept.append(message)
+                continue
+            event: HistoryEvent | None = yield _GetEvent(scope, str(message.id))
+            if event is None or not event.visible:
+                continue  # deleted or hidden: it leaves the view
+            if not _flagged(message) and event.content != message_to_dict(message):
+                kept.append(event.message)  # revised: the view takes the stored revision
+            else:
+                kept.append(message)
+        return kept, dropped_summary
 
     def _restore_calibration(self, counter: TokenCounter, context: dict[str, Any]) -> None:
         """Carry the approximate counter's calibration in the state, and learn from a new baseline.
@@ -452,6 +500,13 @@ class BudgetNode:
         self, view: Sequence[BaseMessage], estimate: BudgetEstimate, context: dict[str, Any]
     ) -> str:
         budget = self.budget
+        last = context.get("compaction") or {}
+        tried = (
+            last.get("epoch") == int(context.get("projection_epoch", 0))
+            and last.get("status") != "committed"
+        )
+        if context.get("rebuild") and self.compact_node is not None and not tried:
+            return "compact"  # an edit took the summary away: rebuild it from the raw history
         if estimate.total <= budget.trigger:
             started = (context.get("precompaction") or {}).get("epoch")
             if (
@@ -478,11 +533,6 @@ class BudgetNode:
                 advice="Even a fully compacted context would not fit: shorten the newest message or the "
                 "system prompt, lower tool_output_cap_tokens, or use a model with a larger window.",
             )
-        last = context.get("compaction") or {}
-        tried = (
-            last.get("epoch") == int(context.get("projection_epoch", 0))
-            and last.get("status") != "committed"
-        )
         if self.compact_node is not None and not tried:
             return "compact"  # (a compaction that already failed on this view is not retried in a loop)
         if estimate.total <= budget.usable:

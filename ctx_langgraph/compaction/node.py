@@ -35,7 +35,7 @@ from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defin
 
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
-from ctx_langgraph.compaction.cut import choose_cut
+from ctx_langgraph.compaction.cut import choose_cut, first_coverable
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
@@ -158,27 +158,43 @@ class CompactNode:
             [self.cache.count(counter, m) for m in messages],
             keep_recent_tokens=self.budget.keep_recent_tokens,
         )
-        if cut is None:
-            return {"context": {"compaction": {**attempt_info, "status": "nothing_to_cover"}}}
-        last_covered = messages[cut.index - 1]
-        event = (yield _GetEvent(scope, str(last_covered.id))) if last_covered.id else None
-        if event is None:
-            return {
-                "context": {
-                    "compaction": {
-                        **attempt_info,
-                        "status": "not_recorded",
-                        "error": f"message {last_covered.id!r} is not in the history store",
+        if cut is None and context.get("rebuild"):
+            # an edit took the summary away and the view is too short to cut: cover the store's
+            # history before the view, keeping the whole view verbatim
+            start = first_coverable(messages)
+            first = messages[start] if start < len(messages) else None
+            found = (yield _GetEvent(scope, str(first.id))) if first and first.id else None
+            if first is None or found is None or found.seq <= 1:
+                return {
+                    "context": {
+                        "rebuild": False,
+                        "compaction": {**attempt_info, "status": "nothing_to_cover"},
                     }
                 }
-            }
+            through_seq, first_kept_id, cut_kind = found.seq - 1, str(first.id), "rebuild"
+        elif cut is None:
+            return {"context": {"compaction": {**attempt_info, "status": "nothing_to_cover"}}}
+        else:
+            last_covered = messages[cut.index - 1]
+            event = (yield _GetEvent(scope, str(last_covered.id))) if last_covered.id else None
+            if event is None:
+                return {
+                    "context": {
+                        "compaction": {
+                            **attempt_info,
+                            "status": "not_recorded",
+                            "error": f"message {last_covered.id!r} is not in the history store",
+                        }
+                    }
+                }
+            through_seq, first_kept_id, cut_kind = event.seq, str(messages[cut.index].id), cut.kind
 
         problems: list[str] = []
         attempts = 0
         deadline = time.monotonic() + self.config.compaction_timeout_s
         for _round in range(3):  # a conflict or a stale snapshot: start again from the new state
             active: CompactionCheckpoint | None = yield _Active(scope)
-            if active is not None and active.covered_through_seq >= event.seq:
+            if active is not None and active.covered_through_seq >= through_seq:
                 return self._rewrite(messages, context, active, epoch, attempt_info, "reconciled")
             if commit:
                 # a candidate pre-built in the background on this summary: commit it if still valid
@@ -203,7 +219,7 @@ class CompactNode:
                             attempt_info,
                             "committed_precomputed",
                         )
-            snapshot: CoverageSnapshot = yield _Snapshot(scope, event.seq)
+            snapshot: CoverageSnapshot = yield _Snapshot(scope, through_seq)
             previous = (
                 SummaryDocument.parse(active.summary_text)
                 if active and active.summary_text
@@ -242,7 +258,7 @@ class CompactNode:
                 snapshot,
                 text,
                 document,
-                str(messages[cut.index].id),
+                first_kept_id,
                 self.summarizer.id,
                 counter.count_text(text),
             )
@@ -253,7 +269,7 @@ class CompactNode:
             except (CompactionConflict, StaleCandidate) as exc:
                 problems.append(f"{type(exc).__name__}: {exc}"[:300])
                 continue
-            attempt_info.update(attempts=attempts, cut=cut.kind)
+            attempt_info.update(attempts=attempts, cut=cut_kind)
             if self.config.summary_versions_keep is not None:
                 attempt_info["pruned_versions"] = yield _Prune(
                     scope, self.config.summary_versions_keep
@@ -308,6 +324,7 @@ class CompactNode:
             "context": {
                 "projection_epoch": epoch + 1,
                 "baseline": None,
+                "rebuild": False,
                 "active_checkpoint_id": checkpoint.id,
                 "active_generation": checkpoint.generation,
                 "covered_through_seq": checkpoint.covered_through_seq,

@@ -310,7 +310,15 @@ def _read_branch(d: Dialect, scope: Scope) -> Op[tuple[_Branch, Lineage] | None]
 
 def branch_info(d: Dialect, scope: Scope) -> Op[BranchInfo | None]:
     row = yield _select_branch(d, scope, lock=False)
-    return None if row is None else _Branch.from_row(row).info(d, scope)
+    if row is None:
+        return None
+    edits = yield Stmt(
+        "SELECT edit_version FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
+        (scope.tenant, scope.thread_id),
+        "one",
+    )
+    info = _Branch.from_row(row).info(d, scope)
+    return replace(info, edit_version=int(edits[0]) if edits else 0)
 
 
 def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:

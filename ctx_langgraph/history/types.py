@@ -138,6 +138,9 @@ class BranchInfo:
     active_checkpoint_id: str | None
     active_generation: int
     created_at: dt.datetime
+    edit_version: int = 0
+    """The thread's edit counter (hides, deletions and revisions so far): a reader that saw
+    another value knows some event it holds may have changed."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,75 @@
+"""Deleting history: a secret said once and deleted never comes back, and the thread goes on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctx_langgraph import ContextConfig, create_context_agent
+from ctx_langgraph.history import HistoryStore
+from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.testing import MeteringChatModel
+
+SECRET = "vault code 7319-XK-Quetzal"
+CONFIG = ContextConfig(
+    context_window=3_000, output_reserve=500, keep_recent_tokens=400, summary_max_tokens=400
+)
+FILLER = "Let us go over the migration plan again, step by step, with the rollback notes. " * 3
+
+
+def recording_reply(inputs: list[list[BaseMessage]]) -> Any:
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        inputs.append(list(messages))
+        last = messages[-1].text if messages else ""
+        return AIMessage(f"Noted ({len(last)} characters): {last[:60]}")
+
+    return reply
+
+
+def holds_secret(messages: list[BaseMessage]) -> bool:
+    return any(SECRET in m.text or SECRET in json.dumps(m.additional_kwargs) for m in messages)
+
+
+def test_a_deleted_secret_never_comes_back_and_the_summary_is_rebuilt(store: HistoryStore):
+    inputs: list[list[BaseMessage]] = []
+    model = MeteringChatModel(replies=[recording_reply(inputs)])
+    graph = create_context_agent(model, store=store, config=CONFIG).compile(
+        checkpointer=InMemorySaver()
+    )
+    run: Any = {"configurable": {"thread_id": "canary"}}
+    say = [f"turn {n}: {FILLER}" for n in range(1, 41)]
+    say[4] = f"turn 5: my {SECRET}, please keep it for later."
+    for n, text in enumerate(say[:25], 1):
+        graph.invoke({"messages": [HumanMessage(text, id=f"u{n}")]}, run)
+
+    # before: the secret is in the raw history, a committed summary and the model's inputs
+    before = store.get_active("canary")
+    assert before is not None and before.covered_through_seq > 10
+    assert SECRET in (before.summary_text or "")
+    assert any(holds_secret(request) for request in inputs)
+    hits = store.search("canary", "7319 Quetzal").hits
+    assert {hit.event_id for hit in hits} >= {"u5"}
+
+    # the user deletes what said it (their message and the reply that echoed it)
+    assert store.delete_events("canary", [hit.event_id for hit in hits]) == len(hits)
+    inputs.clear()
+    for n, text in enumerate(say[25:], 26):
+        out = graph.invoke({"messages": [HumanMessage(text, id=f"u{n}")]}, run)
+    assert out["messages"][-1].text.startswith("Noted")  # the thread goes on
+
+    assert inputs and not any(holds_secret(request) for request in inputs)
+    assert not holds_secret(graph.get_state(run).values["messages"])
+    assert not store.search("canary", "7319 Quetzal").hits
+    lookup = make_history_lookup_tool(store)
+    page = json.loads(lookup.invoke({"query": "vault code Quetzal"}, config=run))
+    assert SECRET not in json.dumps(page)
+    for version in store.list_versions("canary"):
+        assert SECRET not in (version.summary_text or "")
+        assert all("7319" not in fact.text for fact in version.key_facts)
+    after = store.get_active("canary")
+    assert after is not None and after.generation > before.generation
+    assert after.first_seq == 1 or after.parent_id is not None  # rebuilt from the raw history
+    assert not any(e.event_id == "u5" for e in store.read_events("canary"))
