@@ -73,3 +73,63 @@ def test_a_deleted_secret_never_comes_back_and_the_summary_is_rebuilt(store: His
     assert after is not None and after.generation > before.generation
     assert after.first_seq == 1 or after.parent_id is not None  # rebuilt from the raw history
     assert not any(e.event_id == "u5" for e in store.read_events("canary"))
+
+
+def test_a_revised_or_hidden_message_reaches_the_view_and_the_summary_right_away(
+    store: HistoryStore,
+):
+    inputs: list[list[BaseMessage]] = []
+    model = MeteringChatModel(replies=[recording_reply(inputs)])
+    graph = create_context_agent(model, store=store, config=CONFIG).compile(
+        checkpointer=InMemorySaver()
+    )
+    run: Any = {"configurable": {"thread_id": "edits"}}
+    for n in range(1, 26):
+        text = (
+            f"turn 5: my {SECRET}, please keep it for later." if n == 5 else f"turn {n}: {FILLER}"
+        )
+        graph.invoke({"messages": [HumanMessage(text, id=f"u{n}")]}, run)
+    before = store.get_active("edits")
+    assert SECRET in (before.summary_text or "")
+    in_view = "u25"  # recorded (a reply is recorded when the next turn starts)
+    assert any(m.id == in_view for m in graph.get_state(run).values["messages"])
+    store.append("edits", [HumanMessage("turn 5: my code is redacted.", id="u5")])  # a revision
+    assert store.hide_events("edits", [in_view]) == 1  # and a message still in the view
+    inputs.clear()
+    out = graph.invoke({"messages": [HumanMessage("turn 26: short one", id="u26")]}, run)
+
+    assert out["context"]["compaction"]["status"] == "committed"  # rebuilt at once
+    assert not any(m.id == in_view for m in out["messages"])
+    [request] = inputs
+    assert not holds_secret(request)
+    active = store.get_active("edits")
+    assert SECRET not in (active.summary_text or "") and active.covered_through_seq >= 5
+    assert active.generation > before.generation
+
+
+def test_a_view_too_short_to_cut_still_gets_its_history_summarized_again(store: HistoryStore):
+    from ctx_langgraph.compaction import make_compact_node
+
+    history = [
+        HumanMessage(f"note {n}: order ORD-{1000 + n} shipped", id=f"n{n}") for n in range(20)
+    ]
+    store.append("short", history)
+    node = make_compact_node(store, config=CONFIG)
+    state = {"messages": history[-1:], "context": {"rebuild": True, "projection_epoch": 3}}
+    out = node.invoke(state, {"configurable": {"thread_id": "short"}})
+
+    active = store.get_active("short")
+    assert out["context"]["compaction"]["status"] == "committed"
+    assert out["context"]["rebuild"] is False
+    assert (active.first_seq, active.covered_through_seq) == (1, 19)  # all before the view
+    assert active.first_kept_event_id == "n19"
+    assert [m.id for m in out["messages"][1:]] == ["ctx-summary", "n19"]
+    assert "ORD-1000" in (active.summary_text or "")  # from the store, not from the view
+    # without the rebuild mark, a view this short has nothing to cover
+    state["context"] = {"projection_epoch": 4}
+    assert (
+        node.invoke(state, {"configurable": {"thread_id": "short"}})["context"]["compaction"][
+            "status"
+        ]
+        == "nothing_to_cover"
+    )
