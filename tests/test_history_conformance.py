@@ -596,6 +596,37 @@ async def test_an_edit_of_a_shared_event_invalidates_the_branches_that_read_it(a
     assert (await api.branch_info(late)).active_generation == 0  # it never read seq 5
 
 
+async def test_delete_thread_forgets_every_branch_and_only_that_thread(api, store):
+    from ctx_langgraph.usage import UsageLedger, normalize_usage
+
+    await api.append("t", turns(1, 11))
+    await _commit_through(api, "t", 5)
+    await api.create_branch(Scope("t", branch="b"), "main", 6)
+    await api.append(Scope("t", branch="b"), [human(50)])
+    await api.append("t", [human(7, "edited")])  # a revision and an edit log row
+    await api.append(Scope("other"), turns(1, 4))
+    await api.append(Scope("t", tenant="acme"), turns(1, 4))  # same thread id, other tenant
+    usage = normalize_usage({"input_tokens": 10, "output_tokens": 2}, provider="openai")
+    ledger = UsageLedger(store)
+    ledger.record("openai:r1", usage, scope="t")
+    ledger.record("openai:r2", usage, scope="other")
+
+    deleted = await api.delete_thread(Scope("t", branch="b"))
+    assert deleted["ctx_events"] == 11 and deleted["ctx_checkpoints"] == 1
+    assert deleted["ctx_branches"] == 2 and deleted["ctx_event_revisions"] == 1
+    assert "ctx_usage_calls" not in deleted  # the ledger stays unless asked
+    assert await api.read_events("t") == [] and await api.get_active("t") is None
+    assert await api.list_branches("t") == []
+    assert not (await api.search("t", "message")).hits
+    assert len(await api.read_events("other")) == 3  # other threads and tenants untouched
+    assert len(await api.read_events(Scope("t", tenant="acme"))) == 3
+    assert ledger.get("openai:r1") is not None
+    assert (await api.delete_thread("t", ledger=True))["ctx_usage_calls"] == 1
+    assert ledger.get("openai:r1") is None and ledger.get("openai:r2") is not None
+    await api.append("t", turns(1, 3))  # the thread id can be used again, from seq 1
+    assert [e.seq for e in await api.read_events("t")] == [1, 2]
+
+
 # ----------------------------------------------------------------------------- search
 
 

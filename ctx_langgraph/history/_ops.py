@@ -1115,3 +1115,28 @@ def prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[
     if doomed:
         yield Stmt("DELETE FROM ctx_checkpoints WHERE id = ?", many=doomed)
     return len(doomed)
+
+
+_THREAD_TABLES = (
+    "ctx_event_revisions",
+    "ctx_event_edits",
+    "ctx_events",
+    "ctx_checkpoints",
+    "ctx_branches",
+    "ctx_threads",
+)
+_LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals")
+
+
+def delete_thread(scope: Scope, *, ledger: bool) -> Op[dict[str, int]]:
+    """Every row of one thread (all its branches), in one transaction; the usage ledger's too
+    when ``ledger``. Returns the rows deleted per table."""
+    tables = _THREAD_TABLES + (_LEDGER_TABLES if ledger else ())
+    deleted: dict[str, int] = {}
+    for table in tables:
+        deleted[table] = yield Stmt(
+            f"DELETE FROM {table} WHERE tenant = ? AND thread_id = ?",
+            (scope.tenant, scope.thread_id),
+            "rowcount",
+        )
+    return deleted

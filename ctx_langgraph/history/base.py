@@ -649,6 +649,31 @@ class HistoryStore(abc.ABC):
             _Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False)
         )
 
+    def delete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
+        """Forget a thread: its events and their revisions, edit log, summary versions, branches
+        and thread row, all branches at once, in one transaction (the branch of ``scope`` does
+        not matter). With ``ledger`` its usage ledger rows go too (by default they stay, for
+        billing). Returns the rows deleted per table.
+
+        LangGraph's checkpoints are not here: delete them with the checkpointer's own
+        ``delete_thread(thread_id)``.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage("hello", id="m1")])
+            ...     store.delete_thread("t")["ctx_events"], store.read_events("t")
+            (1, [])
+        """
+        return self._run(_Call(_ops.delete_thread(ensure_scope(scope), ledger=ledger), write=True))
+
+    async def adelete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
+        """Async twin of :meth:`delete_thread`."""
+        op = _ops.delete_thread(ensure_scope(scope), ledger=ledger)
+        return await self._arun(_Call(op, write=True))
+
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.
 
