@@ -627,6 +627,74 @@ async def test_delete_thread_forgets_every_branch_and_only_that_thread(api, stor
     assert [e.seq for e in await api.read_events("t")] == [1, 2]
 
 
+def _thread_picture(store, thread: str, branches=("main", "b")):
+    """Everything a reader of the thread can see, to compare two stores by."""
+    import json as _json
+
+    from ctx_langgraph.lookup import make_history_lookup_tool
+
+    lookup = make_history_lookup_tool(store)
+    picture = {}
+    for name in branches:
+        scope = Scope(thread, branch=name)
+        picture[name] = {
+            "events": store.read_events(scope, include_hidden=True),
+            "active": store.get_active(scope),
+            "versions": store.list_versions(scope),
+            "info": store.branch_info(scope),
+            "search": store.search(scope, "message").hits,
+            "lookup": _json.loads(
+                lookup.invoke(
+                    {"query": "message number"},
+                    config={"configurable": {"thread_id": thread, "ctx_branch": name}},
+                )
+            ),
+        }
+    return picture
+
+
+async def test_export_then_import_reproduces_the_thread_exactly(api, store):
+    import json as _json
+
+    from ctx_langgraph.history import SQLiteHistoryStore
+    from ctx_langgraph.usage import UsageLedger, normalize_usage
+
+    await api.append("t", turns(1, 21))
+    await _commit_through(api, "t", 6, "first summary")
+    await _commit_through(api, "t", 12, "second summary")
+    await api.create_branch(Scope("t", branch="b"), "main", 14)
+    await api.append(Scope("t", branch="b"), [human(70, "message number 70 on b")])
+    await api.append("t", [human(18, "message number 18, edited")])  # after the summaries
+    await api.hide_events("t", ["m19"])
+    UsageLedger(store).record(
+        "openai:x1",
+        normalize_usage({"input_tokens": 9, "output_tokens": 3}, provider="openai"),
+        scope="t",
+    )
+    document = _json.loads(_json.dumps(await api.export_thread("t")))
+    assert document["format"] == "ctx-langgraph/thread" and len(document["ledger"]["calls"]) == 1
+    before = _thread_picture(store, "t")
+
+    with SQLiteHistoryStore.from_path(":memory:") as fresh:
+        fresh.setup()
+        counts = fresh.import_thread(document)
+        assert counts["events"] == 21 and counts["summaries"] == 2 and counts["ledger_calls"] == 1
+        assert _thread_picture(fresh, "t") == before
+        assert UsageLedger(fresh).get("openai:x1") == UsageLedger(store).get("openai:x1")
+        with pytest.raises(ScopeError, match="already has history"):
+            fresh.import_thread(document)
+        again = _json.loads(_json.dumps(fresh.export_thread("t")))
+
+    # and back into this backend, replacing the original
+    await api.delete_thread("t", ledger=True)
+    await api.import_thread(again)
+    assert _thread_picture(store, "t") == before
+    with pytest.raises(ScopeError, match="nothing to export"):
+        await api.export_thread("nobody")
+    with pytest.raises(ValueError, match="not a thread export"):
+        await api.import_thread({"format": "other"}, into="x")
+
+
 # ----------------------------------------------------------------------------- search
 
 

@@ -674,6 +674,69 @@ class HistoryStore(abc.ABC):
         op = _ops.delete_thread(ensure_scope(scope), ledger=ledger)
         return await self._arun(_Call(op, write=True))
 
+    def export_thread(self, scope: Scope | str, *, ledger: bool = True) -> dict[str, Any]:
+        """Everything this store remembers of a thread, as one JSON-ready document: every
+        branch, every event (hidden ones marked ``visible: false``) with its earlier revisions,
+        the edit log, every summary version with its status and key facts, the active pointers,
+        and (``ledger``) its usage ledger rows. Deleted events are gone and are not in it.
+        :meth:`import_thread` writes it back, into this or another store.
+
+        Raises:
+            ScopeError: the thread has no history.
+
+        Example:
+            >>> import json
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage("hello", id="m1")])
+            ...     document = json.loads(json.dumps(store.export_thread("t")))
+            >>> document["format"], [e["message"]["data"]["content"] for e in document["events"]]
+            ('ctx-langgraph/thread', ['hello'])
+            >>> with SQLiteHistoryStore.from_path(":memory:") as fresh:
+            ...     _ = fresh.setup()
+            ...     fresh.import_thread(document)["events"], fresh.read_events("t")[0].text
+            (1, 'hello')
+        """
+        op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
+        return self._run(_Call(op, write=False))
+
+    async def aexport_thread(self, scope: Scope | str, *, ledger: bool = True) -> dict[str, Any]:
+        """Async twin of :meth:`export_thread`."""
+        op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
+        return await self._arun(_Call(op, write=False))
+
+    def import_thread(
+        self, document: dict[str, Any], *, into: Scope | str | None = None
+    ) -> dict[str, int]:
+        """Write a document made by :meth:`export_thread` as a thread of this store (its own
+        tenant and thread id, or ``into``'s), in one transaction. The thread must have no
+        history yet; summary version ids are kept, so one export goes into one database once.
+
+        Raises:
+            ScopeError: the thread already has history.
+            ValueError: the document is not an export this version reads.
+        """
+        target = (
+            ensure_scope(into)
+            if into is not None
+            else Scope(str(document.get("thread_id")), str(document.get("tenant")))
+        )
+        return self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
+
+    async def aimport_thread(
+        self, document: dict[str, Any], *, into: Scope | str | None = None
+    ) -> dict[str, int]:
+        """Async twin of :meth:`import_thread`."""
+        target = (
+            ensure_scope(into)
+            if into is not None
+            else Scope(str(document.get("thread_id")), str(document.get("tenant")))
+        )
+        op = _ops.import_thread(self.dialect, document, target)
+        return await self._arun(_Call(op, write=True))
+
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.
 

@@ -219,6 +219,60 @@ class CompactionCheckpoint:
     committed_at: dt.datetime | None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON (times as ISO-8601, the scope's branch as ``branch``): what an export
+        holds. :meth:`from_json` reads it back."""
+        return {
+            "id": self.id,
+            "tenant": self.scope.tenant,
+            "thread_id": self.scope.thread_id,
+            "branch": self.scope.branch,
+            "generation": self.generation,
+            "parent_id": self.parent_id,
+            "first_seq": self.first_seq,
+            "covered_through_seq": self.covered_through_seq,
+            "first_kept_event_id": self.first_kept_event_id,
+            "source_revision": self.source_revision,
+            "range_hash": self.range_hash,
+            "summary_text": self.summary_text,
+            "provider_state": self.provider_state,
+            "format_version": self.format_version,
+            "summarizer_id": self.summarizer_id,
+            "key_facts": [fact.to_json() for fact in self.key_facts],
+            "summary_tokens": self.summary_tokens,
+            "status": self.status,
+            "error": self.error,
+            "created_at": self.created_at.isoformat(),
+            "committed_at": None if self.committed_at is None else self.committed_at.isoformat(),
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompactionCheckpoint:
+        committed = data.get("committed_at")
+        return cls(
+            id=str(data["id"]),
+            scope=Scope(str(data["thread_id"]), str(data["tenant"]), str(data["branch"])),
+            generation=int(data["generation"]),
+            parent_id=data.get("parent_id"),
+            first_seq=int(data["first_seq"]),
+            covered_through_seq=int(data["covered_through_seq"]),
+            first_kept_event_id=data.get("first_kept_event_id"),
+            source_revision=int(data["source_revision"]),
+            range_hash=str(data["range_hash"]),
+            summary_text=data.get("summary_text"),
+            provider_state=data.get("provider_state"),
+            format_version=int(data["format_version"]),
+            summarizer_id=data.get("summarizer_id"),
+            key_facts=tuple(KeyFact.from_json(item) for item in data.get("key_facts") or ()),
+            summary_tokens=data.get("summary_tokens"),
+            status=data["status"],
+            error=data.get("error"),
+            created_at=dt.datetime.fromisoformat(str(data["created_at"])),
+            committed_at=None if committed is None else dt.datetime.fromisoformat(str(committed)),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
 
 @dataclass(frozen=True)
 class SearchPage:
