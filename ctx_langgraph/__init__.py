@@ -59,6 +59,7 @@ from ctx_langgraph.retention import (
     RetentionPolicy,
     RetentionReport,
 )
+from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage import (
     BookedDelta,
@@ -108,6 +109,7 @@ __all__ = [
     "LedgerRecord",
     "ModelPrice",
     "NormalizedUsage",
+    "PinnedRules",
     "PostgresHistoryStore",
     "PriceTable",
     "ProviderCountError",

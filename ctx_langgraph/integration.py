@@ -36,6 +36,7 @@ from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
@@ -136,6 +137,7 @@ def add_context_management(
     counter: TokenCounter | None = None,
     provider_count: ProviderCountHook | None = None,
     book_model_calls: bool = True,
+    pinned_rules: PinnedRules | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` around an existing graph's model node.
 
@@ -157,6 +159,8 @@ def add_context_management(
             window when ``config.context_window`` is not set.
         tools: the tools bound to the model, when they are not all in one ``ToolNode``.
         system_prompt: a system prompt the model node adds itself (counted as overhead).
+        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the first message of
+            the model's view on every turn (re-read each turn; never recorded or summarized).
         ledger: where usage is booked (default: a :class:`~ctx_langgraph.usage.UsageLedger` on
             ``store``).
         counter: overrides the token counter picked from the model name.
@@ -229,6 +233,7 @@ def add_context_management(
                 compact_node=CTX_COMPACT,
                 provider_count=provider_count,
                 system_prompt=system_prompt,
+                pinned_rules=pinned_rules,
             ),
             input_schema=ContextState,  # adds the ``context`` channel to the graph
         )
@@ -258,6 +263,7 @@ def create_context_agent(
     lookup_tool: bool | BaseTool = True,
     ledger: UsageLedger | None = None,
     counter: TokenCounter | None = None,
+    pinned_rules: PinnedRules | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """A tool-calling agent with context management, uncompiled (compile with your checkpointer).
 
@@ -273,6 +279,8 @@ def create_context_agent(
         config: the budget; the window may come from the model's profile.
         summarizer: the compaction summarizer (default: the offline extractive one).
         prompt: a system prompt prepended to every request (not stored in the state).
+        pinned_rules: persistent rules (a file or a store entry) kept first in the model's view
+            on every turn, surviving every compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
         lookup_tool: give the model the history lookup tool (``True``: one with default
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
@@ -328,4 +336,5 @@ def create_context_agent(
         system_prompt=prompt,
         ledger=ledger,
         counter=counter,
+        pinned_rules=pinned_rules,
     )

@@ -35,6 +35,7 @@ from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.integration import CTX_COMPACT
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
@@ -110,6 +111,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         tools: the agent's tools (their schemas are part of every request; pass the same list
             as to ``create_agent``). The lookup tool this middleware adds is counted already.
         system_prompt: the agent's ``system_prompt`` (counted as overhead of every request).
+        pinned_rules: persistent rules kept first in the view on every turn, surviving every
+            compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
         ledger: where usage is booked (default: on ``store``).
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
@@ -146,6 +149,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         provider_count: ProviderCountHook | None = None,
         lookup_tool: bool = True,
         max_rounds: int = 4,
+        pinned_rules: PinnedRules | None = None,
     ) -> None:
         super().__init__()
         config = config or ContextConfig()
@@ -162,6 +166,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             CTX_COMPACT,
             provider_count=provider_count,
             system_prompt=system_prompt,
+            pinned_rules=pinned_rules,
         )
         self._compact = CompactNode(
             store, config, summarizer or ExtractiveSummarizer(), model, counter

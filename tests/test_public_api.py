@@ -11,6 +11,7 @@ EXPECTED = [
     "CheckpointRetention",
     "RetentionError",
     "RetentionHook",
+    "PinnedRules",
     "RetentionPolicy",
     "RetentionReport",
     "add_context_management",

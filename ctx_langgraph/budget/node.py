@@ -61,6 +61,7 @@ from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.errors import ContextBudgetExceeded, ProviderCountError
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import AppendResult, BranchInfo, HistoryEvent, Scope
+from ctx_langgraph.rules import PINNED_FLAG, PinnedRules, pin
 from ctx_langgraph.usage.node import scope_from_config
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
@@ -70,9 +71,10 @@ CLEARED_FLAG = "ctx_cleared"
 
 
 def _synthetic(message: BaseMessage) -> bool:
-    """Messages we put in the view ourselves (the summary, retrieved snippets): never recorded."""
+    """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules):
+    never recorded."""
     kwargs = message.additional_kwargs
-    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(RETRIEVED_FLAG))
+    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(RETRIEVED_FLAG) or kwargs.get(PINNED_FLAG))
 
 
 def _flagged(message: BaseMessage) -> bool:
@@ -173,7 +175,12 @@ class _ActiveSummary:
     scope: Scope
 
 
-_Request = _Record | _ExactCount | _Head | _ActiveSummary | _GetEvent | _Read | _Fork
+@dataclass(frozen=True)
+class _LoadRules:
+    pass
+
+
+_Request = _Record | _ExactCount | _Head | _ActiveSummary | _GetEvent | _Read | _Fork | _LoadRules
 log = logging.getLogger(__name__)
 
 
@@ -194,6 +201,8 @@ class BudgetNode:
     """Fraction of the usable window above which ``provider_count`` is asked."""
     system_prompt: str | None = None
     """A system prompt the model node adds to every request itself (not kept in the state)."""
+    pinned_rules: PinnedRules | None = None
+    """Rules kept first in the view on every turn (never recorded, never summarized)."""
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
@@ -296,6 +305,12 @@ class BudgetNode:
                     rebuild=True,  # history before the view has no summary: compact it again
                 )
         context["edit_version"] = edits
+        if self.pinned_rules is not None:
+            rules = yield _LoadRules()
+            messages, changed = pin(messages, rules)
+            if changed:
+                rewritten = True
+                reasons.append("pinned rules changed")
 
         # 1b. the store is the source of truth: a summary committed there but missing from the state
         # (a crash between the store commit and the checkpoint, or another worker) is applied now
@@ -550,6 +565,9 @@ class BudgetNode:
     # ------------------------------------------------------------------ sync and async shells
 
     def _serve(self, request: _Request) -> Any:
+        if isinstance(request, _LoadRules):
+            assert self.pinned_rules is not None
+            return self.pinned_rules.load()
         if isinstance(request, _Record):
             return self.store.append(request.scope, request.messages)
         if isinstance(request, _Head):
@@ -572,6 +590,9 @@ class BudgetNode:
             return None
 
     async def _aserve(self, request: _Request) -> Any:
+        if isinstance(request, _LoadRules):
+            assert self.pinned_rules is not None
+            return await self.pinned_rules.aload()
         if isinstance(request, _Record):
             return await self.store.aappend(request.scope, request.messages)
         if isinstance(request, _Head):
@@ -610,6 +631,7 @@ def make_budget_node(
     compact_node: str | None = "ctx_compact",
     provider_count: ProviderCountHook | None = None,
     system_prompt: str | None = None,
+    pinned_rules: PinnedRules | None = None,
     name: str = "ctx_budget",
 ) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -625,6 +647,8 @@ def make_budget_node(
             asked for an exact count only near the limit; on failure the local estimate stands.
         system_prompt: a system prompt the model node prepends to every request itself (it is
             not in the state): counted as overhead like the tool schemas.
+        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the view's first
+            message on every turn (re-read each turn, never recorded or summarized).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -648,6 +672,7 @@ def make_budget_node(
         compact_node,
         provider_count=provider_count,
         system_prompt=system_prompt,
+        pinned_rules=pinned_rules,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)
