@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -133,3 +134,23 @@ def test_a_view_too_short_to_cut_still_gets_its_history_summarized_again(store: 
         ]
         == "nothing_to_cover"
     )
+
+
+def test_nothing_of_one_tenant_is_reachable_from_another(store: HistoryStore):
+    from ctx_langgraph.errors import ScopeError
+    from ctx_langgraph.history import Scope
+
+    a, b = Scope("shared-id", tenant="a"), Scope("shared-id", tenant="b")
+    store.append(a, [HumanMessage(f"tenant a says {SECRET}", id="a1")])
+    store.append(b, [HumanMessage("tenant b says hello", id="b1")])
+    assert [e.event_id for e in store.read_events(b)] == ["b1"]
+    assert not store.search(b, "Quetzal").hits
+    lookup = make_history_lookup_tool(store)
+    as_b = {"configurable": {"thread_id": "shared-id", "ctx_tenant": "b"}}
+    assert SECRET not in lookup.invoke({"query": "Quetzal"}, config=as_b)
+    exported = json.dumps(store.export_thread(b))
+    assert SECRET not in exported and "b1" in exported
+    store.delete_thread(b)
+    with pytest.raises(ScopeError):
+        store.export_thread(b)
+    assert [e.event_id for e in store.read_events(a)] == ["a1"]  # b's deletion left a alone
