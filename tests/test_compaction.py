@@ -491,6 +491,33 @@ def test_two_processes_compacting_the_same_thread_commit_once(pg_dsn):
 # ----------------------------------------------------------------------------- time travel
 
 
+def test_a_resumed_run_whose_store_got_ahead_is_not_a_fork(store):
+    """A run died after ctx_budget recorded part of a turn but before its checkpoint said so:
+    the state resumes behind the store, with the same messages plus new ones."""
+    from ctx_langgraph.budget import make_budget_node
+
+    config = ContextConfig(context_window=8_000, output_reserve=1_000)
+    node = make_budget_node(store, config=config, compact_node=None)
+    run = {"configurable": {"thread_id": "t"}}
+    first = [HumanMessage("q1", id="q1"), AIMessage("a1", id="a1")]
+    update = node.invoke({"messages": first}, run)
+    behind = update["context"]  # recorded through a1
+    store.append("t", [HumanMessage("q2", id="q2")])  # recorded by the run that died
+    resumed = [
+        *first,
+        HumanMessage("q2", id="q2"),
+        AIMessage("a2", id="a2"),
+        HumanMessage("q3", id="q3"),
+    ]
+    update = node.invoke({"messages": resumed, "context": behind}, run)
+    assert update["context"]["branch"] == "main"
+    assert "fork" not in update["context"]["budget"]["epoch_bumped_for"]
+    assert [e.event_id for e in store.read_events("t")] == ["q1", "a1", "q2", "a2", "q3"]
+    different = [*first, HumanMessage("another q2", id="q2b"), HumanMessage("q3", id="q3")]
+    update = node.invoke({"messages": different, "context": behind}, run)
+    assert update["context"]["branch"].startswith("main~2-")  # a different timeline still forks
+
+
 def test_a_fork_from_an_old_checkpoint_becomes_its_own_branch(store):
     graph = build(store)
     thread = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}

@@ -272,10 +272,13 @@ class BudgetNode:
             head = yield _Head(scope)
             if known is not None and head is not None and head.head_seq > known.seq:
                 after = yield _Read(scope, known.seq + 1, known.seq + len(recorded))
-                replay = len(after) == len(recorded) and all(
+                # the store may hold only the first of them (a run that died after recording
+                # part of a turn): those must be the same messages; the rest are new
+                overlap = min(len(recorded), head.head_seq - known.seq)
+                replay = len(after) == overlap and all(
                     event.event_id == message.id
                     and (_flagged(message) or event.content == message_to_dict(message))
-                    for event, message in zip(after, recorded, strict=True)
+                    for event, message in zip(after, recorded[:overlap], strict=True)
                 )
                 if not replay:
                     fork = scope.on_branch(f"{scope.branch}~{known.seq}-{uuid.uuid4().hex[:8]}")
