@@ -309,16 +309,18 @@ def _read_branch(d: Dialect, scope: Scope) -> Op[tuple[_Branch, Lineage] | None]
 
 
 def branch_info(d: Dialect, scope: Scope) -> Op[BranchInfo | None]:
-    row = yield _select_branch(d, scope, lock=False)
-    if row is None:
-        return None
-    edits = yield Stmt(
-        "SELECT edit_version FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
-        (scope.tenant, scope.thread_id),
+    # one statement: ctx_budget reads this on every turn (the thread's edit counter with it)
+    row = yield Stmt(
+        f"SELECT {_BRANCH_COLS}, (SELECT t.edit_version FROM ctx_threads t WHERE "
+        "t.tenant = b.tenant AND t.thread_id = b.thread_id) FROM ctx_branches b "
+        "WHERE b.tenant = ? AND b.thread_id = ? AND b.branch = ?",
+        (scope.tenant, scope.thread_id, scope.branch),
         "one",
     )
+    if row is None:
+        return None
     info = _Branch.from_row(row).info(d, scope)
-    return replace(info, edit_version=int(edits[0]) if edits else 0)
+    return replace(info, edit_version=int(row[7] or 0))
 
 
 def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:
