@@ -362,6 +362,12 @@ class SummarizerStats:
     input_tokens: int = 0
     output_tokens: int = 0
 
+    def book(self, input_tokens: int, output_tokens: int) -> None:
+        """One summarizer call of this size."""
+        self.calls += 1
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
 
 class CountingSummarizer:
     """Wraps a :class:`~ctx_langgraph.compaction.Summarizer` and counts its calls and tokens."""
@@ -380,12 +386,11 @@ class CountingSummarizer:
         return self.inner.window_tokens
 
     def _book(self, request: SummaryRequest, summary: str) -> str:
-        self.stats.calls += 1
         previous = request.previous.render() if request.previous else ""
-        self.stats.input_tokens += self.counter.count_text(previous) + sum(
+        read = self.counter.count_text(previous) + sum(
             self.counter.count_text(event.text) for event in request.events
         )
-        self.stats.output_tokens += self.counter.count_text(summary)
+        self.stats.book(read, self.counter.count_text(summary))
         return summary
 
     def summarize(self, request: SummaryRequest) -> str:
@@ -489,9 +494,7 @@ class ExtractiveChatModel(BaseChatModel):
         summary = self._summarizer.summarize(request)
         input_tokens = sum(counter.count_message(m) for m in messages)
         output_tokens = counter.count_text(summary)
-        self._stats.calls += 1
-        self._stats.input_tokens += input_tokens
-        self._stats.output_tokens += output_tokens
+        self._stats.book(input_tokens, output_tokens)
         reply = AIMessage(
             summary,
             id=f"summary-{uuid.uuid4().hex[:12]}",
@@ -529,7 +532,6 @@ class CountingChatModel(BaseChatModel):
     ) -> ChatResult:
         reply = self.inner.invoke(messages, stop=stop, **kwargs)
         counter: TokenCounter = self.counter
-        self._stats.calls += 1
-        self._stats.input_tokens += sum(counter.count_message(m) for m in messages)
-        self._stats.output_tokens += counter.count_text(reply.text)
+        read = sum(counter.count_message(m) for m in messages)
+        self._stats.book(read, counter.count_text(reply.text))
         return ChatResult(generations=[ChatGeneration(message=reply)])
