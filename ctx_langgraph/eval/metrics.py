@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctx_langgraph.history._sql import query_terms
 from ctx_langgraph.lookup import STOPWORDS
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "orphan_tool_messages",
 ]
 
-_WORD = re.compile(r"[0-9a-z]+")
 _SPACE = re.compile(r"\s+")
 _MARKERS = ("not ", "supersedes", "instead of", "replaces", "no longer", "correction", "was ")
 _ARTICLES = frozenset({"a", "an", "the", "and"})
@@ -74,7 +74,7 @@ def evidence_available(context: str, evidence: Iterable[str]) -> tuple[bool, boo
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
+    return query_terms(text)  # the words the history store indexes
 
 
 def answer_in_context(context: str, answer: str) -> bool | None:
