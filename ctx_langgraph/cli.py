@@ -22,65 +22,16 @@ from ctx_langgraph.datasets import (
 from ctx_langgraph.eval.cli import add_demo_parser, add_eval_parser
 from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 from ctx_langgraph.history._sql import query_terms
+from ctx_langgraph.lookup import STOPWORDS
 
 __all__ = ["main"]
-
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "with",
-        "would",
-        "after",
-        "before",
-        "their",
-        "his",
-        "her",
-        "they",
-        "s",
-        "t",
-    ]
-)
 
 
 def _search_terms(item: QAItem, names: frozenset[str]) -> list[str]:
     if item.query:
         return query_terms(item.query)
     # speaker names are in nearly every turn, so they select nothing
-    return [term for term in query_terms(item.question) if term not in _STOPWORDS | names][:4]
+    return [term for term in query_terms(item.question) if term not in STOPWORDS | names][:4]
 
 
 def _find_evidence(
