@@ -450,6 +450,33 @@ with PostgresHistoryStore.from_conn_string(dsn) as store:
 """
 
 
+def test_a_summary_committed_by_another_worker_mid_compaction_is_adopted(store, monkeypatch):
+    """Another worker commits between this compaction reading the active summary and taking its
+    snapshot: the span is covered already, so the newer summary is adopted, not an error."""
+    from ctx_langgraph.compaction.node import make_compact_node
+
+    messages = [
+        HumanMessage(f"turn {n}: order ORD-{n:04d} is late " * 3, id=f"h{n}") for n in range(60)
+    ]
+    store.append("t", messages)
+    config = ContextConfig(
+        context_window=3_000, output_reserve=500, keep_recent_tokens=200, summary_max_tokens=600
+    )
+    original = store.snapshot
+
+    def other_worker_first(scope, through_seq):
+        snap = original(scope, through_seq)
+        store.commit_candidate(store.create_candidate(snap, summary_text="the other worker's"))
+        return original(scope, through_seq)  # now already covered
+
+    monkeypatch.setattr(store, "snapshot", other_worker_first)
+    node = make_compact_node(store, config=config)
+    update = node.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
+    assert update["context"]["compaction"]["status"] == "reconciled"
+    assert store.get_active("t").summary_text == "the other worker's"
+    assert update["messages"][1].id == "ctx-summary"
+
+
 @pytest.mark.postgres
 def test_two_processes_compacting_the_same_thread_commit_once(pg_dsn):
     import json

@@ -219,7 +219,14 @@ class CompactNode:
                             attempt_info,
                             "committed_precomputed",
                         )
-            snapshot: CoverageSnapshot = yield _Snapshot(scope, through_seq)
+            try:
+                snapshot: CoverageSnapshot = yield _Snapshot(scope, through_seq)
+            except ValueError:
+                # another worker committed a summary covering this span since `active` was read
+                newer: CompactionCheckpoint | None = yield _Active(scope)
+                if newer is None or newer.covered_through_seq < through_seq:
+                    raise
+                return self._rewrite(messages, context, newer, epoch, attempt_info, "reconciled")
             previous = (
                 SummaryDocument.parse(active.summary_text)
                 if active and active.summary_text
