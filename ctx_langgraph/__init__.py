@@ -29,6 +29,8 @@ from ctx_langgraph.errors import (
     ContextManagementError,
     EventConflict,
     HistoryStoreError,
+    MemoryExtractionError,
+    MemoryStoreError,
     ProviderCountError,
     RetentionError,
     ScopeError,
@@ -51,6 +53,7 @@ from ctx_langgraph.history import (
 )
 from ctx_langgraph.integration import add_context_management, create_context_agent
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.memory import LongTermMemory, MemoryRecord, MemoryScopes, RuleExtractor
 from ctx_langgraph.middleware import ContextManagementMiddleware
 from ctx_langgraph.retention import (
     AsyncRetentionHook,
@@ -107,6 +110,11 @@ __all__ = [
     "LLMSummarizer",
     "LedgerCallbackHandler",
     "LedgerRecord",
+    "LongTermMemory",
+    "MemoryExtractionError",
+    "MemoryRecord",
+    "MemoryScopes",
+    "MemoryStoreError",
     "ModelPrice",
     "NormalizedUsage",
     "PinnedRules",
@@ -117,6 +125,7 @@ __all__ = [
     "RetentionHook",
     "RetentionPolicy",
     "RetentionReport",
+    "RuleExtractor",
     "SQLiteHistoryStore",
     "Scope",
     "ScopeError",

@@ -20,6 +20,8 @@ __all__ = [
     "DatasetError",
     "EventConflict",
     "HistoryStoreError",
+    "MemoryExtractionError",
+    "MemoryStoreError",
     "ProviderCountError",
     "RetentionError",
     "ScopeError",
@@ -205,3 +207,19 @@ class DatasetError(ContextManagementError, ValueError):
 
     The message names the file and, for line formats, the line number.
     """
+
+
+class MemoryExtractionError(ContextManagementError):
+    """A memory extractor failed or answered something that is not a list of memories.
+
+    The conversation is not affected: the turn goes on without new memories.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"memory extraction failed: {reason}")
+        self.reason = reason
+
+
+class MemoryStoreError(ContextManagementError):
+    """The long-term memory's LangGraph store could not be read or written (down, refused,
+    or holding a record this version cannot read)."""

@@ -36,6 +36,7 @@ from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
@@ -138,6 +139,7 @@ def add_context_management(
     provider_count: ProviderCountHook | None = None,
     book_model_calls: bool = True,
     pinned_rules: PinnedRules | None = None,
+    memory: LongTermMemory | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` around an existing graph's model node.
 
@@ -161,6 +163,8 @@ def add_context_management(
         system_prompt: a system prompt the model node adds itself (counted as overhead).
         pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the first message of
             the model's view on every turn (re-read each turn; never recorded or summarized).
+        memory: :class:`~ctx_langgraph.memory.LongTermMemory` learned from the user's messages
+            and loaded into the view by scope and relevance under its own token budget.
         ledger: where usage is booked (default: a :class:`~ctx_langgraph.usage.UsageLedger` on
             ``store``).
         counter: overrides the token counter picked from the model name.
@@ -234,6 +238,7 @@ def add_context_management(
                 provider_count=provider_count,
                 system_prompt=system_prompt,
                 pinned_rules=pinned_rules,
+                memory=memory,
             ),
             input_schema=ContextState,  # adds the ``context`` channel to the graph
         )
@@ -264,6 +269,7 @@ def create_context_agent(
     ledger: UsageLedger | None = None,
     counter: TokenCounter | None = None,
     pinned_rules: PinnedRules | None = None,
+    memory: LongTermMemory | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """A tool-calling agent with context management, uncompiled (compile with your checkpointer).
 
@@ -281,6 +287,8 @@ def create_context_agent(
         prompt: a system prompt prepended to every request (not stored in the state).
         pinned_rules: persistent rules (a file or a store entry) kept first in the model's view
             on every turn, surviving every compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
+        memory: long-term memory across threads of a user (``configurable["user_id"]``),
+            :class:`~ctx_langgraph.memory.LongTermMemory`.
         lookup_tool: give the model the history lookup tool (``True``: one with default
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
@@ -337,4 +345,5 @@ def create_context_agent(
         ledger=ledger,
         counter=counter,
         pinned_rules=pinned_rules,
+        memory=memory,
     )

@@ -35,6 +35,7 @@ from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.integration import CTX_COMPACT
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
@@ -113,6 +114,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         system_prompt: the agent's ``system_prompt`` (counted as overhead of every request).
         pinned_rules: persistent rules kept first in the view on every turn, surviving every
             compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
+        memory: long-term memory learned from the user's messages and recalled into the view
+            under its own budget (:class:`~ctx_langgraph.memory.LongTermMemory`).
         ledger: where usage is booked (default: on ``store``).
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
@@ -150,6 +153,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         lookup_tool: bool = True,
         max_rounds: int = 4,
         pinned_rules: PinnedRules | None = None,
+        memory: LongTermMemory | None = None,
     ) -> None:
         super().__init__()
         config = config or ContextConfig()
@@ -167,6 +171,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             provider_count=provider_count,
             system_prompt=system_prompt,
             pinned_rules=pinned_rules,
+            memory=memory,
         )
         self._compact = CompactNode(
             store, config, summarizer or ExtractiveSummarizer(), model, counter

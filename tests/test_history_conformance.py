@@ -983,5 +983,6 @@ def test_history_store_is_the_abstract_interface():
         n for n in dir(HistoryStore) if not n.startswith("_") and callable(getattr(HistoryStore, n))
     }
     sync = {n for n in public if not (n.startswith("a") and n[1:] in public)}
-    assert sorted(n for n in sync if "a" + n not in public) == []
+    no_io = {"add_edit_listener"}  # registration only: nothing to await
+    assert sorted(n for n in sync - no_io if "a" + n not in public) == []
     assert {"append", "search", "snapshot", "commit_candidate", "create_branch", "close"} <= sync

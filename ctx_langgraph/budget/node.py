@@ -58,9 +58,16 @@ from ctx_langgraph.budget.estimate import (
 from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.compaction.view import rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
-from ctx_langgraph.errors import ContextBudgetExceeded, ProviderCountError
+from ctx_langgraph.errors import (
+    ContextBudgetExceeded,
+    MemoryExtractionError,
+    MemoryStoreError,
+    ProviderCountError,
+)
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import AppendResult, BranchInfo, HistoryEvent, Scope
+from ctx_langgraph.memory.store import MEMORY_FLAG, LongTermMemory, is_memory_message, place_memory
+from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
 from ctx_langgraph.rules import PINNED_FLAG, PinnedRules, pin
 from ctx_langgraph.usage.node import scope_from_config
 
@@ -71,10 +78,12 @@ CLEARED_FLAG = "ctx_cleared"
 
 
 def _synthetic(message: BaseMessage) -> bool:
-    """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules):
-    never recorded."""
+    """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules,
+    long-term memory): never recorded."""
     kwargs = message.additional_kwargs
-    return bool(kwargs.get(SUMMARY_FLAG) or kwargs.get(RETRIEVED_FLAG) or kwargs.get(PINNED_FLAG))
+    return any(
+        kwargs.get(flag) for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG)
+    )
 
 
 def _flagged(message: BaseMessage) -> bool:
@@ -180,7 +189,31 @@ class _LoadRules:
     pass
 
 
-_Request = _Record | _ExactCount | _Head | _ActiveSummary | _GetEvent | _Read | _Fork | _LoadRules
+@dataclass(frozen=True)
+class _Observe:
+    scopes: MemoryScopes
+    messages: list[BaseMessage]
+    seqs: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _Recall:
+    scopes: MemoryScopes
+    query: str
+
+
+_Request = (
+    _Record
+    | _ExactCount
+    | _Head
+    | _ActiveSummary
+    | _GetEvent
+    | _Read
+    | _Fork
+    | _LoadRules
+    | _Observe
+    | _Recall
+)
 log = logging.getLogger(__name__)
 
 
@@ -203,8 +236,13 @@ class BudgetNode:
     """A system prompt the model node adds to every request itself (not kept in the state)."""
     pinned_rules: PinnedRules | None = None
     """Rules kept first in the view on every turn (never recorded, never summarized)."""
+    memory: LongTermMemory | None = None
+    """Long-term memory: fed the user's new messages, recalled into the view every turn."""
 
     def __post_init__(self) -> None:
+        if self.memory is not None:
+            # deletes, hides and revisions made through this store invalidate derived memories
+            self.store.add_edit_listener(self.memory)
         self.counter = self.counter or default_counter(self.model)
         self.budget: ResolvedBudget = self.config.resolve(self.model)
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
@@ -315,6 +353,42 @@ class BudgetNode:
                 rewritten = True
                 reasons.append("pinned rules changed")
 
+        # 1a'. long-term memory: learn from the user's new messages, recall into the view
+        records: list[MemoryRecord] | None = None
+        memory_info: dict[str, Any] = {}
+        if self.memory is not None:
+            memory_scopes = self.memory.scopes(config, scope)
+            said = [
+                m
+                for m in fresh
+                if m.type == "human" and m.id in by_id and by_id[m.id].status != "duplicate"
+            ]
+            if said:
+                seqs = {str(m.id): by_id[m.id].seq for m in said if m.id}
+                try:
+                    changes = yield _Observe(memory_scopes, said, seqs)
+                    memory_info["changes"] = [
+                        {"action": c.action, "id": c.record.id, "superseded": list(c.superseded)}
+                        for c in changes
+                    ]
+                except (MemoryExtractionError, MemoryStoreError) as exc:
+                    log.warning("ctx-langgraph: long-term memory not updated: %s", exc)
+                    memory_info["error"] = str(exc)
+            query = next(
+                (m.text for m in reversed(messages) if m.type == "human" and not _synthetic(m)), ""
+            )
+            try:
+                records = yield _Recall(memory_scopes, query)
+            except MemoryStoreError as exc:  # the view keeps the memory it had
+                log.warning("ctx-langgraph: long-term memory not loaded: %s", exc)
+                memory_info["error"] = str(exc)
+            if records is not None:
+                loaded = self.memory.render(records, counter, self._memory_allowance())
+                messages, changed = place_memory(messages, loaded)
+                if changed:
+                    rewritten = True
+                    reasons.append("memory changed")
+
         # 1b. the store is the source of truth: a summary committed there but missing from the state
         # (a crash between the store commit and the checkpoint, or another worker) is applied now
         if head is not None and head.active_generation > int(context.get("active_generation", 0)):
@@ -375,14 +449,25 @@ class BudgetNode:
             context["projection_epoch"] = epoch
 
         # 5. estimate, 6. decide
-        estimate = estimate_next_request(
-            view,
-            context=context,
-            counter=counter,
-            cache=self.cache,
-            tool_tokens=self.overhead_tokens,
-            margin=self.config.margin,
-        )
+        estimate = self._estimate(view, context)
+        if records is not None:
+            # memory never pushes a request over the budget: it gives up what the rest needs
+            view, estimate, shrunk = self._fit_memory(view, estimate, records, context)
+            if shrunk:
+                rewritten = True
+                fingerprint = _fingerprint(view, self.overhead_text, self.model_id)
+                if "memory changed" not in reasons:
+                    reasons.append("memory changed")
+                    epoch += 1
+                    context["projection_epoch"] = epoch
+                    estimate = self._estimate(view, context)
+            memory_message = next((m for m in view if is_memory_message(m)), None)
+            memory_info["loaded"] = (
+                memory_message.additional_kwargs[MEMORY_FLAG]["items"] if memory_message else 0
+            )
+            memory_info["tokens"] = (
+                self.cache.count(counter, memory_message) if memory_message else 0
+            )
         if (
             self.provider_count is not None
             and estimate.total >= self.exact_count_above * self.budget.usable
@@ -416,6 +501,7 @@ class BudgetNode:
                 "counter": counter.id,
                 "generation": int(context.get("active_generation", 0)),  # of the active summary
             },
+            **({"memory": memory_info} if self.memory is not None else {}),
             "request": {
                 "epoch": epoch,
                 "input_through_message_id": view[-1].id if view else None,
@@ -451,6 +537,44 @@ class BudgetNode:
             if key in context:
                 update_context[key] = context[key]
         return update
+
+    def _estimate(self, view: Sequence[BaseMessage], context: dict[str, Any]) -> BudgetEstimate:
+        assert self.counter is not None
+        return estimate_next_request(
+            view,
+            context=context,
+            counter=self.counter,
+            cache=self.cache,
+            tool_tokens=self.overhead_tokens,
+            margin=self.config.margin,
+        )
+
+    def _memory_allowance(self) -> int:
+        """The memory message's budget: its own cap, and never more than a quarter of the window."""
+        assert self.memory is not None
+        return min(self.memory.max_tokens, max(0, self.budget.usable // 4))
+
+    def _fit_memory(
+        self,
+        view: Sequence[BaseMessage],
+        estimate: BudgetEstimate,
+        records: list[MemoryRecord],
+        context: dict[str, Any],
+    ) -> tuple[list[BaseMessage], BudgetEstimate, bool]:
+        """Shrink (or drop) the memory message until the request fits the usable window."""
+        assert self.memory is not None and self.counter is not None
+        view = list(view)
+        shrunk = False
+        for _ in range(4):
+            current = next((m for m in view if is_memory_message(m)), None)
+            if current is None or estimate.total <= self.budget.usable:
+                break
+            room = self.cache.count(self.counter, current) - (estimate.total - self.budget.usable)
+            smaller = self.memory.render(records, self.counter, room - 1) if room > 16 else None
+            view, _changed = place_memory(view, smaller)
+            shrunk = True
+            estimate = self._estimate(view, {**context, "projection_epoch": -1})
+        return view, estimate, shrunk
 
     def _reconcile_edits(
         self, scope: Scope, messages: Sequence[BaseMessage], head: BranchInfo
@@ -568,6 +692,12 @@ class BudgetNode:
     # ------------------------------------------------------------------ sync and async shells
 
     def _serve(self, request: _Request) -> Any:
+        if isinstance(request, _Observe):
+            assert self.memory is not None
+            return self.memory.observe(request.scopes, request.messages, seqs=request.seqs)
+        if isinstance(request, _Recall):
+            assert self.memory is not None
+            return self.memory.recall(request.scopes, request.query)
         if isinstance(request, _LoadRules):
             assert self.pinned_rules is not None
             return self.pinned_rules.load()
@@ -593,6 +723,12 @@ class BudgetNode:
             return None
 
     async def _aserve(self, request: _Request) -> Any:
+        if isinstance(request, _Observe):
+            assert self.memory is not None
+            return await self.memory.aobserve(request.scopes, request.messages, seqs=request.seqs)
+        if isinstance(request, _Recall):
+            assert self.memory is not None
+            return await self.memory.arecall(request.scopes, request.query)
         if isinstance(request, _LoadRules):
             assert self.pinned_rules is not None
             return await self.pinned_rules.aload()
@@ -635,6 +771,7 @@ def make_budget_node(
     provider_count: ProviderCountHook | None = None,
     system_prompt: str | None = None,
     pinned_rules: PinnedRules | None = None,
+    memory: LongTermMemory | None = None,
     name: str = "ctx_budget",
 ) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -652,6 +789,11 @@ def make_budget_node(
             not in the state): counted as overhead like the tool schemas.
         pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the view's first
             message on every turn (re-read each turn, never recorded or summarized).
+        memory: :class:`~ctx_langgraph.memory.LongTermMemory`: the user's new messages go
+            through its extractor; its live records for the run's thread, user
+            (``configurable["user_id"]``) and project are loaded as a system message after
+            the leading system messages, under its own token budget, counted in the estimate,
+            and shrunk or dropped before it could push a request over the usable window.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -676,6 +818,7 @@ def make_budget_node(
         provider_count=provider_count,
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
+        memory=memory,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from langchain_core.messages import AIMessage
@@ -67,7 +67,10 @@ _FACT_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ),
     (
         "id",
-        re.compile(r"(?<![\w#])#\d+\b|\b[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+(?:-[A-Z0-9]+)*\b"),
+        re.compile(
+            r"(?<![\w#])#\d+\b|\b[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+(?:-[A-Z0-9]+)*\b"
+            r"|\b[A-Z]-\d{3,}\b"
+        ),
     ),
     ("id", re.compile(r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6,}\b")),
     ("name", re.compile(r"\b[A-Z][a-z]+(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]\.))*[ \t]+[A-Z][a-z]+\b")),
@@ -254,6 +257,28 @@ class _Draft:
         self.add("constraints", text, seq, supersedes=old)
 
 
+_NEGATED = (
+    r"(?:not|instead of|rather than|no longer|isn[\u2019']t|wasn[\u2019']t)\s+(?:the\s+|an?\s+)?"
+)
+
+
+def _corrected(text: str, facts: list[KeyFact]) -> tuple[list[KeyFact], set[str]]:
+    """A user's correction ("my order id is B-2291, not A-1172"): the values it negates, and
+    the event's facts without them, the new values marked with what they replace."""
+    stale: set[str] = set()
+    for sentence in _sentences(text):
+        if not _CORRECTION.search(sentence):
+            continue
+        for fact in facts:
+            if re.search(_NEGATED + re.escape(fact.text) + r"(?!\w)", sentence, re.I):
+                stale.add(fact.text)
+    if not stale:
+        return facts, stale
+    kept = [f for f in facts if f.text not in stale]
+    kinds = {f.kind: f.text for f in facts if f.text in stale}
+    return [replace(f, replaces=kinds.get(f.kind)) for f in kept], stale
+
+
 def _merge_facts(facts: list[KeyFact]) -> list[KeyFact]:
     """One fact per (kind, text), the earliest seq kept, in seq order (ties keep input order)."""
     earliest: dict[tuple[str, str], tuple[int, KeyFact]] = {}
@@ -281,7 +306,9 @@ def _trim_steps(draft: _Draft) -> list[_TrimStep]:
         return step
 
     def drop_newest_fact(d: _Draft) -> None:
-        del d.facts[-1]
+        # a corrected value goes last: it is what keeps the old, wrong one from coming back
+        plain = [i for i, fact in enumerate(d.facts) if not fact.replaces]
+        del d.facts[plain[-1] if plain else -1]
 
     def shorten(limit: int) -> _TrimStep:
         def step(d: _Draft) -> None:
@@ -417,7 +444,18 @@ class ExtractiveSummarizer:
                 # quoted copies of older events: their facts were taken from the originals
                 draft.add("done", f"looked up the history ({event.name or 'lookup'})", event.seq)
                 continue
-            facts += extract_key_facts(event)
+            found = extract_key_facts(event)
+            if event.role == "human":
+                found, stale = _corrected(event.text, found)
+                if stale:  # the user named these values as wrong: they are no longer facts
+                    facts = [f for f in facts if f.text not in stale]
+                    fixes = ", ".join(
+                        f"{f.text} replaces {f.replaces}" for f in found if f.replaces
+                    )
+                    if fixes and any(value in draft.goal for value in stale):
+                        draft.goal = _shorten(f"[corrected later: {fixes}] {draft.goal}", 240)
+            replaced = {f.replaces for f in facts if f.replaces}
+            facts += [f for f in found if f.text not in replaced]
             if event.role == "human":
                 self._human(draft, event, new_questions)
             elif event.role == "ai":

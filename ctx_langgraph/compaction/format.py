@@ -80,6 +80,7 @@ _BULLET = re.compile(r"^(?:[-*+\u2022]|\d+[.)])\s+")
 _SEQS = re.compile(r"\s*[\[(]\s*seqs?\s*:?\s*(\d+(?:\s*[,;]\s*\d+)*)\s*[\])]\s*$", re.I)
 _SUPERSEDES = re.compile(r"\s*\(supersedes:\s*(.*)\)\s*$", re.I)
 _FACT_KIND = re.compile(r"^([A-Za-z][\w -]{0,40}?):\s+(.+)$")
+_REPLACES = re.compile(r"\s*\(replaces ([^()]+)\)\s*$")
 _SPACES = re.compile(r"\s+")
 
 
@@ -132,8 +133,10 @@ def _fact_kind(kind: str) -> str:
 
 
 def render_fact(fact: KeyFact) -> str:
-    """A key fact's summary line: ``- kind: text [seq N]``."""
-    return f"- {_fact_kind(fact.kind)}: {clean_text(fact.text)} [seq {fact.source_seq}]"
+    """A key fact's summary line: ``- kind: text [seq N]``, or ``- kind: text (replaces old)
+    [seq N]`` for a corrected value."""
+    replaced = f" (replaces {clean_text(fact.replaces)})" if fact.replaces else ""
+    return f"- {_fact_kind(fact.kind)}: {clean_text(fact.text)}{replaced} [seq {fact.source_seq}]"
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,7 @@ class SummaryDocument:
             >>> doc.goal, doc.constraints[0].text, doc.next_steps[0].source_seqs
             ('Book a flight to Oslo', 'Window seat please', (9,))
             >>> doc.key_facts
-            (KeyFact(text='14 June 2023', source_seq=4, kind='date', source_event_id=None),)
+            (KeyFact(text='14 June 2023', source_seq=4, kind='date', source_event_id=None, replaces=None),)
             >>> SummaryDocument.parse("## Goal\\n- x")
             Traceback (most recent call last):
             ...
@@ -350,11 +353,19 @@ def _parse_fact(number: int, body: str) -> KeyFact:
     if match is not None:
         kind, text = clean_text(match.group(1)), match.group(2)
     text = clean_text(text)
+    replaced = _REPLACES.search(text)
+    if replaced is not None:
+        text = clean_text(text[: replaced.start()])
     if not text:
         raise SummaryFormatError(
             f"key fact line {_excerpt(body)!r} has no text", section="Key facts", line=number
         )
-    return KeyFact(text=text, source_seq=seqs[0], kind=kind)
+    return KeyFact(
+        text=text,
+        source_seq=seqs[0],
+        kind=kind,
+        replaces=clean_text(replaced.group(1)) if replaced is not None else None,
+    )
 
 
 def validate_summary(

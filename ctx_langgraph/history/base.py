@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 
@@ -32,7 +32,22 @@ from ctx_langgraph.history.types import (
     ensure_scope,
 )
 
-__all__ = ["HistoryStore"]
+if TYPE_CHECKING:
+    from ctx_langgraph.memory import LongTermMemory
+
+__all__ = ["EditListener", "HistoryStore"]
+
+
+@runtime_checkable
+class EditListener(Protocol):
+    """Told after events are deleted, hidden or revised, or a thread is deleted (``kind`` is
+    ``"deleted"``, ``"hidden"``, ``"revised"`` or ``"thread_deleted"``), so what was derived
+    from them elsewhere goes too. :class:`~ctx_langgraph.memory.LongTermMemory` is one."""
+
+    def events_edited(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None: ...
+
+    async def aevents_edited(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None: ...
+
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="HistoryStore")
@@ -95,6 +110,25 @@ class HistoryStore(abc.ABC):
     def __init__(self, *, clock: Callable[[], dt.datetime] = _utcnow) -> None:
         self._clock = clock
         self._schema_checked = False
+        self._edit_listeners: list[EditListener] = []
+
+    def add_edit_listener(self, listener: EditListener) -> None:
+        """Tell ``listener`` about every delete, hide and revision made through this store
+        object, after it commits (adding the same listener twice is a no-op)."""
+        if not any(existing is listener for existing in self._edit_listeners):
+            self._edit_listeners.append(listener)
+
+    def _tell(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None:
+        for listener in self._edit_listeners if event_ids or kind == "thread_deleted" else ():
+            listener.events_edited(scope, event_ids, kind)
+
+    async def _atell(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None:
+        for listener in self._edit_listeners if event_ids or kind == "thread_deleted" else ():
+            await listener.aevents_edited(scope, event_ids, kind)
+
+    @staticmethod
+    def _revised(results: list[AppendResult]) -> list[str]:
+        return [r.event_id for r in results if r.status == "revised"]
 
     # ------------------------------------------------------------------ backend hooks
 
@@ -267,7 +301,10 @@ class HistoryStore(abc.ABC):
             [1, 2]
             'duplicate'
         """
-        return self._run(self._append(scope, messages, created_at))
+        results = self._run(self._append(scope, messages, created_at))
+        if self._edit_listeners and (revised := self._revised(results)):
+            self._tell(ensure_scope(scope), revised, "revised")
+        return results
 
     async def aappend(
         self,
@@ -277,7 +314,10 @@ class HistoryStore(abc.ABC):
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> list[AppendResult]:
         """Async twin of :meth:`append`."""
-        return await self._arun(self._append(scope, messages, created_at))
+        results = await self._arun(self._append(scope, messages, created_at))
+        if self._edit_listeners and (revised := self._revised(results)):
+            await self._atell(ensure_scope(scope), revised, "revised")
+        return results
 
     def read_events(
         self,
@@ -344,12 +384,16 @@ class HistoryStore(abc.ABC):
         branch that shares it. Candidates covering a hidden event become stale.
         """
         op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return self._run(_Call(op, write=True))
+        changed = self._run(_Call(op, write=True))
+        self._tell(ensure_scope(scope), list(event_ids), "hidden")
+        return changed
 
     async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Async twin of :meth:`hide_events`."""
         op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return await self._arun(_Call(op, write=True))
+        changed = await self._arun(_Call(op, write=True))
+        await self._atell(ensure_scope(scope), list(event_ids), "hidden")
+        return changed
 
     def show_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Make hidden events visible again; returns how many changed."""
@@ -367,12 +411,16 @@ class HistoryStore(abc.ABC):
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
         op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return self._run(_Call(op, write=True))
+        changed = self._run(_Call(op, write=True))
+        self._tell(ensure_scope(scope), list(event_ids), "deleted")
+        return changed
 
     async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Async twin of :meth:`delete_events`."""
         op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
-        return await self._arun(_Call(op, write=True))
+        changed = await self._arun(_Call(op, write=True))
+        await self._atell(ensure_scope(scope), list(event_ids), "deleted")
+        return changed
 
     # ------------------------------------------------------------------ public API: branches
 
@@ -656,7 +704,9 @@ class HistoryStore(abc.ABC):
         billing). Returns the rows deleted per table.
 
         LangGraph's checkpoints are not here: delete them with the checkpointer's own
-        ``delete_thread(thread_id)``.
+        ``delete_thread(thread_id)``. Edit listeners (a wired
+        :class:`~ctx_langgraph.memory.LongTermMemory`) delete the thread's memories and purge
+        those derived from it.
 
         Example:
             >>> from langchain_core.messages import HumanMessage
@@ -667,18 +717,28 @@ class HistoryStore(abc.ABC):
             ...     store.delete_thread("t")["ctx_events"], store.read_events("t")
             (1, [])
         """
-        return self._run(_Call(_ops.delete_thread(ensure_scope(scope), ledger=ledger), write=True))
+        deleted = self._run(
+            _Call(_ops.delete_thread(ensure_scope(scope), ledger=ledger), write=True)
+        )
+        self._tell(ensure_scope(scope), [], "thread_deleted")
+        return deleted
 
     async def adelete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
         """Async twin of :meth:`delete_thread`."""
         op = _ops.delete_thread(ensure_scope(scope), ledger=ledger)
-        return await self._arun(_Call(op, write=True))
+        deleted = await self._arun(_Call(op, write=True))
+        await self._atell(ensure_scope(scope), [], "thread_deleted")
+        return deleted
 
-    def export_thread(self, scope: Scope | str, *, ledger: bool = True) -> dict[str, Any]:
+    def export_thread(
+        self, scope: Scope | str, *, ledger: bool = True, memory: LongTermMemory | None = None
+    ) -> dict[str, Any]:
         """Everything this store remembers of a thread, as one JSON-ready document: every
         branch, every event (hidden ones marked ``visible: false``) with its earlier revisions,
         the edit log, every summary version with its status and key facts, the active pointers,
-        and (``ledger``) its usage ledger rows. Deleted events are gone and are not in it.
+        and (``ledger``) its usage ledger rows. Deleted events are gone and are not in it. With
+        ``memory``, the thread's long-term memories (its own and those derived from it, any
+        status) are in ``"memories"``.
         :meth:`import_thread` writes it back, into this or another store.
 
         Raises:
@@ -700,19 +760,32 @@ class HistoryStore(abc.ABC):
             (1, 'hello')
         """
         op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
-        return self._run(_Call(op, write=False))
+        document = self._run(_Call(op, write=False))
+        if memory is not None:
+            document["memories"] = memory.export_thread(ensure_scope(scope))
+        return document
 
-    async def aexport_thread(self, scope: Scope | str, *, ledger: bool = True) -> dict[str, Any]:
+    async def aexport_thread(
+        self, scope: Scope | str, *, ledger: bool = True, memory: LongTermMemory | None = None
+    ) -> dict[str, Any]:
         """Async twin of :meth:`export_thread`."""
         op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
-        return await self._arun(_Call(op, write=False))
+        document = await self._arun(_Call(op, write=False))
+        if memory is not None:
+            document["memories"] = await memory.aexport_thread(ensure_scope(scope))
+        return document
 
     def import_thread(
-        self, document: dict[str, Any], *, into: Scope | str | None = None
+        self,
+        document: dict[str, Any],
+        *,
+        into: Scope | str | None = None,
+        memory: LongTermMemory | None = None,
     ) -> dict[str, int]:
         """Write a document made by :meth:`export_thread` as a thread of this store (its own
         tenant and thread id, or ``into``'s), in one transaction. The thread must have no
         history yet; summary version ids are kept, so one export goes into one database once.
+        With ``memory``, the document's memories are written to it too (count in ``"memories"``).
 
         Raises:
             ScopeError: the thread already has history.
@@ -723,10 +796,17 @@ class HistoryStore(abc.ABC):
             if into is not None
             else Scope(str(document.get("thread_id")), str(document.get("tenant")))
         )
-        return self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
+        counts = self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
+        if memory is not None:
+            counts["memories"] = memory.import_records(document.get("memories") or [], into=target)
+        return counts
 
     async def aimport_thread(
-        self, document: dict[str, Any], *, into: Scope | str | None = None
+        self,
+        document: dict[str, Any],
+        *,
+        into: Scope | str | None = None,
+        memory: LongTermMemory | None = None,
     ) -> dict[str, int]:
         """Async twin of :meth:`import_thread`."""
         target = (
@@ -735,7 +815,11 @@ class HistoryStore(abc.ABC):
             else Scope(str(document.get("thread_id")), str(document.get("tenant")))
         )
         op = _ops.import_thread(self.dialect, document, target)
-        return await self._arun(_Call(op, write=True))
+        counts = await self._arun(_Call(op, write=True))
+        if memory is not None:
+            memories = document.get("memories") or []
+            counts["memories"] = await memory.aimport_records(memories, into=target)
+        return counts
 
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.

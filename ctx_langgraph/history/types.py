@@ -151,14 +151,17 @@ class KeyFact:
     source_seq: int
     kind: str = "fact"
     source_event_id: str | None = None
+    replaces: str | None = None
+    """The old value a user correction named as wrong ("B-2291, not A-1172")."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "source_seq": self.source_seq,
             "kind": self.kind,
             "source_event_id": self.source_event_id,
         }
+        return {**data, "replaces": self.replaces} if self.replaces else data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KeyFact:
@@ -167,6 +170,7 @@ class KeyFact:
             source_seq=int(data["source_seq"]),
             kind=str(data.get("kind", "fact")),
             source_event_id=data.get("source_event_id"),
+            replaces=data.get("replaces") or None,
         )
 
 

@@ -1,0 +1,394 @@
+"""Memory extractors: what in a conversation is worth remembering across threads.
+
+- :class:`RuleExtractor`: deterministic and offline. It reads the user's own statements about
+  themselves ("my order id is B-2291", "I live in Lisbon", "I prefer short answers", "remember
+  that ...") and corrections ("my order id is B-2291, not A-1172").
+- :class:`ChatModelExtractor`: any chat model, asked for a JSON list of facts.
+- :class:`LangmemExtractor`: langmem's memory manager (``create_memory_manager``).
+
+An extractor returns :class:`~ctx_langgraph.memory.MemoryCandidate` objects; the memory decides
+what is new and what a candidate supersedes. Anything an extractor cannot read raises
+:class:`~ctx_langgraph.errors.MemoryExtractionError`; the conversation is never affected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Any, Final, Protocol, runtime_checkable
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctx_langgraph.errors import MemoryExtractionError
+from ctx_langgraph.memory.types import MemoryCandidate, MemoryRecord
+
+__all__ = [
+    "ChatModelExtractor",
+    "LangmemExtractor",
+    "MemoryExtractor",
+    "RuleExtractor",
+]
+
+MEMORY_TAG: Final = "ctx:memory"
+
+
+@runtime_checkable
+class MemoryExtractor(Protocol):
+    """Turns new messages (and the memories that exist) into memory candidates."""
+
+    def extract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]: ...
+
+    async def aextract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]: ...
+
+
+# ----------------------------------------------------------------------------- rules
+
+_END = r"(?=\s*(?:[.!?](?:\s|$)|[;\n]|,(?!\s*not\b)|\s+and\s+|\s+but\s+|$))"
+_VALUE = r"(?P<value>(?:[^,.;!?\n]|[.!?](?=\S)){1,80}?)"
+_OLD = r"(?:\s*,?\s*(?:and\s+)?not\s+(?P<old>(?:[^,.;!?\n]|[.!?](?=\S)){1,80}?))?"
+_MY_FACT = re.compile(
+    rf"\b(?:actually,?\s+|correction:?\s+)?my\s+(?P<key>[a-z][a-z0-9 '-]{{0,40}}?)\s+"
+    rf"(?:is|are)\s+(?:now\s+|actually\s+)?{_VALUE}{_OLD}{_END}",
+    re.I,
+)
+_I_FACT = re.compile(
+    rf"\bI\s+(?P<verb>live|work|am based|study)\s+(?P<prep>in|at|for)\s+{_VALUE}{_OLD}{_END}",
+    re.I,
+)
+_PREFERENCE = re.compile(
+    rf"\bI\s+(?:(?:really|strongly)\s+)?(?P<verb>prefer|like|love|hate|dislike|always want|never want)"
+    rf"\s+{_VALUE}{_END}",
+    re.I,
+)
+_CALL_ME = re.compile(rf"\b(?:please\s+)?call me\s+{_VALUE}{_END}", re.I)
+_REMEMBER = re.compile(r"\b(?:please\s+)?remember(?:\s+that)?\s+(?P<value>[^.!?\n]{3,200})", re.I)
+_NOT_KEY_WORDS = "bad fault pleasure guess question point problem bet hope plan idea name's turn"
+_NOT_KEYS: Final = frozenset(_NOT_KEY_WORDS.split(" "))
+_FILLER = re.compile(r"^(?:a|an|the)\s+", re.I)
+
+
+def _clean(value: str) -> str:
+    return " ".join(value.strip().strip("\"'`").split())
+
+
+def _key(raw: str) -> str | None:
+    key = " ".join(raw.lower().split())
+    if not key or key in _NOT_KEYS or len(key.split()) > 4:
+        return None
+    return key
+
+
+class RuleExtractor:
+    """The offline, deterministic extractor: first-person facts, preferences and corrections in
+    the user's messages (only human messages are read; a model's words are not memories).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> extractor = RuleExtractor()
+        >>> [(c.key, c.content) for c in extractor.extract(
+        ...     [HumanMessage("Hi! My order id is A-1172 and I live in Lisbon.", id="m1")], [])]
+        [('order id', "The user's order id is A-1172."), ('lives in', 'The user lives in Lisbon.')]
+        >>> fix = extractor.extract([HumanMessage("Sorry, my order id is B-2291, not A-1172.", id="m9")], [])
+        >>> fix[0].content, fix[0].replaces_value, fix[0].source_event_ids
+        ("The user's order id is B-2291.", 'A-1172', ('m9',))
+    """
+
+    def __init__(self, *, confidence: float = 0.9) -> None:
+        self.confidence = confidence
+
+    def extract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord] = ()
+    ) -> list[MemoryCandidate]:
+        """Candidates from the human messages among ``messages``, in reading order."""
+        found: list[MemoryCandidate] = []
+        for message in messages:
+            if message.type != "human":
+                continue
+            found += self._from_text(message.text, (str(message.id),) if message.id else ())
+        return found
+
+    async def aextract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord] = ()
+    ) -> list[MemoryCandidate]:
+        """Async twin of :meth:`extract` (no I/O)."""
+        return self.extract(messages, existing)
+
+    def _from_text(self, text: str, sources: tuple[str, ...]) -> list[MemoryCandidate]:
+        hits: list[tuple[int, MemoryCandidate]] = []
+
+        def add(position: int, content: str, key: str | None, old: str | None, kind: str) -> None:
+            hits.append(
+                (
+                    position,
+                    MemoryCandidate(
+                        content,
+                        key=key,
+                        kind=kind,
+                        confidence=self.confidence,
+                        source_event_ids=sources,
+                        replaces_value=_clean(old) if old else None,
+                    ),
+                )
+            )
+
+        for match in _MY_FACT.finditer(text):
+            key, value = _key(match["key"]), _clean(match["value"])
+            if key and value and value.lower() not in ("it", "this", "that"):
+                add(match.start(), f"The user's {key} is {value}.", key, match["old"], "profile")
+        for match in _I_FACT.finditer(text):
+            verb = match["verb"].lower()
+            key = {"am based": "based in", "live": "lives in"}.get(
+                verb
+            ) or f"{verb}s {match['prep']}"
+            phrase = {"am based": "is based"}.get(verb, f"{verb}s")
+            value = _clean(match["value"])
+            add(
+                match.start(),
+                f"The user {phrase} {match['prep'].lower()} {value}.",
+                key,
+                match["old"],
+                "profile",
+            )
+        for match in _PREFERENCE.finditer(text):
+            value = _clean(_FILLER.sub("", match["value"]))
+            add(
+                match.start(),
+                f"The user {match['verb'].lower()}s {value}.",
+                None,
+                None,
+                "preference",
+            )
+        for match in _CALL_ME.finditer(text):
+            add(
+                match.start(),
+                f"The user wants to be called {_clean(match['value'])}.",
+                "name",
+                None,
+                "profile",
+            )
+        for match in _REMEMBER.finditer(text):
+            add(match.start(), f"{_clean(match['value']).rstrip('.')}.", None, None, "note")
+        return [candidate for _, candidate in sorted(hits, key=lambda hit: hit[0])]
+
+
+# ----------------------------------------------------------------------------- chat models
+
+EXTRACTION_PROMPT: Final = """You maintain a long-term memory about the user.
+Read the new messages and return what is worth remembering across conversations: stable facts
+about the user (identifiers, names, places, accounts), preferences, and corrections.
+
+Answer with a JSON list only, no prose. Each item:
+{"key": short slot name or null, "content": one standalone sentence,
+ "confidence": 0..1, "supersedes": id of an existing memory it corrects or null}
+Use the same key as an existing memory when the new fact replaces it. Return [] when nothing
+is worth remembering. Never store secrets (passwords, API keys, card numbers)."""
+
+
+def _fenced(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        stripped = stripped.rsplit("```", 1)[0]
+    return stripped.strip()
+
+
+def parse_candidates(
+    text: str, sources: tuple[str, ...], known_ids: set[str]
+) -> list[MemoryCandidate]:
+    """The candidates in a model's JSON answer. Raises :class:`MemoryExtractionError` on
+    anything that is not a list of objects with a non-empty ``content``.
+
+    Example:
+        >>> parse_candidates('[{"key": "city", "content": "The user lives in Oslo.", "confidence": 0.8}]', ("m1",), set())[0].key
+        'city'
+        >>> parse_candidates("I think the user likes tea", (), set())
+        Traceback (most recent call last):
+        ...
+        ctx_langgraph.errors.MemoryExtractionError: memory extraction failed: the answer is not JSON: 'I think the user likes tea'
+    """
+    body = _fenced(text)
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        raise MemoryExtractionError(f"the answer is not JSON: {body[:80]!r}") from None
+    if isinstance(data, dict) and isinstance(data.get("memories"), list):
+        data = data["memories"]
+    if not isinstance(data, list):
+        raise MemoryExtractionError(f"the answer is not a JSON list: {body[:80]!r}")
+    candidates = []
+    for number, item in enumerate(data):
+        if not isinstance(item, dict) or not isinstance(item.get("content"), str):
+            raise MemoryExtractionError(f"item {number} has no string 'content': {item!r:.80}")
+        key = item.get("key")
+        supersedes = item.get("supersedes")
+        try:
+            confidence = float(item.get("confidence", 0.7))
+            candidates.append(
+                MemoryCandidate(
+                    item["content"].strip(),
+                    key=" ".join(key.lower().split())
+                    if isinstance(key, str) and key.strip()
+                    else None,
+                    kind=str(item.get("kind") or "fact"),
+                    confidence=min(1.0, max(0.0, confidence)),
+                    source_event_ids=sources,
+                    supersedes=supersedes if supersedes in known_ids else None,
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise MemoryExtractionError(f"item {number} is not a valid memory: {exc}") from None
+    return candidates
+
+
+def _transcript(messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]) -> str:
+    lines = ["Existing memories:"]
+    lines += [f"- id={r.id} key={r.key or '-'}: {r.content}" for r in existing] or ["- (none)"]
+    lines.append("\nNew messages:")
+    lines += [f"{m.type}: {m.text}" for m in messages if m.text.strip()]
+    return "\n".join(lines)
+
+
+class ChatModelExtractor:
+    """Memory extraction by any chat model (one call per batch of new messages). Its usage is
+    booked with purpose ``memory`` (metadata ``ctx_purpose``).
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> answer = '[{"key": "order id", "content": "The order id is B-2291.", "confidence": 0.9}]'
+        >>> extractor = ChatModelExtractor(GenericFakeChatModel(messages=iter([AIMessage(answer)])))
+        >>> [c.key for c in extractor.extract([HumanMessage("my order id is B-2291", id="m1")], [])]
+        ['order id']
+    """
+
+    def __init__(self, model: Any, *, prompt: str = EXTRACTION_PROMPT) -> None:
+        self.model = model
+        self.prompt = prompt
+
+    def _request(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> tuple[list[BaseMessage], RunnableConfig]:
+        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        return [SystemMessage(self.prompt), HumanMessage(_transcript(messages, existing))], config
+
+    @staticmethod
+    def _sources(messages: Sequence[BaseMessage]) -> tuple[str, ...]:
+        return tuple(str(m.id) for m in messages if m.id and m.type == "human")
+
+    def extract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]:
+        """Ask the model; raise :class:`MemoryExtractionError` when it fails or answers garbage."""
+        request, config = self._request(messages, existing)
+        try:
+            reply = self.model.invoke(request, config=config)
+        except Exception as exc:
+            raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
+        return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})
+
+    async def aextract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]:
+        """Async twin of :meth:`extract`."""
+        request, config = self._request(messages, existing)
+        try:
+            reply = await self.model.ainvoke(request, config=config)
+        except Exception as exc:
+            raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
+        return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})
+
+
+class LangmemExtractor:
+    """langmem's memory manager as an extractor: the existing memories go in as langmem's
+    ``existing``; an update of one of them comes back as a candidate that supersedes it.
+
+    Args:
+        manager: a runnable from ``langmem.create_memory_manager(model, ...)``, or a chat model
+            (or ``"provider:model"`` string) to build one with the default schema.
+    """
+
+    def __init__(self, manager: Any) -> None:
+        if not hasattr(manager, "invoke") or not hasattr(manager, "ainvoke") or _is_model(manager):
+            manager = _langmem().create_memory_manager(manager)
+        self.manager = manager
+
+    def _input(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> dict[str, Any]:
+        memory = _langmem().Memory
+        return {
+            "messages": list(messages),
+            "existing": [(r.id, memory(content=r.content)) for r in existing],
+        }
+
+    def _candidates(
+        self, results: Any, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]:
+        known = {r.id: r for r in existing}
+        sources = ChatModelExtractor._sources(messages)
+        candidates = []
+        for result in results or ():
+            memory_id, content = getattr(result, "id", None), getattr(result, "content", None)
+            text = getattr(content, "content", content)
+            if not isinstance(text, str):
+                raise MemoryExtractionError(
+                    f"langmem returned a memory without text: {result!r:.80}"
+                )
+            old = known.get(str(memory_id))
+            if old is not None and old.content == text.strip():
+                continue  # unchanged
+            candidates.append(
+                MemoryCandidate(
+                    text.strip(),
+                    key=old.key if old is not None else None,
+                    kind="fact",
+                    confidence=0.7,
+                    source_event_ids=sources,
+                    supersedes=old.id if old is not None else None,
+                )
+            )
+        return candidates
+
+    def extract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]:
+        """Run the memory manager; its failures raise :class:`MemoryExtractionError`."""
+        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        try:
+            results = self.manager.invoke(self._input(messages, existing), config=config)
+        except Exception as exc:
+            raise MemoryExtractionError(f"langmem's memory manager failed: {exc!r:.200}") from exc
+        return self._candidates(results, messages, existing)
+
+    async def aextract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> list[MemoryCandidate]:
+        """Async twin of :meth:`extract`."""
+        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        try:
+            results = await self.manager.ainvoke(self._input(messages, existing), config=config)
+        except Exception as exc:
+            raise MemoryExtractionError(f"langmem's memory manager failed: {exc!r:.200}") from exc
+        return self._candidates(results, messages, existing)
+
+
+def _langmem() -> Any:
+    """langmem's extraction module (imported late: it is optional, and it imports names
+    LangGraph has deprecated)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langmem.knowledge import extraction  # type: ignore[import-untyped]
+    return extraction
+
+
+def _is_model(value: Any) -> bool:
+    from langchain_core.language_models import BaseChatModel
+
+    return isinstance(value, str | BaseChatModel)
