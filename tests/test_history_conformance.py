@@ -986,3 +986,43 @@ def test_history_store_is_the_abstract_interface():
     no_io = {"add_edit_listener"}  # registration only: nothing to await
     assert sorted(n for n in sync - no_io if "a" + n not in public) == []
     assert {"append", "search", "snapshot", "commit_candidate", "create_branch", "close"} <= sync
+
+
+async def test_edits_since_lists_the_edit_log_after_a_version_and_tells_listeners(api, store):
+    class Listener:
+        def __init__(self) -> None:
+            self.heard: list[tuple[str, list[str], str]] = []
+
+        def events_edited(self, scope: Scope, event_ids: list[str], kind: str) -> None:
+            self.heard.append((str(scope), list(event_ids), kind))
+
+        async def aevents_edited(self, scope: Scope, event_ids: list[str], kind: str) -> None:
+            self.heard.append((str(scope), list(event_ids), kind))
+
+    listener = Listener()
+    store.add_edit_listener(listener)
+    store.add_edit_listener(listener)  # once only
+    await api.append("t", turns(1, 6))
+    await api.hide_events("t", ["m2"])
+    await api.append("t", [human(3, "edited")])
+    await api.delete_events("t", ["m4"])
+    await api.show_events("t", ["m2"])
+    await api.append(Scope("t", tenant="acme"), turns(1, 3))
+    await api.delete_events(Scope("t", tenant="acme"), ["m1"])
+    log = await api.edits_since("t", 0)
+    assert [(version, seq, kind) for version, _branch, seq, kind in log] == [
+        (1, 2, "hide"),
+        (2, 3, "revise"),
+        (3, 4, "delete"),
+        (4, 2, "show"),
+    ]
+    assert [kind for *_, kind in await api.edits_since("t", 2)] == ["delete", "show"]
+    assert await api.edits_since("nobody", 0) == []
+    assert listener.heard == [
+        ("default/t@main", ["m2"], "hidden"),
+        ("default/t@main", ["m3"], "revised"),
+        ("default/t@main", ["m4"], "deleted"),
+        ("acme/t@main", ["m1"], "deleted"),
+    ]
+    await api.delete_thread("t")
+    assert listener.heard[-1] == ("default/t@main", [], "thread_deleted")

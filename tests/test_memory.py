@@ -705,3 +705,27 @@ def test_one_tenant_never_sees_another_tenants_memories(store: HistoryStore):
     assert not holds_secret(store.export_thread(Scope("same", tenant="b"), memory=memory))
     memory.delete_thread(Scope("same", tenant="b"))
     assert [r.content for r in memory.recall(MemoryScopes("a", "same", user_id="same-user"))]
+
+
+async def test_edits_made_by_another_store_object_reach_the_memory_on_the_next_turn(
+    backend: Any, store: HistoryStore
+):
+    if not backend.shared:
+        pytest.skip("an in-memory SQLite database is reachable through one store object only")
+    inputs: list[list[BaseMessage]] = []
+    memory = LongTermMemory(InMemoryStore())
+    graph = create_context_agent(
+        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
+    ).compile(checkpointer=InMemorySaver())
+    run: Any = {"configurable": {"thread_id": "elsewhere", "user_id": "u-9"}}
+    await graph.ainvoke({"messages": [HumanMessage(f"my vault code is {SECRET}", id="s1")]}, run)
+    await graph.ainvoke({"messages": [HumanMessage("my city is Oslo", id="s2")]}, run)
+    me = MemoryScopes("default", "elsewhere", user_id="u-9")
+    assert len(memory.recall(me)) == 2
+    other = backend.make()  # another process's store object: no memory attached to it
+    assert await other.adelete_events("elsewhere", ["s1"]) == 1
+    assert len(memory.recall(me)) == 2  # not told yet
+    await graph.ainvoke({"messages": [HumanMessage("and now?", id="s3")]}, run)
+    assert [r.content for r in memory.recall(me)] == ["The user's city is Oslo."]
+    assert not holds_secret([m.text for m in inputs[-1]])
+    assert not holds_secret([r.to_json() for r in memory.records(me)])

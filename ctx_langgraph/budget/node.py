@@ -202,6 +202,12 @@ class _Recall:
     query: str
 
 
+@dataclass(frozen=True)
+class _ForgetEdited:
+    scope: Scope
+    since: int
+
+
 _Request = (
     _Record
     | _ExactCount
@@ -213,6 +219,7 @@ _Request = (
     | _LoadRules
     | _Observe
     | _Recall
+    | _ForgetEdited
 )
 log = logging.getLogger(__name__)
 
@@ -335,6 +342,13 @@ class BudgetNode:
         head = yield _Head(scope)
         edits = head.edit_version if head is not None else 0
         if head is not None and context.get("edit_version") not in (None, edits):
+            if self.memory is not None:
+                # edits made elsewhere (another process, a store without this memory attached)
+                # reach the memory here: what their events taught it is invalidated
+                try:
+                    yield _ForgetEdited(scope, int(context["edit_version"]))
+                except MemoryStoreError as exc:
+                    log.warning("ctx-langgraph: long-term memory not invalidated: %s", exc)
             messages, dropped_summary = yield from self._reconcile_edits(scope, messages, head)
             rewritten = True
             reasons.append("history edited")
@@ -692,6 +706,11 @@ class BudgetNode:
     # ------------------------------------------------------------------ sync and async shells
 
     def _serve(self, request: _Request) -> Any:
+        if isinstance(request, _ForgetEdited):
+            assert self.memory is not None
+            edits = self.store.edits_since(request.scope, request.since)
+            seqs = [seq for _version, _branch, seq, kind in edits if kind != "show"]
+            return self.memory.invalidate_events(request.scope, seqs=seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
             return self.memory.observe(request.scopes, request.messages, seqs=request.seqs)
@@ -723,6 +742,11 @@ class BudgetNode:
             return None
 
     async def _aserve(self, request: _Request) -> Any:
+        if isinstance(request, _ForgetEdited):
+            assert self.memory is not None
+            edits = await self.store.aedits_since(request.scope, request.since)
+            seqs = [seq for _version, _branch, seq, kind in edits if kind != "show"]
+            return await self.memory.ainvalidate_events(request.scope, seqs=seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
             return await self.memory.aobserve(request.scopes, request.messages, seqs=request.seqs)

@@ -742,6 +742,17 @@ def event_revisions(
     return [(int(row[0]), expand_record(json.loads(row[1]), row[2] or "")) for row in rows]
 
 
+def edits_since(d: Dialect, scope: Scope, version: int) -> Op[list[tuple[int, str, int, str]]]:
+    """The thread's edit log after ``version``: (edit_version, branch, seq, kind), in order."""
+    rows = yield Stmt(
+        "SELECT edit_version, branch, seq, kind FROM ctx_event_edits WHERE tenant = ? AND "
+        "thread_id = ? AND edit_version > ? ORDER BY edit_version, branch, seq",
+        (scope.tenant, scope.thread_id, version),
+        "all",
+    )
+    return [(int(row[0]), str(row[1]), int(row[2]), str(row[3])) for row in rows]
+
+
 # --------------------------------------------------------------------------- search
 
 

@@ -377,6 +377,32 @@ class HistoryStore(abc.ABC):
         op = _ops.event_revisions(self.dialect, ensure_scope(scope), event_id)
         return await self._arun(_Call(op, write=False))
 
+    def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
+        """The thread's edit log after edit version ``version`` (every branch), oldest first, as
+        ``(edit_version, branch, seq, kind)`` with ``kind`` ``"hide"``, ``"show"``,
+        ``"delete"`` or ``"revise"``. ``branch_info(...).edit_version`` is the newest version.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage("a", id="m1"), HumanMessage("b", id="m2")])
+            ...     _ = store.delete_events("t", ["m2"])
+            ...     store.edits_since("t", 0)
+            [(1, 'main', 2, 'delete')]
+        """
+        return self._run(
+            _Call(_ops.edits_since(self.dialect, ensure_scope(scope), version), write=False)
+        )
+
+    async def aedits_since(
+        self, scope: Scope | str, version: int
+    ) -> list[tuple[int, str, int, str]]:
+        """Async twin of :meth:`edits_since`."""
+        op = _ops.edits_since(self.dialect, ensure_scope(scope), version)
+        return await self._arun(_Call(op, write=False))
+
     def hide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
         """Hide events from reads and search (kept for audit); returns how many changed.
 
