@@ -190,15 +190,24 @@ async def test_racing_writers_on_one_key_present_only_the_newest_value(lts: Base
     first = cand("Team is Blue.", "team")
     second = cand("Team is Red.", "team")
     if sync:
+        from langgraph.store.base import PutOp
+
+        def until_write(ops: Any) -> Any:
+            """Serve the reads of a remember flow; return its first write, not yet sent."""
+            request = next(ops)
+            while not any(isinstance(op, PutOp) for op in request):
+                request = ops.send(lts.batch(request))
+            return request
+
         # both read the slot empty, then both write: two active records for one key
         ops_a = a._remember(ME, [first], {}, clock())
         ops_b = b._remember(ME, [second], {}, clock())
-        batch_a, batch_b = next(ops_a), next(ops_b)
-        results_a, results_b = lts.batch(batch_a), lts.batch(batch_b)
-        for ops, results in ((ops_a, results_a), (ops_b, results_b)):
+        write_a, write_b = until_write(ops_a), until_write(ops_b)
+        for ops, write in ((ops_a, write_a), (ops_b, write_b)):
             with pytest.raises(StopIteration):
-                ops.send(lts.batch(ops.send(results)))
+                ops.send(lts.batch(write))
         assert [r.content for r in a.recall(ME)] == ["Team is Red."]
+        assert [r.content for r in b.recall(ME)] == ["Team is Red."]
         assert sum(r.status == "active" for r in a.records(ME)) == 2
     else:
         await a.aremember(ME, [first])
@@ -729,3 +738,18 @@ async def test_edits_made_by_another_store_object_reach_the_memory_on_the_next_t
     assert [r.content for r in memory.recall(me)] == ["The user's city is Oslo."]
     assert not holds_secret([m.text for m in inputs[-1]])
     assert not holds_secret([r.to_json() for r in memory.records(me)])
+
+
+async def test_a_worker_sees_what_another_worker_wrote_despite_its_cache(mem: Mem, lts: BaseStore):
+    other = Mem(LongTermMemory(lts, clock=Clock()), mem.mode)
+    await mem.remember(ME, [cand("Speaks Portuguese.")])
+    assert len(await mem.recall(ME)) == 1  # cached now
+    assert len(await mem.recall(ME)) == 1
+    await other.remember(ME, [cand("Speaks Italian.")])
+    assert sorted(r.content for r in await mem.recall(ME)) == [
+        "Speaks Italian.",
+        "Speaks Portuguese.",
+    ]
+    [record] = [r for r in await mem.recall(ME) if "Italian" in r.content]
+    await other.forget(ME, record.id)
+    assert [r.content for r in await mem.recall(ME)] == ["Speaks Portuguese."]

@@ -100,6 +100,9 @@ class RuleExtractor:
         ("The user's order id is B-2291.", 'A-1172', ('m9',))
     """
 
+    reads_existing = False
+    """It never looks at the existing memories (the memory need not load them for it)."""
+
     def __init__(self, *, confidence: float = 0.9) -> None:
         self.confidence = confidence
 

@@ -10,16 +10,18 @@ written once, as a generator of store operation batches, and served by ``store.b
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import logging
 import re
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, TypeVar
 
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.store.base import BaseStore, Op, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, Op, PutOp, SearchOp
 
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
@@ -46,6 +48,16 @@ __all__ = [
 
 T = TypeVar("T")
 _Ops = Generator[list[Op], list[Any], T]
+
+
+class _Entry(NamedTuple):
+    """An active record, the words its key and content are ranked by, its normalized content."""
+
+    record: MemoryRecord
+    terms: frozenset[str]
+    norm: str
+
+
 log = logging.getLogger(__name__)
 
 MEMORY_FLAG: Final = "ctx_memory"
@@ -134,7 +146,14 @@ class LongTermMemory:
     user_key: str = "user_id"
     project_key: str = "project_id"
     clock: Callable[[], dt.datetime] = _utcnow
-    page_size: int = 500
+    page_size: int = 2_000
+    cache_namespaces: int = 1_024
+    """Namespaces whose active records are kept in this process between turns (re-read when
+    the namespace's version token in the store moved: another worker wrote)."""
+
+    _cache: OrderedDict[tuple[str, ...], tuple[str, list[_Entry]]] = field(
+        init=False, repr=False, default_factory=OrderedDict
+    )
 
     def __post_init__(self) -> None:
         if self.max_tokens < 16 or self.max_records < 1:
@@ -164,6 +183,65 @@ class LongTermMemory:
     def _put(self, record: MemoryRecord) -> PutOp:
         return PutOp(self._of(record), record.id, record.to_json())
 
+    def _meta(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """Where a namespace's version token lives (outside the records' prefix)."""
+        return (f"{self.root}_meta", *namespace[1:])
+
+    def _write(
+        self, puts: Sequence[MemoryRecord], deletes: Sequence[MemoryRecord] = ()
+    ) -> _Ops[None]:
+        """Write records in one batch and stamp every touched namespace with a new version
+        token, so every process re-reads it. This process's own cache of a namespace takes the
+        change in place when the token it read is still the store's at the write (nobody else
+        wrote in between); otherwise it is dropped."""
+        touched = sorted({self._of(r) for r in (*puts, *deletes)})
+        if not touched:
+            return
+        cached = [ns for ns in touched if ns in self._cache]
+        tokens = {ns: uuid.uuid4().hex for ns in touched}
+        ops: list[Op] = [GetOp(self._meta(ns), "version") for ns in cached]
+        ops += [PutOp(self._of(r), r.id, None) for r in deletes]
+        ops += [self._put(r) for r in puts]
+        ops += [
+            PutOp(self._meta(ns), "version", {"token": tokens[ns]}, index=False) for ns in touched
+        ]
+        results = yield ops
+        changed = {r.id for r in (*puts, *deletes)}
+        for namespace, item in zip(cached, results, strict=False):
+            seen = item.value.get("token") if item is not None else None
+            entry = self._cache.get(namespace)
+            if entry is None or seen != entry[0]:
+                self._cache.pop(namespace, None)
+                continue
+            kept = [e for e in entry[1] if e.record.id not in changed]
+            kept += [_entry(r) for r in puts if r.status == "active" and self._of(r) == namespace]
+            self._cache[namespace] = (tokens[namespace], kept)
+
+    def _active(
+        self, namespaces: Sequence[tuple[str, ...]]
+    ) -> _Ops[dict[tuple[str, ...], list[_Entry]]]:
+        """The active records of each namespace with their search terms; from this process's
+        cache when the namespace's version token has not moved."""
+        if not namespaces:
+            return {}
+        items = yield [GetOp(self._meta(ns), "version") for ns in namespaces]
+        found: dict[tuple[str, ...], list[_Entry]] = {}
+        for namespace, item in zip(namespaces, items, strict=True):
+            token = item.value.get("token") if item is not None else None
+            cached = self._cache.get(namespace)
+            if token is not None and cached is not None and cached[0] == token:
+                self._cache.move_to_end(namespace)
+                found[namespace] = cached[1]
+                continue
+            records = yield from self._search(namespace, {"status": "active"})
+            entries = [_entry(record) for record in records]
+            if token is not None:
+                self._cache[namespace] = (str(token), entries)
+                while len(self._cache) > self.cache_namespaces:
+                    self._cache.popitem(last=False)
+            found[namespace] = entries
+        return found
+
     # ------------------------------------------------------------------ operations (written once)
 
     def _search(self, prefix: tuple[str, ...], filter: dict[str, Any]) -> _Ops[list[MemoryRecord]]:
@@ -190,7 +268,7 @@ class LongTermMemory:
         now: dt.datetime,
     ) -> _Ops[list[MemoryChange]]:
         changes: list[MemoryChange] = []
-        active: dict[tuple[str, ...], list[MemoryRecord]] = {}
+        active: dict[tuple[str, ...], list[_Entry]] = {}
         for candidate in candidates:
             kind: MemoryScopeKind = candidate.scope or self.default_scope
             owner = scopes.owner_of(kind)
@@ -198,18 +276,20 @@ class LongTermMemory:
                 kind, owner = "thread", scopes.thread_id
             namespace = self._namespace(scopes.tenant, kind, owner)
             if namespace not in active:
-                active[namespace] = yield from self._search(namespace, {"status": "active"})
-            records = active[namespace]
+                loaded = yield from self._active([namespace])
+                active[namespace] = list(loaded[namespace])
+            entries = active[namespace]
             wanted = _norm(candidate.content)
-            targets = [
-                r
-                for r in records
-                if r.id == candidate.supersedes
-                or (candidate.key is not None and r.key == candidate.key)
-                or _norm(r.content) == wanted
-                or (candidate.replaces_value and _holds(r.content, candidate.replaces_value))
+            hits = [
+                e
+                for e in entries
+                if e.record.id == candidate.supersedes
+                or (candidate.key is not None and e.record.key == candidate.key)
+                or e.norm == wanted
+                or (candidate.replaces_value and _holds(e.record.content, candidate.replaces_value))
             ]
-            same = next((r for r in targets if _norm(r.content) == wanted), None)
+            targets = [e.record for e in hits]
+            same = next((e.record for e in hits if e.norm == wanted), None)
             ids = tuple(candidate.source_event_ids)
             found_seqs = tuple(seqs[i] for i in ids if i in seqs)
             expires = candidate.expires_at or (now + self.ttl if self.ttl else None)
@@ -247,27 +327,32 @@ class LongTermMemory:
                 for r in targets
                 if r is not same
             ]
-            yield [self._put(r) for r in (*old, record)]
+            yield from self._write([*old, record])
             gone = {r.id for r in old}
-            active[namespace] = [r for r in records if r.id not in gone and r.id != record.id]
-            active[namespace].append(record)
+            active[namespace] = [
+                e for e in entries if e.record.id not in gone and e.record.id != record.id
+            ]
+            active[namespace].append(_entry(record))
             changes.append(MemoryChange(action, record, tuple(r.id for r in old)))
         return changes
 
-    def _live(self, scopes: MemoryScopes, now: dt.datetime) -> _Ops[list[MemoryRecord]]:
-        live: list[MemoryRecord] = []
-        for kind, owner in scopes.owners():
-            namespace = self._namespace(scopes.tenant, kind, owner)
-            records = yield from self._search(namespace, {"status": "active"})
-            latest: dict[str, MemoryRecord] = {}
-            for record in records:
+    def _live(self, scopes: MemoryScopes, now: dt.datetime) -> _Ops[list[_Entry]]:
+        namespaces = [self._namespace(scopes.tenant, k, o) for k, o in scopes.owners()]
+        active = yield from self._active(namespaces)
+        live: list[_Entry] = []
+        for namespace in namespaces:
+            latest: dict[str, _Entry] = {}
+            for entry in active[namespace]:
+                record = entry.record
                 if not record.is_live(now):
                     continue  # expired
                 if record.key is None:
-                    live.append(record)
-                elif record.key not in latest or record.updated_at > latest[record.key].updated_at:
+                    live.append(entry)
+                elif (
+                    record.key not in latest or record.updated_at > latest[record.key][0].updated_at
+                ):
                     # two writers raced on one slot: the newest value is the one presented
-                    latest[record.key] = record
+                    latest[record.key] = entry
             live += latest.values()
         return live
 
@@ -290,8 +375,7 @@ class LongTermMemory:
             if r.status != "invalid" or r.content
             if ids.intersection(r.source_event_ids) or numbers.intersection(r.source_seqs)
         ]
-        if hit:
-            yield [self._put(r) for r in hit]
+        yield from self._write(hit)
         return len(hit)
 
     def _delete_thread(self, tenant: str, thread_id: str, now: dt.datetime) -> _Ops[dict[str, int]]:
@@ -303,10 +387,7 @@ class LongTermMemory:
             for r in sourced
             if r.id not in own_ids and (r.content or r.status != "invalid")
         ]
-        ops: list[Op] = [PutOp(self._of(r), r.id, None) for r in own]
-        ops += [self._put(r) for r in derived]
-        if ops:
-            yield ops
+        yield from self._write(derived, deletes=own)
         return {"deleted": len(own), "invalidated": len(derived)}
 
     def _export(self, tenant: str, thread_id: str) -> _Ops[list[dict[str, Any]]]:
@@ -333,8 +414,7 @@ class LongTermMemory:
                     owner=thread_id if record.scope == "thread" else record.owner,
                 )
             records.append(record)
-        if records:
-            yield [self._put(r) for r in records]
+        yield from self._write(records)
         return len(records)
 
     def _records(self, scopes: MemoryScopes) -> _Ops[list[MemoryRecord]]:
@@ -346,7 +426,7 @@ class LongTermMemory:
     def _forget(self, scopes: MemoryScopes, record_id: str) -> _Ops[bool]:
         for record in (yield from self._records(scopes)):
             if record.id == record_id:
-                yield [PutOp(self._of(record), record.id, None)]
+                yield from self._write([], deletes=[record])
                 return True
         return False
 
@@ -409,7 +489,9 @@ class LongTermMemory:
         """
         if self.extractor is None or not messages:
             return []
-        existing = self._run(self._live(scopes, self.clock()))
+        existing: list[MemoryRecord] = []
+        if getattr(self.extractor, "reads_existing", True):
+            existing = [entry.record for entry in self._run(self._live(scopes, self.clock()))]
         candidates = self.extractor.extract(messages, existing)
         _check(candidates)
         return self.remember(scopes, candidates, seqs=seqs) if candidates else []
@@ -424,7 +506,10 @@ class LongTermMemory:
         """Async twin of :meth:`observe`."""
         if self.extractor is None or not messages:
             return []
-        existing = await self._arun(self._live(scopes, self.clock()))
+        existing: list[MemoryRecord] = []
+        if getattr(self.extractor, "reads_existing", True):
+            live = await self._arun(self._live(scopes, self.clock()))
+            existing = [entry.record for entry in live]
         candidates = await self.extractor.aextract(messages, existing)
         _check(candidates)
         return await self.aremember(scopes, candidates, seqs=seqs) if candidates else []
@@ -517,17 +602,17 @@ class LongTermMemory:
 
     # ------------------------------------------------------------------ ranking and rendering
 
-    def _rank(self, records: Sequence[MemoryRecord], query: str) -> list[MemoryRecord]:
+    def _rank(self, entries: Sequence[_Entry], query: str) -> list[MemoryRecord]:
         from ctx_langgraph.history._sql import query_terms
         from ctx_langgraph.lookup import STOPWORDS
 
         terms = {t for t in query_terms(query) if t not in STOPWORDS}
 
-        def score(record: MemoryRecord) -> tuple[int, float, dt.datetime]:
-            words = set(query_terms(f"{record.key or ''} {record.content}"))
-            return (len(terms & words), record.confidence, record.updated_at)
+        def score(entry: _Entry) -> tuple[int, float, dt.datetime]:
+            record = entry.record
+            return (len(terms & entry.terms), record.confidence, record.updated_at)
 
-        return sorted(records, key=score, reverse=True)[: self.max_records]
+        return [entry.record for entry in heapq.nlargest(self.max_records, entries, key=score)]
 
     def render(
         self, records: Sequence[MemoryRecord], counter: TokenCounter, max_tokens: int | None = None
@@ -556,6 +641,13 @@ class LongTermMemory:
         if len(lines) == 1 or counter.count_message(_message(lines)) > limit:
             return None
         return _message(lines)
+
+
+def _entry(record: MemoryRecord) -> _Entry:
+    from ctx_langgraph.history._sql import query_terms
+
+    terms = frozenset(query_terms(f"{record.key or ''} {record.content}"))
+    return _Entry(record, terms, _norm(record.content))
 
 
 def _line(record: MemoryRecord) -> str:
