@@ -23,6 +23,11 @@ The model is picked when the module is imported:
 A real model also writes the compaction summaries; the offline one uses the extractive summarizer.
 The history store is the SQLite file ``CTX_HISTORY_DB`` (default: ``ctx-history.sqlite`` in the
 temp directory). The graph is compiled without a checkpointer: ``langgraph dev`` supplies one.
+
+Long-term memory is on: tell the agent "my name is Ann and I live in Lisbon", and a later thread
+with the same ``user_id`` in the assistant's configurable starts with it (without a ``user_id``,
+memories stay in their thread). ``context.memory`` shows what was learned and loaded; the records
+are in the SQLite file ``CTX_MEMORY_DB`` (default: ``ctx-memory.sqlite`` in the temp directory).
 """
 
 from __future__ import annotations
@@ -30,16 +35,19 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sqlite3
 import tempfile
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
 from langgraph.graph import StateGraph
+from langgraph.store.sqlite import SqliteStore
 
 from ctx_langgraph import (
     ContextConfig,
     LLMSummarizer,
+    LongTermMemory,
     SQLiteHistoryStore,
     Summarizer,
     create_context_agent,
@@ -120,6 +128,16 @@ def history_store() -> SQLiteHistoryStore:
     return store
 
 
+def long_term_memory() -> LongTermMemory:
+    path = Path(
+        os.environ.get("CTX_MEMORY_DB") or Path(tempfile.gettempdir()) / "ctx-memory.sqlite"
+    )
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    store = SqliteStore(conn)
+    store.setup()
+    return LongTermMemory(store, max_tokens=500)
+
+
 def build_graph() -> StateGraph:
     model, summarizer = choose_model()
     return create_context_agent(
@@ -129,6 +147,7 @@ def build_graph() -> StateGraph:
         config=CONFIG,
         summarizer=summarizer,
         prompt=PROMPT,
+        memory=long_term_memory(),
     )
 
 

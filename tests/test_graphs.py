@@ -27,6 +27,7 @@ def offline_env(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CTX_EXPLORER_DB", str(tmp_path / "explorer.sqlite"))
     monkeypatch.setenv("CTX_HISTORY_DB", str(tmp_path / "history.sqlite"))
+    monkeypatch.setenv("CTX_MEMORY_DB", str(tmp_path / "memory.sqlite"))
 
 
 def load(name: str):
@@ -143,6 +144,20 @@ def test_context_agent_caps_a_big_tracking_log_and_keeps_it_in_the_history(tmp_p
             if e.event_id == result.id
         ]
     assert event.message.content == full
+
+
+async def test_context_agent_remembers_a_user_across_threads():
+    _, graph = load("context_agent")
+    agent = with_checkpointer(graph)
+    ann = {"configurable": {"thread_id": "ann-1", "user_id": "ann"}}
+    agent.invoke({"messages": [HumanMessage("Hi, my name is Ann and I live in Lisbon.")]}, ann)
+    later = {"configurable": {"thread_id": "ann-2", "user_id": "ann"}}
+    state = await agent.ainvoke({"messages": [HumanMessage("Where is ORD-1042?")]}, later)
+    [memory] = [m for m in state["messages"] if m.id == "ctx-memory"]
+    assert "The user's name is Ann." in memory.text and "lives in Lisbon" in memory.text
+    other = {"configurable": {"thread_id": "bob-1", "user_id": "bob"}}
+    state = agent.invoke({"messages": [HumanMessage("Where is ORD-1042?")]}, other)
+    assert not any(m.id == "ctx-memory" for m in state["messages"])
 
 
 def test_compaction_playground_compacts_within_a_few_turns():

@@ -169,18 +169,12 @@ async def test_relevance_orders_and_max_records_bounds_what_is_recalled(
     lts: BaseStore, clock: Clock
 ):
     memory = LongTermMemory(lts, clock=clock, max_records=2)
-    if isinstance(lts, InMemoryStore) or not hasattr(lts, "conn") or True:
-        pass
     items = [cand(f"Fact number {n} about gardening.") for n in range(4)]
     items.append(cand("Allergic to peanuts.", "allergy"))
-    try:
-        memory.remember(ME, items)
-    except MemoryStoreError:  # an async-only store
-        await memory.aremember(ME, items)
-        recalled = await memory.arecall(ME, "any peanuts allergy in the recipe?")
-    else:
-        recalled = memory.recall(ME, "any peanuts allergy in the recipe?")
+    await memory.aremember(ME, items)
+    recalled = await memory.arecall(ME, "any peanuts allergy in the recipe?")
     assert len(recalled) == 2 and recalled[0].content == "Allergic to peanuts."
+    assert [r.content for r in await memory.arecall(ME, "gardening")][0].startswith("Fact number")
 
 
 async def test_racing_writers_on_one_key_present_only_the_newest_value(lts: BaseStore):
@@ -266,6 +260,18 @@ async def test_forget_deletes_one_record(mem: Mem):
     assert await mem.forget(ME, change.record.id) is True
     assert await mem.forget(ME, change.record.id) is False
     assert await mem.records(ME) == []
+
+
+async def test_a_sync_only_store_serves_the_async_methods_off_the_loop(tmp_path: Path):
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = sqlite3.connect(tmp_path / "m.sqlite", check_same_thread=False, isolation_level=None)
+    store = SqliteStore(conn)
+    store.setup()
+    memory = LongTermMemory(store)
+    await memory.aremember(ME, [cand("Uses vim.")])
+    assert [r.content for r in await memory.arecall(ME)] == ["Uses vim."]
+    conn.close()
 
 
 async def test_a_store_that_fails_raises_a_typed_error():

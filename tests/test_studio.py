@@ -56,16 +56,17 @@ class Studio:
                 f"server log:\n{self.log.read_text()}"
             )
 
-    def run(self, thread_id: str, assistant_id: str, text: str) -> dict[str, Any]:
+    def run(
+        self, thread_id: str, assistant_id: str, text: str, config: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """One turn, as Studio's chat sends it; the thread's values after the run."""
-        values = self.call(
-            "POST",
-            f"/threads/{thread_id}/runs/wait",
-            {
-                "assistant_id": assistant_id,
-                "input": {"messages": [{"role": "user", "content": text}]},
-            },
-        )
+        body: dict[str, Any] = {
+            "assistant_id": assistant_id,
+            "input": {"messages": [{"role": "user", "content": text}]},
+        }
+        if config is not None:
+            body["config"] = config
+        values = self.call("POST", f"/threads/{thread_id}/runs/wait", body)
         assert "__error__" not in values, f"{values['__error__']}\n{self.log.read_text()}"
         return values
 
@@ -110,6 +111,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         LANGSMITH_TRACING="false",
         LANGCHAIN_TRACING_V2="false",
         CTX_HISTORY_DB=str(workdir / "history.sqlite"),
+        CTX_MEMORY_DB=str(workdir / "memory.sqlite"),
         CTX_EXPLORER_DB=str(workdir / "explorer.sqlite"),
     )
     port = free_port()
@@ -164,6 +166,20 @@ def test_context_agent_runs_in_studio_with_the_context_channel(studio, assistant
     baseline = context["baseline"]
     assert baseline["measured_input_tokens"] == answer["usage_metadata"]["input_tokens"]
     assert baseline["reply_message_id"] == answer["id"]
+    assert context["memory"]["loaded"] == 0  # the memory is wired (nothing to remember yet)
+
+
+def test_context_agent_remembers_a_user_across_threads_in_studio(studio, assistants):
+    user = {"configurable": {"user_id": "studio-ann"}}
+    first = studio.call("POST", "/threads", {})["thread_id"]
+    studio.run(first, assistants["context_agent"], "Hi, I live in Lisbon.", config=user)
+    second = studio.call("POST", "/threads", {})["thread_id"]
+    studio.run(second, assistants["context_agent"], "Where is ORD-1042?", config=user)
+
+    values = studio.call("GET", f"/threads/{second}/state")["values"]
+    [memory] = [m for m in values["messages"] if m["id"] == "ctx-memory"]
+    assert "The user lives in Lisbon." in memory["content"]
+    assert values["context"]["memory"]["loaded"] == 1
 
 
 def test_compaction_playground_compacts_in_studio(studio, assistants):

@@ -9,6 +9,7 @@ written once, as a generator of store operation batches, and served by ``store.b
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import heapq
 import logging
@@ -444,7 +445,10 @@ class LongTermMemory:
     async def _arun(self, ops: _Ops[T]) -> T:
         async def serve(batch: list[Op]) -> list[Any]:
             try:
-                return await self.store.abatch(batch)
+                try:
+                    return await self.store.abatch(batch)
+                except NotImplementedError:  # a sync-only store (SqliteStore): off the loop
+                    return await asyncio.to_thread(self.store.batch, batch)
             except Exception as exc:
                 raise MemoryStoreError(f"the memory store failed: {exc!r:.300}") from exc
 
