@@ -174,7 +174,8 @@ async def test_relevance_orders_and_max_records_bounds_what_is_recalled(
     await memory.aremember(ME, items)
     recalled = await memory.arecall(ME, "any peanuts allergy in the recipe?")
     assert len(recalled) == 2 and recalled[0].content == "Allergic to peanuts."
-    assert [r.content for r in await memory.arecall(ME, "gardening")][0].startswith("Fact number")
+    top = (await memory.arecall(ME, "gardening"))[0]
+    assert top.content.startswith("Fact number")
 
 
 async def test_racing_writers_on_one_key_present_only_the_newest_value(lts: BaseStore):
