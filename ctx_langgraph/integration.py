@@ -169,8 +169,8 @@ def add_context_management(
             ``store``).
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
-        book_model_calls: also book every chat-model call made inside the model node and the
-            summarizer through a :class:`~ctx_langgraph.usage.LedgerCallbackHandler` (streamed
+        book_model_calls: also book every chat-model call made inside the model node, the
+            summarizer and a model-backed memory extractor through a :class:`~ctx_langgraph.usage.LedgerCallbackHandler` (streamed
             usage folded chunk by chunk); ``ctx_usage`` then confirms the same call, never twice.
 
     Returns:
@@ -225,21 +225,24 @@ def add_context_management(
             spec, runnable=runnable.with_config(callbacks=[handler])
         )
         compact = compact.with_config(callbacks=[handler])
+    budget = make_budget_node(
+        store,
+        config=config,
+        model=model,
+        tools=bound_tools,
+        counter=counter,
+        compact_node=CTX_COMPACT,
+        provider_count=provider_count,
+        system_prompt=system_prompt,
+        pinned_rules=pinned_rules,
+        memory=memory,
+    )
+    if book_model_calls and memory is not None:
+        budget = budget.with_config(callbacks=[handler])  # a model-backed memory extractor
     try:
         builder.add_node(
             CTX_BUDGET,
-            make_budget_node(
-                store,
-                config=config,
-                model=model,
-                tools=bound_tools,
-                counter=counter,
-                compact_node=CTX_COMPACT,
-                provider_count=provider_count,
-                system_prompt=system_prompt,
-                pinned_rules=pinned_rules,
-                memory=memory,
-            ),
+            budget,
             input_schema=ContextState,  # adds the ``context`` channel to the graph
         )
     except ValueError as exc:

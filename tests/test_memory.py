@@ -760,3 +760,48 @@ async def test_a_worker_sees_what_another_worker_wrote_despite_its_cache(mem: Me
     [record] = [r for r in await mem.recall(ME) if "Italian" in r.content]
     await other.forget(ME, record.id)
     assert [r.content for r in await mem.recall(ME)] == ["Speaks Portuguese."]
+
+
+def test_langmem_with_a_real_client_learns_and_its_usage_is_booked_as_memory(store: HistoryStore):
+    """langmem's own memory manager on ChatOpenAI, against a loopback server speaking the
+    Chat Completions wire format; its call is booked in the ledger with purpose ``memory``."""
+    from fake_providers import chat_completion, serve
+    from langchain_openai import ChatOpenAI
+
+    from ctx_langgraph.usage import UsageLedger
+
+    with serve() as replay:
+        usage = {"prompt_tokens": 310, "completion_tokens": 24, "total_tokens": 334}
+        body = chat_completion("chatcmpl-mem-1", usage)
+        call = {"content": "The user's order id is B-2291."}
+        body["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_mem_1",
+                    "type": "function",
+                    "function": {"name": "Memory", "arguments": json.dumps(call)},
+                }
+            ],
+        }
+        body["choices"][0]["finish_reason"] = "tool_calls"
+        replay.json("/v1/chat/completions", body)
+        extractor_model = ChatOpenAI(
+            model="gpt-4o-mini", base_url=replay.url + "/v1", api_key="sk-test", max_retries=0
+        )
+        memory = LongTermMemory(InMemoryStore(), extractor=LangmemExtractor(extractor_model))
+        graph = create_context_agent(
+            MeteringChatModel(replies=["ok"]), store=store, config=CONFIG, memory=memory
+        ).compile(checkpointer=InMemorySaver())
+        run: Any = {"configurable": {"thread_id": "langmem", "user_id": "u-10"}}
+        out = graph.invoke({"messages": [HumanMessage("my order id is B-2291", id="l1")]}, run)
+
+    [(path, request)] = replay.requests
+    assert path == "/v1/chat/completions" and request["tools"][0]["function"]["name"] == "Memory"
+    me = MemoryScopes("default", "langmem", user_id="u-10")
+    [record] = memory.recall(me)
+    assert (record.content, record.source_event_ids) == ("The user's order id is B-2291.", ("l1",))
+    assert "B-2291" in next(m.text for m in out["messages"] if is_memory_message(m))
+    [booked] = UsageLedger(store).records("langmem", purpose="memory")
+    assert (booked.usage.input_total, booked.usage.output) == (310, 24)
