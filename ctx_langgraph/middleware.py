@@ -186,10 +186,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         config = get_config()
-        return run_flow(
-            _before_model_steps(dict(state), self.max_rounds),
-            lambda step: self._node(step[0]).invoke(step[1], config),
-        )
+        token = _MODEL_CALL_HANDLER.set(self._handler)  # summarizer and memory model calls
+        try:
+            return run_flow(
+                _before_model_steps(dict(state), self.max_rounds),
+                lambda step: self._node(step[0]).invoke(step[1], config),
+            )
+        finally:
+            _MODEL_CALL_HANDLER.reset(token)
 
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
@@ -199,7 +203,11 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         async def serve(step: _Step) -> dict[str, Any]:
             return await self._node(step[0]).ainvoke(step[1], config)
 
-        return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
+        token = _MODEL_CALL_HANDLER.set(self._handler)  # summarizer and memory model calls
+        try:
+            return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
+        finally:
+            _MODEL_CALL_HANDLER.reset(token)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]

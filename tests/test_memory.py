@@ -805,3 +805,33 @@ def test_langmem_with_a_real_client_learns_and_its_usage_is_booked_as_memory(sto
     assert "B-2291" in next(m.text for m in out["messages"] if is_memory_message(m))
     [booked] = UsageLedger(store).records("langmem", purpose="memory")
     assert (booked.usage.input_total, booked.usage.output) == (310, 24)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_create_agent_middleware_learns_loads_and_books_memory(mode: str):
+    from langchain.agents import create_agent
+
+    from ctx_langgraph import ContextManagementMiddleware, SQLiteHistoryStore
+    from ctx_langgraph.usage import UsageLedger
+
+    answer = '[{"key": "city", "content": "The user lives in Oslo.", "confidence": 0.8}]'
+    extractor = ChatModelExtractor(MeteringChatModel(replies=[answer, "[]"]))
+    memory = LongTermMemory(InMemoryStore(), extractor=extractor)
+    with SQLiteHistoryStore.from_path(":memory:") as store:
+        store.setup()
+        inputs: list[list[BaseMessage]] = []
+        model = MeteringChatModel(replies=[recorder(inputs)])
+        middleware = ContextManagementMiddleware(
+            store, model=model, config=CONFIG, memory=memory, lookup_tool=False
+        )
+        agent = create_agent(model, tools=[], middleware=[middleware])
+        run: Any = {"configurable": {"thread_id": "mw", "user_id": "u-11"}}
+        for text in ("I moved to Oslo last year.", "Any tips for the winter?"):
+            turn = {"messages": [("user", text)]}
+            if mode == "sync":
+                agent.invoke(turn, run)
+            else:
+                await agent.ainvoke(turn, run)
+        assert "The user lives in Oslo." in memory_text(inputs[-1])
+        booked = UsageLedger(store).records("mw", purpose="memory")
+        assert len(booked) == 2 and all(r.usage.input_total for r in booked)
