@@ -292,9 +292,22 @@ async def test_a_store_that_fails_raises_a_typed_error():
 
 def test_a_record_the_store_cannot_read_is_a_typed_error():
     store = InMemoryStore()
-    store.put(("ctx_memory", "default", "user", "u-7"), "bad", {"status": "active", "id": "bad"})
+    namespace = ("ctx_memory", "default", "user", "u-7")
+    store.put(namespace, "bad", {"format": "ctx_memory/v1", "status": "active", "id": "bad"})
     with pytest.raises(MemoryStoreError, match="cannot be read"):
         LongTermMemory(store).recall(ME)
+
+
+def test_items_others_keep_in_the_namespace_are_left_alone():
+    """langmem's memory tools can share the namespace: their items are not our records."""
+    store = InMemoryStore()
+    namespace = ("ctx_memory", "default", "user", "u-7")
+    store.put(namespace, "langmem-1", {"kind": "Memory", "content": {"content": "Likes tea."}})
+    memory = LongTermMemory(store)
+    memory.remember(ME, [cand("Likes coffee.")])
+    assert [r.content for r in memory.records(ME)] == ["Likes coffee."]
+    assert memory.delete_thread(Scope("t1")) == {"deleted": 0, "invalidated": 1}
+    assert store.get(namespace, "langmem-1") is not None
 
 
 def test_records_and_candidates_refuse_bad_values():

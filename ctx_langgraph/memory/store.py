@@ -29,6 +29,7 @@ from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.memory.extract import MemoryExtractor, RuleExtractor
 from ctx_langgraph.memory.types import (
+    RECORD_FORMAT,
     MemoryCandidate,
     MemoryRecord,
     MemoryScopeKind,
@@ -249,7 +250,8 @@ class LongTermMemory:
         records: list[MemoryRecord] = []
         offset = 0
         while True:
-            [items] = yield [SearchOp(prefix, filter=filter, limit=self.page_size, offset=offset)]
+            ours = {"format": RECORD_FORMAT, **filter}  # items others put here are not read
+            [items] = yield [SearchOp(prefix, filter=ours, limit=self.page_size, offset=offset)]
             for item in items:
                 try:
                     records.append(MemoryRecord.from_json(item.value))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
 
@@ -19,6 +19,8 @@ __all__ = [
     "MemoryStatus",
 ]
 
+RECORD_FORMAT: Final = "ctx_memory/v1"
+"""Marks a store item as one of our records (other items in the same namespaces are skipped)."""
 MemoryScopeKind = Literal["user", "project", "thread"]
 MemoryStatus = Literal["active", "superseded", "invalid"]
 _KINDS: tuple[str, ...] = get_args(MemoryScopeKind)
@@ -93,6 +95,7 @@ class MemoryRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as the store keeps it (JSON-ready; the store filters on these keys)."""
         return {
+            "format": RECORD_FORMAT,
             "id": self.id,
             "scope": self.scope,
             "owner": self.owner,
