@@ -265,16 +265,19 @@ class BudgetNode:
         )
         budget = self.budget
         summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
-        floor = self.overhead_tokens + summary_cap + budget.keep_recent_tokens
+        memory_cap = self._memory_allowance() if self.memory is not None else 0
+        floor = self.overhead_tokens + summary_cap + budget.keep_recent_tokens + memory_cap
         if floor > budget.trigger:
             log.warning(
                 "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
-                "up to %d + kept tail %d), above the trigger %d: compaction could run on every "
-                "turn. Lower keep_recent_tokens or summary_max_tokens, or raise the window.",
+                "up to %d + kept tail %d + memory up to %d), above the trigger %d: compaction "
+                "could run on every turn. Lower keep_recent_tokens, summary_max_tokens or the "
+                "memory's max_tokens, or raise the window.",
                 floor,
                 self.overhead_tokens,
                 summary_cap,
                 budget.keep_recent_tokens,
+                memory_cap,
                 budget.trigger,
             )
 
