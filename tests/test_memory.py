@@ -449,6 +449,15 @@ def recorder(inputs: list[list[BaseMessage]]) -> Callable[[list[BaseMessage]], A
     return reply
 
 
+def agent(
+    store: HistoryStore, memory: LongTermMemory, inputs: list[list[BaseMessage]] | None = None
+) -> Any:
+    """``create_context_agent`` with ``memory``, on a scripted model that records its inputs."""
+    model = MeteringChatModel(replies=[recorder(inputs)] if inputs is not None else ["ok"])
+    builder = create_context_agent(model, store=store, config=CONFIG, memory=memory)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
 def memory_text(request: list[BaseMessage]) -> str:
     return next((m.text for m in request if is_memory_message(m)), "")
 
@@ -479,9 +488,7 @@ def test_a_correction_supersedes_memory_and_key_fact_through_ten_compactions(
 ):
     inputs: list[list[BaseMessage]] = []
     memory = LongTermMemory(long_term)
-    graph = create_context_agent(
-        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory, inputs)
     run: Any = {"configurable": {"thread_id": "orders", "user_id": "u-7"}}
     turn = 0
 
@@ -541,9 +548,7 @@ def test_expired_memories_are_not_loaded_into_the_agent(store: HistoryStore):
         [cand("Door code is 1234 this week.", "door code", expires_at=T0 + dt.timedelta(days=7))],
     )
     memory.remember(me, [cand("Prefers mornings.")])
-    graph = create_context_agent(
-        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory, inputs)
     run: Any = {"configurable": {"thread_id": "exp", "user_id": "u-1"}}
     graph.invoke({"messages": [HumanMessage("hi", id="e1")]}, run)
     assert "Door code" in memory_text(inputs[-1])
@@ -604,9 +609,7 @@ def test_a_failing_extractor_loses_nothing_and_the_turn_goes_on(store: HistorySt
             return "not a list"
 
     memory = LongTermMemory(InMemoryStore(), extractor=Garbage())
-    graph = create_context_agent(
-        MeteringChatModel(replies=["ok"]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory)
     run: Any = {"configurable": {"thread_id": "garbage", "user_id": "u-3"}}
     out = graph.invoke({"messages": [HumanMessage("my name is Ann", id="g1")]}, run)
     assert out["messages"][-1].text == "ok"
@@ -618,9 +621,7 @@ def test_a_failing_extractor_loses_nothing_and_the_turn_goes_on(store: HistorySt
 async def test_the_agent_runs_its_memory_async_too(store: HistoryStore):
     inputs: list[list[BaseMessage]] = []
     memory = LongTermMemory(InMemoryStore())
-    graph = create_context_agent(
-        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory, inputs)
     run: Any = {"configurable": {"thread_id": "async", "user_id": "u-4"}}
     await graph.ainvoke({"messages": [HumanMessage("I live in Lisbon.", id="a1")]}, run)
     await graph.ainvoke(
@@ -641,9 +642,7 @@ def test_a_deleted_secret_leaves_memory_and_export_on_every_backend(
 ):
     inputs: list[list[BaseMessage]] = []
     memory = LongTermMemory(long_term)
-    graph = create_context_agent(
-        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory, inputs)
     run: Any = {"configurable": {"thread_id": "canary", "user_id": "u-5"}}
     for n in range(1, 13):
         text = f"turn 5: my vault code is {SECRET}." if n == 5 else f"turn {n}: {FILLER}"
@@ -692,9 +691,7 @@ async def test_export_with_memory_then_import_reproduces_lookups_summary_and_mem
     from ctx_langgraph.history import SQLiteHistoryStore
 
     memory = LongTermMemory(InMemoryStore())
-    graph = create_context_agent(
-        MeteringChatModel(replies=["ok"]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory)
     run: Any = {"configurable": {"thread_id": "exp", "user_id": "u-8"}}
     for n in range(1, 15):
         text = "my order id is A-1172" if n == 2 else f"turn {n}: {FILLER}"
@@ -743,9 +740,7 @@ async def test_edits_made_by_another_store_object_reach_the_memory_on_the_next_t
         pytest.skip("an in-memory SQLite database is reachable through one store object only")
     inputs: list[list[BaseMessage]] = []
     memory = LongTermMemory(InMemoryStore())
-    graph = create_context_agent(
-        MeteringChatModel(replies=[recorder(inputs)]), store=store, config=CONFIG, memory=memory
-    ).compile(checkpointer=InMemorySaver())
+    graph = agent(store, memory, inputs)
     run: Any = {"configurable": {"thread_id": "elsewhere", "user_id": "u-9"}}
     await graph.ainvoke({"messages": [HumanMessage(f"my vault code is {SECRET}", id="s1")]}, run)
     await graph.ainvoke({"messages": [HumanMessage("my city is Oslo", id="s2")]}, run)
