@@ -229,6 +229,57 @@ def _retention(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    """Everything remembered of one thread as JSON: its history, summaries, ledger, memories."""
+    import contextlib
+
+    from ctx_langgraph.errors import ContextManagementError
+    from ctx_langgraph.history import PostgresHistoryStore
+    from ctx_langgraph.memory import LongTermMemory
+
+    for path in (args.sqlite, args.memory_sqlite):
+        if path and not Path(path).exists():
+            print(f"ctx-langgraph export: no such file: {path}", file=sys.stderr)
+            return 2
+    try:
+        with contextlib.ExitStack() as stack:
+            store: HistoryStore = stack.enter_context(
+                SQLiteHistoryStore.from_path(args.sqlite)
+                if args.sqlite
+                else PostgresHistoryStore.from_conn_string(args.postgres)
+            )
+            memory = None
+            if args.memory_sqlite or args.memory_postgres:
+                if args.memory_sqlite:
+                    from langgraph.store.sqlite import SqliteStore
+
+                    lts: Any = stack.enter_context(SqliteStore.from_conn_string(args.memory_sqlite))
+                else:
+                    from langgraph.store.postgres import PostgresStore
+
+                    lts = stack.enter_context(PostgresStore.from_conn_string(args.memory_postgres))
+                memory = LongTermMemory(lts, extractor=None)
+            scope = Scope(args.thread, tenant=args.tenant)
+            document = store.export_thread(scope, ledger=not args.no_ledger, memory=memory)
+    except ContextManagementError as exc:
+        print(f"ctx-langgraph export: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a database error: say which, without a traceback
+        print(f"ctx-langgraph export: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(document, ensure_ascii=False, indent=2)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        print(
+            f"ctx-langgraph export: {len(document['events'])} events, "
+            f"{len(document['summaries'])} summary versions, "
+            f"{len(document.get('memories') or [])} memories -> {args.out}"
+        )
+    else:
+        print(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctx-langgraph", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -264,6 +315,22 @@ def build_parser() -> argparse.ArgumentParser:
     retention.add_argument("--dry-run", action="store_true", help="report, delete nothing")
     retention.add_argument("--json", action="store_true", help="print the report as JSON")
     retention.set_defaults(run=_retention)
+
+    export = commands.add_parser(
+        "export",
+        help="one thread's raw history, summary versions, usage ledger and memories, as JSON",
+    )
+    history = export.add_mutually_exclusive_group(required=True)
+    history.add_argument("--sqlite", metavar="PATH", help="the SQLite history store file")
+    history.add_argument("--postgres", metavar="DSN", help="the PostgreSQL history store")
+    export.add_argument("--thread", required=True, help="the thread id")
+    export.add_argument("--tenant", default="default", help="the thread's tenant")
+    memories = export.add_mutually_exclusive_group()
+    memories.add_argument("--memory-sqlite", metavar="PATH", help="a SqliteStore of memories")
+    memories.add_argument("--memory-postgres", metavar="DSN", help="a PostgresStore of memories")
+    export.add_argument("--no-ledger", action="store_true", help="leave the usage ledger out")
+    export.add_argument("--out", metavar="FILE", help="write the JSON here (default: stdout)")
+    export.set_defaults(run=_export)
     return parser
 
 

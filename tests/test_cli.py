@@ -62,3 +62,44 @@ def test_locomo_loader_keeps_dialog_ids_dates_and_evidence():
         store.setup()
         run_demo(store, conv, questions=3, out=out)
     assert f"{len(conv.messages)} messages" in out.getvalue()
+
+
+def test_export_command_writes_history_and_memories_as_json(capsys, tmp_path):
+    import json
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.store.sqlite import SqliteStore
+
+    from ctx_langgraph.history import Scope, SQLiteHistoryStore
+    from ctx_langgraph.memory import LongTermMemory, MemoryScopes
+
+    history, memories = tmp_path / "history.sqlite", tmp_path / "memory.sqlite"
+    with (
+        SQLiteHistoryStore.from_path(history) as store,
+        SqliteStore.from_conn_string(str(memories)) as lts,
+    ):
+        store.setup()
+        lts.setup()
+        message = HumanMessage("my city is Oslo", id="m1")
+        results = store.append(Scope("t1", tenant="acme"), [message])
+        memory = LongTermMemory(lts)
+        memory.observe(
+            MemoryScopes("acme", "t1", user_id="u1"), [message], seqs={"m1": results[0].seq}
+        )
+
+    out = tmp_path / "export.json"
+    args = ["export", "--sqlite", str(history), "--thread", "t1", "--tenant", "acme"]
+    assert main([*args, "--memory-sqlite", str(memories), "--out", str(out)]) == 0
+    assert "1 events, 0 summary versions, 1 memories" in capsys.readouterr().out
+    document = json.loads(out.read_text())
+    assert [m["content"] for m in document["memories"]] == ["The user's city is Oslo."]
+    assert [e["event_id"] for e in document["events"]] == ["m1"]
+
+    assert main(args) == 0  # to stdout, without memories
+    printed = json.loads(capsys.readouterr().out)
+    assert "memories" not in printed and printed["tenant"] == "acme"
+
+    assert main(["export", "--sqlite", str(history), "--thread", "nobody"]) == 1
+    assert "no history" in capsys.readouterr().err
+    assert main(["export", "--sqlite", str(tmp_path / "missing.sqlite"), "--thread", "t"]) == 2
+    assert "no such file" in capsys.readouterr().err
