@@ -31,6 +31,7 @@ from ctx_langgraph.errors import (
     HistoryStoreError,
     MemoryExtractionError,
     MemoryStoreError,
+    ProviderCompactionError,
     ProviderCountError,
     RetentionError,
     ScopeError,
@@ -55,6 +56,11 @@ from ctx_langgraph.integration import add_context_management, create_context_age
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory import LongTermMemory, MemoryRecord, MemoryScopes, RuleExtractor
 from ctx_langgraph.middleware import ContextManagementMiddleware
+from ctx_langgraph.providers import (
+    AnthropicContextEditing,
+    CompactionBackend,
+    OpenAIResponsesCompaction,
+)
 from ctx_langgraph.retention import (
     AsyncRetentionHook,
     CheckpointRetention,
@@ -84,6 +90,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 __all__ = [
+    "AnthropicContextEditing",
     "AppendResult",
     "ApproximateCounter",
     "AsyncLedgerCallbackHandler",
@@ -92,6 +99,7 @@ __all__ = [
     "BranchInfo",
     "BudgetEstimate",
     "CheckpointRetention",
+    "CompactionBackend",
     "CompactionCheckpoint",
     "CompactionConflict",
     "CompactionFailed",
@@ -117,9 +125,11 @@ __all__ = [
     "MemoryStoreError",
     "ModelPrice",
     "NormalizedUsage",
+    "OpenAIResponsesCompaction",
     "PinnedRules",
     "PostgresHistoryStore",
     "PriceTable",
+    "ProviderCompactionError",
     "ProviderCountError",
     "RetentionError",
     "RetentionHook",

@@ -68,6 +68,10 @@ class ContextConfig:
         summary_versions_keep: superseded or failed summary versions kept per branch after each
             commit (the active one, and any another branch still uses, are always kept); None
             keeps every version.
+        compaction_backend: ``"local"`` (our summarizers only, the default) or a provider
+            adapter (:class:`~ctx_langgraph.providers.OpenAIResponsesCompaction`): the provider
+            compacts the same span too, and its opaque window is sent instead of the readable
+            summary while the thread stays on that provider.
 
     Example:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
@@ -88,8 +92,19 @@ class ContextConfig:
     compaction_timeout_s: float = 120.0
     summary_versions_keep: int | None = 5
     precompact_at: Amount | None = None
+    compaction_backend: Any = "local"
 
     def __post_init__(self) -> None:
+        backend = self.compaction_backend
+        if backend != "local" and not (
+            callable(getattr(backend, "compact", None))
+            and callable(getattr(backend, "acompact", None))
+            and isinstance(getattr(backend, "provider", None), str)
+        ):
+            raise ValueError(
+                f"compaction_backend must be 'local' or a provider adapter with compact(), "
+                f"acompact() and a provider name, got {backend!r}"
+            )
         if self.context_window is not None and self.context_window <= 0:
             raise ValueError(f"context_window must be positive, got {self.context_window}")
         if self.output_reserve < 0:

@@ -22,6 +22,7 @@ __all__ = [
     "HistoryStoreError",
     "MemoryExtractionError",
     "MemoryStoreError",
+    "ProviderCompactionError",
     "ProviderCountError",
     "RetentionError",
     "ScopeError",
@@ -223,3 +224,16 @@ class MemoryExtractionError(ContextManagementError):
 class MemoryStoreError(ContextManagementError):
     """The long-term memory's LangGraph store could not be read or written (down, refused,
     or holding a record this version cannot read)."""
+
+
+class ProviderCompactionError(ContextManagementError):
+    """A provider's own compaction failed (HTTP error, timeout, a reply without a window).
+
+    The readable summary of the same span is committed anyway; only the opaque window is
+    missing, and the next requests are built from the readable summary.
+    """
+
+    def __init__(self, provider: str, reason: str) -> None:
+        super().__init__(f"{provider} compaction failed: {reason}")
+        self.provider = provider
+        self.reason = reason

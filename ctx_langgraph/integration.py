@@ -213,7 +213,7 @@ def add_context_management(
 
     _rewire(builder, model_node)
     compact = make_compact_node(
-        store, config=config, summarizer=summarizer, model=model, counter=counter
+        store, config=config, summarizer=summarizer, model=model, counter=counter, ledger=ledger
     )
     if book_model_calls:
         handler = LedgerCallbackHandler(ledger)

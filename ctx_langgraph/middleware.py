@@ -173,10 +173,15 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             pinned_rules=pinned_rules,
             memory=memory,
         )
-        self._compact = CompactNode(
-            store, config, summarizer or ExtractiveSummarizer(), model, counter
-        )
         self._usage = UsageNode(ledger or UsageLedger(store))
+        self._compact = CompactNode(
+            store,
+            config,
+            summarizer or ExtractiveSummarizer(),
+            model,
+            counter,
+            ledger=self._usage.ledger,
+        )
         self._handler = LedgerCallbackHandler(self._usage.ledger)
 
     def _node(self, kind: str) -> BudgetNode | CompactNode:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +26,8 @@ class ProviderReplay:
     replies: dict[str, deque[Reply]] = field(default_factory=lambda: defaultdict(deque))
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     url: str = ""
+    answer: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    """A reply body computed from each request, for a path whose queue is empty."""
 
     def json(self, path: str, body: Any, status: int = 200) -> None:
         self.replies[path].append(Reply(status=status, body=body))
@@ -45,6 +47,8 @@ def _handler(replay: ProviderReplay) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?")[0]
             replay.requests.append((path, body))
             queue = replay.replies.get(path)
+            if not queue and path in replay.answer:
+                queue = deque([Reply(body=replay.answer[path](body))])
             if not queue:
                 self.send_response(404)
                 self.send_header("content-type", "application/json")

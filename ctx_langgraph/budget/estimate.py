@@ -60,6 +60,9 @@ class BudgetEstimate:
     tail: int
     counted_messages: int
     """Messages whose count was needed this turn (cache hits included): the cost evidence."""
+    provider_cleared: int = 0
+    """Tokens the provider's own context editing clears from the request (Anthropic
+    ``clear_tool_uses``), taken off a recount: the measured baseline is after the edits already."""
 
     @property
     def total(self) -> int:

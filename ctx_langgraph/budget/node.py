@@ -56,7 +56,7 @@ from ctx_langgraph.budget.estimate import (
     is_summary,
 )
 from ctx_langgraph.budget.provider_count import ProviderCountHook
-from ctx_langgraph.compaction.view import rewrite_view
+from ctx_langgraph.compaction.view import STRIPPED_FLAG, rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.errors import (
     ContextBudgetExceeded,
@@ -68,6 +68,7 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import AppendResult, BranchInfo, HistoryEvent, Scope
 from ctx_langgraph.memory.store import MEMORY_FLAG, LongTermMemory, is_memory_message, place_memory
 from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
+from ctx_langgraph.providers import provider_key, server_compaction_item
 from ctx_langgraph.rules import PINNED_FLAG, PinnedRules, pin
 from ctx_langgraph.usage.node import scope_from_config
 
@@ -90,7 +91,9 @@ def _flagged(message: BaseMessage) -> bool:
     """Messages not to record now: synthetic ones, and previews of capped or cleared tool
     results (their originals were recorded under the same id)."""
     kwargs = message.additional_kwargs
-    return _synthetic(message) or bool(kwargs.get(CAPPED_FLAG) or kwargs.get(CLEARED_FLAG))
+    return _synthetic(message) or any(
+        kwargs.get(flag) for flag in (CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
+    )
 
 
 def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) -> str:
@@ -263,6 +266,7 @@ class BudgetNode:
         self.model_id = str(
             getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or ""
         )
+        self.provider = provider_key(self.model)
         budget = self.budget
         summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
         memory_cap = self._memory_allowance() if self.memory is not None else 0
@@ -370,6 +374,14 @@ class BudgetNode:
                 rewritten = True
                 reasons.append("pinned rules changed")
 
+        # 1c. a reply carrying a server-side compaction item (OpenAI's context_management):
+        # the provider compacted everything before it; ctx_compact records that coverage
+        for message in fresh:
+            item = server_compaction_item(message)
+            if item is not None and message.id in by_id and by_id[message.id].status == "appended":
+                context["server_compaction"] = {"message_id": message.id, "item": item}
+                reasons.append("provider compacted")
+
         # 1a'. long-term memory: learn from the user's new messages, recall into the view
         records: list[MemoryRecord] | None = None
         memory_info: dict[str, Any] = {}
@@ -411,14 +423,27 @@ class BudgetNode:
         if head is not None and head.active_generation > int(context.get("active_generation", 0)):
             active = yield _ActiveSummary(scope)
             if active is not None and any(m.id == active.first_kept_event_id for m in messages):
-                messages, _removed = rewrite_view(messages, active)
+                messages, _removed = rewrite_view(messages, active, self.provider)
                 rewritten = True
                 reasons.append("state reconciled with the store")
+                context["projected_for"] = self.provider
                 context.update(
                     active_checkpoint_id=active.id,
                     active_generation=active.generation,
                     covered_through_seq=active.covered_through_seq,
                 )
+
+        # 1d. the model's provider changed since the view was projected: its opaque window (or
+        # the readable summary, when the thread comes back to the provider that has a window)
+        # is swapped for this provider's projection of the active summary
+        projected = context.get("projected_for")
+        if projected is not None and projected != self.provider and head is not None:
+            active = yield _ActiveSummary(scope)
+            if active is not None:
+                messages, _removed = rewrite_view(messages, active, self.provider)
+                rewritten = True
+                reasons.append(f"provider changed ({projected} -> {self.provider})")
+            context["projected_for"] = self.provider
 
         # 2. cap oversized new tool results
         replacements: dict[str, BaseMessage] = {}
@@ -550,14 +575,14 @@ class BudgetNode:
                     update_context[key] = context[key]
         elif replacements:
             update["messages"] = list(replacements.values())
-        for key in ("edit_version", "rebuild"):
+        for key in ("edit_version", "rebuild", "server_compaction", "projected_for"):
             if key in context:
                 update_context[key] = context[key]
         return update
 
     def _estimate(self, view: Sequence[BaseMessage], context: dict[str, Any]) -> BudgetEstimate:
         assert self.counter is not None
-        return estimate_next_request(
+        estimate = estimate_next_request(
             view,
             context=context,
             counter=self.counter,
@@ -565,6 +590,21 @@ class BudgetNode:
             tool_tokens=self.overhead_tokens,
             margin=self.config.margin,
         )
+        cleared = int((context.get("provider_edits") or {}).get("cleared_input_tokens") or 0)
+        if cleared and estimate.method == "recount":
+            # the provider clears these again on the next request (the client keeps them); it
+            # clears tool results only, so never more than the view holds of them
+            results = sum(
+                self.cache.count(self.counter, m) for m in view if isinstance(m, ToolMessage)
+            )
+            tokens = max(0, estimate.input_tokens - min(cleared, results))
+            estimate = replace(
+                estimate,
+                input_tokens=tokens,
+                margin=self.config.margin(tokens),
+                provider_cleared=estimate.input_tokens - tokens,
+            )
+        return estimate
 
     def _memory_allowance(self) -> int:
         """The memory message's budget: its own cap, and never more than a quarter of the window."""
@@ -666,6 +706,8 @@ class BudgetNode:
         )
         if context.get("rebuild") and self.compact_node is not None and not tried:
             return "compact"  # an edit took the summary away: rebuild it from the raw history
+        if context.get("server_compaction") and self.compact_node is not None and not tried:
+            return "compact"  # the provider compacted: record the coverage it implies
         if estimate.total <= budget.trigger:
             started = (context.get("precompaction") or {}).get("epoch")
             if (

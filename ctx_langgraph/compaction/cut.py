@@ -23,7 +23,7 @@ from ctx_langgraph.budget.estimate import is_summary
 
 __all__ = ["CutPoint", "choose_cut", "first_coverable", "pairing_problems", "tool_groups"]
 
-CutKind = Literal["user_turn", "assistant_boundary", "last_group"]
+CutKind = Literal["user_turn", "assistant_boundary", "last_group", "server"]
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,26 @@ from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defin
 
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
-from ctx_langgraph.compaction.cut import choose_cut, first_coverable
+from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
 from ctx_langgraph.config import ContextConfig
-from ctx_langgraph.errors import CompactionConflict, CompactionFailed, StaleCandidate
+from ctx_langgraph.errors import (
+    CompactionConflict,
+    CompactionFailed,
+    ProviderCompactionError,
+    StaleCandidate,
+)
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, HistoryEvent, Scope
+from ctx_langgraph.providers import (
+    OPENAI_RESPONSES,
+    CompactionBackend,
+    ProviderCompaction,
+    provider_key,
+)
+from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import scope_from_config
 
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
@@ -82,11 +94,23 @@ class _Create:
     first_kept_event_id: str | None
     summarizer_id: str
     summary_tokens: int
+    provider_state: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class _Commit:
     candidate: CompactionCheckpoint
+
+
+@dataclass(frozen=True)
+class _ProviderCompact:
+    messages: list[BaseMessage]
+
+
+@dataclass(frozen=True)
+class _Book:
+    scope: Scope
+    result: ProviderCompaction
 
 
 @dataclass(frozen=True)
@@ -100,7 +124,18 @@ class _Pending:
     scope: Scope
 
 
-_Request = _GetEvent | _Snapshot | _Active | _Summarize | _Create | _Commit | _Prune | _Pending
+_Request = (
+    _GetEvent
+    | _Snapshot
+    | _Active
+    | _Summarize
+    | _Create
+    | _Commit
+    | _Prune
+    | _Pending
+    | _ProviderCompact
+    | _Book
+)
 
 
 def _batches(
@@ -128,12 +163,17 @@ class CompactNode:
     model: Any = None
     counter: TokenCounter | None = None
     cache: CountCache = field(default_factory=CountCache)
+    ledger: UsageLedger | None = None
+    """Where a provider compaction's usage is booked (purpose ``compaction``)."""
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
         self.budget = self.config.resolve(self.model)
         self.cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
+        self.provider = provider_key(self.model)
+        backend = self.config.compaction_backend
+        self.backend: CompactionBackend | None = None if backend == "local" else backend
 
     # ------------------------------------------------------------------ the flow (written once)
 
@@ -153,11 +193,22 @@ class CompactNode:
             "epoch": epoch,
             "at_message_id": messages[-1].id if messages else None,
         }
-        cut = choose_cut(
-            messages,
-            [self.cache.count(counter, m) for m in messages],
-            keep_recent_tokens=self.budget.keep_recent_tokens,
+        server = context.get("server_compaction") or {}
+        server_at = next(
+            (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),
+            None,
         )
+        cut: CutPoint | None
+        start = first_coverable(messages)
+        if server_at is not None and server_at > start:
+            # the provider compacted everything before this reply: cover exactly that
+            cut = CutPoint(start, server_at, "server", 0, 0)
+        else:
+            cut = choose_cut(
+                messages,
+                [self.cache.count(counter, m) for m in messages],
+                keep_recent_tokens=self.budget.keep_recent_tokens,
+            )
         if cut is None and context.get("rebuild"):
             # an edit took the summary away and the view is too short to cut: cover the store's
             # history before the view, keeping the whole view verbatim
@@ -261,6 +312,9 @@ class CompactNode:
             }
             event_ids.update({e.seq: e.event_id for e in snapshot.events})
             document = SummaryDocument.parse(text).with_event_ids(event_ids)
+            provider_state = yield from self._provider_state(
+                scope, messages, cut, cut_kind, server, attempt_info
+            )
             candidate: CompactionCheckpoint = yield _Create(
                 snapshot,
                 text,
@@ -268,6 +322,7 @@ class CompactNode:
                 first_kept_id,
                 self.summarizer.id,
                 counter.count_text(text),
+                provider_state,
             )
             if not commit:
                 return {"candidate_id": candidate.id}
@@ -283,6 +338,44 @@ class CompactNode:
                 )
             return self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
         return self._failed(state, context, attempt_info, attempts, problems)
+
+    def _provider_state(
+        self,
+        scope: Scope,
+        messages: Sequence[BaseMessage],
+        cut: CutPoint | None,
+        cut_kind: str,
+        server: dict[str, Any],
+        attempt_info: dict[str, Any],
+    ) -> Generator[_Request, Any, dict[str, Any] | None]:
+        """The provider's own window for the span, next to the readable summary: the item a
+        server-side compaction put in a reply, or the compact endpoint's window. A provider
+        failure leaves it out (the readable summary is committed all the same)."""
+        if cut_kind == "server":
+            item = dict(server.get("item") or {})
+            result = ProviderCompaction(OPENAI_RESPONSES, "server", self.provider, [item])
+            attempt_info["provider"] = {"kind": "server", "status": "recorded"}
+            return {**result.state(), "in_message": server.get("message_id")}
+        if self.backend is None or self.backend.provider != self.provider or cut is None:
+            return None
+        # the whole window before the cut, an earlier compaction's window included (the
+        # system prompt goes with each request, not into the compacted conversation)
+        span = [m for m in messages[: cut.index] if m.type != "system"]
+        try:
+            compacted: ProviderCompaction = yield _ProviderCompact(span)
+        except ProviderCompactionError as exc:
+            log.warning("ctx-langgraph: %s; the readable summary stands alone", exc)
+            attempt_info["provider"] = {"status": "failed", "error": str(exc)[:300]}
+            return None
+        attempt_info["provider"] = {
+            "kind": compacted.kind,
+            "status": "compacted",
+            "window_items": len(compacted.window),
+            "response_id": compacted.response_id,
+        }
+        if compacted.usage is not None and self.ledger is not None:
+            yield _Book(scope, compacted)
+        return compacted.state()
 
     def _summarize(
         self, previous: SummaryDocument | None, snapshot: CoverageSnapshot, deadline: float
@@ -325,13 +418,15 @@ class CompactNode:
         status: str,
     ) -> dict[str, Any]:
         """The state after a commit: system prompt + summary message + the uncovered tail."""
-        view, removed = rewrite_view(messages, checkpoint)
+        view, removed = rewrite_view(messages, checkpoint, self.provider)
         return {
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view],
             "context": {
                 "projection_epoch": epoch + 1,
                 "baseline": None,
                 "rebuild": False,
+                "server_compaction": None,
+                "projected_for": self.provider,
                 "active_checkpoint_id": checkpoint.id,
                 "active_generation": checkpoint.generation,
                 "covered_through_seq": checkpoint.covered_through_seq,
@@ -377,8 +472,23 @@ class CompactNode:
 
     # ------------------------------------------------------------------ sync and async shells
 
+    def _booking(self, request: _Book) -> tuple[str, Any, dict[str, Any]]:
+        from ctx_langgraph.usage import normalize_usage
+
+        result = request.result
+        usage = normalize_usage(result.usage or {}, provider="openai")
+        key = f"openai:compact:{result.response_id or result.created_at}"
+        return key, usage, {"scope": request.scope, "purpose": "compaction"}
+
     def _serve(self, request: _Request) -> Any:
         store = self.store
+        if isinstance(request, _ProviderCompact):
+            assert self.backend is not None
+            return self.backend.compact(request.messages)
+        if isinstance(request, _Book):
+            assert self.ledger is not None
+            key, usage, options = self._booking(request)
+            return self.ledger.record(key, usage, **options)
         if isinstance(request, _GetEvent):
             return store.get_event(request.scope, request.event_id)
         if isinstance(request, _Snapshot):
@@ -408,11 +518,19 @@ class CompactNode:
                 first_kept_event_id=request.first_kept_event_id,
                 summarizer_id=request.summarizer_id,
                 summary_tokens=request.summary_tokens,
+                provider_state=request.provider_state,
             )
         return store.commit_candidate(request.candidate)
 
     async def _aserve(self, request: _Request) -> Any:
         store = self.store
+        if isinstance(request, _ProviderCompact):
+            assert self.backend is not None
+            return await self.backend.acompact(request.messages)
+        if isinstance(request, _Book):
+            assert self.ledger is not None
+            key, usage, options = self._booking(request)
+            return await self.ledger.arecord(key, usage, **options)
         if isinstance(request, _GetEvent):
             return await store.aget_event(request.scope, request.event_id)
         if isinstance(request, _Snapshot):
@@ -440,6 +558,7 @@ class CompactNode:
                 first_kept_event_id=request.first_kept_event_id,
                 summarizer_id=request.summarizer_id,
                 summary_tokens=request.summary_tokens,
+                provider_state=request.provider_state,
             )
         return await store.acommit_candidate(request.candidate)
 
@@ -503,6 +622,7 @@ def make_compact_node(
     summarizer: Summarizer | None = None,
     model: Any = None,
     counter: TokenCounter | None = None,
+    ledger: UsageLedger | None = None,
     name: str = "ctx_compact",
 ) -> Runnable[Any, Any]:
     """The ``ctx_compact`` node, for ``builder.add_node("ctx_compact", make_compact_node(store, ...))``.
@@ -517,9 +637,16 @@ def make_compact_node(
             :class:`~ctx_langgraph.compaction.ExtractiveSummarizer` (the default).
         model: the chat model the graph calls (for its window and token counter).
         counter: overrides the counter picked from the model name.
+        ledger: where the usage of a provider compaction (``config.compaction_backend``) is
+            booked, with purpose ``compaction``.
     """
     node = CompactNode(
-        store, config or ContextConfig(), summarizer or ExtractiveSummarizer(), model, counter
+        store,
+        config or ContextConfig(),
+        summarizer or ExtractiveSummarizer(),
+        model,
+        counter,
+        ledger=ledger,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -9,7 +9,14 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from ctx_langgraph.budget.estimate import SUMMARY_FLAG, is_summary
 from ctx_langgraph.history.types import CompactionCheckpoint
 
-__all__ = ["SUMMARY_MESSAGE_ID", "rewrite_view", "summary_message"]
+__all__ = [
+    "STRIPPED_FLAG",
+    "SUMMARY_MESSAGE_ID",
+    "project_checkpoint",
+    "rewrite_view",
+    "strip_opaque",
+    "summary_message",
+]
 
 SUMMARY_MESSAGE_ID = "ctx-summary"
 
@@ -43,10 +50,30 @@ def _first_history(messages: Sequence[BaseMessage]) -> int:
     return index
 
 
+def project_checkpoint(
+    checkpoint: CompactionCheckpoint, provider: str | None = None
+) -> list[BaseMessage]:
+    """What stands for the covered span in a request to ``provider``: the provider's own
+    window when the checkpoint holds one for it, else the readable summary message."""
+    state = checkpoint.provider_state or {}
+    if provider is not None and state.get("provider") == provider and state.get("window"):
+        from ctx_langgraph.providers import window_messages
+
+        flag = {
+            "checkpoint_id": checkpoint.id,
+            "generation": checkpoint.generation,
+            "covered_through_seq": checkpoint.covered_through_seq,
+        }
+        return window_messages(state, flag)
+    return [summary_message(checkpoint)]
+
+
 def rewrite_view(
-    messages: Sequence[BaseMessage], checkpoint: CompactionCheckpoint
+    messages: Sequence[BaseMessage],
+    checkpoint: CompactionCheckpoint,
+    provider: str | None = None,
 ) -> tuple[list[BaseMessage], int]:
-    """The view a checkpoint implies, and how many history messages it drops.
+    """The view a checkpoint implies for ``provider``, and how many history messages it drops.
 
     The tail starts at the checkpoint's ``first_kept_event_id``; when that message is not in the
     view (the view was already past it), the history in the view is kept as it is.
@@ -58,4 +85,22 @@ def rewrite_view(
             keep_from = index
             break
     system = [m for m in messages[:start] if not is_summary(m)]
-    return [*system, summary_message(checkpoint), *messages[keep_from:]], keep_from - start
+    covered = project_checkpoint(checkpoint, provider)
+    tail = [strip_opaque(m) for m in messages[keep_from:]]
+    return [*system, *covered, *tail], keep_from - start
+
+
+STRIPPED_FLAG = "ctx_stripped"
+
+
+def strip_opaque(message: BaseMessage) -> BaseMessage:
+    """A message of the tail without a provider's opaque items (a server-side compaction item
+    in a reply): the projection brings the window, once, for the provider that can read it.
+    The copy is flagged, so it is never recorded over the original."""
+    from ctx_langgraph.providers import without_provider_items
+
+    stripped = without_provider_items(message)
+    if stripped is message:
+        return message
+    kwargs = {**stripped.additional_kwargs, STRIPPED_FLAG: True}
+    return stripped.model_copy(update={"additional_kwargs": kwargs})

@@ -21,6 +21,7 @@ from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defin
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
+from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
@@ -101,6 +102,25 @@ def _usage_flow(
             "stale": request_epoch != epoch,
         },
     }
+    edits = applied_edits(reply)
+    if edits or context.get("provider_edits"):
+        # Anthropic context editing: what the provider cleared from this request (the client
+        # keeps the full history; the measured input below is after the edits)
+        totals = dict(context.get("provider_edits_total") or {})
+        cleared_tokens = sum(int(edit.get("cleared_input_tokens") or 0) for edit in edits)
+        cleared_uses = sum(int(edit.get("cleared_tool_uses") or 0) for edit in edits)
+        update["provider_edits"] = {
+            "message_id": reply.id,
+            "applied_edits": edits,
+            "cleared_input_tokens": cleared_tokens,
+            "cleared_tool_uses": cleared_uses,
+        }
+        if edits:
+            update["provider_edits_total"] = {
+                "replies": int(totals.get("replies", 0)) + 1,
+                "cleared_input_tokens": int(totals.get("cleared_input_tokens", 0)) + cleared_tokens,
+                "cleared_tool_uses": int(totals.get("cleared_tool_uses", 0)) + cleared_uses,
+            }
     if (
         request_epoch == epoch
         and booked.record.status == "complete"
