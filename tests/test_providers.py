@@ -393,3 +393,26 @@ def test_opaque_items_are_stripped_only_from_copies():
 def test_a_backend_that_is_not_an_adapter_is_refused():
     with pytest.raises(ValueError, match="compaction_backend"):
         ContextConfig(compaction_backend="openai")
+
+
+async def test_the_async_path_compacts_through_the_async_client(
+    server: fp.ProviderReplay, store: HistoryStore
+):
+    model = openai_model(server)
+    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
+    graph = create_context_agent(model, store=store, config=config, lookup_tool=False).compile(
+        checkpointer=InMemorySaver()
+    )
+    run: Any = {"configurable": {"thread_id": "async-resp"}}
+    for n in range(1, 40):
+        out = await graph.ainvoke(
+            {"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"x{n}")]}, run
+        )
+        if sent(server, "/v1/responses/compact"):
+            break
+    active = store.get_active("async-resp")
+    assert active is not None and (active.provider_state or {}).get("kind") == "standalone"
+    assert out["context"]["compaction"]["provider"]["status"] == "compacted"
+    assert [m.id for m in out["messages"] if m.id and m.id.startswith("ctx-window-")]
+    [booked] = await UsageLedger(store).arecords("async-resp", purpose="compaction")
+    assert booked.usage.output == 180
