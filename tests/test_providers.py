@@ -416,3 +416,34 @@ async def test_the_async_path_compacts_through_the_async_client(
     assert [m.id for m in out["messages"] if m.id and m.id.startswith("ctx-window-")]
     [booked] = await UsageLedger(store).arecords("async-resp", purpose="compaction")
     assert booked.usage.output == 180
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ({"id": "r1", "object": "response.compaction", "output": []}, "no output window"),
+        (
+            {"id": "r1", "output": [{"type": "message", "role": "user", "content": "x"}]},
+            "no compaction item",
+        ),
+    ],
+)
+def test_a_compact_reply_without_a_window_is_a_typed_error(
+    server: fp.ProviderReplay, reply: dict[str, Any], problem: str
+):
+    server.answer["/v1/responses/compact"] = lambda request: reply
+    with pytest.raises(ProviderCompactionError, match=problem):
+        OpenAIResponsesCompaction(openai_model(server)).compact([HumanMessage("hello")])
+
+
+def test_a_backend_for_another_provider_is_skipped_with_a_warning(
+    server: fp.ProviderReplay, caplog: Any
+):
+    from ctx_langgraph.compaction.node import CompactNode
+    from ctx_langgraph.history import SQLiteHistoryStore
+
+    chat = openai_model(server, use_responses_api=False)
+    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(chat))
+    with SQLiteHistoryStore.from_path(":memory:") as store:
+        node = CompactNode(store, config, model=chat)
+    assert node.provider == "openai-chat" and "only the readable summary" in caplog.text

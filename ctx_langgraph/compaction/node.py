@@ -174,6 +174,14 @@ class CompactNode:
         self.provider = provider_key(self.model)
         backend = self.config.compaction_backend
         self.backend: CompactionBackend | None = None if backend == "local" else backend
+        if self.backend is not None and self.backend.provider != self.provider:
+            log.warning(
+                "ctx-langgraph: compaction_backend %s is for %s, but the model speaks %s: "
+                "only the readable summary is used",
+                self.backend.id,
+                self.backend.provider,
+                self.provider,
+            )
 
     # ------------------------------------------------------------------ the flow (written once)
 
