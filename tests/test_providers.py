@@ -137,15 +137,19 @@ def test_provider_keys_name_the_wire_protocol(server: fp.ProviderReplay):
     assert provider_key(None) == "unknown"
 
 
+def responses_agent(server: fp.ProviderReplay, store: HistoryStore, saver: InMemorySaver) -> Any:
+    """An agent on the Responses API that compacts through OpenAI's compact endpoint."""
+    model = openai_model(server)
+    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
+    builder = create_context_agent(model, store=store, config=config, lookup_tool=False)
+    return builder.compile(checkpointer=saver)
+
+
 def compacted_openai_thread(
     server: fp.ProviderReplay, store: HistoryStore, saver: InMemorySaver, thread: str
 ) -> tuple[Any, dict[str, Any], int]:
     """Turns on the Responses API until the compact endpoint ran and one more request went out."""
-    model = openai_model(server)
-    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
-    graph = create_context_agent(model, store=store, config=config, lookup_tool=False).compile(
-        checkpointer=saver
-    )
+    graph = responses_agent(server, store, saver)
     run: dict[str, Any] = {"configurable": {"thread_id": thread}}
     for n in range(1, 40):
         graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"o{n}")]}, run)
@@ -203,11 +207,7 @@ async def test_a_failed_compact_call_still_commits_the_readable_summary(
     server: fp.ProviderReplay, store: HistoryStore
 ):
     server.answer.pop("/v1/responses/compact")  # the endpoint answers 404
-    model = openai_model(server)
-    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
-    graph = create_context_agent(model, store=store, config=config, lookup_tool=False).compile(
-        checkpointer=InMemorySaver()
-    )
+    graph = responses_agent(server, store, InMemorySaver())
     run: Any = {"configurable": {"thread_id": "fail"}}
     for n in range(1, 30):
         out = await graph.ainvoke(
@@ -220,7 +220,7 @@ async def test_a_failed_compact_call_still_commits_the_readable_summary(
     assert out["context"]["compaction"]["provider"]["status"] == "failed"
     assert "404" in out["context"]["compaction"]["provider"]["error"]
     with pytest.raises(ProviderCompactionError, match="404"):
-        OpenAIResponsesCompaction(model).compact([HumanMessage("x")])
+        OpenAIResponsesCompaction(openai_model(server)).compact([HumanMessage("x")])
 
 
 def test_server_side_compaction_items_are_recorded_with_the_coverage_they_imply(
@@ -398,11 +398,7 @@ def test_a_backend_that_is_not_an_adapter_is_refused():
 async def test_the_async_path_compacts_through_the_async_client(
     server: fp.ProviderReplay, store: HistoryStore
 ):
-    model = openai_model(server)
-    config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
-    graph = create_context_agent(model, store=store, config=config, lookup_tool=False).compile(
-        checkpointer=InMemorySaver()
-    )
+    graph = responses_agent(server, store, InMemorySaver())
     run: Any = {"configurable": {"thread_id": "async-resp"}}
     for n in range(1, 40):
         out = await graph.ainvoke(
