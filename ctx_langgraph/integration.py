@@ -273,6 +273,7 @@ def create_context_agent(
     counter: TokenCounter | None = None,
     pinned_rules: PinnedRules | None = None,
     memory: LongTermMemory | None = None,
+    provider_count: ProviderCountHook | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """A tool-calling agent with context management, uncompiled (compile with your checkpointer).
 
@@ -292,6 +293,8 @@ def create_context_agent(
             on every turn, surviving every compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
         memory: long-term memory across threads of a user (``configurable["user_id"]``),
             :class:`~ctx_langgraph.memory.LongTermMemory`.
+        provider_count: a provider token-count hook (``AnthropicCountHook``,
+            ``OpenAIResponsesCountHook``) asked for an exact count near the limit.
         lookup_tool: give the model the history lookup tool (``True``: one with default
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
@@ -349,4 +352,5 @@ def create_context_agent(
         counter=counter,
         pinned_rules=pinned_rules,
         memory=memory,
+        provider_count=provider_count,
     )

@@ -443,3 +443,31 @@ def test_a_backend_for_another_provider_is_skipped_with_a_warning(
     with SQLiteHistoryStore.from_path(":memory:") as store:
         node = CompactNode(store, config, model=chat)
     assert node.provider == "openai-chat" and "only the readable summary" in caplog.text
+
+
+def test_the_agent_asks_the_provider_for_an_exact_count_near_the_limit(
+    server: fp.ProviderReplay, store: HistoryStore
+):
+    from ctx_langgraph.budget import OpenAIResponsesCountHook
+
+    server.answer["/v1/responses/input_tokens"] = lambda request: {
+        "object": "response.input_tokens",
+        "input_tokens": tokens_of(request),
+    }
+    model = openai_model(server)
+    graph = create_context_agent(
+        model,
+        store=store,
+        config=ContextConfig(**SMALL, trigger=0.97),  # counts are asked above 0.9
+        lookup_tool=False,
+        provider_count=OpenAIResponsesCountHook(model),
+    ).compile(checkpointer=InMemorySaver())
+    run: Any = {"configurable": {"thread_id": "count"}}
+    methods = []
+    for n in range(1, 30):
+        out = graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"c{n}")]}, run)
+        methods.append(out["context"]["budget"]["method"])
+    counted = sent(server, "/v1/responses/input_tokens")
+    assert counted and "provider" in methods
+    assert len(counted) < len(methods) / 2  # asked only near the limit, not every turn
+    assert all(body["model"] == "gpt-4.1" and body["input"] for body in counted)
