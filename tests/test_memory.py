@@ -843,3 +843,22 @@ async def test_the_create_agent_middleware_learns_loads_and_books_memory(mode: s
         assert "The user lives in Oslo." in memory_text(inputs[-1])
         booked = UsageLedger(store).records("mw", purpose="memory")
         assert len(booked) == 2 and all(r.usage.input_total for r in booked)
+
+
+def test_the_memory_message_stays_the_same_while_its_selection_does(store: HistoryStore):
+    """Re-ranked every turn, listed in a stable order: no epoch bump, a cacheable prefix."""
+    memory = LongTermMemory(InMemoryStore())
+    me = MemoryScopes("default", "stable", user_id="u-12")
+    memory.remember(me, [cand("Lives in Oslo.", "city")])
+    memory.remember(me, [cand("Has a cat named Miso.", "pet")])
+    inputs: list[list[BaseMessage]] = []
+    graph = agent(store, memory, inputs)
+    run: Any = {"configurable": {"thread_id": "stable", "user_id": "u-12"}}
+    texts = []
+    for n, question in enumerate(["How is Miso the cat?", "Weather in Oslo?", "Any news?"]):
+        out = graph.invoke({"messages": [HumanMessage(question, id=f"q{n}")]}, run)
+        texts.append(memory_text(inputs[-1]))
+        if n:
+            assert "memory changed" not in out["context"]["budget"]["epoch_bumped_for"]
+    assert texts[0] == texts[1] == texts[2]
+    assert texts[0].index("Oslo") < texts[0].index("Miso")  # oldest first, whatever the query

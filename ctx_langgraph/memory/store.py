@@ -623,8 +623,12 @@ class LongTermMemory:
     def render(
         self, records: Sequence[MemoryRecord], counter: TokenCounter, max_tokens: int | None = None
     ) -> SystemMessage | None:
-        """The memory message for ``records`` (in their order), within ``max_tokens`` (default
-        the memory's own budget) as ``counter`` counts it; None when nothing fits.
+        """The memory message for ``records``, within ``max_tokens`` (default the memory's own
+        budget) as ``counter`` counts it; None when nothing fits.
+
+        Records are taken in their order (most relevant first) while they fit, then listed
+        oldest first: while the selection stays the same, so does the message, and the prompt
+        prefix it sits in stays cacheable from turn to turn.
 
         Example:
             >>> import datetime as dt
@@ -638,15 +642,16 @@ class LongTermMemory:
             - The user's order id is B-2291. (user memory 9f1c2d3e; from thread t1, message m12; updated 2026-03-01; confidence 1.00)
         """
         limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
-        lines = [HEADER]
+        chosen: list[MemoryRecord] = []
         for record in records:
-            lines.append(_line(record))
+            lines = [HEADER, *(_line(r) for r in (*chosen, record))]
             if counter.count_message(_message(lines)) > limit:
-                lines.pop()
                 break
-        if len(lines) == 1 or counter.count_message(_message(lines)) > limit:
+            chosen.append(record)
+        if not chosen:
             return None
-        return _message(lines)
+        chosen.sort(key=lambda r: (r.created_at, r.id))
+        return _message([HEADER, *(_line(r) for r in chosen)])
 
 
 def _entry(record: MemoryRecord) -> _Entry:
