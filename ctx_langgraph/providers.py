@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from ctx_langgraph.budget.counters import PROVIDER_TOKENS
 from ctx_langgraph.errors import ProviderCompactionError
 
 __all__ = [
@@ -126,7 +127,10 @@ class ProviderCompaction:
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat())
 
     def state(self) -> dict[str, Any]:
-        """The checkpoint's ``provider_state`` (JSON)."""
+        """The checkpoint's ``provider_state`` (JSON). ``item_tokens`` is what the provider
+        reported generating for the compaction item (its usage's output tokens): what the item
+        costs when it is read back, which a local counter cannot tell from its ciphertext."""
+        output = (self.usage or {}).get("output_tokens")
         return {
             "provider": self.provider,
             "kind": self.kind,
@@ -134,6 +138,7 @@ class ProviderCompaction:
             "window": self.window,
             "response_id": self.response_id,
             "created_at": self.created_at,
+            "item_tokens": output if isinstance(output, int) and output >= 0 else None,
         }
 
 
@@ -254,12 +259,17 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
     out: list[BaseMessage] = []
     stem = str(flag.get("checkpoint_id", "w"))[:12]
     for part, item in enumerate(state.get("window") or ()):
-        kwargs = {SUMMARY_FLAG: {**flag, "provider": state.get("provider"), "part": part}}
+        kwargs: dict[str, Any] = {
+            SUMMARY_FLAG: {**flag, "provider": state.get("provider"), "part": part}
+        }
         ident = f"ctx-window-{stem}-{part}"
         if item.get("type") == "message" and item.get("role") == "user":
             out.append(HumanMessage(item.get("content") or "", id=ident, additional_kwargs=kwargs))
-        else:
-            out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
+            continue
+        tokens = state.get("item_tokens")
+        if item.get("type") == "compaction" and isinstance(tokens, int):
+            kwargs[PROVIDER_TOKENS] = tokens  # counted as the provider reported, not as ciphertext
+        out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
     return out
 
 

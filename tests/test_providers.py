@@ -174,6 +174,13 @@ def test_a_responses_thread_compacts_through_the_adapter_and_sends_the_window_un
     assert window == compact_reply_like(window)  # kept whole, as the API returned it
     # the readable summary of the same span is there too
     assert (active.summary_text or "").startswith("# Context summary")
+    # the item is budgeted at what the provider reported generating, not at its ciphertext
+    assert state["item_tokens"] == 180
+    from ctx_langgraph.budget.counters import CountCache
+    from ctx_langgraph.compaction.view import project_checkpoint
+
+    [*_users, item] = project_checkpoint(active, "openai-responses")
+    assert CountCache().count(TiktokenCounter("gpt-4.1"), item) == 180
 
     # the request that followed the compaction starts from the returned window, unpruned
     index = next(i for i, (path, _) in enumerate(server.requests) if path.endswith("/compact"))

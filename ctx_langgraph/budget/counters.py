@@ -357,6 +357,11 @@ class ApproximateCounter(_RenderingCounter):
         return self.chars_per_token
 
 
+PROVIDER_TOKENS = "ctx_provider_tokens"
+"""``additional_kwargs`` key of a message whose size a provider reported (an opaque compaction
+item): counted as that, whatever the counter would make of its ciphertext."""
+
+
 class CountCache:
     """Per-message counts keyed by (counter id, message id, content revision), LRU-bounded.
 
@@ -389,6 +394,9 @@ class CountCache:
     ) -> int:
         """The message's count, from the cache when its id and revision were counted before
         (pass ``revision`` when it is known already, to hash the message only once)."""
+        reported = message.additional_kwargs.get(PROVIDER_TOKENS)
+        if isinstance(reported, int):
+            return reported
         if message.id is None:
             self.misses += 1
             return counter.count_message(message)
