@@ -3,7 +3,10 @@
 Before every model call the node:
 
 1. records every message not yet in the history store (idempotent; the summary message and our
-   own previews are never recorded);
+   own previews are never recorded), then keeps the view in step with the store: edits made
+   there (1a), a provider's server-side compaction (1b), long-term memory learned and recalled
+   (1c), a summary another worker committed (1d), and the projection for the model's provider
+   (1e: a provider's opaque window, or the readable summary after a switch);
 2. caps a new tool result above ``tool_output_cap_tokens``: the original stays in the history
    store, the state gets a head/tail preview with a handle the history lookup can page through;
 3. clears old tool results to placeholders when ``clear_tool_results_keep`` is set (persisted in
@@ -374,7 +377,7 @@ class BudgetNode:
                 rewritten = True
                 reasons.append("pinned rules changed")
 
-        # 1c. a reply carrying a server-side compaction item (OpenAI's context_management):
+        # 1b. a reply carrying a server-side compaction item (OpenAI's context_management):
         # the provider compacted everything before it; ctx_compact records that coverage
         for message in fresh:
             item = server_compaction_item(message)
@@ -382,7 +385,7 @@ class BudgetNode:
                 context["server_compaction"] = {"message_id": message.id, "item": item}
                 reasons.append("provider compacted")
 
-        # 1a'. long-term memory: learn from the user's new messages, recall into the view
+        # 1c. long-term memory: learn from the user's new messages, recall into the view
         records: list[MemoryRecord] | None = None
         memory_info: dict[str, Any] = {}
         if self.memory is not None:
@@ -418,7 +421,7 @@ class BudgetNode:
                     rewritten = True
                     reasons.append("memory changed")
 
-        # 1b. the store is the source of truth: a summary committed there but missing from the state
+        # 1d. the store is the source of truth: a summary committed there but missing from the state
         # (a crash between the store commit and the checkpoint, or another worker) is applied now
         if head is not None and head.active_generation > int(context.get("active_generation", 0)):
             active = yield _ActiveSummary(scope)
@@ -433,7 +436,7 @@ class BudgetNode:
                     covered_through_seq=active.covered_through_seq,
                 )
 
-        # 1d. the model's provider changed since the view was projected: its opaque window (or
+        # 1e. the model's provider changed since the view was projected: its opaque window (or
         # the readable summary, when the thread comes back to the provider that has a window)
         # is swapped for this provider's projection of the active summary
         projected = context.get("projected_for")
