@@ -21,6 +21,9 @@ The model is picked when the module is imported:
   reports exact token usage, so the budget numbers are real without a network.
 
 A real model also writes the compaction summaries; the offline one uses the extractive summarizer.
+With OpenAI the model talks to the Responses API and compacts through OpenAI's compact endpoint
+too (``OpenAIResponsesCompaction``: its window is sent, our readable summary kept beside it);
+with Anthropic, old tool results are cleared by Anthropic's context editing above 12k tokens.
 The history store is the SQLite file ``CTX_HISTORY_DB`` (default: ``ctx-history.sqlite`` in the
 temp directory). The graph is compiled without a checkpointer: ``langgraph dev`` supplies one.
 
@@ -37,6 +40,7 @@ import os
 import re
 import sqlite3
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
@@ -45,13 +49,16 @@ from langgraph.graph import StateGraph
 from langgraph.store.sqlite import SqliteStore
 
 from ctx_langgraph import (
+    AnthropicContextEditing,
     ContextConfig,
     LLMSummarizer,
     LongTermMemory,
+    OpenAIResponsesCompaction,
     SQLiteHistoryStore,
     Summarizer,
     create_context_agent,
 )
+from ctx_langgraph.providers import provider_key
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 
 CONFIG = ContextConfig(
@@ -107,12 +114,15 @@ def choose_model() -> tuple[BaseChatModel, Summarizer | None]:
     if os.environ.get("OPENAI_API_KEY"):
         from langchain_openai import ChatOpenAI
 
-        model = ChatOpenAI(model=os.environ.get("CTX_OPENAI_MODEL", "gpt-4o-mini"))
+        model = ChatOpenAI(
+            model=os.environ.get("CTX_OPENAI_MODEL", "gpt-4o-mini"), use_responses_api=True
+        )
     elif os.environ.get("ANTHROPIC_API_KEY"):
         from langchain_anthropic import ChatAnthropic
 
-        model = ChatAnthropic(
-            model=os.environ.get("CTX_ANTHROPIC_MODEL", "claude-3-5-haiku-latest")
+        editing = AnthropicContextEditing(trigger_tokens=12_000, keep_tool_uses=2)
+        model = editing.apply(
+            ChatAnthropic(model=os.environ.get("CTX_ANTHROPIC_MODEL", "claude-3-5-haiku-latest"))
         )
     else:
         return MeteringChatModel(replies=[tool_agent_reply]), None  # extractive summaries
@@ -138,13 +148,20 @@ def long_term_memory() -> LongTermMemory:
     return LongTermMemory(store, max_tokens=500)
 
 
+def context_config(model: BaseChatModel) -> ContextConfig:
+    """The budget; on the Responses API, OpenAI's own compaction next to ours."""
+    if provider_key(model) == "openai-responses":
+        return replace(CONFIG, compaction_backend=OpenAIResponsesCompaction(model))
+    return CONFIG
+
+
 def build_graph() -> StateGraph:
     model, summarizer = choose_model()
     return create_context_agent(
         model,
         [get_order_status, search_docs],
         store=history_store(),
-        config=CONFIG,
+        config=context_config(model),
         summarizer=summarizer,
         prompt=PROMPT,
         memory=long_term_memory(),

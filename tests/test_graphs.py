@@ -99,11 +99,18 @@ def test_context_agent_picks_its_model_from_the_environment(env, expected, model
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     model, summarizer = module.choose_model()
+    config = module.context_config(model)
     if expected is MeteringChatModel:
         assert isinstance(model, MeteringChatModel) and summarizer is None
+        assert config.compaction_backend == "local"
     else:
         assert type(model).__name__ == expected
         assert isinstance(summarizer, LLMSummarizer) and summarizer.model is model
+    if expected == "ChatOpenAI":  # the Responses API, compacting through OpenAI's endpoint too
+        assert config.compaction_backend.provider == "openai-responses"
+    if expected == "ChatAnthropic":  # Anthropic's context editing clears old tool results
+        assert model.context_management["edits"][0]["type"] == "clear_tool_uses_20250919"
+        assert config.compaction_backend == "local"
     assert model_name in {getattr(model, "model_name", None), getattr(model, "model", None)}
 
 
