@@ -154,3 +154,32 @@ def test_nothing_of_one_tenant_is_reachable_from_another(store: HistoryStore):
     with pytest.raises(ScopeError):
         store.export_thread(b)
     assert [e.event_id for e in store.read_events(a)] == ["a1"]  # b's deletion left a alone
+
+
+def test_an_edit_turn_reads_the_view_in_one_range_not_one_lookup_per_message(
+    store: HistoryStore, monkeypatch: pytest.MonkeyPatch
+):
+    graph = create_context_agent(
+        MeteringChatModel(replies=["ok"]),
+        store=store,
+        config=ContextConfig(context_window=100_000, output_reserve=1_000),
+        lookup_tool=False,
+    ).compile(checkpointer=InMemorySaver())
+    run: Any = {"configurable": {"thread_id": "range"}}
+    for n in range(30):
+        graph.invoke({"messages": [HumanMessage(f"note {n}", id=f"r{n}")]}, run)
+    store.delete_events("range", ["r3"])
+    store.hide_events("range", ["r7"])
+    store.append("range", [HumanMessage("note 9, revised", id="r9")])
+    lookups: list[str] = []
+    original = store.get_event
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        lookups.append(str(args[1]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "get_event", counting)
+    out = graph.invoke({"messages": [HumanMessage("next", id="r30")]}, run)
+    texts = [m.text for m in out["messages"]]
+    assert "note 3" not in texts and "note 7" not in texts and "note 9, revised" in texts
+    assert len(lookups) <= 4, lookups  # the fork check, the range start and the deleted one

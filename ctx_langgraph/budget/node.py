@@ -176,6 +176,7 @@ class _Read:
     scope: Scope
     from_seq: int
     to_seq: int
+    include_hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -642,6 +643,18 @@ class BudgetNode:
         """The view without deleted or hidden events, with revised ones as stored now, and
         without a summary the store no longer has active. Returns it and whether the summary
         was dropped."""
+        def recorded(message: BaseMessage) -> bool:
+            return bool(message.id) and message.type != "system" and not _synthetic(message)
+
+        # one range read from the view's oldest surviving message to the head (the view is the
+        # thread's tail), instead of one lookup per message
+        stored: dict[str, HistoryEvent] = {}
+        for probe in filter(recorded, messages):
+            first: HistoryEvent | None = yield _GetEvent(scope, str(probe.id))
+            if first is not None:
+                rows = yield _Read(scope, first.seq, head.head_seq, include_hidden=True)
+                stored = {row.event_id: row for row in rows}
+                break
         kept: list[BaseMessage] = []
         dropped_summary = False
         for message in messages:
@@ -652,10 +665,12 @@ class BudgetNode:
                 else:
                     dropped_summary = True
                 continue
-            if message.type == "system" or _synthetic(message) or not message.id:
+            if not recorded(message):
                 kept.append(message)
                 continue
-            event: HistoryEvent | None = yield _GetEvent(scope, str(message.id))
+            event = stored.get(str(message.id))
+            if event is None:  # outside the range read: deleted, or out of seq order
+                event = yield _GetEvent(scope, str(message.id))
             if event is None or not event.visible:
                 continue  # deleted or hidden: it leaves the view
             if not _flagged(message) and event.content != message_to_dict(message):
@@ -776,7 +791,10 @@ class BudgetNode:
             return self.store.get_event(request.scope, request.event_id, include_hidden=True)
         if isinstance(request, _Read):
             return self.store.read_events(
-                request.scope, from_seq=request.from_seq, to_seq=request.to_seq
+                request.scope,
+                from_seq=request.from_seq,
+                to_seq=request.to_seq,
+                include_hidden=request.include_hidden,
             )
         if isinstance(request, _Fork):
             return self.store.create_branch(request.scope, request.parent, request.fork_seq)
@@ -812,7 +830,10 @@ class BudgetNode:
             return await self.store.aget_event(request.scope, request.event_id, include_hidden=True)
         if isinstance(request, _Read):
             return await self.store.aread_events(
-                request.scope, from_seq=request.from_seq, to_seq=request.to_seq
+                request.scope,
+                from_seq=request.from_seq,
+                to_seq=request.to_seq,
+                include_hidden=request.include_hidden,
             )
         if isinstance(request, _Fork):
             return await self.store.acreate_branch(request.scope, request.parent, request.fork_seq)
