@@ -643,6 +643,7 @@ class BudgetNode:
         """The view without deleted or hidden events, with revised ones as stored now, and
         without a summary the store no longer has active. Returns it and whether the summary
         was dropped."""
+
         def recorded(message: BaseMessage) -> bool:
             return bool(message.id) and message.type != "system" and not _synthetic(message)
 
