@@ -1,5 +1,5 @@
-"""Provider-native context features behind adapters (DESIGN section 6; the seed's OpenAI
-Responses and Claude Code parts).
+"""Provider-native context features behind adapters (OpenAI Responses compaction, Anthropic
+context editing and token counting).
 
 - :class:`OpenAIResponsesCompaction`: a compaction backend. ``ctx_compact`` still writes our
   readable summary of the span and also sends the span to OpenAI's standalone compact endpoint
