@@ -49,7 +49,17 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_Ops = Generator[list[Op], list[Any], T]
+
+
+@dataclass(frozen=True)
+class _Extract:
+    """A request for the extractor (not the store), inside an operation."""
+
+    messages: Sequence[BaseMessage]
+    existing: list[MemoryRecord]
+
+
+_Ops = Generator["list[Op] | _Extract", Any, T]
 
 
 class _Entry(NamedTuple):
@@ -359,6 +369,22 @@ class LongTermMemory:
             live += latest.values()
         return live
 
+    def _observe(
+        self,
+        scopes: MemoryScopes,
+        messages: Sequence[BaseMessage],
+        seqs: Mapping[str, int],
+        now: dt.datetime,
+    ) -> _Ops[list[MemoryChange]]:
+        if self.extractor is None or not messages:
+            return []
+        existing: list[MemoryRecord] = []
+        if getattr(self.extractor, "reads_existing", True):
+            existing = [entry.record for entry in (yield from self._live(scopes, now))]
+        candidates = yield _Extract(messages, existing)
+        _check(candidates)
+        return (yield from self._remember(scopes, candidates, seqs, now)) if candidates else []
+
     def _invalidate(
         self,
         tenant: str,
@@ -436,7 +462,10 @@ class LongTermMemory:
     # ------------------------------------------------------------------ serving
 
     def _run(self, ops: _Ops[T]) -> T:
-        def serve(batch: list[Op]) -> list[Any]:
+        def serve(batch: list[Op] | _Extract) -> Any:
+            if isinstance(batch, _Extract):
+                assert self.extractor is not None
+                return self.extractor.extract(batch.messages, batch.existing)
             try:
                 return self.store.batch(batch)
             except Exception as exc:
@@ -445,7 +474,10 @@ class LongTermMemory:
         return run_flow(ops, serve)
 
     async def _arun(self, ops: _Ops[T]) -> T:
-        async def serve(batch: list[Op]) -> list[Any]:
+        async def serve(batch: list[Op] | _Extract) -> Any:
+            if isinstance(batch, _Extract):
+                assert self.extractor is not None
+                return await self.extractor.aextract(batch.messages, batch.existing)
             try:
                 try:
                     return await self.store.abatch(batch)
@@ -493,14 +525,7 @@ class LongTermMemory:
             MemoryExtractionError: the extractor failed (nothing was written).
             MemoryStoreError: the store failed.
         """
-        if self.extractor is None or not messages:
-            return []
-        existing: list[MemoryRecord] = []
-        if getattr(self.extractor, "reads_existing", True):
-            existing = [entry.record for entry in self._run(self._live(scopes, self.clock()))]
-        candidates = self.extractor.extract(messages, existing)
-        _check(candidates)
-        return self.remember(scopes, candidates, seqs=seqs) if candidates else []
+        return self._run(self._observe(scopes, messages, seqs or {}, self.clock()))
 
     async def aobserve(
         self,
@@ -510,15 +535,7 @@ class LongTermMemory:
         seqs: Mapping[str, int] | None = None,
     ) -> list[MemoryChange]:
         """Async twin of :meth:`observe`."""
-        if self.extractor is None or not messages:
-            return []
-        existing: list[MemoryRecord] = []
-        if getattr(self.extractor, "reads_existing", True):
-            live = await self._arun(self._live(scopes, self.clock()))
-            existing = [entry.record for entry in live]
-        candidates = await self.extractor.aextract(messages, existing)
-        _check(candidates)
-        return await self.aremember(scopes, candidates, seqs=seqs) if candidates else []
+        return await self._arun(self._observe(scopes, messages, seqs or {}, self.clock()))
 
     def recall(self, scopes: MemoryScopes, query: str = "") -> list[MemoryRecord]:
         """The live (active, unexpired) records of the run's scopes, most relevant to ``query``
