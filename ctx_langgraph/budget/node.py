@@ -210,9 +210,15 @@ class _Recall:
 
 
 @dataclass(frozen=True)
-class _ForgetEdited:
+class _EditsSince:
     scope: Scope
     since: int
+
+
+@dataclass(frozen=True)
+class _Invalidate:
+    scope: Scope
+    seqs: list[int]
 
 
 _Request = (
@@ -226,7 +232,8 @@ _Request = (
     | _LoadRules
     | _Observe
     | _Recall
-    | _ForgetEdited
+    | _EditsSince
+    | _Invalidate
 )
 log = logging.getLogger(__name__)
 
@@ -356,8 +363,10 @@ class BudgetNode:
             if self.memory is not None:
                 # edits made elsewhere (another process, a store without this memory attached)
                 # reach the memory here: what their events taught it is invalidated
+                edited = yield _EditsSince(scope, int(context["edit_version"]))
+                sources = [seq for _version, _branch, seq, kind in edited if kind != "show"]
                 try:
-                    yield _ForgetEdited(scope, int(context["edit_version"]))
+                    yield _Invalidate(scope, sources)
                 except MemoryStoreError as exc:
                     log.warning("ctx-langgraph: long-term memory not invalidated: %s", exc)
             messages, dropped_summary = yield from self._reconcile_edits(scope, messages, head)
@@ -502,11 +511,10 @@ class BudgetNode:
             if shrunk:
                 rewritten = True
                 fingerprint = _fingerprint(view, self.overhead_text, self.model_id)
-                if "memory changed" not in reasons:
+                if "memory changed" not in reasons:  # (the estimate is a recount already)
                     reasons.append("memory changed")
                     epoch += 1
                     context["projection_epoch"] = epoch
-                    estimate = self._estimate(view, context)
             memory_message = next((m for m in view if is_memory_message(m)), None)
             memory_info["loaded"] = (
                 memory_message.additional_kwargs[MEMORY_FLAG]["items"] if memory_message else 0
@@ -770,11 +778,11 @@ class BudgetNode:
     # ------------------------------------------------------------------ sync and async shells
 
     def _serve(self, request: _Request) -> Any:
-        if isinstance(request, _ForgetEdited):
+        if isinstance(request, _EditsSince):
+            return self.store.edits_since(request.scope, request.since)
+        if isinstance(request, _Invalidate):
             assert self.memory is not None
-            edits = self.store.edits_since(request.scope, request.since)
-            seqs = [seq for _version, _branch, seq, kind in edits if kind != "show"]
-            return self.memory.invalidate_events(request.scope, seqs=seqs)
+            return self.memory.invalidate_events(request.scope, seqs=request.seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
             return self.memory.observe(request.scopes, request.messages, seqs=request.seqs)
@@ -809,11 +817,11 @@ class BudgetNode:
             return None
 
     async def _aserve(self, request: _Request) -> Any:
-        if isinstance(request, _ForgetEdited):
+        if isinstance(request, _EditsSince):
+            return await self.store.aedits_since(request.scope, request.since)
+        if isinstance(request, _Invalidate):
             assert self.memory is not None
-            edits = await self.store.aedits_since(request.scope, request.since)
-            seqs = [seq for _version, _branch, seq, kind in edits if kind != "show"]
-            return await self.memory.ainvalidate_events(request.scope, seqs=seqs)
+            return await self.memory.ainvalidate_events(request.scope, seqs=request.seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
             return await self.memory.aobserve(request.scopes, request.messages, seqs=request.seqs)

@@ -361,7 +361,8 @@ class CompactNode:
         failure leaves it out (the readable summary is committed all the same)."""
         if cut_kind == "server":
             item = dict(server.get("item") or {})
-            result = ProviderCompaction(OPENAI_RESPONSES, "server", self.provider, [item])
+            model = str(getattr(self.model, "model_name", None) or "")
+            result = ProviderCompaction(OPENAI_RESPONSES, "server", model, [item])
             attempt_info["provider"] = {"kind": "server", "status": "recorded"}
             return {**result.state(), "in_message": server.get("message_id")}
         if self.backend is None or self.backend.provider != self.provider or cut is None:

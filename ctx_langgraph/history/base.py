@@ -119,12 +119,14 @@ class HistoryStore(abc.ABC):
             self._edit_listeners.append(listener)
 
     def _tell(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None:
-        for listener in self._edit_listeners if event_ids or kind == "thread_deleted" else ():
-            listener.events_edited(scope, event_ids, kind)
+        if event_ids or kind == "thread_deleted":
+            for listener in self._edit_listeners:
+                listener.events_edited(scope, event_ids, kind)
 
     async def _atell(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None:
-        for listener in self._edit_listeners if event_ids or kind == "thread_deleted" else ():
-            await listener.aevents_edited(scope, event_ids, kind)
+        if event_ids or kind == "thread_deleted":
+            for listener in self._edit_listeners:
+                await listener.aevents_edited(scope, event_ids, kind)
 
     @staticmethod
     def _revised(results: list[AppendResult]) -> list[str]:
