@@ -170,8 +170,9 @@ def add_context_management(
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
         book_model_calls: also book every chat-model call made inside the model node, the
-            summarizer and a model-backed memory extractor through a :class:`~ctx_langgraph.usage.LedgerCallbackHandler` (streamed
-            usage folded chunk by chunk); ``ctx_usage`` then confirms the same call, never twice.
+            summarizer and a model-backed memory extractor through a
+            :class:`~ctx_langgraph.usage.LedgerCallbackHandler` (streamed usage folded chunk by
+            chunk); ``ctx_usage`` then confirms the same call, never twice.
 
     Returns:
         The same builder, for chaining.

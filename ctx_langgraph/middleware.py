@@ -10,7 +10,8 @@ the same call key). The middleware also gives the agent the history lookup tool.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
@@ -187,18 +188,25 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     def _node(self, kind: str) -> BudgetNode | CompactNode:
         return self._budget if kind == "budget" else self._compact
 
+    @contextmanager
+    def _booking(self) -> Iterator[None]:
+        """Every chat-model call inside (the agent's model, the summarizer, a memory extractor)
+        is booked by our ledger handler."""
+        token = _MODEL_CALL_HANDLER.set(self._handler)
+        try:
+            yield
+        finally:
+            _MODEL_CALL_HANDLER.reset(token)
+
     def before_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         config = get_config()
-        token = _MODEL_CALL_HANDLER.set(self._handler)  # summarizer and memory model calls
-        try:
+        with self._booking():
             return run_flow(
                 _before_model_steps(dict(state), self.max_rounds),
                 lambda step: self._node(step[0]).invoke(step[1], config),
             )
-        finally:
-            _MODEL_CALL_HANDLER.reset(token)
 
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
@@ -208,29 +216,20 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         async def serve(step: _Step) -> dict[str, Any]:
             return await self._node(step[0]).ainvoke(step[1], config)
 
-        token = _MODEL_CALL_HANDLER.set(self._handler)  # summarizer and memory model calls
-        try:
+        with self._booking():
             return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
-        finally:
-            _MODEL_CALL_HANDLER.reset(token)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
     ) -> Any:
-        token = _MODEL_CALL_HANDLER.set(self._handler)
-        try:
+        with self._booking():
             return handler(request)
-        finally:
-            _MODEL_CALL_HANDLER.reset(token)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
-        token = _MODEL_CALL_HANDLER.set(self._handler)
-        try:
+        with self._booking():
             return await handler(request)
-        finally:
-            _MODEL_CALL_HANDLER.reset(token)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._usage.invoke(dict(state), get_config()) or None
