@@ -193,7 +193,7 @@ def add_context_management(
         >>> graph = builder.compile()
         >>> state = graph.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t1"}})
         >>> graph.get_graph().nodes.keys() >= {"ctx_budget", "agent", "ctx_usage"}, len(store.read_events("t1"))
-        (True, 1)
+        (True, 2)
     """
     if not isinstance(builder, StateGraph):
         raise TypeError(f"builder must be a langgraph StateGraph, got {type(builder).__name__}")
@@ -252,7 +252,9 @@ def add_context_management(
             "your own clashes with it; rename yours."
         ) from exc
     builder.add_node(CTX_COMPACT, compact, input_schema=ContextState)
-    builder.add_node(CTX_USAGE, make_usage_node(ledger), input_schema=ContextState)
+    builder.add_node(
+        CTX_USAGE, make_usage_node(ledger, store=store), input_schema=ContextState
+    )
     builder.add_conditional_edges(
         CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node]
     )

@@ -134,7 +134,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         >>> agent = create_agent(model, tools=[], middleware=[middleware])
         >>> out = agent.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t"}})
         >>> out["messages"][-1].content, [e.role for e in store.read_events("t")]
-        ('Hi!', ['human'])
+        ('Hi!', ['human', 'ai'])
     """
 
     state_schema = ContextAgentState
@@ -174,7 +174,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             pinned_rules=pinned_rules,
             memory=memory,
         )
-        self._usage = UsageNode(ledger or UsageLedger(store))
+        self._usage = UsageNode(ledger or UsageLedger(store), store=store)
         self._compact = CompactNode(
             store,
             config,

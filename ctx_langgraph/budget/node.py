@@ -6,7 +6,9 @@ Before every model call the node:
    own previews are never recorded), then keeps the view in step with the store: edits made
    there (1a), a provider's server-side compaction (1b), long-term memory learned and recalled
    (1c), a summary another worker committed (1d), and the projection for the model's provider
-   (1e: a provider's opaque window, or the readable summary after a switch);
+   (1e: a provider's opaque window, or the readable summary after a switch), and keeps every tool
+   call paired with its result (1f: a stand-in result for a dangling call, a stray result left
+   out; the store keeps what happened);
 2. caps a new tool result above ``tool_output_cap_tokens``: the original stays in the history
    store, the state gets a head/tail preview with a handle the history lookup can page through;
 3. clears old tool results to placeholders when ``clear_tool_results_keep`` is set (persisted in
@@ -27,11 +29,13 @@ import itertools
 import json
 import logging
 import uuid
+import zlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import (
+    AIMessage,
     BaseMessage,
     RemoveMessage,
     SystemMessage,
@@ -59,10 +63,12 @@ from ctx_langgraph.budget.estimate import (
     is_summary,
 )
 from ctx_langgraph.budget.provider_count import ProviderCountHook
+from ctx_langgraph.compaction.repair import REPAIR_FLAG, repair_tool_pairs
 from ctx_langgraph.compaction.view import STRIPPED_FLAG, rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.errors import (
     ContextBudgetExceeded,
+    EventConflict,
     MemoryExtractionError,
     MemoryStoreError,
     ProviderCountError,
@@ -83,10 +89,11 @@ CLEARED_FLAG = "ctx_cleared"
 
 def _synthetic(message: BaseMessage) -> bool:
     """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules,
-    long-term memory): never recorded."""
+    long-term memory, a stand-in for a missing tool result): never recorded."""
     kwargs = message.additional_kwargs
     return any(
-        kwargs.get(flag) for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG)
+        kwargs.get(flag)
+        for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
     )
 
 
@@ -108,6 +115,17 @@ def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) 
     ]
     digest = hashlib.blake2b(json.dumps([system, overhead, model_id]).encode(), digest_size=12)
     return digest.hexdigest()
+
+
+def _digest(messages: Sequence[BaseMessage], start: int = 0) -> int:
+    """A checksum of the messages' ids and contents, continued from ``start``: cheap enough for
+    every turn, so an edit by id is noticed without reading the store."""
+    parts = [
+        f"{m.id}\x1e{m.type}\x1e{m.content if isinstance(m.content, str) else repr(m.content)}"
+        f"\x1e{repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
+        for m in messages
+    ]
+    return zlib.crc32("".join(parts).encode("utf-8", "surrogatepass"), start)
 
 
 def _preview(
@@ -325,6 +343,18 @@ class BudgetNode:
         # (previews of capped or cleared results stand for events recorded under their id)
         recorded = [m for m in messages[start:] if not _synthetic(m)]
         fresh = [m for m in recorded if not _flagged(m)]
+        # a message recorded before and since replaced by id with other content (add_messages
+        # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
+        prefix = [m for m in messages[:start] if m.id and not _flagged(m)]
+        digest = _digest(prefix)
+        saved = context.get("recorded_digest") or {}
+        revised_in_state: list[BaseMessage] = []
+        if (
+            saved.get("first") == (prefix[0].id if prefix else None)
+            and saved.get("count") == len(prefix)
+            and saved.get("value") != digest
+        ):
+            revised_in_state = yield from self._edited_in_state(scope, prefix)
         if fresh and recorded_through is not None:
             # The store's branch may have moved past what this state recorded. Replaying the same
             # messages (a resumed run) is fine; different ones mean the state was forked from an
@@ -350,6 +380,12 @@ class BudgetNode:
                     context["branch"] = fork.branch
                     reasons.append("fork")
         results = (yield _Record(scope, fresh)) if fresh else []
+        if revised_in_state:
+            try:
+                results += yield _Record(scope, revised_in_state)
+            except EventConflict as exc:  # an event this branch shares with its parent
+                log.warning("ctx-langgraph: an edited message was not recorded: %s", exc)
+                context["record_error"] = str(exc)[:300]
         by_id = {r.event_id: r for r in results}
         if any(r.status == "revised" for r in results):
             reasons.append("edited message")
@@ -388,10 +424,17 @@ class BudgetNode:
                 reasons.append("pinned rules changed")
 
         # 1b. a reply carrying a server-side compaction item (OpenAI's context_management):
-        # the provider compacted everything before it; ctx_compact records that coverage
+        # the provider compacted everything before it; ctx_compact records that coverage.
+        # (ctx_usage records a reply as it arrives: it saw the first append)
+        first_seen = {
+            str(m.id) for m in fresh if m.id in by_id and by_id[m.id].status == "appended"
+        }
+        reply = context.get("recorded_reply") or {}
+        if reply.get("status") == "appended":
+            first_seen.add(str(reply.get("id")))
         for message in fresh:
             item = server_compaction_item(message)
-            if item is not None and message.id in by_id and by_id[message.id].status == "appended":
+            if item is not None and message.id in by_id and str(message.id) in first_seen:
                 context["server_compaction"] = {"message_id": message.id, "item": item}
                 reasons.append("provider compacted")
 
@@ -457,6 +500,20 @@ class BudgetNode:
                 rewritten = True
                 reasons.append(f"provider changed ({projected} -> {self.provider})")
             context["projected_for"] = self.provider
+
+        # 1f. the view is provider-valid whatever the input: a dangling tool call gets a stand-in
+        # result, a stray tool result leaves the view (the store keeps both as they happened)
+        messages, repairs = repair_tool_pairs(messages)
+        if repairs:
+            rewritten = True
+            reasons.append("tool calls repaired")
+            totals = dict(context.get("repairs") or {})
+            context["repairs"] = {
+                "dangling_tool_calls": int(totals.get("dangling_tool_calls", 0))
+                + repairs.dangling_tool_calls,
+                "orphan_tool_results": int(totals.get("orphan_tool_results", 0))
+                + repairs.orphan_tool_results,
+            }
 
         # 2. cap oversized new tool results
         replacements: dict[str, BaseMessage] = {}
@@ -579,6 +636,25 @@ class BudgetNode:
                 words += counter.word_chars(self.overhead_text)
             update_context["request"]["counted_word_chars"] = words
             update_context["calibrated_with"] = context.get("calibrated_with")
+        # what the next pass checks edits by id against: the recorded part of the state
+        if rewritten or replacements:
+            upto = next(
+                (i + 1 for i in range(len(view) - 1, -1, -1) if view[i].id == last_recorded), 0
+            )
+            kept = [m for m in view[:upto] if m.id and not _flagged(m)]
+            update_context["recorded_digest"] = {
+                "first": kept[0].id if kept else None,
+                "count": len(kept),
+                "value": _digest(kept),
+            }
+        else:
+            grown = [m for m in fresh if m.id]
+            leading = prefix or grown
+            update_context["recorded_digest"] = {
+                "first": leading[0].id if leading else None,
+                "count": len(prefix) + len(grown),
+                "value": _digest(grown, digest),
+            }
         update: dict[str, Any] = {"context": update_context}
         if rewritten:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]
@@ -587,7 +663,7 @@ class BudgetNode:
                     update_context[key] = context[key]
         elif replacements:
             update["messages"] = list(replacements.values())
-        for key in ("edit_version", "rebuild", "server_compaction", "projected_for"):
+        for key in ("edit_version", "rebuild", "server_compaction", "projected_for", "repairs"):
             if key in context:
                 update_context[key] = context[key]
         return update
@@ -644,6 +720,27 @@ class BudgetNode:
             shrunk = True
             estimate = self._estimate(view, {**context, "projection_epoch": -1})
         return view, estimate, shrunk
+
+    def _edited_in_state(
+        self, scope: Scope, prefix: Sequence[BaseMessage]
+    ) -> Generator[_Request, Any, list[BaseMessage]]:
+        """The recorded messages whose content in the state differs from the store's (one range
+        read from the oldest of them)."""
+        first: HistoryEvent | None = None
+        for probe in prefix:
+            first = yield _GetEvent(scope, str(probe.id))
+            if first is not None:
+                break
+        if first is None:
+            return []
+        head = yield _Head(scope)
+        rows = yield _Read(scope, first.seq, head.head_seq if head else first.seq)
+        stored = {row.event_id: row for row in rows}
+        return [
+            m
+            for m in prefix
+            if (event := stored.get(str(m.id))) is not None and event.content != message_to_dict(m)
+        ]
 
     def _reconcile_edits(
         self, scope: Scope, messages: Sequence[BaseMessage], head: BranchInfo

@@ -1,4 +1,9 @@
-"""The ``ctx_usage`` node: after the model node, book the reply's usage and move the baseline.
+"""The ``ctx_usage`` node: after the model node, record the reply, book its usage and move the
+baseline.
+
+The reply is recorded in the history store here (when the node has one), so the last reply of a
+turn is in the store, the lookup and an export as soon as the turn ends, not when the next turn's
+``ctx_budget`` runs (which records it again idempotently: a duplicate).
 
 The capacity baseline (``context["baseline"]``) is what the next budget estimate starts from:
 the measured input tokens of the last request and the id of the last message that was in it.
@@ -12,20 +17,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph._flow import arun_flow, run_flow
-from ctx_langgraph.errors import ContextManagementError
-from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
+from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
+from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, AppendResult, Scope
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
 from ctx_langgraph.usage.types import NormalizedUsage, UsageStatus
+
+if TYPE_CHECKING:  # (the history store imports this package's ledger)
+    from ctx_langgraph.history.base import HistoryStore
 
 __all__ = ["UsageNode", "make_usage_node", "scope_from_config"]
 
@@ -65,9 +73,15 @@ class _Booking:
         }
 
 
+@dataclass(frozen=True)
+class _RecordReply:
+    scope: Scope
+    reply: AIMessage
+
+
 def _usage_flow(
-    state: dict[str, Any], config: RunnableConfig | None, purpose: str
-) -> Generator[_Booking, BookedDelta, dict[str, Any]]:
+    state: dict[str, Any], config: RunnableConfig | None, purpose: str, record: bool = False
+) -> Generator[_Booking | _RecordReply, Any, dict[str, Any]]:
     messages: list[BaseMessage] = state.get("messages") or []
     context: dict[str, Any] = state.get("context") or {}
     if not messages or not isinstance(messages[-1], AIMessage):
@@ -75,12 +89,22 @@ def _usage_flow(
     reply = messages[-1]
     if context.get("last_usage_message_id") == reply.id:
         return {}  # this reply was booked already (the node re-ran after a resume)
+    recorded: dict[str, Any] = {}
+    if record and reply.id:
+        try:
+            results: list[AppendResult] = yield _RecordReply(
+                scope_from_config(config, context), reply
+            )
+            recorded = {"id": reply.id, "seq": results[0].seq, "status": results[0].status}
+        except HistoryStoreError as exc:  # the next ctx_budget records it (and says so)
+            log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
+            recorded = {"id": reply.id, "error": str(exc)[:300]}
     try:
         usage = normalize_usage(reply)
     except ContextManagementError as exc:
         log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
         usage = NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
-    booked = yield _Booking(
+    booked: BookedDelta = yield _Booking(
         call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"),
         usage,
         scope_from_config(config, context),
@@ -92,6 +116,7 @@ def _usage_flow(
     request = context.get("request") or {}
     request_epoch = int(request.get("epoch", epoch))
     update: dict[str, Any] = {
+        **({"recorded_reply": recorded} if recorded else {}),
         "last_usage_message_id": reply.id,
         "last_usage": {
             "call_key": booked.call_key,
@@ -144,26 +169,45 @@ class UsageNode:
 
     ledger: UsageLedger
     purpose: str = "answer"
+    store: HistoryStore | None = None
+    """Where the reply is recorded as soon as it arrives (None: the next ``ctx_budget`` does)."""
 
-    def _book(self, booking: _Booking) -> BookedDelta:
-        return self.ledger.record(booking.call_key, booking.usage, **booking.options())
+    def _serve(self, request: _Booking | _RecordReply) -> Any:
+        if isinstance(request, _RecordReply):
+            assert self.store is not None
+            return self.store.append(request.scope, [request.reply])
+        return self.ledger.record(request.call_key, request.usage, **request.options())
 
-    async def _abook(self, booking: _Booking) -> BookedDelta:
-        return await self.ledger.arecord(booking.call_key, booking.usage, **booking.options())
+    async def _aserve(self, request: _Booking | _RecordReply) -> Any:
+        if isinstance(request, _RecordReply):
+            assert self.store is not None
+            return await self.store.aappend(request.scope, [request.reply])
+        return await self.ledger.arecord(request.call_key, request.usage, **request.options())
+
+    def _flow(
+        self, state: dict[str, Any], config: RunnableConfig | None
+    ) -> Generator[_Booking | _RecordReply, Any, dict[str, Any]]:
+        return _usage_flow(state, config, self.purpose, record=self.store is not None)
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run_flow(_usage_flow(state, config, self.purpose), self._book)
+        return run_flow(self._flow(state, config), self._serve)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun_flow(_usage_flow(state, config, self.purpose), self._abook)
+        return await arun_flow(self._flow(state, config), self._aserve)
 
 
 def make_usage_node(
-    ledger: UsageLedger, *, purpose: str = "answer", name: str = "ctx_usage"
+    ledger: UsageLedger,
+    *,
+    purpose: str = "answer",
+    name: str = "ctx_usage",
+    store: HistoryStore | None = None,
 ) -> Runnable[Any, Any]:
     """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
 
-    Works in sync (``invoke``) and async (``ainvoke``) graphs alike.
+    Works in sync (``invoke``) and async (``ainvoke``) graphs alike. With ``store`` (the history
+    store ``ctx_budget`` records into) the reply is recorded at once, so a turn's last reply is
+    in the history when the turn ends.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -178,6 +222,6 @@ def make_usage_node(
         (1200, 'h1')
     """
 
-    node = UsageNode(ledger, purpose)
+    node = UsageNode(ledger, purpose, store)
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)
