@@ -62,6 +62,10 @@ class ContextConfig:
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
+        compaction_backoff_s: after a failed compaction the next one waits at least this long
+            and a model call more, doubling with each failure in a row (up to 64 times this and
+            33 model calls); a request that would not fit the window does not wait: the offline
+            extractive summarizer covers the span when the configured one fails again.
         precompact_at: above this (tokens or a fraction of the usable window; below ``trigger``) a
             summary candidate is built in the background from a snapshot, so that a later turn
             over the trigger can commit it without waiting for the summarizer. None: off.
@@ -90,6 +94,7 @@ class ContextConfig:
     summary_max_tokens: int = 2_000
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
+    compaction_backoff_s: float = 5.0
     summary_versions_keep: int | None = 5
     precompact_at: Amount | None = None
     compaction_backend: Any = "local"
@@ -117,8 +122,12 @@ class ContextConfig:
             raise ValueError(
                 f"summary_max_tokens must be at least 64, got {self.summary_max_tokens}"
             )
-        if self.compaction_attempts < 1 or self.compaction_timeout_s <= 0:
+        if self.compaction_attempts < 1 or not self.compaction_timeout_s > 0:
             raise ValueError("compaction_attempts must be >= 1 and compaction_timeout_s > 0")
+        if not 0 <= self.compaction_backoff_s < float("inf"):
+            raise ValueError(
+                f"compaction_backoff_s must be a finite number >= 0, got {self.compaction_backoff_s}"
+            )
         if self.clear_tool_results_keep is not None and self.clear_tool_results_keep < 0:
             raise ValueError(
                 f"clear_tool_results_keep must be >= 0, got {self.clear_tool_results_keep}"

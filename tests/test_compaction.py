@@ -118,11 +118,10 @@ def check_invariants(store, state, thread: str | Scope = "t"):
     events = store.read_events(thread)
     tail_ids = [m.id for m in messages if not m.additional_kwargs.get("ctx_summary")]
     covered = active.covered_through_seq if active else 0
-    # coverage is continuous: the summary covers 1..N and the tail is exactly N+1..head, plus the
-    # last reply, which ctx_budget records before the next model call
+    # coverage is continuous: the summary covers 1..N and the tail is exactly N+1..head (the
+    # last reply included: ctx_usage records it when it arrives)
     recorded = [e.event_id for e in events if e.seq > covered]
-    assert tail_ids[: len(recorded)] == recorded
-    assert len(tail_ids) - len(recorded) <= 1 and isinstance(messages[-1], AIMessage)
+    assert tail_ids == recorded and isinstance(messages[-1], AIMessage)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     return active
 

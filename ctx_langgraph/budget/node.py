@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import json
 import logging
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Generator, Sequence
@@ -48,6 +49,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph._streaming import not_streamed
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
     CountCache,
@@ -591,7 +593,7 @@ class BudgetNode:
                     margin=self.config.margin(int(exact)),
                     method="provider",
                 )
-        decision = self._decide(view, estimate, context)
+        decision, fallback = self._decide(view, estimate, context)
         last_recorded = next(
             (m.id for m in reversed(messages) if m.id and not _synthetic(m)), recorded_through
         )
@@ -611,7 +613,9 @@ class BudgetNode:
                 "output_reserve": self.budget.output_reserve,
                 "counter": counter.id,
                 "generation": int(context.get("active_generation", 0)),  # of the active summary
+                **({"summarizer": "fallback"} if fallback else {}),
             },
+            "budget_passes": int(context.get("budget_passes") or 0) + 1,
             **({"memory": memory_info} if self.memory is not None else {}),
             "request": {
                 "epoch": epoch,
@@ -821,17 +825,30 @@ class BudgetNode:
 
     def _decide(
         self, view: Sequence[BaseMessage], estimate: BudgetEstimate, context: dict[str, Any]
-    ) -> str:
+    ) -> tuple[str, bool]:
+        """The decision, and whether the configured summarizer is backing off after failures."""
         budget = self.budget
         last = context.get("compaction") or {}
+        # a compaction that did not commit on this very view is not retried in a loop...
         tried = (
             last.get("epoch") == int(context.get("projection_epoch", 0))
+            and last.get("at_message_id") == (view[-1].id if view else None)
             and last.get("status") != "committed"
         )
-        if context.get("rebuild") and self.compact_node is not None and not tried:
-            return "compact"  # an edit took the summary away: rebuild it from the raw history
-        if context.get("server_compaction") and self.compact_node is not None and not tried:
-            return "compact"  # the provider compacted: record the coverage it implies
+        # ...and after a failure the next try waits (model calls and time, see CompactNode)
+        backoff = context.get("summarizer_backoff") or {}
+        backing_off = bool(backoff) and (
+            int(context.get("budget_passes") or 0) < int(backoff.get("retry_after_pass") or 0)
+            or time.time() < float(backoff.get("retry_at") or 0)
+        )
+        can_compact = self.compact_node is not None and not tried
+        if context.get("rebuild") and can_compact and not backing_off:
+            return (
+                "compact",
+                False,
+            )  # an edit took the summary away: rebuild it from the raw history
+        if context.get("server_compaction") and can_compact and not backing_off:
+            return "compact", False  # the provider compacted: record the coverage it implies
         if estimate.total <= budget.trigger:
             started = (context.get("precompaction") or {}).get("epoch")
             if (
@@ -839,9 +856,10 @@ class BudgetNode:
                 and self.compact_node is not None
                 and estimate.total > budget.precompact
                 and started != int(context.get("projection_epoch", 0))
+                and not backing_off
             ):
-                return "precompact"  # ctx_compact starts a background candidate and returns at once
-            return "proceed"
+                return "precompact", False  # ctx_compact builds a candidate in the background
+            return "proceed", False
         # what compaction can never remove: system messages, overhead and the newest message
         counter = self.counter
         assert counter is not None
@@ -855,21 +873,30 @@ class BudgetNode:
                 window=budget.context_window,
                 reserve=budget.output_reserve,
                 largest=largest,
-                advice="Even a fully compacted context would not fit: shorten the newest message or the "
-                "system prompt, lower tool_output_cap_tokens, or use a model with a larger window.",
+                advice="No cut can make this request fit: even with all history compacted, the system "
+                "prompt, the tool schemas and the newest message are over the usable window. Shorten "
+                "the newest message or the system prompt, lower tool_output_cap_tokens, or use a "
+                "model with a larger window.",
             )
-        if self.compact_node is not None and not tried:
-            return "compact"  # (a compaction that already failed on this view is not retried in a loop)
+        if can_compact:
+            if not backing_off:
+                return "compact", False
+            if estimate.total > budget.usable:
+                return "compact", True  # cannot wait: the offline summarizer covers the span
         if estimate.total <= budget.usable:
-            return "proceed"  # over the trigger, but fits, and no compaction node is wired
+            return "proceed", False  # over the trigger but fits: compaction waits or is not wired
         raise ContextBudgetExceeded(
             estimate=estimate.total,
             usable=budget.usable,
             window=budget.context_window,
             reserve=budget.output_reserve,
             largest=largest,
-            advice="Compaction is not wired (compact_node=None) or could not shrink this view "
-            f"({last.get('status', 'not tried')}): add ctx_compact, lower keep_recent_tokens, or raise the window.",
+            advice="No cut can make this request fit"
+            if self.compact_node is not None
+            else "Compaction is not wired (compact_node=None)"
+            + f" (last compaction: {last.get('status', 'not tried')}, "
+            f"{'; '.join(last.get('problems') or [])[:300] or 'no problem noted'}): lower "
+            "keep_recent_tokens or tool_output_cap_tokens, or use a model with a larger window.",
         )
 
     # ------------------------------------------------------------------ sync and async shells
@@ -882,7 +909,8 @@ class BudgetNode:
             return self.memory.invalidate_events(request.scope, seqs=request.seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
-            return self.memory.observe(request.scopes, request.messages, seqs=request.seqs)
+            with not_streamed():  # a model-backed extractor is not the agent's reply
+                return self.memory.observe(request.scopes, request.messages, seqs=request.seqs)
         if isinstance(request, _Recall):
             assert self.memory is not None
             return self.memory.recall(request.scopes, request.query)
@@ -921,7 +949,10 @@ class BudgetNode:
             return await self.memory.ainvalidate_events(request.scope, seqs=request.seqs)
         if isinstance(request, _Observe):
             assert self.memory is not None
-            return await self.memory.aobserve(request.scopes, request.messages, seqs=request.seqs)
+            with not_streamed():
+                return await self.memory.aobserve(
+                    request.scopes, request.messages, seqs=request.seqs
+                )
         if isinstance(request, _Recall):
             assert self.memory is not None
             return await self.memory.arecall(request.scopes, request.query)

@@ -11,9 +11,15 @@ Protocol (DESIGN section 6, the order matters for crash recovery):
 5. only then rewrite the graph state: the summary message (stable id) + the tail, the projection
    epoch bumped, the baseline dropped.
 
-On failure the old summary stays active and nothing is removed: the node proceeds when the request
-still fits, else raises :class:`~ctx_langgraph.errors.CompactionFailed`. On a conflict (another
-worker committed first) the state is rewritten to the winner's summary.
+On failure the old summary stays active and nothing is removed. A failure is never sticky: when
+the request still fits, the node proceeds and ``ctx_budget`` tries again after a backoff (by model
+calls and time, doubling per failure in a row: ``context["compaction"]`` shows the failures and
+when the next try is due); when it would not fit, the offline
+:class:`~ctx_langgraph.compaction.ExtractiveSummarizer` covers the span instead (``"fallback"`` in
+``context["compaction"]``, and a warning in the log), and the cut goes deeper than
+``keep_recent_tokens`` when the kept tail alone is too much. Only when the fallback fails too does
+the node raise :class:`~ctx_langgraph.errors.CompactionFailed`. On a conflict (another worker
+committed first) the state is rewritten to the winner's summary.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph._streaming import not_streamed
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
@@ -82,6 +89,7 @@ class _Active:
 
 @dataclass(frozen=True)
 class _Summarize:
+    summarizer: Summarizer
     request: SummaryRequest
     timeout_s: float
 
@@ -169,6 +177,8 @@ class CompactNode:
 
     def __post_init__(self) -> None:
         self.counter = self.counter or default_counter(self.model)
+        self.fallback: Summarizer = ExtractiveSummarizer()
+        """Takes over when the configured summarizer fails and the request would not fit."""
         self.budget = self.config.resolve(self.model)
         self.cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
         self.provider = provider_key(self.model)
@@ -201,6 +211,14 @@ class CompactNode:
             "epoch": epoch,
             "at_message_id": messages[-1].id if messages else None,
         }
+        estimate = int((context.get("budget") or {}).get("total") or 0)
+        # a request over the usable window cannot wait for the configured summarizer: the
+        # offline one covers the span if it fails (at once while it is backing off)
+        must_fit = commit and estimate > self.budget.usable
+        backing_off = (context.get("budget") or {}).get("summarizer") == "fallback"
+        keep_recent = self.budget.keep_recent_tokens
+        if must_fit:  # the kept tail alone may be too much: cut deeper
+            keep_recent = max(0, keep_recent - (estimate - self.budget.target))
         server = context.get("server_compaction") or {}
         server_at = next(
             (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),
@@ -215,7 +233,7 @@ class CompactNode:
             cut = choose_cut(
                 messages,
                 [self.cache.count(counter, m) for m in messages],
-                keep_recent_tokens=self.budget.keep_recent_tokens,
+                keep_recent_tokens=keep_recent,
             )
         if cut is None and context.get("rebuild"):
             # an edit took the summary away and the view is too short to cut: cover the store's
@@ -291,27 +309,39 @@ class CompactNode:
                 if active and active.summary_text
                 else None
             )
+            used = self.summarizer
             text = None
-            while attempts < self.config.compaction_attempts and time.monotonic() < deadline:
-                attempts += 1
-                try:
-                    text = yield from self._summarize(previous, snapshot, deadline)
-                except Exception as exc:  # the summarizer raised or timed out: a failed attempt
-                    problems.append(f"attempt {attempts}: {type(exc).__name__}: {exc}"[:300])
-                    text = None
-                    continue
-                found = validate_summary(
-                    text,
-                    cap_tokens=self.cap,
-                    counter=counter,
-                    covered_through_seq=snapshot.covered_through_seq,
+            backoff: dict[str, Any] = {}  # the configured summarizer's failures in a row
+            if not backing_off:
+                while attempts < self.config.compaction_attempts and time.monotonic() < deadline:
+                    attempts += 1
+                    text = yield from self._attempt(used, previous, snapshot, deadline, problems)
+                    if text is not None:
+                        break
+                backoff = {
+                    "summarizer_backoff": None if text is not None else self._backoff(context)
+                }
+            if text is None and (must_fit or backing_off):
+                used = self.fallback
+                attempt_info["fallback"] = used.id
+                log.warning(
+                    "ctx-langgraph: the summarizer %s failed or is backing off and the request "
+                    "would not fit (%d tokens > %d usable): the %s summarizer covers the span",
+                    self.summarizer.id,
+                    estimate,
+                    self.budget.usable,
+                    used.id,
                 )
-                if not found:
-                    break
-                problems.append(f"attempt {attempts}: " + "; ".join(found))
-                text = None
+                attempts += 1
+                text = yield from self._attempt(
+                    used,
+                    previous,
+                    snapshot,
+                    time.monotonic() + self.config.compaction_timeout_s,
+                    problems,
+                )
             if text is None:
-                return self._failed(state, context, attempt_info, attempts, problems)
+                return self._failed(attempt_info, attempts, problems, estimate, backoff)
             # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
             event_ids = {
                 f.source_seq: f.source_event_id
@@ -328,7 +358,7 @@ class CompactNode:
                 text,
                 document,
                 first_kept_id,
-                self.summarizer.id,
+                used.id,
                 counter.count_text(text),
                 provider_state,
             )
@@ -339,13 +369,50 @@ class CompactNode:
             except (CompactionConflict, StaleCandidate) as exc:
                 problems.append(f"{type(exc).__name__}: {exc}"[:300])
                 continue
-            attempt_info.update(attempts=attempts, cut=cut_kind)
+            attempt_info.update(attempts=attempts, cut=cut_kind, summarizer=used.id)
+            if problems:
+                attempt_info["problems"] = problems[-5:]
             if self.config.summary_versions_keep is not None:
                 attempt_info["pruned_versions"] = yield _Prune(
                     scope, self.config.summary_versions_keep
                 )
-            return self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
-        return self._failed(state, context, attempt_info, attempts, problems)
+            done = self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
+            done["context"].update(backoff)
+            return done
+        return self._failed(attempt_info, attempts, problems, estimate, {})
+
+    def _attempt(
+        self,
+        summarizer: Summarizer,
+        previous: SummaryDocument | None,
+        snapshot: CoverageSnapshot,
+        deadline: float,
+        problems: list[str],
+    ) -> Generator[_Request, Any, str | None]:
+        """One summarizer attempt: its valid text, or None with the problem noted."""
+        number = len(problems) + 1
+        try:
+            text: object = yield from self._summarize(summarizer, previous, snapshot, deadline)
+        except Exception as exc:  # the summarizer raised or timed out: a failed attempt
+            problems.append(
+                f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300]
+            )
+            return None
+        if not isinstance(text, str):
+            problems.append(
+                f"attempt {number} ({summarizer.id}): returned {type(text).__name__}, not text"
+            )
+            return None
+        found = validate_summary(
+            text,
+            cap_tokens=self.cap,
+            counter=self.counter,  # type: ignore[arg-type]
+            covered_through_seq=snapshot.covered_through_seq,
+        )
+        if found:
+            problems.append(f"attempt {number} ({summarizer.id}): " + "; ".join(found)[:300])
+            return None
+        return text
 
     def _provider_state(
         self,
@@ -387,13 +454,17 @@ class CompactNode:
         return compacted.state()
 
     def _summarize(
-        self, previous: SummaryDocument | None, snapshot: CoverageSnapshot, deadline: float
+        self,
+        summarizer: Summarizer,
+        previous: SummaryDocument | None,
+        snapshot: CoverageSnapshot,
+        deadline: float,
     ) -> Generator[_Request, Any, str]:
         """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
         counter = self.counter
         assert counter is not None
         events = list(snapshot.events)
-        window = getattr(self.summarizer, "window_tokens", None)
+        window = getattr(summarizer, "window_tokens", None)
         batches = [events]
         if window:
             room = window - self.cap - (counter.count_text(previous.render()) if previous else 0)
@@ -410,7 +481,7 @@ class CompactNode:
                 cap_tokens=self.cap,
                 counter=counter,
             )
-            text = yield _Summarize(request, max(0.001, deadline - time.monotonic()))
+            text = yield _Summarize(summarizer, request, max(0.001, deadline - time.monotonic()))
             if batch is not batches[-1]:
                 previous = SummaryDocument.parse(
                     text
@@ -450,34 +521,50 @@ class CompactNode:
             },
         }
 
+    def _backoff(self, context: dict[str, Any]) -> dict[str, Any]:
+        """When the configured summarizer is tried again after one more failure in a row: after
+        a doubling number of model calls and seconds (``compaction_backoff_s``)."""
+        failures = int((context.get("summarizer_backoff") or {}).get("failures") or 0) + 1
+        step = 2 ** min(failures - 1, 5)
+        wait_s = self.config.compaction_backoff_s * step
+        passes = int(context.get("budget_passes") or 0)
+        log.warning(
+            "ctx-langgraph: the summarizer %s failed (%d compactions in a row); it is tried "
+            "again after %d model calls and %.0fs",
+            self.summarizer.id,
+            failures,
+            step + 1,
+            wait_s,
+        )
+        return {
+            "failures": failures,
+            "retry_after_pass": passes + 1 + step,
+            "retry_at": time.time() + wait_s,
+        }
+
     def _failed(
         self,
-        state: dict[str, Any],
-        context: dict[str, Any],
         attempt_info: dict[str, Any],
         attempts: int,
         problems: list[str],
+        estimate: int,
+        backoff: dict[str, Any],
     ) -> dict[str, Any]:
-        budget = context.get("budget") or {}
-        estimate = int(budget.get("total") or 0)
-        if estimate > self.budget.usable:
+        if estimate > self.budget.usable:  # the fallback failed too: nothing left to try
             raise CompactionFailed(
                 attempts=attempts, problems=problems, estimate=estimate, usable=self.budget.usable
             )
         log.warning(
-            "ctx-langgraph: compaction failed, proceeding uncompacted: %s",
+            "ctx-langgraph: compaction failed, proceeding uncompacted (the request fits): %s",
             problems[-1:] or problems,
         )
-        return {
-            "context": {
-                "compaction": {
-                    **attempt_info,
-                    "status": "failed",
-                    "attempts": attempts,
-                    "problems": problems[-5:],
-                }
-            }
+        failed = {
+            **attempt_info,
+            "status": "failed",
+            "attempts": attempts,
+            "problems": problems[-5:],
         }
+        return {"context": {"compaction": failed, **backoff}}
 
     # ------------------------------------------------------------------ sync and async shells
 
@@ -505,16 +592,22 @@ class CompactNode:
         if isinstance(request, _Active):
             return store.get_active(request.scope)
         if isinstance(request, _Summarize):
-            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                # the run's context (its config and callbacks: the ledger handler) goes along
-                run = contextvars.copy_context().run
-                future = pool.submit(run, self.summarizer.summarize, request.request)
+            # (not a `with` block: its exit would wait for a summarizer that hangs)
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+            try:
+                # the run's context (its config and callbacks: the ledger handler) goes along,
+                # tagged so that the summary is not streamed as if it were the agent's reply
+                with not_streamed():
+                    run = contextvars.copy_context().run
+                future = pool.submit(run, request.summarizer.summarize, request.request)
                 try:
                     return future.result(timeout=request.timeout_s)
                 except concurrent.futures.TimeoutError:
                     raise TimeoutError(
                         f"summarizer took longer than {request.timeout_s:.1f}s"
                     ) from None
+            finally:
+                pool.shutdown(wait=False)
         if isinstance(request, _Prune):
             return store.prune_versions(request.scope, keep=request.keep)
         if isinstance(request, _Pending):
@@ -548,9 +641,9 @@ class CompactNode:
             return await store.aget_active(request.scope)
         if isinstance(request, _Summarize):
             try:
-                return await asyncio.wait_for(
-                    self.summarizer.asummarize(request.request), request.timeout_s
-                )
+                with not_streamed():  # (the task wait_for makes copies this context)
+                    pending = asyncio.ensure_future(request.summarizer.asummarize(request.request))
+                return await asyncio.wait_for(pending, request.timeout_s)
             except asyncio.TimeoutError:
                 raise TimeoutError(
                     f"summarizer took longer than {request.timeout_s:.1f}s"

@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, merge_configs
 
+from ctx_langgraph._streaming import TAG_NOSTREAM
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_key_facts
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
 from ctx_langgraph.history.types import HistoryEvent
@@ -105,7 +106,8 @@ class LLMSummarizer:
 
     The output cap is bound to the call (``max_tokens``: ChatAnthropic sends it as
     ``max_tokens``, ChatOpenAI as ``max_completion_tokens`` or ``max_output_tokens``), and the
-    call is tagged ``ctx:summary`` so the usage ledger books it as a summary. The text is
+    call is tagged ``ctx:summary`` so the usage ledger books it as a summary (and ``nostream``, so
+    LangGraph does not stream it as if it were the agent's reply). The text is
     returned as written (code fences removed); validate it with
     :func:`~ctx_langgraph.compaction.validate_summary`.
 
@@ -170,7 +172,7 @@ class LLMSummarizer:
         ]
 
     def _call_config(self, config: RunnableConfig | None) -> RunnableConfig:
-        ours = RunnableConfig(tags=[SUMMARY_TAG], metadata={"ctx_purpose": "summary"})
+        ours = RunnableConfig(tags=[SUMMARY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "summary"})
         return merge_configs(ensure_config(config), ours)
 
     def summarize(self, request: SummaryRequest, *, config: RunnableConfig | None = None) -> str:

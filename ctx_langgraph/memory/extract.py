@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctx_langgraph._streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import MemoryExtractionError
 from ctx_langgraph.memory.types import MemoryCandidate, MemoryRecord
 
@@ -278,7 +279,7 @@ class ChatModelExtractor:
     def _request(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> tuple[list[BaseMessage], RunnableConfig]:
-        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
         return [SystemMessage(self.prompt), HumanMessage(_transcript(messages, existing))], config
 
     @staticmethod
@@ -363,7 +364,7 @@ class LangmemExtractor:
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Run the memory manager; its failures raise :class:`MemoryExtractionError`."""
-        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
         try:
             results = self.manager.invoke(self._input(messages, existing), config=config)
         except Exception as exc:
@@ -374,7 +375,7 @@ class LangmemExtractor:
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Async twin of :meth:`extract`."""
-        config = RunnableConfig(tags=[MEMORY_TAG], metadata={"ctx_purpose": "memory"})
+        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
         try:
             results = await self.manager.ainvoke(self._input(messages, existing), config=config)
         except Exception as exc:
