@@ -185,7 +185,8 @@ def test_a_message_that_can_never_fit_raises_with_numbers(store):
         )
     error = info.value
     assert error.usable == 1_500 and error.window == 2_000 and error.largest > 5_000
-    assert "shorten the newest message" in str(error)
+    assert "no cut can make this request fit" in str(error).lower()
+    assert "shorten the newest message" in str(error).lower()
     assert store.get_event("t", "h1") is not None  # recorded before refusing: nothing is lost
 
 
@@ -314,7 +315,7 @@ def replay(store, counter, turns):
         make_budget_node(store, config=config, counter=counter, tools=TOOLS, compact_node=None),
     )
     builder.add_node("model", call_model)
-    builder.add_node("ctx_usage", make_usage_node(UsageLedger(store)))
+    builder.add_node("ctx_usage", make_usage_node(UsageLedger(store), store=store))
     builder.add_node("tools", tool_results)
     builder.add_edge(START, "ctx_budget")
     builder.add_edge("ctx_budget", "model")

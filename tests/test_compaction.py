@@ -94,7 +94,7 @@ def build(store, summarizer=None, config=WINDOW):
         make_compact_node(store, config=config, counter=COUNTER, summarizer=summarizer),
     )
     builder.add_node("model", call_model)
-    builder.add_node("ctx_usage", make_usage_node(UsageLedger(store)))
+    builder.add_node("ctx_usage", make_usage_node(UsageLedger(store), store=store))
     builder.add_node("tools", tools)
     builder.add_edge(START, "ctx_budget")
     builder.add_conditional_edges(
@@ -109,7 +109,7 @@ def build(store, summarizer=None, config=WINDOW):
     return builder.compile(checkpointer=InMemorySaver())
 
 
-def check_invariants(store, state, thread: str | Scope = "t"):
+def check_invariants(store, state, thread: str | Scope = "t", reply_recorded: bool = True):
     messages = state["messages"]
     summaries = [m for m in messages if m.additional_kwargs.get("ctx_summary")]
     assert len(summaries) <= 1 and all(m.id == SUMMARY_MESSAGE_ID for m in summaries)
@@ -119,9 +119,11 @@ def check_invariants(store, state, thread: str | Scope = "t"):
     tail_ids = [m.id for m in messages if not m.additional_kwargs.get("ctx_summary")]
     covered = active.covered_through_seq if active else 0
     # coverage is continuous: the summary covers 1..N and the tail is exactly N+1..head (the
-    # last reply included: ctx_usage records it when it arrives)
+    # last reply included where ctx_usage records it when it arrives; a graph without ctx_usage
+    # records it with the next turn's ctx_budget)
     recorded = [e.event_id for e in events if e.seq > covered]
-    assert tail_ids == recorded and isinstance(messages[-1], AIMessage)
+    assert tail_ids == (recorded if reply_recorded else [*recorded, messages[-1].id])
+    assert isinstance(messages[-1], AIMessage)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     return active
 
@@ -225,36 +227,35 @@ def test_a_failing_summarizer_leaves_everything_in_place(store, mode):
     summarizer = FailingSummarizer(mode)
     graph = build(store, summarizer=summarizer, config=config)
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
-    seen = 0
-    # retried on every new turn while the request fits; then a typed error with the numbers
-    with pytest.raises((CompactionFailed, ContextBudgetExceeded)) as info:
-        for turn in range(60):
-            state = graph.invoke(
-                {
-                    "messages": [
-                        HumanMessage(f"Question {turn} about order ORD-{turn:04d}", id=f"q{turn}")
-                    ]
-                },
-                run,
-            )
-            seen = len(state["messages"])
-            if state["context"].get("compaction", {}).get("status") == "failed":
-                assert store.get_active("t") is None  # no summary committed
-                assert not any(m.additional_kwargs.get("ctx_summary") for m in state["messages"])
-    # the turn that no longer fits: a typed error with the numbers, nothing removed before it
-    assert info.value.usable == 2_500
-    assert summarizer.calls >= 1
-    assert 1 <= summarizer.calls <= 3 * 60
-    snapshot = graph.get_state(run).values
-    assert (
-        len(snapshot["messages"]) >= seen
-    )  # history was never replaced by an error or placeholder
-    assert not any(
-        "error" in str(m.content).lower()
-        for m in snapshot["messages"]
-        if isinstance(m, HumanMessage)
-    )
-    assert store.get_active("t") is None
+    failed = 0
+    for turn in range(60):
+        state = graph.invoke(
+            {
+                "messages": [
+                    HumanMessage(f"Question {turn} about order ORD-{turn:04d}", id=f"q{turn}")
+                ]
+            },
+            run,
+        )
+        compaction = state["context"].get("compaction") or {}
+        if compaction.get("status") == "failed":
+            failed += 1
+            # nothing committed by the failing summarizer, nothing removed
+            active = store.get_active("t")
+            assert active is None or active.summarizer_id == "extractive-v1"
+        # history is never replaced by an error or a placeholder
+        assert not any(
+            "error" in str(m.content).lower()
+            for m in state["messages"]
+            if isinstance(m, HumanMessage)
+        )
+        check_invariants(store, state)
+    # the turns that would not fit went on: the offline summarizer covered the span
+    assert failed >= 1 and summarizer.calls >= 1
+    active = store.get_active("t")
+    assert active is not None and active.summarizer_id == "extractive-v1"
+    assert all(v.summarizer_id == "extractive-v1" for v in store.list_versions("t"))
+    assert state["context"]["summarizer_backoff"]["failures"] >= 1
 
 
 def test_reconciles_with_a_summary_committed_by_another_worker(store):
@@ -416,7 +417,7 @@ def test_a_crash_at_each_step_of_the_commit_protocol_recovers(tmp_path, kill_at)
     store = SQLiteHistoryStore.from_path(tmp_path / "history.sqlite")
     with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:
         state = saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["channel_values"]
-    active = check_invariants(store, state)
+    active = check_invariants(store, state, reply_recorded=False)  # (no ctx_usage there)
     assert active is not None and active.generation >= 2
     # the state caught up with the store
     assert state["context"]["active_generation"] == active.generation

@@ -30,13 +30,11 @@ import json
 import logging
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.messages import (
-    AIMessage,
     BaseMessage,
     RemoveMessage,
     SystemMessage,
@@ -48,6 +46,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph._digest import digest, extend_digest
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph._streaming import not_streamed
 from ctx_langgraph.budget.counters import (
@@ -115,19 +114,8 @@ def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) 
         for m in itertools.takewhile(lambda m: m.type == "system", messages)
         if not is_summary(m)
     ]
-    digest = hashlib.blake2b(json.dumps([system, overhead, model_id]).encode(), digest_size=12)
-    return digest.hexdigest()
-
-
-def _digest(messages: Sequence[BaseMessage], start: int = 0) -> int:
-    """A checksum of the messages' ids and contents, continued from ``start``: cheap enough for
-    every turn, so an edit by id is noticed without reading the store."""
-    parts = [
-        f"{m.id}\x1e{m.type}\x1e{m.content if isinstance(m.content, str) else repr(m.content)}"
-        f"\x1e{repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
-        for m in messages
-    ]
-    return zlib.crc32("".join(parts).encode("utf-8", "surrogatepass"), start)
+    hashed = hashlib.blake2b(json.dumps([system, overhead, model_id]).encode(), digest_size=12)
+    return hashed.hexdigest()
 
 
 def _preview(
@@ -348,13 +336,13 @@ class BudgetNode:
         # a message recorded before and since replaced by id with other content (add_messages
         # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
         prefix = [m for m in messages[:start] if m.id and not _flagged(m)]
-        digest = _digest(prefix)
+        checksum = digest(prefix)
         saved = context.get("recorded_digest") or {}
         revised_in_state: list[BaseMessage] = []
         if (
             saved.get("first") == (prefix[0].id if prefix else None)
             and saved.get("count") == len(prefix)
-            and saved.get("value") != digest
+            and saved.get("value") != checksum
         ):
             revised_in_state = yield from self._edited_in_state(scope, prefix)
         if fresh and recorded_through is not None:
@@ -428,15 +416,14 @@ class BudgetNode:
         # 1b. a reply carrying a server-side compaction item (OpenAI's context_management):
         # the provider compacted everything before it; ctx_compact records that coverage.
         # (ctx_usage records a reply as it arrives: it saw the first append)
-        first_seen = {
-            str(m.id) for m in fresh if m.id in by_id and by_id[m.id].status == "appended"
-        }
+        first_seen = [m for m in fresh if m.id in by_id and by_id[m.id].status == "appended"]
         reply = context.get("recorded_reply") or {}
-        if reply.get("status") == "appended":
-            first_seen.add(str(reply.get("id")))
-        for message in fresh:
+        if reply.get("status") == "appended" and reply.get("id") not in by_id:
+            recorded_reply = next((m for m in reversed(messages) if m.id == reply["id"]), None)
+            first_seen += [recorded_reply] if recorded_reply is not None else []
+        for message in first_seen:
             item = server_compaction_item(message)
-            if item is not None and message.id in by_id and str(message.id) in first_seen:
+            if item is not None:
                 context["server_compaction"] = {"message_id": message.id, "item": item}
                 reasons.append("provider compacted")
 
@@ -649,16 +636,15 @@ class BudgetNode:
             update_context["recorded_digest"] = {
                 "first": kept[0].id if kept else None,
                 "count": len(kept),
-                "value": _digest(kept),
+                "value": digest(kept),
             }
         else:
-            grown = [m for m in fresh if m.id]
-            leading = prefix or grown
-            update_context["recorded_digest"] = {
-                "first": leading[0].id if leading else None,
-                "count": len(prefix) + len(grown),
-                "value": _digest(grown, digest),
-            }
+            recorded_now = (
+                {"first": prefix[0].id, "count": len(prefix), "value": checksum} if prefix else None
+            )
+            update_context["recorded_digest"] = extend_digest(
+                recorded_now, [m for m in fresh if m.id]
+            )
         update: dict[str, Any] = {"context": update_context}
         if rewritten:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph._digest import extend_digest
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, AppendResult, Scope
@@ -115,8 +116,19 @@ def _usage_flow(
     epoch = int(context.get("projection_epoch", 0))
     request = context.get("request") or {}
     request_epoch = int(request.get("epoch", epoch))
-    update: dict[str, Any] = {
-        **({"recorded_reply": recorded} if recorded else {}),
+    update: dict[str, Any] = {}
+    if recorded:
+        update["recorded_reply"] = recorded
+        if (
+            "seq" in recorded
+            and len(messages) > 1
+            and (messages[-2].id == context.get("recorded_through_id"))
+        ):
+            # the state is recorded through the reply now: ctx_budget starts after it, and an
+            # edit of the reply by id is noticed against this checksum
+            update["recorded_through_id"] = reply.id
+            update["recorded_digest"] = extend_digest(context.get("recorded_digest"), [reply])
+    update |= {
         "last_usage_message_id": reply.id,
         "last_usage": {
             "call_key": booked.call_key,
