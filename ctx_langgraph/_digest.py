@@ -25,7 +25,9 @@ def digest(messages: Sequence[BaseMessage], start: int = 0) -> int:
         f"\x1e{repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
         for m in messages
     ]
-    return zlib.crc32("".join(parts).encode("utf-8", "surrogatepass"), start)
+    # (a lone surrogate counts as "?", as LangGraph's checkpoint serializer stores it: a state
+    # read back from a checkpoint is not an edit)
+    return zlib.crc32("".join(parts).encode("utf-8", "replace"), start)
 
 
 def extend_digest(saved: dict[str, Any] | None, messages: Sequence[BaseMessage]) -> dict[str, Any]:

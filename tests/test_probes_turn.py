@@ -6,6 +6,7 @@ fit), and the store keeps every message."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,7 +29,6 @@ from ctx_langgraph import (
     create_context_agent,
 )
 from ctx_langgraph.compaction import SummaryRequest, pairing_problems
-from ctx_langgraph.compaction.repair import ViewRepairs, repair_tool_pairs
 from ctx_langgraph.memory.extract import ChatModelExtractor
 from ctx_langgraph.testing import MeteringChatModel, scripted_summary_reply
 
@@ -37,7 +37,7 @@ WORDS = (  # noqa: SIM905
     "address parcel tracking delayed weekend express standard priority support ticket"
 ).split()
 SMALL = {
-    "context_window": 2_500,
+    "context_window": 2_000,
     "output_reserve": 300,
     "keep_recent_tokens": 600,
     "summary_max_tokens": 300,
@@ -154,7 +154,7 @@ def llm_failing(kind: str) -> LLMSummarizer:
 
 
 KINDS = ["raises", "empty", "garbage", "over_cap", "not_text", "none", "hangs"]
-TURNS = 30
+TURNS = 20
 
 
 def assert_every_message_kept(store: HistoryStore, thread: str, turns: int) -> None:
@@ -411,6 +411,8 @@ def test_the_middleware_repairs_the_same_sequences(store: HistoryStore, shape: s
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_repair_is_stable_and_idempotent(shape: str) -> None:
+    from ctx_langgraph.compaction.repair import ViewRepairs, repair_tool_pairs
+
     fixed, repairs = repair_tool_pairs(SHAPES[shape]())
     assert (repairs.dangling_tool_calls, repairs.orphan_tool_results) == REPAIRS[shape]
     assert pairing_problems(fixed) == []
@@ -522,3 +524,100 @@ def test_summaries_and_extraction_are_not_streamed(mode: str, tmp_path: Any) -> 
 
     purposes = Counter(r.purpose for r in UsageLedger(store).records("s"))
     assert purposes["summary"] >= 3 and purposes["memory"] >= 40
+
+
+# --------------------------------------------------------------------------- the database goes away
+
+
+class Proxy:
+    """A TCP proxy to the PostgreSQL server that can be taken down and brought back."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+        import threading
+
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up = True
+        self.sockets: list[Any] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                client.close()
+                continue
+            server = socket.create_connection(self.target)
+            with self.lock:
+                self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def down(self) -> None:
+        import socket
+
+        self.up = False
+        with self.lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            self.sockets = []
+
+    def close(self) -> None:
+        self.down()
+        self.listener.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_database_that_goes_away_fails_a_turn_and_loses_nothing(
+    pg_dsn: str, mode: str
+) -> None:
+    import psycopg
+
+    from ctx_langgraph import HistoryStoreError, PostgresHistoryStore
+
+    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    proxy = Proxy(str(info["host"]), int(info["port"]))
+    dsn = psycopg.conninfo.make_conninfo(pg_dsn, host="127.0.0.1", port=proxy.port)
+    store = PostgresHistoryStore.from_conn_string(dsn, max_size=4)
+    store.setup()
+    try:
+        graph = agent(store)
+        run = {"configurable": {"thread_id": "outage"}}
+        for turn in range(8):
+            await call(graph, mode, {"messages": [HumanMessage(words(turn), id=f"h{turn}")]}, run)
+        proxy.down()
+        with pytest.raises(HistoryStoreError):
+            await call(graph, mode, {"messages": [HumanMessage(words(8), id="h8")]}, run)
+        proxy.up = True  # back: the next turn records what the failed one could not
+        for turn in range(9, TURNS):
+            await call(graph, mode, {"messages": [HumanMessage(words(turn), id=f"h{turn}")]}, run)
+        ids = [e.event_id for e in store.read_events("outage")]
+        assert {f"h{n}" for n in range(TURNS)} <= set(ids)
+        assert len(ids) == len(set(ids))
+        assert Counter(e.role for e in store.read_events("outage"))["ai"] == TURNS - 1
+    finally:
+        await store.aclose()
+        proxy.close()

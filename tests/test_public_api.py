@@ -51,6 +51,7 @@ EXPECTED = [
     "CompactionCheckpoint",
     "CompactionConflict",
     "ContextManagementError",
+    "DocumentError",
     "ContextState",
     "CoverageSnapshot",
     "EventConflict",

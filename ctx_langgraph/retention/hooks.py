@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
@@ -30,6 +31,11 @@ class _Runs:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        given: object = self.every
+        # a count of runs: never a float (nan < 1 is False) nor a bool
+        if isinstance(given, bool) or not isinstance(given, SupportsIndex):
+            raise TypeError(f"every must be an int (a count of runs), got {given!r}")
+        self.every = operator.index(given)
         if self.every < 1:
             raise ValueError(f"every must be at least 1, got {self.every}")
 
