@@ -18,6 +18,7 @@ __all__ = [
     "ContextBudgetExceeded",
     "ContextManagementError",
     "DatasetError",
+    "DocumentError",
     "EventConflict",
     "HistoryStoreError",
     "MemoryExtractionError",
@@ -208,6 +209,24 @@ class DatasetError(ContextManagementError, ValueError):
 
     The message names the file and, for line formats, the line number.
     """
+
+
+class DocumentError(ContextManagementError, ValueError):
+    """A thread export document cannot be imported: it is not an export this version reads,
+    or one of its fields is missing, of the wrong type, or inconsistent with the rest.
+
+    ``path`` names the offending place in the document (``events[3].seq``) and ``reason`` says
+    what is wrong with it. The whole document is checked before anything is written, so
+    nothing was imported.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"not a thread export this version can import: {path}: {reason}. Nothing was "
+            "written; import the document export_thread made, unchanged"
+        )
 
 
 class MemoryExtractionError(ContextManagementError):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex
 
 from langgraph.checkpoint.base.id import UUID
 
@@ -20,22 +22,50 @@ class RetentionPolicy:
     """What to keep of each thread's checkpoints (per checkpoint namespace).
 
     Args:
-        keep_last: keep the newest N checkpoints (at least 1: the latest is always kept).
-        keep_within: also keep every checkpoint younger than this; None: age does not matter.
+        keep_last: keep the newest N checkpoints, an ``int`` of at least 1 (the latest is always
+            kept).
+        keep_within: also keep every checkpoint younger than this positive ``timedelta``; None:
+            age does not matter.
+
+    Raises:
+        TypeError: ``keep_last`` is not an ``int`` (a ``bool`` or a ``float`` such as ``2.0`` is
+            refused too), or ``keep_within`` is neither None nor a ``timedelta``.
+        ValueError: ``keep_last`` is below 1, or ``keep_within`` is not positive.
 
     Example:
         >>> RetentionPolicy(keep_last=10, keep_within=dt.timedelta(days=7))
         RetentionPolicy(keep_last=10, keep_within=datetime.timedelta(days=7))
+        >>> RetentionPolicy(keep_last=float("nan"))
+        Traceback (most recent call last):
+        ...
+        TypeError: keep_last must be an int (a count of checkpoints), got float nan
     """
 
     keep_last: int = 10
     keep_within: dt.timedelta | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.keep_last, bool) or self.keep_last < 1:
-            raise ValueError(f"keep_last must be at least 1, got {self.keep_last!r}")
-        if self.keep_within is not None and self.keep_within <= dt.timedelta(0):
-            raise ValueError(f"keep_within must be positive, got {self.keep_within!r}")
+        given: object = self.keep_last
+        # any integral type (numpy's too), never a float: neither 2.0 nor nan is a count
+        if isinstance(given, bool) or not isinstance(given, SupportsIndex):
+            raise TypeError(
+                "keep_last must be an int (a count of checkpoints), got "
+                f"{type(given).__name__} {given!r}"
+            )
+        keep_last = operator.index(given)
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be at least 1, got {given!r}")
+        object.__setattr__(self, "keep_last", keep_last)
+        keep_within: object = self.keep_within
+        if keep_within is None:
+            return
+        if not isinstance(keep_within, dt.timedelta):
+            raise TypeError(
+                "keep_within must be a datetime.timedelta or None (parse_age('7d') reads one "
+                f"from text), got {type(keep_within).__name__} {keep_within!r}"
+            )
+        if keep_within <= dt.timedelta(0):
+            raise ValueError(f"keep_within must be positive, got {keep_within!r}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +123,19 @@ def created_at(checkpoint_id: str) -> dt.datetime | None:
     return dt.datetime.fromtimestamp((value.time - _UUID_EPOCH) / 1e7, dt.timezone.utc)
 
 
+def _kept_since(policy: RetentionPolicy, now: dt.datetime) -> dt.datetime | None:
+    """The oldest creation time ``keep_within`` keeps at ``now`` (a naive ``now`` is UTC), or
+    None when age keeps nothing. A window reaching past the calendar's start keeps everything."""
+    if policy.keep_within is None:
+        return None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
+    try:
+        return now - policy.keep_within
+    except OverflowError:
+        return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
 def decide(
     thread_id: str, rows: Sequence[_Row], policy: RetentionPolicy, now: dt.datetime
 ) -> list[CheckpointDecision]:
@@ -101,6 +144,7 @@ def decide(
     for row in rows:
         by_ns[row.checkpoint_ns].append(row)
     reasons: dict[tuple[str, str], list[str]] = {}
+    since = _kept_since(policy, now)
     for ns, ns_rows in by_ns.items():
         ns_rows.sort(key=lambda r: r.checkpoint_id, reverse=True)
         children: dict[str, int] = defaultdict(int)
@@ -114,11 +158,7 @@ def decide(
             if index < policy.keep_last:
                 why.append("keep_last")
             born = created_at(row.checkpoint_id)
-            if (
-                policy.keep_within is not None
-                and born is not None
-                and born >= now - policy.keep_within
-            ):
+            if since is not None and born is not None and born >= since:
                 why.append("keep_within")
             if row.writes and not children[row.checkpoint_id]:
                 why.append("pending_writes")
@@ -176,7 +216,15 @@ def parse_age(text: str) -> dt.timedelta:
         (datetime.timedelta(days=7), datetime.timedelta(days=1, seconds=43200))
     """
     units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+    if not isinstance(text, str):
+        raise TypeError(f"an age is a string such as '7d', got {type(text).__name__} {text!r}")
     text = text.strip().lower()
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+    number = text[:-1]
+    if len(text) < 2 or text[-1] not in units or not (number.isascii() and number.isdigit()):
         raise ValueError(f"an age looks like 7d, 12h, 30m, 45s or 2w; got {text!r}")
-    return dt.timedelta(**{units[text[-1]]: int(text[:-1])})
+    try:
+        return dt.timedelta(**{units[text[-1]]: int(number)})
+    except OverflowError:
+        raise ValueError(
+            f"age {text!r} is longer than a timedelta can hold ({dt.timedelta.max.days} days)"
+        ) from None

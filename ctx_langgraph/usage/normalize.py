@@ -39,15 +39,53 @@ MAX_TOKEN_COUNT = 10**12
 """No single call reports more; larger values are garbage (and would overflow a 64-bit total)."""
 
 
-def _provider(name: str | None) -> Provider | None:
+def _provider(name: object, field: str = "provider") -> Provider | None:
     if name is None:
         return None
+    if not isinstance(name, str):
+        raise UsageParseError(
+            field, f"expected a provider name string, got {type(name).__name__} {_short(name)}"
+        )
     try:
         return _PROVIDER_NAMES[name.lower()]
     except KeyError:
         raise UsageParseError(
-            "provider", f"unknown provider {name!r}; expected one of {sorted(set(_PROVIDER_NAMES))}"
+            field, f"unknown provider {name!r}; expected one of {sorted(set(_PROVIDER_NAMES))}"
         ) from None
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """``repr`` of a value for an error message, cut to ``limit`` characters."""
+    try:
+        text = repr(value)
+    except Exception:  # a foreign object's __repr__ is not ours to trust
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _name(value: object) -> str | None:
+    """A model name, response id or payload kind: a non-empty string, else unknown (None)."""
+    return value if isinstance(value, str) and value else None
+
+
+def _finished(status: object) -> bool:
+    """Whether an OpenAI response with this ``status`` is over (no status: a finished chunk)."""
+    return status is None or (
+        isinstance(status, str) and status in ("completed", "incomplete", "failed", "cancelled")
+    )
+
+
+def _read_mapping(value: object, field: str) -> dict[Any, Any]:
+    """A plain ``dict`` copy of a mapping the caller handed us, so nothing below touches the
+    caller's object again (a mapping type of its own may fail on any access)."""
+    if not isinstance(value, Mapping):
+        raise UsageParseError(field, f"expected an object, got {type(value).__name__}")
+    try:
+        return dict(value.items())
+    except Exception as exc:
+        raise UsageParseError(
+            field, f"cannot read the {type(value).__name__}: {type(exc).__name__}"
+        ) from exc
 
 
 def _count(data: Mapping[str, Any], key: str, path: str) -> int | None:
@@ -56,7 +94,7 @@ def _count(data: Mapping[str, Any], key: str, path: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageParseError(
-            f"{path}{key}", f"expected a token count, got {type(value).__name__} {value!r}"
+            f"{path}{key}", f"expected a token count, got {type(value).__name__} {_short(value)}"
         )
     if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
         raise UsageParseError(f"{path}{key}", f"expected a whole token count, got {value!r}")
@@ -73,9 +111,7 @@ def _details(data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = data.get(key)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
-        raise UsageParseError(f"{path}{key}", f"expected an object, got {type(value).__name__}")
-    return value
+    return _read_mapping(value, f"{path}{key}")
 
 
 def _sum_known(*values: int | None) -> int | None:
@@ -99,14 +135,13 @@ def _as_mapping(source: Any) -> Any:
     if isinstance(source, (Mapping, BaseMessage)):
         return source
     for method in ("model_dump", "to_dict", "dict"):
-        dump = getattr(source, method, None)
-        if callable(dump):
-            try:
-                dumped = dump()
-            except TypeError:
-                continue
-            if isinstance(dumped, Mapping):
-                return dumped
+        try:
+            dump = getattr(source, method, None)
+            dumped = dump() if callable(dump) else None
+        except Exception:  # not this method's shape (or a broken object): try the next one
+            continue
+        if isinstance(dumped, Mapping):
+            return dumped
     raise UsageParseError("usage", f"cannot read usage from a {type(source).__name__}")
 
 
@@ -295,17 +330,18 @@ def _from_usage(
     complete: bool = True,
     fmt: str | None = None,
 ) -> NormalizedUsage:
+    field = path.rstrip(".") or "usage"
     if not isinstance(usage, Mapping):
-        raise UsageParseError(
-            path.rstrip(".") or "usage", f"expected a usage object, got {type(usage).__name__}"
-        )
+        raise UsageParseError(field, f"expected a usage object, got {type(usage).__name__}")
+    usage = _read_mapping(usage, field)
     fmt = fmt or detect_format(usage)
     if fmt is None:
         if provider is None:
+            keys = sorted(_short(key, 40) for key in usage)
             raise UsageParseError(
-                path.rstrip(".") or "usage",
-                f"cannot tell the provider from keys {sorted(usage)}; pass provider='openai', 'anthropic', "
-                "'google' or 'langchain'",
+                field,
+                f"cannot tell the provider from keys [{', '.join(keys)}]; pass "
+                "provider='openai', 'anthropic', 'google' or 'langchain'",
             )
         fmt = _format_for_provider(provider, usage)
     counts = _counts(fmt, usage, path, provider or _FORMAT_PROVIDER[fmt])
@@ -315,25 +351,28 @@ def _from_usage(
         model=model,
         response_id=response_id,
         complete=complete,
-        raw=dict(usage),
+        raw=usage,
     )
 
 
 def _from_message(message: BaseMessage, provider: Provider | None) -> NormalizedUsage:
-    meta = message.response_metadata or {}
-    provider = provider or _provider(meta.get("model_provider"))
-    model = meta.get("model_name") or meta.get("model")
-    response_id = meta.get("id") if isinstance(meta.get("id"), str) else None
-    complete = (
-        getattr(message, "chunk_position", "last") == "last"
-        or type(message).__name__ == "AIMessage"
+    metadata = message.response_metadata
+    meta = {} if metadata is None else _read_mapping(metadata, "response_metadata")
+    provider = provider or _provider(meta.get("model_provider"), "response_metadata.model_provider")
+    model = _name(meta.get("model_name")) or _name(meta.get("model"))
+    response_id = _name(meta.get("id"))
+    position = getattr(message, "chunk_position", "last")
+    complete = type(message).__name__ == "AIMessage" or (
+        isinstance(position, str) and position == "last"
     )
     raw_usage = (
         meta.get("token_usage")
         if isinstance(meta.get("token_usage"), Mapping)
         else meta.get("usage")
     )
-    if isinstance(raw_usage, Mapping) and detect_format(raw_usage) not in (None, "langchain"):
+    if isinstance(raw_usage, Mapping):
+        raw_usage = _read_mapping(raw_usage, "response_metadata.usage")
+    if isinstance(raw_usage, dict) and detect_format(raw_usage) not in (None, "langchain"):
         # the provider's own payload, when the integration kept it, is the most exact source
         return _from_usage(
             raw_usage,
@@ -369,7 +408,10 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
     payload's keys tell it; otherwise pass ``provider=``.
 
     Raises:
-        UsageParseError: the payload is malformed; the error names the field.
+        UsageParseError: the payload is malformed or cannot be read, or ``provider`` (or a
+            message's ``model_provider``) is not a known provider name; the error names the
+            field. Nothing else is raised, whatever the input. A model name or response id
+            that is not a string is left unknown (None).
 
     Example:
         >>> u = normalize_usage({"input_tokens": 50, "cache_read_input_tokens": 18_000,
@@ -387,11 +429,10 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
     source = _as_mapping(source)
     if isinstance(source, BaseMessage):
         return _from_message(source, wanted)
-    if not isinstance(source, Mapping):
-        raise UsageParseError("usage", f"expected a mapping, got {type(source).__name__}")
-    model = source.get("model") if isinstance(source.get("model"), str) else None
-    response_id = source.get("id") if isinstance(source.get("id"), str) else None
-    kind = source.get("object") or source.get("type")
+    source = _read_mapping(source, "usage")
+    model = _name(source.get("model"))
+    response_id = _name(source.get("id"))
+    kind = _name(source.get("object")) or _name(source.get("type"))
     if kind == "response" or (kind is None and "output" in source and "usage" in source):
         openai_format: str | None = "openai_responses"
     elif kind in ("chat.completion", "chat.completion.chunk"):
@@ -414,8 +455,7 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
             path="usage.",
             model=model,
             response_id=response_id,
-            complete=source.get("status")
-            in (None, "completed", "incomplete", "failed", "cancelled"),
+            complete=_finished(source.get("status")),
             fmt=openai_format,
         )
     if kind == "message" and "usage" in source:
@@ -429,14 +469,15 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
         )
     for key in ("usage_metadata", "usageMetadata"):
         if key in source:
-            gemini_model = model or source.get("model_version") or source.get("modelVersion")
             return _from_usage(
                 source[key],
                 provider=wanted or "google",
                 path=f"{key}.",
                 fmt="gemini",
-                model=gemini_model if isinstance(gemini_model, str) else None,
-                response_id=source.get("response_id") or source.get("responseId"),
+                model=model
+                or _name(source.get("model_version"))
+                or _name(source.get("modelVersion")),
+                response_id=_name(source.get("response_id")) or _name(source.get("responseId")),
             )
     if "usage" in source and isinstance(source["usage"], Mapping):
         return _from_usage(
