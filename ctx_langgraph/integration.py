@@ -10,25 +10,35 @@ around its model node, without touching your node code::
 
 Every edge that led to the model node now leads to ``ctx_budget``; every edge (and conditional
 edge) that left the model node now leaves ``ctx_usage``. The ``context`` channel is added to the
-graph's state. :func:`create_context_agent` builds a tool-calling agent wired this way.
+graph's state. When the provider rejects a request as too long for the model's window, the model
+node compacts the view and calls your node once more. :func:`create_context_agent` builds a
+tool-calling agent wired this way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from inspect import isclass
+from typing import Annotated, Any, get_type_hints
 
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import patch_config
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph._branch import BranchSpec
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
+from pydantic import BaseModel
+from typing_extensions import TypedDict
 
-from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph._checkpoint_safe import checkpoint_safe
+from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph._overflow import OverflowStep, merge_recovery, retry_on_overflow
+from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.node import make_budget_node, make_budget_router
 from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.compaction.node import make_compact_node
@@ -38,7 +48,7 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import ContextState
+from ctx_langgraph.state import ContextState, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import make_usage_node
@@ -123,6 +133,115 @@ def _rewire(builder: StateGraph[Any, Any, Any, Any], model_node: str) -> None:
             )
 
 
+@dataclass(frozen=True)
+class _OverflowRetry:
+    """The user's model node, compacting the view and calling the node once more when the
+    provider rejects the request as too long (one logic for sync and async:
+    :func:`~ctx_langgraph._overflow.retry_on_overflow`)."""
+
+    node: Runnable[Any, Any]
+    compact: Runnable[Any, Any]
+    budget: Runnable[Any, Any]
+    counter: TokenCounter
+    own_context: bool
+    """The node's input has the ``context`` channel itself (else it is read for the recovery
+    only, and the node gets its input as before)."""
+    coerce: Callable[..., Any] | None
+    """Builds the node's input from the channel values, as LangGraph does for a pydantic or
+    dataclass state; None for a dict state."""
+
+    def _node_input(self, state: dict[str, Any], step: OverflowStep) -> Any:
+        kind, view = step
+        values = dict(state)
+        if kind == "retry":
+            values["messages"] = view["messages"]
+            if self.own_context:
+                values["context"] = view["context"]
+        if not self.own_context:
+            values.pop("context", None)
+        return self.coerce(**values) if self.coerce is not None else values
+
+    def _served(
+        self, step: OverflowStep, state: dict[str, Any], config: RunnableConfig
+    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig]:
+        """What serves a step: the runnable, its input and its config."""
+        kind, view = step
+        if kind == "compact":
+            return self.compact, view, patch_config(config, run_name=CTX_COMPACT)
+        if kind == "budget":
+            return self.budget, view, patch_config(config, run_name=CTX_BUDGET)
+        return self.node, self._node_input(state, step), config
+
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
+        def serve(step: OverflowStep) -> Any:
+            runnable, payload, step_config = self._served(step, state, config)
+            return runnable.invoke(payload, step_config)
+
+        view = {"messages": state.get("messages"), "context": state.get("context")}
+        outcome = run_flow(retry_on_overflow(view, self.counter), serve)
+        return checkpoint_safe(merge_recovery(outcome.result, outcome.update))
+
+    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
+        async def serve(step: OverflowStep) -> Any:
+            runnable, payload, step_config = self._served(step, state, config)
+            return await runnable.ainvoke(payload, step_config)
+
+        view = {"messages": state.get("messages"), "context": state.get("context")}
+        outcome = await arun_flow(retry_on_overflow(view, self.counter), serve)
+        return checkpoint_safe(merge_recovery(outcome.result, outcome.update))
+
+
+def _retry_on_overflow(
+    builder: StateGraph[Any, Any, Any, Any],
+    model_node: str,
+    *,
+    compact: Runnable[Any, Any],
+    budget: Runnable[Any, Any],
+    counter: TokenCounter,
+) -> None:
+    """Wrap the model node in :class:`_OverflowRetry`. The wrapper reads the node's channels
+    as a dict, plus the ``context`` channel when the node does not read it (taken out again,
+    and the node's own state class built, before the node is called)."""
+    spec = builder.nodes[model_node]
+    schema = spec.input_schema
+    channels = builder.schemas[schema]
+    if "messages" not in channels:
+        log.warning(
+            "ctx-langgraph: node %r does not read 'messages'; it is not retried after a "
+            "provider's context-length error",
+            model_node,
+        )
+        return
+    own_context = "context" in channels
+    coerce = (
+        schema
+        if isclass(schema) and (issubclass(schema, BaseModel) or dataclasses.is_dataclass(schema))
+        else None
+    )
+    runnable = spec.runnable
+    if not isinstance(runnable, Runnable):  # add_node stores a Runnable already
+        raise TypeError(f"node {model_node!r} is not a Runnable: {type(runnable).__name__}")
+    guard = _OverflowRetry(runnable, compact, budget, counter, own_context, coerce)
+    wrapped = RunnableCallable(
+        guard.invoke, guard.ainvoke, name=model_node, trace=False, recurse=False
+    )
+    if own_context and coerce is None:
+        builder.nodes[model_node] = dataclasses.replace(spec, runnable=wrapped)
+        return
+    try:
+        hints = get_type_hints(schema, include_extras=True)
+    except Exception:  # an unresolvable annotation: the channels are what matter
+        hints = {}
+    fields: dict[str, Any] = {name: hints.get(name, Any) for name in channels}
+    fields.setdefault("context", Annotated[dict[str, Any], merge_context])
+    typed_dict: Any = TypedDict  # a schema made at run time
+    with_context = typed_dict(f"{model_node}_input_with_context", fields, total=False)
+    builder.schemas[with_context] = {"context": builder.channels["context"], **channels}
+    builder.nodes[model_node] = dataclasses.replace(
+        spec, runnable=wrapped, input_schema=with_context
+    )
+
+
 def add_context_management(
     builder: StateGraph[Any, Any, Any, Any],
     *,
@@ -148,6 +267,15 @@ def add_context_management(
     the trigger), and edges out of it start from ``ctx_usage``. The graph's state gets the
     ``context`` channel (:class:`~ctx_langgraph.state.ContextState`). Then compile with your
     checkpointer as usual (a graph compiled before keeps its old wiring).
+
+    When the provider rejects a request as too long for the model's window
+    (:func:`~ctx_langgraph.providers.is_context_overflow`: our estimate fit, the provider's
+    count did not), the model node compacts the view as for a request over the window, runs
+    the budget on the compacted view, and calls your node once more; its update then replaces
+    the view and ``context["overflow"]`` counts the thread's retries. Your node sees its input
+    as before (the ``context`` channel only when its state has it). A second rejection, or a
+    view with nothing to compact, raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded`
+    from the provider's error.
 
     Args:
         builder: the uncompiled graph; its state must have an ``add_messages`` ``messages`` key.
@@ -252,9 +380,14 @@ def add_context_management(
             "your own clashes with it; rename yours."
         ) from exc
     builder.add_node(CTX_COMPACT, compact, input_schema=ContextState)
-    builder.add_node(
-        CTX_USAGE, make_usage_node(ledger, store=store), input_schema=ContextState
+    _retry_on_overflow(
+        builder,
+        model_node,
+        compact=compact,
+        budget=budget,
+        counter=counter or default_counter(model),
     )
+    builder.add_node(CTX_USAGE, make_usage_node(ledger, store=store), input_schema=ContextState)
     builder.add_conditional_edges(
         CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node]
     )

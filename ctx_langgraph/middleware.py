@@ -5,7 +5,11 @@ request would be over the trigger, then the budget again on the compacted view);
 ``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
 differs. ``wrap_model_call`` books the model call through a
 :class:`~ctx_langgraph.usage.LedgerCallbackHandler` as it streams (``ctx_usage`` then confirms
-the same call key). The middleware also gives the agent the history lookup tool.
+the same call key); when the provider rejects the request as too long, it compacts the
+request's messages (the summary is committed in the store, and ``ctx_budget`` applies it to the
+state on the next turn) and calls the model once more on the compacted view, with
+``context["overflow"]`` counting the retries. The middleware also gives the agent the history
+lookup tool.
 """
 
 from __future__ import annotations
@@ -15,17 +19,23 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
+import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware.types import ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AnyMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
 from langchain_core.tools import BaseTool
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.config import get_config
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 from typing_extensions import NotRequired
 
+from ctx_langgraph._checkpoint_safe import checkpoint_safe
 from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph._overflow import OverflowStep, Recovered, retry_on_overflow
+from ctx_langgraph._overflow import apply_update as _apply
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.node import BudgetNode
 from ctx_langgraph.budget.provider_count import ProviderCountHook
@@ -54,20 +64,14 @@ _MODEL_CALL_HANDLER: ContextVar[BaseCallbackHandler | None] = ContextVar(
     "ctx_langgraph_model_call_handler", default=None
 )
 register_configure_hook(_MODEL_CALL_HANDLER, inheritable=True)
+# a model call's result with a state update (absent from the first langchain 1.x releases)
+_EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedModelResponse", None)
 
 
 class ContextAgentState(AgentState[Any]):
     """``create_agent``'s state plus the ``context`` channel our hooks keep."""
 
     context: NotRequired[Annotated[dict[str, Any], merge_context]]
-
-
-def _apply(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """The state after one node update, reduced as the graph would reduce it."""
-    messages = state["messages"]
-    if "messages" in update:
-        messages = add_messages(messages, update["messages"])
-    return {"messages": messages, "context": merge_context(state["context"], update.get("context"))}
 
 
 def _before_model_steps(
@@ -219,17 +223,66 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         with self._booking():
             return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
 
+    @property
+    def _counter(self) -> TokenCounter:
+        counter = self._budget.counter
+        assert counter is not None  # set by BudgetNode
+        return counter
+
+    def _model_call(self, request: ModelRequest[Any]) -> dict[str, Any]:
+        """The state the overflow recovery works on: the request's messages and context."""
+        return {"messages": request.messages, "context": request.state.get("context") or {}}
+
+    @staticmethod
+    def _responded(outcome: Recovered) -> Any:
+        """The model call's result; after a recovery, with ``context["overflow"]`` for the state
+        (its messages are not rewritten here: ``ctx_budget`` applies the committed summary on
+        the next turn)."""
+        response = checkpoint_safe(outcome.result)
+        if outcome.overflow is None:
+            return response
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        if not isinstance(response, ModelResponse) or _EXTENDED_RESPONSE is None:
+            return response
+        command: Command[Any] = Command(update={"context": {"overflow": outcome.overflow}})
+        return _EXTENDED_RESPONSE(model_response=response, command=command)
+
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
     ) -> Any:
+        config = get_config()
+
+        def serve(step: OverflowStep) -> Any:
+            kind, state = step
+            if kind == "call":
+                return handler(request)
+            if kind == "retry":
+                return handler(request.override(messages=state["messages"]))
+            return self._node(kind).invoke(state, config)
+
         with self._booking():
-            return handler(request)
+            outcome = run_flow(retry_on_overflow(self._model_call(request), self._counter), serve)
+        return self._responded(outcome)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
+        config = get_config()
+
+        async def serve(step: OverflowStep) -> Any:
+            kind, state = step
+            if kind == "call":
+                return await handler(request)
+            if kind == "retry":
+                return await handler(request.override(messages=state["messages"]))
+            return await self._node(kind).ainvoke(state, config)
+
         with self._booking():
-            return await handler(request)
+            outcome = await arun_flow(
+                retry_on_overflow(self._model_call(request), self._counter), serve
+            )
+        return self._responded(outcome)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self._usage.invoke(dict(state), get_config()) or None

@@ -17,6 +17,9 @@ context editing and token counting).
 - :func:`provider_key`: which wire protocol a chat model speaks. When it changes mid-thread,
   ``ctx_budget`` sets the opaque state aside and rebuilds the view from the readable summary
   and tail.
+- :func:`is_context_overflow` / :func:`context_overflow_message`: a provider's "the request is
+  too long for the model's window" error (OpenAI, Anthropic, Gemini, as their clients raise it),
+  on which the model node compacts and retries once.
 
 The rule: a provider's opaque state is never the only way to recover. Every checkpoint keeps a
 readable summary, and a view for another provider is built from it.
@@ -25,14 +28,16 @@ readable summary, and a view for another provider is built from it.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+import langchain_core.exceptions
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctx_langgraph.budget.counters import PROVIDER_TOKENS
-from ctx_langgraph.errors import ProviderCompactionError
+from ctx_langgraph.errors import ContextManagementError, ProviderCompactionError
 
 __all__ = [
     "ANTHROPIC",
@@ -42,6 +47,8 @@ __all__ = [
     "OpenAIResponsesCompaction",
     "ProviderCompaction",
     "applied_edits",
+    "context_overflow_message",
+    "is_context_overflow",
     "provider_key",
     "server_compaction_item",
     "without_provider_items",
@@ -75,6 +82,176 @@ def provider_key(model: Any) -> str:
             pass
     llm_type = str(getattr(model, "_llm_type", "") or type(model).__name__)
     return ANTHROPIC if llm_type.startswith("anthropic") else llm_type
+
+
+# ----------------------------------------------------------------------------- context-length errors
+
+_OVERFLOW_CODES: Final = frozenset({"context_length_exceeded", "request_too_large"})
+"""Structured codes or types of a request too long for the model: OpenAI's error ``code`` (chat
+completions and Responses), Anthropic's 413 error ``type``."""
+_NOT_OVERFLOW_CODES: Final = frozenset(
+    {"rate_limit_exceeded", "rate_limit_error", "insufficient_quota"}
+)
+"""Codes of errors about throughput or quota, whose messages also speak of too many tokens."""
+_OVERFLOW_TEXT: Final = re.compile(
+    "|".join(
+        (
+            r"maximum context length",  # OpenAI chat completions, vLLM, DeepSeek, OpenRouter
+            r"context[_ ]length[_ ]exceeded",  # OpenAI's code, as LangChain's ValueErrors carry it
+            r"exceeds? the context window",  # OpenAI Responses
+            r"prompt is too long",  # Anthropic
+            r"exceed(?:s|ed)? (?:the )?context limit",  # Anthropic: input + max_tokens
+            r"input token count.{0,40}exceeds the maximum number of tokens",  # Gemini
+            r"input tokens exceed the configured limit",  # OpenAI-compatible gateways
+            r"input is too long for (?:the )?requested model",  # Bedrock
+            r"ContextWindowExceededError",  # LiteLLM proxies
+        )
+    ),
+    re.IGNORECASE | re.DOTALL,
+)
+_CONTEXT_OVERFLOW_TYPE: Final = getattr(langchain_core.exceptions, "ContextOverflowError", None)
+"""LangChain's own class for this error (langchain-core 1.1 and later)."""
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries: ``status_code`` (OpenAI, Anthropic, httpx's
+    response), else an integer ``code`` (Google's clients)."""
+    for value in (
+        getattr(exc, "status_code", None),
+        getattr(getattr(exc, "response", None), "status_code", None),
+        getattr(exc, "code", None),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+def _error_objects(payload: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
+    """The error objects of a reply body: the body, its ``error`` member, the items of a list
+    (OpenAI's body is the error object, Anthropic's and Google's wrap it in ``error``)."""
+    if depth > 3:
+        return
+    if isinstance(payload, dict):
+        yield payload
+        yield from _error_objects(payload.get("error"), depth + 1)
+    elif isinstance(payload, list | tuple):
+        for item in payload[:8]:
+            yield from _error_objects(item, depth + 1)
+
+
+def _overflow_text(exc: BaseException) -> str | None:
+    """The provider's message when this exception (alone, not its chain) is a context-length
+    error, else None."""
+    if isinstance(exc, ContextManagementError):
+        return None  # ours (a budget error chained from the provider's): not the provider's
+    status = _status_of(exc)
+    codes: set[str] = set()
+    texts: list[str] = []
+    for name in ("code", "type", "error_code", "status"):
+        value = getattr(exc, name, None)
+        if isinstance(value, str):
+            codes.add(value.lower())
+    for name in ("message", "api_message"):
+        value = getattr(exc, name, None)
+        if isinstance(value, str) and value:
+            texts.append(value)
+    for name in ("body", "details", "response_json"):
+        for error in _error_objects(getattr(exc, name, None)):
+            for key in ("code", "type", "status"):
+                if isinstance(error.get(key), str):
+                    codes.add(error[key].lower())
+            if isinstance(error.get("message"), str) and error["message"]:
+                texts.insert(0, error["message"])  # the body's own words first
+    texts.append(str(exc))
+    message = next((t for t in texts if _OVERFLOW_TEXT.search(t)), None) or texts[0]
+    if status == 429 or codes & _NOT_OVERFLOW_CODES:
+        return None
+    if (
+        (_CONTEXT_OVERFLOW_TYPE is not None and isinstance(exc, _CONTEXT_OVERFLOW_TYPE))
+        or codes & _OVERFLOW_CODES
+        or status == 413
+    ):
+        return message
+    if status not in (None, 400):
+        return None
+    return message if any(_OVERFLOW_TEXT.search(t) for t in texts) else None
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling (``__cause__``, then an
+    unsuppressed ``__context__``), each once."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 32:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, ContextManagementError):
+            continue  # what ours was raised from is already accounted for
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+        if current.__context__ is not None and not current.__suppress_context__:
+            pending.append(current.__context__)
+
+
+def context_overflow_message(exc: BaseException) -> str | None:
+    """The provider's message when ``exc`` (or an exception it was raised from) says the
+    request is longer than the model's context window; None for any other error.
+
+    See :func:`is_context_overflow` for what is recognized. The message is the provider's own
+    words (the reply body's ``message`` when there is one), on one line, at most 300 characters.
+
+    Example:
+        >>> context_overflow_message(ValueError("prompt is too long: 215000 tokens > 200000 maximum"))
+        'prompt is too long: 215000 tokens > 200000 maximum'
+        >>> context_overflow_message(ValueError("invalid tool schema")) is None
+        True
+    """
+    for current in _chain(exc):
+        text = _overflow_text(current)
+        if text is not None:
+            return " ".join(text.split())[:300]
+    return None
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether ``exc`` is a provider's "request too long for the context window" error.
+
+    Recognized as the real clients raise them, directly or wrapped (the ``__cause__`` and
+    ``__context__`` chain is walked, as LangChain integrations re-raise the SDK's error):
+
+    - OpenAI: ``BadRequestError`` with code ``context_length_exceeded`` ("This model's maximum
+      context length is ... tokens", or the Responses API's "Your input exceeds the context
+      window of this model"), the same code in a streamed ``error`` event, and LangChain's
+      ``ContextOverflowError`` classes;
+    - Anthropic: 400 ``invalid_request_error`` "prompt is too long: N tokens > M maximum" or
+      "input length and `max_tokens` exceed context limit", and 413 ``request_too_large``;
+    - Gemini (``google-genai``, ``langchain-google-genai``): 400 ``INVALID_ARGUMENT`` "The input
+      token count (N) exceeds the maximum number of tokens allowed (M)."
+
+    Ordinary bad requests (an invalid tool schema, ``max_tokens`` above the model's output
+    limit), rate limits and quota errors (HTTP 429, even when they speak of tokens) are not.
+    Errors of this package (a :class:`~ctx_langgraph.errors.ContextBudgetExceeded` raised
+    from a provider's error) are not either: they were handled already.
+
+    Example:
+        >>> is_context_overflow(ValueError(
+        ...     "context_length_exceeded: Your input exceeds the context window of this model."))
+        True
+        >>> try:
+        ...     try:
+        ...         raise ValueError("prompt is too long: 215000 tokens > 200000 maximum")
+        ...     except ValueError as exc:
+        ...         raise RuntimeError("model call failed") from exc
+        ... except RuntimeError as wrapped:
+        ...     is_context_overflow(wrapped)
+        True
+        >>> is_context_overflow(ValueError("Invalid schema for function 'search'"))
+        False
+    """
+    return context_overflow_message(exc) is not None
 
 
 def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:

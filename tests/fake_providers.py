@@ -319,3 +319,99 @@ def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -
             },
         ),
     ]
+
+
+# ----------------------------------------------------------------------------- error replies
+# The bodies the providers send when a request is rejected (HTTP status, JSON body), as their
+# documentation and real replies show them.
+
+
+def openai_context_length_error(limit: int = 128_000, used: int = 130_012) -> dict[str, Any]:
+    """Chat completions, HTTP 400: the request is longer than the model's context window."""
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {limit} tokens. However, your "
+            f"messages resulted in {used} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+RESPONSES_CONTEXT_MESSAGE = (
+    "Your input exceeds the context window of this model. Please adjust your input and try again."
+)
+
+
+def responses_context_length_error() -> dict[str, Any]:
+    """Responses API, HTTP 400: the input is longer than the model's context window."""
+    return {
+        "error": {
+            "message": RESPONSES_CONTEXT_MESSAGE,
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def responses_error_events(shape: str) -> list[tuple[str | None, Any]]:
+    """A Responses stream that starts and then fails on the context window: an ``error`` event
+    (``flat``: code and message on the event; ``nested``: an ``error`` object) or a
+    ``response.failed`` event (``failed``)."""
+    created = responses_stream("resp_err", {}, "")[0]
+    if shape == "flat":
+        event: dict[str, Any] = {
+            "type": "error",
+            "code": "context_length_exceeded",
+            "message": RESPONSES_CONTEXT_MESSAGE,
+            "param": "input",
+            "sequence_number": 1,
+        }
+        return [created, ("error", event)]
+    if shape == "nested":
+        event = {
+            "type": "error",
+            "sequence_number": 1,
+            "error": {
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+                "message": RESPONSES_CONTEXT_MESSAGE,
+                "param": "input",
+            },
+        }
+        return [created, ("error", event)]
+    failed = {
+        **responses_body("resp_err", None, ""),  # type: ignore[arg-type]
+        "status": "failed",
+        "output": [],
+        "usage": None,
+        "error": {"code": "context_length_exceeded", "message": RESPONSES_CONTEXT_MESSAGE},
+    }
+    return [
+        created,
+        ("response.failed", {"type": "response.failed", "sequence_number": 1, "response": failed}),
+    ]
+
+
+def openai_error(
+    message: str, *, code: str | None, param: str | None = None, kind: str = "invalid_request_error"
+) -> dict[str, Any]:
+    """Any other OpenAI error body (an invalid tool schema, a rate limit, ...)."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    """An Anthropic error body (HTTP 400 for ``invalid_request_error``, 413 for
+    ``request_too_large``, 429 for ``rate_limit_error``)."""
+    return {
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": "req_011CVjxiYzEFcAQC4Fk87zw2",
+    }
+
+
+def anthropic_prompt_too_long(used: int = 215_000, limit: int = 200_000) -> dict[str, Any]:
+    """Anthropic, HTTP 400: the prompt is longer than the model's context window."""
+    return anthropic_error(f"prompt is too long: {used} tokens > {limit} maximum")

@@ -621,3 +621,41 @@ async def test_a_database_that_goes_away_fails_a_turn_and_loses_nothing(
     finally:
         await store.aclose()
         proxy.close()
+
+
+# --------------------------------------------------------------------------- replies the checkpointer cannot store
+
+
+HUGE_ARGS = [
+    {"min_seq": 2**63},
+    {"max_seq": -(10**30)},
+    {"query": "order", "min_seq": 10**40, "max_seq": -(2**70)},
+    {"query": "order", "limit": [10**30, {"deep": -(10**25)}]},
+]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("flavor", ["graph", "middleware"])
+@pytest.mark.parametrize("args", HUGE_ARGS, ids=lambda a: "-".join(sorted(a)))
+async def test_a_reply_with_integers_beyond_64_bits_does_not_end_the_run(
+    store: HistoryStore, mode: str, flavor: str, args: dict[str, Any]
+) -> None:
+    lookup = {"name": "history_lookup", "args": args, "id": "big-1", "type": "tool_call"}
+    model = Recorder(replies=[AIMessage("", tool_calls=[lookup]), "done"], requests=[])
+    if flavor == "graph":
+        graph = create_context_agent(
+            model, store=store, config=ContextConfig(context_window=16_000, output_reserve=1_000)
+        ).compile(checkpointer=InMemorySaver())
+    else:
+        middleware = ContextManagementMiddleware(
+            store, model=model, config=ContextConfig(context_window=16_000, output_reserve=1_000)
+        )
+        graph = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
+    run = {"configurable": {"thread_id": "big"}}
+    out = await call(graph, mode, {"messages": [("user", "find my order")]}, run)
+    assert out["messages"][-1].text == "done"
+    answer = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert answer.tool_call_id == "big-1" and answer.text
+    # the next turn goes on from the checkpoint
+    out = await call(graph, mode, {"messages": [("user", "thanks")]}, run)
+    assert out["messages"][-1].type == "ai"

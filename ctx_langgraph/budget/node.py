@@ -75,7 +75,7 @@ from ctx_langgraph.errors import (
     ProviderCountError,
 )
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import AppendResult, BranchInfo, HistoryEvent, Scope
+from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
 from ctx_langgraph.memory.store import MEMORY_FLAG, LongTermMemory, is_memory_message, place_memory
 from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
 from ctx_langgraph.providers import provider_key, server_compaction_item
@@ -119,24 +119,30 @@ def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) 
 
 
 def _preview(
-    message: ToolMessage, text: str, counter: TokenCounter, cap: int, result: AppendResult
+    message: ToolMessage, text: str, counter: TokenCounter, cap: int, seq: int | None
 ) -> ToolMessage:
-    """Head and tail of an oversized tool result, with a handle to the original."""
+    """Head and tail of an oversized tool result, with a handle to the original (recorded under
+    the message's id; a preview capped again keeps the original's numbers)."""
     budget_chars = max(200, cap * 3)  # about cap tokens of ordinary text
     head, tail = text[: budget_chars // 2], text[-budget_chars // 4 :]
-    original = counter.count_text(text)
-    handle = f"history:{result.event_id}"
+    earlier = message.additional_kwargs.get(CAPPED_FLAG) or {}
+    original = int(earlier.get("original_tokens") or counter.count_text(text))
+    seq = seq if seq is not None else earlier.get("seq")
+    handle = f"history:{message.id}"
     body = (
-        f"{head}\n\n[... tool output capped: {original:,} tokens, {len(text):,} characters. The full "
-        f"result is kept as {handle} (seq {result.seq}); page through it by calling history_lookup "
-        f'with handle="{handle}". Last part follows ...]\n\n{tail}'
+        f"{head}\n\n[... tool output capped: {original:,} tokens"
+        + ("" if earlier else f", {len(text):,} characters")
+        + f". The full result is kept as {handle}"
+        + (f" (seq {seq})" if seq else "")
+        + f'; page through it by calling history_lookup with handle="{handle}". Last part '
+        f"follows ...]\n\n{tail}"
     )
     return message.model_copy(
         update={
             "content": body,
             "additional_kwargs": {
                 **message.additional_kwargs,
-                CAPPED_FLAG: {"handle": handle, "seq": result.seq, "original_tokens": original},
+                CAPPED_FLAG: {"handle": handle, "seq": seq, "original_tokens": original},
             },
         }
     )
@@ -509,19 +515,24 @@ class BudgetNode:
         cap = self.config.tool_output_cap_tokens
         if cap is not None:  # a result the window cannot hold next to the rest is capped too
             cap = min(cap, max(64, self.budget.usable // 4))
-        for message in fresh:
+        # (after a provider rejected the view as too long and no cut was left, every result in
+        # the view is capped to the smaller cap it asks for: the originals stay in the store)
+        shrink = context.pop("shrink_tool_results", None)
+        candidates = fresh if shrink is None else messages
+        if shrink is not None:
+            cap = min(cap or int(shrink), int(shrink))
+        for message in candidates:
             if (
                 cap
                 and isinstance(message, ToolMessage)
                 and message.id
-                and message.id in by_id
+                and (message.id in by_id or shrink is not None)
+                and not message.additional_kwargs.get(CLEARED_FLAG)
                 and not is_lookup_result(message)  # a lookup page is bounded by its own cap
+                and self.cache.count(counter, message) > cap
             ):
-                text = message.text
-                if self.cache.count(counter, message) > cap:
-                    replacements[message.id] = _preview(
-                        message, text, counter, cap, by_id[message.id]
-                    )
+                seq = by_id[message.id].seq if message.id in by_id else None
+                replacements[message.id] = _preview(message, message.text, counter, cap, seq)
 
         # 3. clear old tool results, keeping the last K
         keep = self.config.clear_tool_results_keep

@@ -1,0 +1,225 @@
+"""After a provider's context-length error: one forced compaction, then one retry (DESIGN 6).
+
+The provider is the judge of what fits: when it rejects a request as too long (our estimate
+said it fit: the configured window is larger than the model's real one, or the counter is off),
+the view is compacted as if the budget had said so, ``ctx_budget`` runs again on the compacted
+view, and the model is called once more. A second rejection, or a view with nothing to cut,
+raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` chained from the provider's error.
+When no cut is left (the view is the summary and the step in progress), the tool results in the
+view are capped to a sixteenth of the usable window instead (their originals stay in the history
+store, reachable through the lookup's handle), and only a view with nothing left to shorten
+raises.
+
+The logic is written once, as a generator of steps (:func:`retry_on_overflow`), driven by
+:func:`~ctx_langgraph._flow.run_flow` or :func:`~ctx_langgraph._flow.arun_flow` from the two
+places that call the model: the model node that
+:func:`~ctx_langgraph.integration.add_context_management` wraps, and the middleware's
+``wrap_model_call``. Each serves the same steps, each with a ``{"messages", "context"}`` state:
+
+- ``("call", state)``: the model call as it was asked for;
+- ``("compact", state)``: ``ctx_compact`` on the state, its budget decision forced to compact;
+- ``("budget", state)``: ``ctx_budget`` on the compacted state (``context["budget"]`` anew);
+- ``("retry", state)``: the model call again, on the compacted ``state["messages"]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.types import Command
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.errors import ContextBudgetExceeded, ContextManagementError
+from ctx_langgraph.providers import context_overflow_message
+from ctx_langgraph.state import merge_context
+
+__all__ = ["OverflowStep", "Recovered", "apply_update", "merge_recovery", "retry_on_overflow"]
+
+OverflowStep = tuple[Literal["call", "compact", "budget", "retry"], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """How a model call ended: its result, and what the recovery changed when there was one."""
+
+    result: Any
+    """What the last call returned."""
+    update: dict[str, Any] | None = None
+    """None when the first call went through; else the state update of the recovery: the
+    messages rewritten to the compacted view, and the context of ``ctx_compact`` and
+    ``ctx_budget`` with ``overflow``."""
+    overflow: dict[str, Any] | None = None
+    """``context["overflow"]`` after the recovery: ``retries`` (the thread's running count),
+    the provider's ``error`` text and its ``error_type``, the ``compaction`` status, the
+    message the rejected request ended with."""
+
+
+def apply_update(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The ``{"messages", "context"}`` state after one node update, reduced as the graph would.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> state = {"messages": [HumanMessage("a", id="1")], "context": {"projection_epoch": 1}}
+        >>> after = apply_update(state, {"messages": [HumanMessage("b", id="2")], "context": {"x": 1}})
+        >>> [m.id for m in after["messages"]], after["context"]
+        (['1', '2'], {'projection_epoch': 1, 'x': 1})
+    """
+    messages = state["messages"]
+    if "messages" in update:
+        messages = add_messages(messages, update["messages"])
+    return {"messages": messages, "context": merge_context(state["context"], update.get("context"))}
+
+
+def _exceeded(
+    state: dict[str, Any], counter: TokenCounter, provider_error: str, what: str
+) -> ContextBudgetExceeded:
+    """The error for a request the provider rejects that no compaction made acceptable."""
+    budget = state["context"].get("budget") or {}
+    largest = max((counter.count_message(m) for m in state["messages"]), default=0)
+    return ContextBudgetExceeded(
+        estimate=int(budget.get("total") or 0),
+        usable=int(budget.get("usable") or 0),
+        window=int(budget.get("window") or 0),
+        reserve=int(budget.get("output_reserve") or 0),
+        largest=largest,
+        advice=f"The provider rejected the request as too long {what} ({provider_error!r}). "
+        "Our estimate fits, so the model's real input window is smaller than the configured "
+        "one or the token counter undercounts: set ContextConfig(context_window=...) to the "
+        "model's real window, lower keep_recent_tokens, or shorten the newest message.",
+    )
+
+
+def _small_cap(budget: dict[str, Any]) -> int:
+    """The tool-result cap after a rejection with no cut left: a sixteenth of the usable window."""
+    usable = budget.get("usable")
+    return max(64, int(usable) // 16) if isinstance(usable, int) and usable > 0 else 256
+
+
+def retry_on_overflow(
+    state: dict[str, Any], counter: TokenCounter
+) -> Generator[OverflowStep, Any, Recovered]:
+    """The model call, and after a context-length error one forced compaction and one retry.
+
+    Args:
+        state: ``{"messages": the view the call sends, "context": the state's context}``.
+        counter: the model's token counter (for the numbers of the error).
+
+    Raises:
+        ContextBudgetExceeded: from the provider's error, when nothing could be compacted
+            or the retry was rejected as too long again.
+    """
+    view: dict[str, Any] = {
+        "messages": list(state.get("messages") or []),
+        "context": dict(state.get("context") or {}),
+    }
+    try:
+        result = yield ("call", view)
+    except Exception as exc:
+        provider_error = context_overflow_message(exc)
+        if provider_error is None:
+            raise
+        error = exc
+    else:
+        return Recovered(result)
+
+    context = view["context"]
+    budget = dict(context.get("budget") or {})
+    forced = {**budget, "decision": "compact"}
+    usable = budget.get("usable")
+    if isinstance(usable, int):
+        # the provider says the request does not fit: compact as for one over the usable window
+        forced["total"] = max(int(budget.get("total") or 0), usable + 1)
+    try:
+        compacted = yield ("compact", {**view, "context": {**context, "budget": forced}})
+        local = apply_update(view, compacted)
+        compaction = (compacted.get("context") or {}).get("compaction") or {}
+        if "messages" in compacted:
+            refreshed = yield ("budget", local)
+        else:
+            # no cut is left (the view is the summary and the step in progress): the tool
+            # results in it are capped smaller (their originals stay in the store)
+            refreshed = yield (
+                "budget",
+                {
+                    **local,
+                    "context": {**local["context"], "shrink_tool_results": _small_cap(budget)},
+                },
+            )
+            if "messages" not in refreshed:  # (the numbers: the budget of the rejected request)
+                problems = "; ".join(compaction.get("problems") or [])[:300]
+                raise _exceeded(
+                    local,
+                    counter,
+                    provider_error,
+                    f"and nothing could be compacted or shortened (compaction: "
+                    f"{compaction.get('status')}" + (f", {problems}" if problems else "") + ")",
+                ) from error
+    except ContextManagementError as exc:
+        if exc.__cause__ is None:
+            exc.__cause__ = error
+        raise
+    local = apply_update(local, refreshed)
+    previous = context.get("overflow") or {}
+    overflow: dict[str, Any] = {
+        "retries": int(previous.get("retries") or 0) + 1,
+        "error": provider_error,
+        "error_type": type(error).__name__,
+        "compaction": compaction.get("status"),
+        "shortened_tool_results": 0
+        if "messages" in compacted
+        else len([m for m in refreshed.get("messages") or [] if m.type == "tool"]),
+        "at_message_id": view["messages"][-1].id if view["messages"] else None,
+    }
+    try:
+        result = yield ("retry", local)
+    except Exception as exc:
+        again = context_overflow_message(exc)
+        if again is None:
+            raise
+        raise _exceeded(local, counter, again, "even after compaction") from exc
+    update_context = merge_context(compacted.get("context"), refreshed.get("context"))
+    update_context["overflow"] = overflow
+    messages: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *local["messages"]]
+    return Recovered(result, {"messages": messages, "context": update_context}, overflow)
+
+
+def _merged(node_update: dict[str, Any], recovery: dict[str, Any]) -> dict[str, Any]:
+    """A node's update after the recovery: the compacted view, then the node's messages."""
+    replies = node_update.get("messages")
+    if replies is None:
+        replies = []
+    elif not isinstance(replies, list):  # one message (or a message-like tuple), as add_messages
+        replies = [replies]
+    return {
+        **node_update,
+        "messages": [*recovery["messages"], *replies],
+        "context": merge_context(recovery["context"], node_update.get("context")),
+    }
+
+
+def merge_recovery(result: Any, update: dict[str, Any] | None) -> Any:
+    """A model node's return with the recovery's update folded in: a dict update, or a
+    ``Command`` with a dict update; anything else as it is (the summary is committed in the
+    store, and ``ctx_budget`` applies it to the state on the next turn).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "context": {"x": 1}}
+        >>> merged = merge_recovery({"messages": AIMessage("hi", id="r")}, update)
+        >>> [type(m).__name__ for m in merged["messages"]], merged["context"]
+        (['RemoveMessage', 'AIMessage'], {'x': 1})
+        >>> merge_recovery("other", update)
+        'other'
+    """
+    if update is None:
+        return result
+    if isinstance(result, dict):
+        return _merged(result, update)
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        return dataclasses.replace(result, update=_merged(result.update, update))
+    return result
