@@ -3,12 +3,12 @@
 The provider is the judge of what fits: when it rejects a request as too long (our estimate
 said it fit: the configured window is larger than the model's real one, or the counter is off),
 the view is compacted as if the budget had said so, ``ctx_budget`` runs again on the compacted
-view, and the model is called once more. A second rejection, or a view with nothing to cut,
-raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` chained from the provider's error.
+view, and the model is called once more. A second rejection raises
+:class:`~ctx_langgraph.errors.ContextBudgetExceeded` chained from the provider's error.
 When no cut is left (the view is the summary and the step in progress), the tool results in the
 view are capped to a sixteenth of the usable window instead (their originals stay in the history
-store, reachable through the lookup's handle), and only a view with nothing left to shorten
-raises.
+store, reachable through the lookup's handle); with nothing to shorten either, the same request
+is sent once more, and a second rejection raises.
 
 The logic is written once, as a generator of steps (:func:`retry_on_overflow`), driven by
 :func:`~ctx_langgraph._flow.run_flow` or :func:`~ctx_langgraph._flow.arun_flow` from the two
@@ -150,20 +150,14 @@ def retry_on_overflow(
                     "context": {**local["context"], "shrink_tool_results": _small_cap(budget)},
                 },
             )
-            if "messages" not in refreshed:  # (the numbers: the budget of the rejected request)
-                problems = "; ".join(compaction.get("problems") or [])[:300]
-                raise _exceeded(
-                    local,
-                    counter,
-                    provider_error,
-                    f"and nothing could be compacted or shortened (compaction: "
-                    f"{compaction.get('status')}" + (f", {problems}" if problems else "") + ")",
-                ) from error
     except ContextManagementError as exc:
         if exc.__cause__ is None:
             exc.__cause__ = error
         raise
     local = apply_update(local, refreshed)
+    # nothing to cut and nothing to shorten: the same request is sent once more (the error may
+    # have been transient); a second rejection shows that no cut can make it fit
+    unchanged = "messages" not in compacted and "messages" not in refreshed
     previous = context.get("overflow") or {}
     overflow: dict[str, Any] = {
         "retries": int(previous.get("retries") or 0) + 1,
@@ -174,6 +168,7 @@ def retry_on_overflow(
         if "messages" in compacted
         else len([m for m in refreshed.get("messages") or [] if m.type == "tool"]),
         "at_message_id": view["messages"][-1].id if view["messages"] else None,
+        "unchanged": unchanged,
     }
     try:
         result = yield ("retry", local)
@@ -181,6 +176,15 @@ def retry_on_overflow(
         again = context_overflow_message(exc)
         if again is None:
             raise
+        if unchanged:
+            problems = "; ".join(compaction.get("problems") or [])[:300]
+            raise _exceeded(
+                local,
+                counter,
+                again,
+                "twice, and nothing could be compacted or shortened (compaction: "
+                f"{compaction.get('status')}" + (f", {problems}" if problems else "") + ")",
+            ) from exc
         raise _exceeded(local, counter, again, "even after compaction") from exc
     update_context = merge_context(compacted.get("context"), refreshed.get("context"))
     update_context["overflow"] = overflow

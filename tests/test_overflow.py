@@ -772,9 +772,10 @@ async def test_the_middleware_raises_after_a_second_rejection(
     assert len(sent(server, "anthropic")) == 2
 
 
+@pytest.mark.parametrize("rejected_again", [True, False])
 @pytest.mark.parametrize("wiring", ["graph", "middleware"])
-def test_nothing_to_compact_raises_without_a_retry(
-    server: fp.ProviderReplay, memory_store: HistoryStore, wiring: str
+def test_nothing_to_compact_sends_the_request_once_more(
+    server: fp.ProviderReplay, memory_store: HistoryStore, wiring: str, rejected_again: bool
 ):
     if wiring == "graph":
         agent = create_context_agent(
@@ -783,11 +784,19 @@ def test_nothing_to_compact_raises_without_a_retry(
     else:
         agent = middleware_agent(server, memory_store, "openai-chat")
     queue_overflow(server, "openai-chat")
-    with pytest.raises(ContextBudgetExceeded, match="nothing could be compacted") as raised:
-        agent.invoke(*run("t", QUESTION))
-    assert is_context_overflow(raised.value.__cause__)
-    assert len(sent(server, "openai-chat")) == 1
-    assert memory_store.get_active("t") is None and stored_ids(memory_store, "t") == {QUESTION.id}
+    if rejected_again:  # the provider means it: no cut can make this request fit
+        queue_overflow(server, "openai-chat")
+        with pytest.raises(ContextBudgetExceeded, match="nothing could be compacted") as raised:
+            agent.invoke(*run("t", QUESTION))
+        assert is_context_overflow(raised.value.__cause__)
+    else:  # a rejection that does not repeat: the same request goes through
+        queue_answer(server, "openai-chat", streaming=False)
+        out = agent.invoke(*run("t", QUESTION))
+        assert out["messages"][-1].type == "ai"
+    requests = sent(server, "openai-chat")
+    assert len(requests) == 2 and requests[0] == requests[1]  # sent unchanged, once more
+    assert memory_store.get_active("t") is None
+    assert QUESTION.id in stored_ids(memory_store, "t")
 
 
 ORDINARY = fp.openai_error(
