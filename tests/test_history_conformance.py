@@ -93,7 +93,7 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
         store.append("t", old)
         store.close()
     store = backend.make()
-    assert store.setup() == 3
+    assert store.setup() == base.SCHEMA_VERSION
     new = [HumanMessage("Refund order C-9 as well", id="h3")]
     store.append("t", new)
     store.append("t", [HumanMessage("Refund order A-1042 tomorrow", id="h1")])  # a revision
@@ -105,6 +105,46 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
     assert store.event_revisions("t", "h1") == [(1, message_to_dict(old[0]))]
     assert [h.event_id for h in store.search("t", "refund order").hits] == ["h1", "h3"]
     assert [h.event_id for h in store.search("t", "B 7").hits] == ["h2"]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite_file", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_a_version_3_store_upgrades_and_indexes_its_rows_for_search(backend, monkeypatch):
+    """Rows written before v4 (no search document) read back the same after it, and those
+    whose words the engines split their own way (CJK, rare symbols, very long words) become
+    searchable the way new rows are."""
+    from ctx_langgraph.history import _ops, _serde, base
+
+    long_word = "y" * 3000
+    old = [
+        HumanMessage("我说你好世界", id="h1"),
+        HumanMessage("½ cup of sugar", id="h2"),
+        HumanMessage("plain refund words", id="h3"),
+        HumanMessage(f"résumé {long_word}", id="h4"),
+    ]
+    with monkeypatch.context() as patch:  # the code as it was at schema version 3
+        patch.setattr(_ops, "SCHEMA_VERSION", 3)
+        patch.setattr(base, "SCHEMA_VERSION", 3)
+        patch.setattr(_serde, "search_document", lambda text: None)
+        store = backend.make()
+        assert store.setup() == 3
+        store.append("t", old)
+        store.close()
+    store = backend.make()
+    assert store.setup() == base.SCHEMA_VERSION
+    assert [e.message for e in store.read_events("t")] == old
+
+    def found(query: str) -> list[str]:
+        return [h.event_id for h in store.search("t", query).hits]
+
+    assert found("你好") == ["h1"] and found("好") == ["h1"]
+    assert found("½") == ["h2"] and found("sugar") == ["h2"]
+    assert found("refund") == ["h3"]
+    assert found("résumé") == ["h4"] and found(long_word) == ["h4"]
+    store.append("t", [HumanMessage("now plain text", id="h1")])  # a revision drops the old words
+    assert found("你好") == [] and found("plain") == ["h1", "h3"]
     store.close()
 
 

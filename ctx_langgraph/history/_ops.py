@@ -13,8 +13,9 @@ import binascii
 import datetime as dt
 import hashlib
 import json
+import operator
 import uuid
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -25,15 +26,24 @@ from ctx_langgraph.errors import (
     ScopeError,
     StaleCandidate,
 )
-from ctx_langgraph.history._serde import EventRow, expand_record
+from ctx_langgraph.history._serde import (
+    EventRow,
+    expand_record,
+    json_text,
+    load_names,
+    load_text,
+    store_names,
+    store_text,
+)
 from ctx_langgraph.history._sql import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    Backfill,
     Dialect,
     Stmt,
-    query_terms,
     scope_key,
 )
+from ctx_langgraph.history._terms import match_tokens, search_document
 from ctx_langgraph.history.types import (
     DEFAULT_BRANCH,
     AppendResult,
@@ -62,6 +72,74 @@ class DeferredError(Exception):
         self.error = error
 
 
+# --------------------------------------------------------------------------- arguments
+
+SEQ_MIN = -(2**63)
+SEQ_MAX = 2**63 - 1
+"""The range of a seq (and of every integer column): 64-bit signed on both backends."""
+_LIMIT_MAX = 2**62
+_MAX_ROLES = 100
+MAX_QUERY_WORDS = 1000
+"""Most distinct words (CJK character pairs count one each) a search query may have."""
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:60]}... ({len(shown)} characters)"
+
+
+def integer_arg(name: str, value: object) -> int:
+    """``value`` as an int (bools and floats are refused: TypeError naming ``name``)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got a bool ({value!r})")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {type(value).__name__}: {_shown(value)}"
+        ) from None
+
+
+def seq_bound(name: str, value: object) -> int:
+    """A seq bound clamped into the 64-bit range: a bound past every seq keeps its meaning
+    (``min_seq=2**70`` finds nothing, ``max_seq=-10**30`` finds nothing) without overflowing
+    the database driver.
+
+    Example:
+        >>> seq_bound("min_seq", 2**70) == SEQ_MAX, seq_bound("max_seq", -10**30) == SEQ_MIN
+        (True, True)
+    """
+    return min(max(integer_arg(name, value), SEQ_MIN), SEQ_MAX)
+
+
+def limit_arg(name: str, value: object) -> int:
+    """A page size: at least 1 (ValueError), capped where the driver's integers end."""
+    limit = integer_arg(name, value)
+    if limit < 1:
+        raise ValueError(f"{name} must be at least 1, got {limit}")
+    return min(limit, _LIMIT_MAX)
+
+
+def text_arg(name: str, value: object) -> str:
+    """``value``, which must be a string (TypeError naming ``name`` otherwise)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {type(value).__name__}: {_shown(value)}")
+    return value
+
+
+def id_list(name: str, value: Iterable[str] | str) -> list[str]:
+    """Event ids: one string, or an iterable of strings."""
+    if isinstance(value, str):
+        return [value]
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be a string or an iterable of strings, got {type(value).__name__}"
+        ) from None
+    return [text_arg(f"{name}[{index}]", item) for index, item in enumerate(items)]
+
+
 # --------------------------------------------------------------------------- rows <-> records
 
 _EVENT_COLS = (
@@ -80,20 +158,29 @@ _CHECKPOINT_COLS = (
 
 
 def _names_column(names: Sequence[str]) -> str:
-    return "|" + "|".join(names) + "|" if names else ""
+    return store_names(names)
+
+
+def _optional_text(stored: str | None) -> str | None:
+    return None if stored is None else load_text(stored)
+
+
+def _stored_optional(value: str | None) -> str | None:
+    return None if value is None else store_text(value)
 
 
 def _event(d: Dialect, row: Sequence[Any]) -> HistoryEvent:
+    text = load_text(row[6])
     return HistoryEvent(
         seq=int(row[0]),
-        event_id=row[1],
+        event_id=load_text(row[1]),
         branch=row[2],
-        role=row[3],
-        name=row[4],
-        content=expand_record(json.loads(row[5]), row[6]),
-        text=row[6],
+        role=load_text(row[3]),
+        name=_optional_text(row[4]),
+        content=expand_record(json.loads(row[5]), text),
+        text=text,
         tool_call_ids=tuple(json.loads(row[7])),
-        tool_names=tuple(name for name in row[8].split("|") if name),
+        tool_names=load_names(row[8]),
         revision=int(row[9]),
         visible=bool(row[10]),
         created_at=d.from_ts(row[11]),
@@ -108,17 +195,17 @@ def _checkpoint(d: Dialect, row: Sequence[Any]) -> CompactionCheckpoint:
         parent_id=row[5],
         first_seq=int(row[6]),
         covered_through_seq=int(row[7]),
-        first_kept_event_id=row[8],
+        first_kept_event_id=_optional_text(row[8]),
         source_revision=int(row[9]),
         range_hash=row[10],
-        summary_text=row[11],
+        summary_text=_optional_text(row[11]),
         provider_state=None if row[12] is None else json.loads(row[12]),
         format_version=int(row[13]),
-        summarizer_id=row[14],
+        summarizer_id=_optional_text(row[14]),
         key_facts=tuple(KeyFact.from_json(item) for item in json.loads(row[15])),
         summary_tokens=None if row[16] is None else int(row[16]),
         status=row[17],
-        error=row[18],
+        error=_optional_text(row[18]),
         metadata=json.loads(row[19]),
         created_at=d.from_ts(row[20]),
         committed_at=None if row[21] is None else d.from_ts(row[21]),
@@ -234,10 +321,45 @@ def setup(d: Dialect) -> Op[int]:
             f"understands ({SCHEMA_VERSION}); upgrade ctx-langgraph"
         )
     for version in range(current + 1, SCHEMA_VERSION + 1):
-        for sql in MIGRATIONS[d.name][version - 1]:
-            yield Stmt(sql)
+        for step in MIGRATIONS[d.name][version - 1]:
+            if isinstance(step, Backfill):
+                yield from _BACKFILLS[step.name]()
+            else:
+                yield Stmt(step)
         yield Stmt("INSERT INTO ctx_migrations (v) VALUES (?)", (version,))
     return SCHEMA_VERSION
+
+
+_BACKFILL_BATCH = 1000
+
+
+def _backfill_terms() -> Op[int]:
+    """Give every event whose text needs a search document its ``terms`` (schema v4); returns how
+    many did. Reads the table in primary-key batches, so memory stays bounded."""
+    filled = 0
+    after = None
+    while True:
+        rows = yield Stmt(
+            "SELECT pk, text FROM ctx_events"
+            + ("" if after is None else " WHERE pk > ?")
+            + " ORDER BY pk LIMIT ?",
+            (_BACKFILL_BATCH,) if after is None else (after, _BACKFILL_BATCH),
+            "all",
+        )
+        if not rows:
+            return filled
+        updates = [
+            (terms, row[0])
+            for row in rows
+            if (terms := search_document(load_text(row[1]))) is not None
+        ]
+        if updates:
+            yield Stmt("UPDATE ctx_events SET terms = ? WHERE pk = ?", many=updates)
+        filled += len(updates)
+        after = rows[-1][0]
+
+
+_BACKFILLS = {"terms": _backfill_terms}
 
 
 # --------------------------------------------------------------------------- branches
@@ -350,6 +472,12 @@ def _inherited_checkpoint(
 def create_branch(
     d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime
 ) -> Op[BranchInfo]:
+    return _create_branch(d, scope, from_branch, integer_arg("fork_seq", fork_seq), now)
+
+
+def _create_branch(
+    d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime
+) -> Op[BranchInfo]:
     if scope.branch == from_branch:
         raise ScopeError(f"a branch cannot be forked from itself ({scope})")
     parent, _ = yield from _lock_branch(d, scope.on_branch(from_branch), now, create=True)
@@ -444,7 +572,7 @@ def plan_append(
 def _known_events(scope: Scope, chain: Lineage, event_ids: Sequence[str]) -> Op[dict[str, _Known]]:
     clause, clause_params = lineage_clause(chain)
     known: dict[str, _Known] = {}
-    for chunk in _chunks(list(dict.fromkeys(event_ids))):
+    for chunk in _chunks(list(dict.fromkeys(store_text(i) for i in event_ids))):
         rows = yield Stmt(
             "SELECT e.event_id, e.branch, e.seq, e.revision, e.content_hash FROM ctx_events e "
             f"WHERE e.tenant = ? AND e.thread_id = ? AND e.event_id IN ({_marks(len(chunk))}) AND {clause}",
@@ -452,8 +580,54 @@ def _known_events(scope: Scope, chain: Lineage, event_ids: Sequence[str]) -> Op[
             "all",
         )
         for row in rows:
-            known[row[0]] = _Known(row[1], int(row[2]), int(row[3]), row[4])
+            known[load_text(row[0])] = _Known(row[1], int(row[2]), int(row[3]), row[4])
     return known
+
+
+def insert_events(
+    tenant: str, thread_id: str, entries: Sequence[tuple[str, int, EventRow, int, bool, Any]]
+) -> Stmt:
+    """One INSERT of events into a thread: entries are (branch, seq, row, revision, visible,
+    created_at as the dialect stores it). Every text column is written as stored (see
+    :func:`~ctx_langgraph.history._serde.store_text`), with the row's search document."""
+    # A batch of plain rows writes no search document column (NULL: the index reads text).
+    terms = any(row.terms is not None for _, _, row, _, _, _ in entries)
+    key = scope_key(tenant, thread_id)
+    return Stmt(
+        "INSERT INTO ctx_events (tenant, thread_id, branch, seq, scope_key, event_id, role, "
+        "name, content, content_hash, text, tool_call_ids, tool_names, revision, visible, "
+        f"created_at{', terms' if terms else ''}) VALUES ({_marks(16 + terms)})",
+        many=[
+            (
+                tenant,
+                thread_id,
+                branch,
+                seq,
+                key,
+                *_event_values(row),
+                revision,
+                visible,
+                created_at,
+                *((row.terms,) if terms else ()),
+            )
+            for branch, seq, row, revision, visible, created_at in entries
+        ],
+    )
+
+
+def _event_values(row: EventRow) -> tuple[Any, ...]:
+    """The columns an event row writes, as stored: event_id, role, name, content, content_hash,
+    text, tool_call_ids, tool_names (then the search document, see :func:`append`)."""
+    return (
+        store_text(row.event_id),
+        store_text(row.role),
+        _stored_optional(row.name),
+        row.content_json,
+        row.content_hash,
+        store_text(row.text),
+        json.dumps(list(row.tool_call_ids)),
+        store_names(row.tool_names),
+    )
 
 
 def _bump_edit_version(d: Dialect, scope: Scope) -> Op[int]:
@@ -494,32 +668,11 @@ def append(
     branch, chain = yield from _lock_branch(d, scope, now, create=True)
     known = yield from _known_events(scope, chain, [row.event_id for row in rows])
     plan = plan_append(scope, branch.head_seq, rows, created, known)
-    key = scope_key(scope.tenant, scope.thread_id)
     if plan.inserts:
-        yield Stmt(
-            "INSERT INTO ctx_events (tenant, thread_id, branch, seq, event_id, scope_key, role, name, "
-            "content, content_hash, text, tool_call_ids, tool_names, revision, visible, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-            many=[
-                (
-                    scope.tenant,
-                    scope.thread_id,
-                    scope.branch,
-                    seq,
-                    row.event_id,
-                    key,
-                    row.role,
-                    row.name,
-                    row.content_json,
-                    row.content_hash,
-                    row.text,
-                    json.dumps(list(row.tool_call_ids)),
-                    _names_column(row.tool_names),
-                    True,
-                    d.ts(created_at),
-                )
-                for seq, row, created_at in plan.inserts
-            ],
+        yield insert_events(
+            scope.tenant,
+            scope.thread_id,
+            [(scope.branch, seq, row, 1, True, d.ts(when)) for seq, row, when in plan.inserts],
         )
     if plan.revisions:
         version = yield from _bump_edit_version(d, scope)
@@ -534,19 +687,9 @@ def append(
             )
             yield Stmt(
                 "UPDATE ctx_events SET role = ?, name = ?, content = ?, content_hash = ?, text = ?, "
-                "tool_call_ids = ?, tool_names = ?, revision = ? "
+                "tool_call_ids = ?, tool_names = ?, terms = ?, revision = ? "
                 "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
-                (
-                    row.role,
-                    row.name,
-                    row.content_json,
-                    row.content_hash,
-                    row.text,
-                    json.dumps(list(row.tool_call_ids)),
-                    _names_column(row.tool_names),
-                    revision,
-                    *where,
-                ),
+                (*_event_values(row)[1:], row.terms, revision, *where),
             )
         revised = [(o, s) for o, s, _, _ in plan.revisions]
         yield _log_edits(d, scope, version, "revise", revised, now)
@@ -614,6 +757,7 @@ def _edit_visibility(
 ) -> Op[int]:
     """Hide, show or delete events by id in the scope's view (inherited rows included: an event
     shared by several branches is one row, so the change applies to every branch that shares it)."""
+    event_ids = [store_text(i) for i in event_ids]
     if not event_ids:
         return 0
     found = yield from _read_branch(d, scope)
@@ -669,19 +813,45 @@ def _edit_visibility(
     return len(targets)
 
 
-def hide_events(d: Dialect, scope: Scope, event_ids: Sequence[str], now: dt.datetime) -> Op[int]:
-    return (yield from _edit_visibility(d, scope, event_ids, now, kind="hide"))
+def hide_events(
+    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
+) -> Op[int]:
+    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="hide")
 
 
-def show_events(d: Dialect, scope: Scope, event_ids: Sequence[str], now: dt.datetime) -> Op[int]:
-    return (yield from _edit_visibility(d, scope, event_ids, now, kind="show"))
+def show_events(
+    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
+) -> Op[int]:
+    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="show")
 
 
-def delete_events(d: Dialect, scope: Scope, event_ids: Sequence[str], now: dt.datetime) -> Op[int]:
-    return (yield from _edit_visibility(d, scope, event_ids, now, kind="delete"))
+def delete_events(
+    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
+) -> Op[int]:
+    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="delete")
 
 
 def read_events(
+    d: Dialect,
+    scope: Scope,
+    from_seq: int,
+    to_seq: int | None,
+    limit: int | None,
+    include_hidden: bool,
+) -> Op[list[HistoryEvent]]:
+    """The branch's events from ``from_seq`` through ``to_seq``, at most ``limit`` of them
+    (arguments checked now: a seq beyond the 64-bit range is clamped, so it finds nothing)."""
+    return _read_events(
+        d,
+        scope,
+        seq_bound("from_seq", from_seq),
+        None if to_seq is None else seq_bound("to_seq", to_seq),
+        None if limit is None else limit_arg("limit", limit),
+        bool(include_hidden),
+    )
+
+
+def _read_events(
     d: Dialect,
     scope: Scope,
     from_seq: int,
@@ -713,12 +883,18 @@ def read_events(
 def get_event(
     d: Dialect, scope: Scope, event_id: str, include_hidden: bool
 ) -> Op[HistoryEvent | None]:
+    return _get_event(d, scope, text_arg("event_id", event_id), bool(include_hidden))
+
+
+def _get_event(
+    d: Dialect, scope: Scope, event_id: str, include_hidden: bool
+) -> Op[HistoryEvent | None]:
     found = yield from _read_branch(d, scope)
     if found is None:
         return None
     clause, params = lineage_clause(found[1])
     sql = f"SELECT {_EVENT_COLS} FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? AND e.event_id = ? AND {clause}"
-    args: list[Any] = [scope.tenant, scope.thread_id, event_id, *params]
+    args: list[Any] = [scope.tenant, scope.thread_id, store_text(event_id), *params]
     if not include_hidden:
         sql += " AND e.visible = ?"
         args.append(True)
@@ -739,11 +915,15 @@ def event_revisions(
         (scope.tenant, scope.thread_id, current.branch, current.seq),
         "all",
     )
-    return [(int(row[0]), expand_record(json.loads(row[1]), row[2] or "")) for row in rows]
+    return [(int(row[0]), _record_of(row[1], row[2] or "")) for row in rows]
 
 
 def edits_since(d: Dialect, scope: Scope, version: int) -> Op[list[tuple[int, str, int, str]]]:
     """The thread's edit log after ``version``: (edit_version, branch, seq, kind), in order."""
+    return _edits_since(scope, seq_bound("version", version))
+
+
+def _edits_since(scope: Scope, version: int) -> Op[list[tuple[int, str, int, str]]]:
     rows = yield Stmt(
         "SELECT edit_version, branch, seq, kind FROM ctx_event_edits WHERE tenant = ? AND "
         "thread_id = ? AND edit_version > ? ORDER BY edit_version, branch, seq",
@@ -762,18 +942,38 @@ def encode_cursor(seq: int, newest_first: bool) -> str:
 
 
 def decode_cursor(cursor: str, newest_first: bool) -> int:
+    """The seq a cursor made by :func:`encode_cursor` continues from.
+
+    Raises:
+        ValueError: not such a cursor (a forged seq that is not a whole number within the
+            64-bit range included), or one made for the other ordering.
+    """
     try:
+        if not isinstance(cursor, str):
+            raise TypeError(f"a cursor is a string, not {type(cursor).__name__}")
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        seq = int(data["seq"])
-        if data.get("v") != 1 or bool(data.get("desc")) != newest_first:
+        seq = data["seq"]
+        if type(seq) is not int or not 0 <= seq <= SEQ_MAX:
+            raise ValueError(f"seq {_shown(seq)} is not a seq")
+        if data.get("v") != 1 or data.get("desc") is not newest_first:
             raise ValueError("cursor made for another ordering")
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ValueError(f"malformed search cursor {cursor!r}: {exc}") from None
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        binascii.Error,
+        RecursionError,
+    ) as exc:
+        raise ValueError(f"malformed search cursor {_shown(cursor)}: {exc}") from None
     return seq
 
 
 @dataclass(frozen=True)
 class SearchFilter:
+    """What a search asks for, checked when built: wrong types raise TypeError naming the
+    argument, a seq bound beyond the 64-bit range is clamped (a ``min_seq`` above every seq just
+    finds nothing), and a malformed cursor or query raises ValueError."""
+
     query: str | None = None
     min_seq: int | None = None
     max_seq: int | None = None
@@ -786,14 +986,36 @@ class SearchFilter:
     newest_first: bool = False
 
     def __post_init__(self) -> None:
-        if self.limit < 1:
-            raise ValueError(f"search limit must be at least 1, got {self.limit}")
-        if self.query is not None and not query_terms(self.query):
-            raise ValueError(f"search query {self.query!r} has no searchable words")
-
-
-def _escape_like(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        checked = {
+            "limit": limit_arg("limit", self.limit),
+            "min_seq": None if self.min_seq is None else seq_bound("min_seq", self.min_seq),
+            "max_seq": None if self.max_seq is None else seq_bound("max_seq", self.max_seq),
+            "roles": tuple(dict.fromkeys(text_arg("roles", role) for role in self.roles)),
+            "newest_first": bool(self.newest_first),
+        }
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+        if len(self.roles) > _MAX_ROLES:
+            raise ValueError(
+                f"roles names {len(self.roles)} distinct roles; a search takes at most {_MAX_ROLES}"
+            )
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, dt.datetime):
+                raise TypeError(f"{name} must be a datetime, got {type(value).__name__}")
+        if self.tool_name is not None:
+            text_arg("tool_name", self.tool_name)
+        if self.cursor is not None:
+            decode_cursor(self.cursor, self.newest_first)
+        if self.query is not None:
+            tokens = match_tokens(text_arg("query", self.query))
+            if not tokens:
+                raise ValueError(f"search query {_shown(self.query)} has no searchable words")
+            if len(tokens) > MAX_QUERY_WORDS:
+                raise ValueError(
+                    f"search query has {len(tokens)} distinct words; at most {MAX_QUERY_WORDS} "
+                    "are matched at once (every one must be in a hit): search for fewer"
+                )
 
 
 def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
@@ -806,7 +1028,7 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
     args: list[Any] = [scope.tenant, scope.thread_id, *clause_params, True]
     if flt.query is not None:
         source, match, match_params = d.text_match(
-            scope.tenant, scope.thread_id, query_terms(flt.query)
+            scope.tenant, scope.thread_id, match_tokens(flt.query)
         )
         where.insert(0, match)
         args[0:0] = match_params
@@ -824,10 +1046,10 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
         args.append(d.ts(flt.until))
     if flt.roles:
         where.append(f"e.role IN ({_marks(len(flt.roles))})")
-        args.extend(flt.roles)
+        args.extend(store_text(role) for role in flt.roles)
     if flt.tool_name is not None:
-        where.append("e.tool_names LIKE ? ESCAPE '\\'")
-        args.append(f"%|{_escape_like(flt.tool_name)}|%")
+        where.append(d.contains("e.tool_names"))
+        args.append(store_names([flt.tool_name]))
     if flt.cursor is not None:
         where.append("e.seq < ?" if flt.newest_first else "e.seq > ?")
         args.append(decode_cursor(flt.cursor, flt.newest_first))
@@ -851,13 +1073,16 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
 def range_hash(events: Sequence[HistoryEvent]) -> str:
     digest = hashlib.sha256()
     for event in events:
-        digest.update(f"{event.seq}\x1f{event.event_id}\x1f{event.revision}\x1e".encode())
+        line = f"{event.seq}\x1f{event.event_id}\x1f{event.revision}\x1e"
+        digest.update(line.encode("utf-8", "surrogatepass"))  # any id, surrogates included
     return digest.hexdigest()
 
 
 def _select_checkpoint(checkpoint_id: str) -> Stmt:
     return Stmt(
-        f"SELECT {_CHECKPOINT_COLS} FROM ctx_checkpoints WHERE id = ?", (checkpoint_id,), "one"
+        f"SELECT {_CHECKPOINT_COLS} FROM ctx_checkpoints WHERE id = ?",
+        (store_text(text_arg("checkpoint id", checkpoint_id)),),
+        "one",
     )
 
 
@@ -867,6 +1092,10 @@ def get_checkpoint(d: Dialect, checkpoint_id: str) -> Op[CompactionCheckpoint | 
 
 
 def snapshot(d: Dialect, scope: Scope, through_seq: int) -> Op[CoverageSnapshot]:
+    return _snapshot(d, scope, integer_arg("through_seq", through_seq))
+
+
+def _snapshot(d: Dialect, scope: Scope, through_seq: int) -> Op[CoverageSnapshot]:
     # The edit counter is read before the events: an edit landing in between makes the
     # snapshot look older than it is, which can only cause a needless rebuild, never a miss.
     version_row = yield Stmt(
@@ -957,14 +1186,14 @@ def create_candidate(
             checkpoint.parent_id,
             checkpoint.first_seq,
             checkpoint.covered_through_seq,
-            checkpoint.first_kept_event_id,
+            _stored_optional(checkpoint.first_kept_event_id),
             checkpoint.source_revision,
             checkpoint.range_hash,
-            checkpoint.summary_text,
+            _stored_optional(checkpoint.summary_text),
             None if checkpoint.provider_state is None else json.dumps(checkpoint.provider_state),
             checkpoint.format_version,
-            checkpoint.summarizer_id,
-            json.dumps([fact.to_json() for fact in checkpoint.key_facts], ensure_ascii=False),
+            _stored_optional(checkpoint.summarizer_id),
+            json_text([fact.to_json() for fact in checkpoint.key_facts]),
             checkpoint.summary_tokens,
             "candidate",
             None,
@@ -979,7 +1208,7 @@ def create_candidate(
 def _fail(checkpoint_id: str, reason: str) -> Stmt:
     return Stmt(
         "UPDATE ctx_checkpoints SET status = 'failed', error = ? WHERE id = ? AND status = 'candidate'",
-        (reason, checkpoint_id),
+        (store_text(text_arg("reason", reason)), store_text(checkpoint_id)),
         "rowcount",
     )
 
@@ -1108,8 +1337,12 @@ def list_versions(d: Dialect, scope: Scope) -> Op[list[CompactionCheckpoint]]:
 def prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[int]:
     """Delete this branch's superseded, failed and invalid versions beyond the ``keep`` newest,
     except any version some branch still uses as its active summary."""
-    if keep < 0:
+    if integer_arg("keep", keep) < 0:
         raise ValueError(f"keep must be >= 0, got {keep}")
+    return _prune_versions(d, scope, keep, now)
+
+
+def _prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[int]:
     yield from _lock_branch(d, scope, now, create=False)
     rows = yield Stmt(
         "SELECT id FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? AND branch = ? "
@@ -1176,7 +1409,7 @@ def _iso(d: Dialect, value: Any) -> str | None:
 
 def _record_of(content: str, text: str | None) -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(content)
-    return stored if text is None else expand_record(stored, text)
+    return stored if text is None else expand_record(stored, load_text(text))
 
 
 def export_thread(
@@ -1243,7 +1476,7 @@ def export_thread(
             {
                 "branch": row[0],
                 "seq": int(row[1]),
-                "event_id": row[2],
+                "event_id": load_text(row[2]),
                 "message": _record_of(row[3], row[4]),
                 "revision": int(row[5]),
                 "visible": bool(row[6]),
@@ -1255,7 +1488,7 @@ def export_thread(
             {
                 "branch": row[0],
                 "seq": int(row[1]),
-                "event_id": row[2],
+                "event_id": load_text(row[2]),
                 "revision": int(row[3]),
                 "message": _record_of(row[4], row[5]),
                 "replaced_at": _iso(d, row[6]),
@@ -1312,13 +1545,10 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
     """Write an exported thread into ``scope``'s tenant and thread id, which must be empty."""
     from langchain_core.messages import messages_from_dict
 
+    from ctx_langgraph.history._document import check_document
     from ctx_langgraph.history._serde import message_to_row
 
-    if document.get("format") != EXPORT_FORMAT or document.get("version") != EXPORT_VERSION:
-        raise ValueError(
-            f"not a thread export this version reads: format={document.get('format')!r}, "
-            f"version={document.get('version')!r} (expected {EXPORT_FORMAT!r} v{EXPORT_VERSION})"
-        )
+    check_document(document, d)  # the whole document, before anything is written
     key = (scope.tenant, scope.thread_id)
     taken = yield Stmt(
         "SELECT 1 FROM ctx_threads WHERE tenant = ? AND thread_id = ?" + d.for_update, key, "one"
@@ -1357,27 +1587,15 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
             for b in document["branches"]
         ],
     )
-    token = scope_key(*key)
     rows = [(e, row_of(e["message"], e["event_id"])) for e in document["events"]]
-    if rows:
-        yield Stmt(
-            "INSERT INTO ctx_events (tenant, thread_id, branch, seq, event_id, scope_key, role, name, "
-            "content, content_hash, text, tool_call_ids, tool_names, revision, visible, created_at) "
-            f"VALUES ({_marks(16)})",
-            many=[
+    if rows:  # written as append writes them: stored text, search document
+        yield insert_events(
+            *key,
+            [
                 (
-                    *key,
                     e["branch"],
                     int(e["seq"]),
-                    row.event_id,
-                    token,
-                    row.role,
-                    row.name,
-                    row.content_json,
-                    row.content_hash,
-                    row.text,
-                    json.dumps(list(row.tool_call_ids)),
-                    _names_column(row.tool_names),
+                    row,
                     int(e["revision"]),
                     bool(e["visible"]),
                     _when(d, e["created_at"]),
@@ -1395,11 +1613,11 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
                     *key,
                     r["branch"],
                     int(r["seq"]),
-                    r["event_id"],
+                    store_text(r["event_id"]),
                     int(r["revision"]),
                     row.content_json,
                     row.content_hash,
-                    row.text,
+                    store_text(row.text),
                     _when(d, r["replaced_at"]),
                 )
                 for r, row in old
@@ -1434,17 +1652,17 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
                     c.parent_id,
                     c.first_seq,
                     c.covered_through_seq,
-                    c.first_kept_event_id,
+                    _stored_optional(c.first_kept_event_id),
                     c.source_revision,
                     c.range_hash,
-                    c.summary_text,
+                    _stored_optional(c.summary_text),
                     None if c.provider_state is None else json.dumps(c.provider_state),
                     c.format_version,
-                    c.summarizer_id,
-                    json.dumps([fact.to_json() for fact in c.key_facts], ensure_ascii=False),
+                    _stored_optional(c.summarizer_id),
+                    json_text([fact.to_json() for fact in c.key_facts]),
                     c.summary_tokens,
                     c.status,
-                    c.error,
+                    _stored_optional(c.error),
                     json.dumps(c.metadata),
                     d.ts(c.created_at),
                     None if c.committed_at is None else d.ts(c.committed_at),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -20,13 +22,76 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
+from ctx_langgraph.history._terms import search_document
+
 __all__ = [
     "EventRow",
     "expand_record",
+    "json_text",
+    "load_names",
+    "load_text",
     "message_from_record",
     "message_to_row",
+    "store_names",
+    "store_text",
     "text_projection",
 ]
+
+_ESCAPE = "\ufdd0"
+"""Starts a stored text that holds escapes: a Unicode noncharacter, never in ordinary text.
+Each character neither backend can store (NUL, a lone surrogate), and the marker itself, is
+written as the marker and four hex digits. A text without them is stored unchanged."""
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff\ufdd0]")
+_UNSTORABLE_NAME = re.compile("[\x00\ud800-\udfff\ufdd0|]")  # '|' separates stored names
+_ESCAPED = re.compile("\ufdd0([0-9a-f]{4})")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(value: str, unstorable: re.Pattern[str]) -> str:
+    if unstorable.search(value) is None:
+        return value
+    return _ESCAPE + unstorable.sub(lambda m: f"{_ESCAPE}{ord(m.group()):04x}", value)
+
+
+def store_text(value: str) -> str:
+    """A text as a column holds it on both backends: unchanged, unless it has a NUL byte or a
+    lone surrogate (which PostgreSQL, or UTF-8 itself, cannot store); :func:`load_text` undoes it.
+
+    Example:
+        >>> store_text("plain") == "plain", load_text(store_text("a\\x00b\\ud800")) == "a\\x00b\\ud800"
+        (True, True)
+    """
+    return _escape(value, _UNSTORABLE)
+
+
+def load_text(stored: str) -> str:
+    """The text :func:`store_text` stored."""
+    if not stored.startswith(_ESCAPE):
+        return stored
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), stored[1:])
+
+
+def store_names(names: Sequence[str]) -> str:
+    """Tool names as one column, ``|a|b|``, so a name is found as the substring ``|name|``
+    (:func:`store_names` of ``[name]``); a ``|`` inside a name is escaped."""
+    if not names:
+        return ""
+    return "|" + "|".join(_escape(name, _UNSTORABLE_NAME) for name in names) + "|"
+
+
+def load_names(stored: str) -> tuple[str, ...]:
+    """The names :func:`store_names` stored."""
+    return tuple(load_text(name) for name in stored.split("|") if name)
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON that both backends store: NUL is escaped by JSON itself; a lone surrogate
+    makes the whole document ASCII (``\\udXXX`` escapes), which reads back exactly."""
+    text = _dumps(value)
+    if _SURROGATE.search(text) is not None:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text
+
 
 _COMPACT = "~"
 """Marks a stored record written compactly: ``"d"`` defaults left out, ``"t"`` also the
@@ -96,6 +161,8 @@ class EventRow:
     text: str
     tool_call_ids: tuple[str, ...]
     tool_names: tuple[str, ...]
+    terms: str | None = None
+    """The search document of ``text`` (None: the full-text engines index ``text`` itself)."""
 
 
 def _dumps(value: Any) -> str:
@@ -160,7 +227,7 @@ def message_to_row(message: BaseMessage) -> EventRow:
         message = message.model_copy(update={"id": str(uuid.uuid4())})
     record = message_to_dict(message)
     text = text_projection(message)
-    content_json = _dumps(_compact(record, text))
+    content_json = json_text(_compact(record, text))
     canonical = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
     if isinstance(message, AIMessage):
         call_ids = tuple(str(call.get("id") or "") for call in message.tool_calls)
@@ -175,10 +242,11 @@ def message_to_row(message: BaseMessage) -> EventRow:
         role=message.type,
         name=message.name,
         content_json=content_json,
-        content_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        content_hash=hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest(),
         text=text,
         tool_call_ids=call_ids,
         tool_names=names,
+        terms=search_document(text),
     )
 
 

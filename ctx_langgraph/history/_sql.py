@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "Stmt", "query_terms", "scope_key"]
+from ctx_langgraph.history._terms import query_terms
+
+__all__ = ["POSTGRES", "SQLITE", "Backfill", "Dialect", "Stmt", "query_terms", "scope_key"]
 
 Fetch = Literal["none", "one", "all", "rowcount"]
-
-# Words as both full-text engines split them: runs of letters and digits (underscore splits).
-_TERM = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -36,20 +34,17 @@ class Stmt:
     many: Sequence[Sequence[Any]] | None = None
 
 
-def query_terms(query: str) -> list[str]:
-    """Split a free-text query into the lower-cased words both backends index.
+@dataclass(frozen=True)
+class Backfill:
+    """A migration step that is not SQL: the operations fill a new column from Python."""
 
-    Example:
-        >>> query_terms("Invoice INV-2023-0042, paid?")
-        ['invoice', 'inv', '2023', '0042', 'paid']
-    """
-    return [term.lower() for term in _TERM.findall(query)]
+    name: str
 
 
 def scope_key(tenant: str, thread_id: str) -> str:
     """A single full-text token naming a thread, so SQLite FTS can intersect by thread cheaply."""
-    digest = hashlib.sha1(f"{tenant}\x1f{thread_id}".encode()).hexdigest()[:24]
-    return f"k{digest}"
+    digest = hashlib.sha1(f"{tenant}\x1f{thread_id}".encode("utf-8", "surrogatepass"))
+    return f"k{digest.hexdigest()[:24]}"
 
 
 @dataclass(frozen=True)
@@ -86,29 +81,34 @@ class Dialect:
         )
 
     def text_match(
-        self, tenant: str, thread_id: str, terms: Sequence[str]
+        self, tenant: str, thread_id: str, tokens: Sequence[str]
     ) -> tuple[str, str, list[Any]]:
-        """(FROM clause, WHERE condition, params) restricting events ``e`` to those with every term."""
+        """(FROM clause, WHERE condition, params) restricting events ``e`` to those whose indexed
+        document has every token (:func:`~ctx_langgraph.history._terms.match_tokens`: lower-case
+        ASCII letters and digits, so they are quoted as they are)."""
         if self.name == "postgres":
-            words = " & ".join(f"'{term}'" for term in terms)
-            # the scope lexeme is cast verbatim, as array_to_tsvector stored it; the words go
-            # through the same 'simple' parser as the document text
-            return (
-                "ctx_events e",
-                f"{pg_tsv('e.')} @@ (?::tsquery && to_tsquery('simple', ?))",
-                [f"'{scope_key(tenant, thread_id)}'", words],
-            )
+            # cast, not to_tsquery: the tokens are lexemes already, and the parser must not drop
+            # one (an empty query would match the whole thread)
+            query = " & ".join(f"'{token}'" for token in [scope_key(tenant, thread_id), *tokens])
+            return "ctx_events e", f"{pg_tsv('e.')} @@ ?::tsquery", [query]
         # The thread's own token narrows the full-text match to the thread inside FTS5, and
         # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
         # the thread and re-runs the full-text query per row.
         expr = " AND ".join(
-            [f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in terms]
+            [f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in tokens]
         )
         return (
             "ctx_events_fts CROSS JOIN ctx_events e ON e.pk = ctx_events_fts.rowid",
             "ctx_events_fts MATCH ?",
             [expr],
         )
+
+    def contains(self, column: str) -> str:
+        """A condition: ``column`` holds the parameter as a substring (no pattern syntax, and no
+        pattern length limit as SQLite's LIKE has)."""
+        if self.name == "postgres":
+            return f"strpos({column}, ?) > 0"
+        return f"instr({column}, ?) > 0"
 
 
 SQLITE = Dialect("sqlite")
@@ -412,9 +412,20 @@ _SQLITE_V3 = [
 
 
 def pg_tsv(alias: str = "") -> str:
-    """The indexed document of an event on PostgreSQL: its words, split as query_terms() splits
-    them, plus the thread's scope lexeme. The search names the same expression, so the planner
-    uses the expression index."""
+    """The indexed document of an event on PostgreSQL: the search document's tokens when the row
+    has one, else the words of its text, split as query_terms() splits plain text; plus the
+    thread's scope lexeme. The search names the same expression, so the planner uses the
+    expression index."""
+    return (
+        f"(CASE WHEN {alias}terms IS NULL THEN to_tsvector('simple', "
+        f"regexp_replace({alias}text, '[[:punct:][:space:]]+', ' ', 'g')) "
+        f"ELSE array_to_tsvector(array_remove(string_to_array({alias}terms, ' '), '')) END "
+        f"|| array_to_tsvector(ARRAY[{alias}scope_key]))"
+    )
+
+
+def _pg_tsv_v3(alias: str = "") -> str:
+    """The indexed document of schema version 3 (text only)."""
     return (
         f"(to_tsvector('simple', regexp_replace({alias}text, '[[:punct:][:space:]]+', ' ', 'g')) "
         f"|| array_to_tsvector(ARRAY[{alias}scope_key]))"
@@ -424,18 +435,67 @@ def pg_tsv(alias: str = "") -> str:
 _POSTGRES_V3 = [
     "ALTER TABLE ctx_event_revisions ADD COLUMN text TEXT",
     "ALTER TABLE ctx_events DROP COLUMN tsv",
+    f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({_pg_tsv_v3()})",
+]
+
+BACKFILL_TERMS = Backfill("terms")
+"""Fill ``ctx_events.terms`` (the search document) for the rows whose text needs one."""
+
+# v4: search splits words in Python (see _terms): a row whose text the engines would split
+# differently (non-ASCII, CJK, very long words, control characters) carries its search document
+# in ``terms``, which the full-text index reads instead of ``text``. Plain rows are unchanged.
+_FTS_SOURCE = "coalesce({row}.terms, {row}.text)"
+_SQLITE_V4: list[str | Backfill] = [
+    "ALTER TABLE ctx_events ADD COLUMN terms TEXT",
+    *(f"DROP TRIGGER {name}" for name in _FTS_TRIGGERS),
+    "DROP TABLE ctx_events_fts",
+    BACKFILL_TERMS,
+    # the full-text table's external content: what it indexes per row ('rebuild' reads it)
+    "CREATE VIEW ctx_events_search AS SELECT pk, scope_key, coalesce(terms, text) AS text "
+    "FROM ctx_events",
+    """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        scope_key, text, content='ctx_events_search', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0', detail=column
+    )""",
+    f"""CREATE TRIGGER ctx_events_fts_insert AFTER INSERT ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (rowid, scope_key, text)
+        VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
+    END""",
+    f"""CREATE TRIGGER ctx_events_fts_delete AFTER DELETE ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (ctx_events_fts, rowid, scope_key, text)
+        VALUES ('delete', old.pk, old.scope_key, {_FTS_SOURCE.format(row="old")});
+    END""",
+    f"""CREATE TRIGGER ctx_events_fts_update AFTER UPDATE OF text, terms ON ctx_events BEGIN
+        INSERT INTO ctx_events_fts (ctx_events_fts, rowid, scope_key, text)
+        VALUES ('delete', old.pk, old.scope_key, {_FTS_SOURCE.format(row="old")});
+        INSERT INTO ctx_events_fts (rowid, scope_key, text)
+        VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
+    END""",
+    "INSERT INTO ctx_events_fts (ctx_events_fts) VALUES ('rebuild')",
+]
+_POSTGRES_V4: list[str | Backfill] = [
+    "ALTER TABLE ctx_events ADD COLUMN terms TEXT",
+    "DROP INDEX ctx_events_tsv",
+    BACKFILL_TERMS,
     f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({pg_tsv()})",
 ]
 
-MIGRATIONS: dict[str, list[list[str]]] = {
-    "sqlite": [_SQLITE_V1, _ledger_tables(integer="INTEGER", timestamp="REAL"), _SQLITE_V3],
+MIGRATIONS: dict[str, list[list[str | Backfill]]] = {
+    "sqlite": [
+        list(_SQLITE_V1),
+        list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
+        list(_SQLITE_V3),
+        _SQLITE_V4,
+    ],
     "postgres": [
-        _POSTGRES_V1,
-        _ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ"),
-        _POSTGRES_V3,
+        list(_POSTGRES_V1),
+        list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
+        list(_POSTGRES_V3),
+        _POSTGRES_V4,
     ],
 }
-"""Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``."""
+"""Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``.
+A step is SQL, or a :class:`Backfill` the operations run in Python."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 assert all(len(steps) == SCHEMA_VERSION for steps in MIGRATIONS.values())

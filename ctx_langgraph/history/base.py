@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 
 from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.errors import HistoryStoreError
+from ctx_langgraph.errors import HistoryStoreError, ScopeError
 from ctx_langgraph.history import _ops
+from ctx_langgraph.history._document import export_scope
 from ctx_langgraph.history._serde import message_to_row
 from ctx_langgraph.history._sql import SCHEMA_VERSION, Dialect, Stmt
 from ctx_langgraph.history.types import (
@@ -95,6 +97,19 @@ def _utcnow() -> dt.datetime:
 
 def _checkpoint_id(candidate: CompactionCheckpoint | str) -> str:
     return candidate.id if isinstance(candidate, CompactionCheckpoint) else candidate
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _checked_scope(scope: Scope | str) -> Scope:
+    """The scope of a call (see :func:`ensure_scope`); a part holding a lone surrogate, which
+    no database can store, is a :class:`~ctx_langgraph.errors.ScopeError` too."""
+    checked = ensure_scope(scope)
+    for part in ("tenant", "thread_id", "branch"):
+        if _SURROGATE.search(getattr(checked, part)):
+            raise ScopeError(f"scope {part} contains a lone surrogate: {getattr(checked, part)!r}")
+    return checked
 
 
 class HistoryStore(abc.ABC):
@@ -218,7 +233,7 @@ class HistoryStore(abc.ABC):
         messages: Sequence[BaseMessage] | BaseMessage,
         created_at: dt.datetime | Sequence[dt.datetime] | None,
     ) -> _Call[list[AppendResult]]:
-        scope = ensure_scope(scope)
+        scope = _checked_scope(scope)
         if isinstance(messages, BaseMessage):
             messages = [messages]
         rows = [message_to_row(message) for message in messages]
@@ -231,6 +246,15 @@ class HistoryStore(abc.ABC):
             created = list(created_at)
             if len(created) != len(rows):
                 raise ValueError(f"got {len(rows)} messages but {len(created)} created_at values")
+        for when in created:
+            if not isinstance(when, dt.datetime):
+                raise TypeError(f"created_at must be a datetime, got {type(when).__name__}")
+            try:  # stored as UTC and read back as a UTC datetime
+                when.astimezone(dt.timezone.utc)
+            except OverflowError:
+                raise ValueError(
+                    f"created_at {when.isoformat()} is outside the years 1 to 9999 in UTC"
+                ) from None
         return _Call(_ops.append(self.dialect, scope, rows, created, now), write=True)
 
     def _search(self, scope: Scope | str, **filters: Any) -> _Call[SearchPage]:
@@ -238,7 +262,7 @@ class HistoryStore(abc.ABC):
         if isinstance(roles, str):
             roles = (roles,)
         flt = _ops.SearchFilter(roles=tuple(roles or ()), **filters)
-        return _Call(_ops.search(self.dialect, ensure_scope(scope), flt), write=False)
+        return _Call(_ops.search(self.dialect, _checked_scope(scope), flt), write=False)
 
     def _create_candidate(
         self, snapshot: CoverageSnapshot, **content: Any
@@ -305,7 +329,7 @@ class HistoryStore(abc.ABC):
         """
         results = self._run(self._append(scope, messages, created_at))
         if self._edit_listeners and (revised := self._revised(results)):
-            self._tell(ensure_scope(scope), revised, "revised")
+            self._tell(_checked_scope(scope), revised, "revised")
         return results
 
     async def aappend(
@@ -318,7 +342,7 @@ class HistoryStore(abc.ABC):
         """Async twin of :meth:`append`."""
         results = await self._arun(self._append(scope, messages, created_at))
         if self._edit_listeners and (revised := self._revised(results)):
-            await self._atell(ensure_scope(scope), revised, "revised")
+            await self._atell(_checked_scope(scope), revised, "revised")
         return results
 
     def read_events(
@@ -332,7 +356,7 @@ class HistoryStore(abc.ABC):
     ) -> list[HistoryEvent]:
         """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
         op = _ops.read_events(
-            self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.dialect, _checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
         return self._run(_Call(op, write=False))
 
@@ -347,7 +371,7 @@ class HistoryStore(abc.ABC):
     ) -> list[HistoryEvent]:
         """Async twin of :meth:`read_events`."""
         op = _ops.read_events(
-            self.dialect, ensure_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.dialect, _checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
         return await self._arun(_Call(op, write=False))
 
@@ -355,28 +379,28 @@ class HistoryStore(abc.ABC):
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """One event by message id in the branch's view, or None."""
-        op = _ops.get_event(self.dialect, ensure_scope(scope), event_id, include_hidden)
+        op = _ops.get_event(self.dialect, _checked_scope(scope), event_id, include_hidden)
         return self._run(_Call(op, write=False))
 
     async def aget_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """Async twin of :meth:`get_event`."""
-        op = _ops.get_event(self.dialect, ensure_scope(scope), event_id, include_hidden)
+        op = _ops.get_event(self.dialect, _checked_scope(scope), event_id, include_hidden)
         return await self._arun(_Call(op, write=False))
 
     def event_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Earlier revisions of an event, oldest first, as (revision, message record)."""
-        op = _ops.event_revisions(self.dialect, ensure_scope(scope), event_id)
+        op = _ops.event_revisions(self.dialect, _checked_scope(scope), event_id)
         return self._run(_Call(op, write=False))
 
     async def aevent_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Async twin of :meth:`event_revisions`."""
-        op = _ops.event_revisions(self.dialect, ensure_scope(scope), event_id)
+        op = _ops.event_revisions(self.dialect, _checked_scope(scope), event_id)
         return await self._arun(_Call(op, write=False))
 
     def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
@@ -395,59 +419,65 @@ class HistoryStore(abc.ABC):
             [(1, 'main', 2, 'delete')]
         """
         return self._run(
-            _Call(_ops.edits_since(self.dialect, ensure_scope(scope), version), write=False)
+            _Call(_ops.edits_since(self.dialect, _checked_scope(scope), version), write=False)
         )
 
     async def aedits_since(
         self, scope: Scope | str, version: int
     ) -> list[tuple[int, str, int, str]]:
         """Async twin of :meth:`edits_since`."""
-        op = _ops.edits_since(self.dialect, ensure_scope(scope), version)
+        op = _ops.edits_since(self.dialect, _checked_scope(scope), version)
         return await self._arun(_Call(op, write=False))
 
-    def hide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Hide events from reads and search (kept for audit); returns how many changed.
 
         An event inherited from a parent branch is one shared row: hiding it hides it in every
         branch that shares it. Candidates covering a hidden event become stale.
         """
-        op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.hide_events(self.dialect, _checked_scope(scope), ids, self._clock())
         changed = self._run(_Call(op, write=True))
-        self._tell(ensure_scope(scope), list(event_ids), "hidden")
+        self._tell(_checked_scope(scope), ids, "hidden")
         return changed
 
-    async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`hide_events`."""
-        op = _ops.hide_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.hide_events(self.dialect, _checked_scope(scope), ids, self._clock())
         changed = await self._arun(_Call(op, write=True))
-        await self._atell(ensure_scope(scope), list(event_ids), "hidden")
+        await self._atell(_checked_scope(scope), ids, "hidden")
         return changed
 
-    def show_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Make hidden events visible again; returns how many changed."""
-        op = _ops.show_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.show_events(self.dialect, _checked_scope(scope), ids, self._clock())
         return self._run(_Call(op, write=True))
 
-    async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`show_events`."""
-        op = _ops.show_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.show_events(self.dialect, _checked_scope(scope), ids, self._clock())
         return await self._arun(_Call(op, write=True))
 
-    def delete_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Delete events and their earlier revisions for good; returns how many were deleted.
 
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
-        op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.delete_events(self.dialect, _checked_scope(scope), ids, self._clock())
         changed = self._run(_Call(op, write=True))
-        self._tell(ensure_scope(scope), list(event_ids), "deleted")
+        self._tell(_checked_scope(scope), ids, "deleted")
         return changed
 
-    async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str]) -> int:
+    async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`delete_events`."""
-        op = _ops.delete_events(self.dialect, ensure_scope(scope), list(event_ids), self._clock())
+        ids = _ops.id_list("event_ids", event_ids)
+        op = _ops.delete_events(self.dialect, _checked_scope(scope), ids, self._clock())
         changed = await self._arun(_Call(op, write=True))
-        await self._atell(ensure_scope(scope), list(event_ids), "deleted")
+        await self._atell(_checked_scope(scope), ids, "deleted")
         return changed
 
     # ------------------------------------------------------------------ public API: branches
@@ -460,36 +490,40 @@ class HistoryStore(abc.ABC):
         newest summary on the parent's chain that covers only shared events. Creating the same
         branch again with the same parent and fork point is a no-op.
         """
+        parent = _checked_scope(_checked_scope(scope).on_branch(from_branch))
         op = _ops.create_branch(
-            self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock()
+            self.dialect, _checked_scope(scope), parent.branch, fork_seq, self._clock()
         )
         return self._run(_Call(op, write=True))
 
     async def acreate_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
         """Async twin of :meth:`create_branch`."""
+        parent = _checked_scope(_checked_scope(scope).on_branch(from_branch))
         op = _ops.create_branch(
-            self.dialect, ensure_scope(scope), from_branch, fork_seq, self._clock()
+            self.dialect, _checked_scope(scope), parent.branch, fork_seq, self._clock()
         )
         return await self._arun(_Call(op, write=True))
 
     def branch_info(self, scope: Scope | str) -> BranchInfo | None:
         """The branch's lineage, head seq and active pointer, or None if it has no row yet."""
-        return self._run(_Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False))
+        return self._run(_Call(_ops.branch_info(self.dialect, _checked_scope(scope)), write=False))
 
     async def abranch_info(self, scope: Scope | str) -> BranchInfo | None:
         """Async twin of :meth:`branch_info`."""
         return await self._arun(
-            _Call(_ops.branch_info(self.dialect, ensure_scope(scope)), write=False)
+            _Call(_ops.branch_info(self.dialect, _checked_scope(scope)), write=False)
         )
 
     def list_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Every branch of the scope's thread."""
-        return self._run(_Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False))
+        return self._run(
+            _Call(_ops.list_branches(self.dialect, _checked_scope(scope)), write=False)
+        )
 
     async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Async twin of :meth:`list_branches`."""
         return await self._arun(
-            _Call(_ops.list_branches(self.dialect, ensure_scope(scope)), write=False)
+            _Call(_ops.list_branches(self.dialect, _checked_scope(scope)), write=False)
         )
 
     # ------------------------------------------------------------------ public API: search
@@ -582,13 +616,13 @@ class HistoryStore(abc.ABC):
         ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
         :meth:`create_candidate` and :meth:`commit_candidate`."""
         return self._run(
-            _Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False)
+            _Call(_ops.snapshot(self.dialect, _checked_scope(scope), through_seq), write=False)
         )
 
     async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
         """Async twin of :meth:`snapshot`."""
         return await self._arun(
-            _Call(_ops.snapshot(self.dialect, ensure_scope(scope), through_seq), write=False)
+            _Call(_ops.snapshot(self.dialect, _checked_scope(scope), through_seq), write=False)
         )
 
     def create_candidate(
@@ -697,12 +731,12 @@ class HistoryStore(abc.ABC):
 
     def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """The branch's active summary (possibly inherited from its parent), or None."""
-        return self._run(_Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False))
+        return self._run(_Call(_ops.get_active(self.dialect, _checked_scope(scope)), write=False))
 
     async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_active`."""
         return await self._arun(
-            _Call(_ops.get_active(self.dialect, ensure_scope(scope)), write=False)
+            _Call(_ops.get_active(self.dialect, _checked_scope(scope)), write=False)
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
@@ -717,12 +751,14 @@ class HistoryStore(abc.ABC):
 
     def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Every summary version created on the branch, newest generation first."""
-        return self._run(_Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False))
+        return self._run(
+            _Call(_ops.list_versions(self.dialect, _checked_scope(scope)), write=False)
+        )
 
     async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Async twin of :meth:`list_versions`."""
         return await self._arun(
-            _Call(_ops.list_versions(self.dialect, ensure_scope(scope)), write=False)
+            _Call(_ops.list_versions(self.dialect, _checked_scope(scope)), write=False)
         )
 
     def delete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
@@ -746,16 +782,16 @@ class HistoryStore(abc.ABC):
             (1, [])
         """
         deleted = self._run(
-            _Call(_ops.delete_thread(ensure_scope(scope), ledger=ledger), write=True)
+            _Call(_ops.delete_thread(_checked_scope(scope), ledger=ledger), write=True)
         )
-        self._tell(ensure_scope(scope), [], "thread_deleted")
+        self._tell(_checked_scope(scope), [], "thread_deleted")
         return deleted
 
     async def adelete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
         """Async twin of :meth:`delete_thread`."""
-        op = _ops.delete_thread(ensure_scope(scope), ledger=ledger)
+        op = _ops.delete_thread(_checked_scope(scope), ledger=ledger)
         deleted = await self._arun(_Call(op, write=True))
-        await self._atell(ensure_scope(scope), [], "thread_deleted")
+        await self._atell(_checked_scope(scope), [], "thread_deleted")
         return deleted
 
     def export_thread(
@@ -787,20 +823,20 @@ class HistoryStore(abc.ABC):
             ...     fresh.import_thread(document)["events"], fresh.read_events("t")[0].text
             (1, 'hello')
         """
-        op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
+        op = _ops.export_thread(self.dialect, _checked_scope(scope), self._clock(), ledger=ledger)
         document = self._run(_Call(op, write=False))
         if memory is not None:
-            document["memories"] = memory.export_thread(ensure_scope(scope))
+            document["memories"] = memory.export_thread(_checked_scope(scope))
         return document
 
     async def aexport_thread(
         self, scope: Scope | str, *, ledger: bool = True, memory: LongTermMemory | None = None
     ) -> dict[str, Any]:
         """Async twin of :meth:`export_thread`."""
-        op = _ops.export_thread(self.dialect, ensure_scope(scope), self._clock(), ledger=ledger)
+        op = _ops.export_thread(self.dialect, _checked_scope(scope), self._clock(), ledger=ledger)
         document = await self._arun(_Call(op, write=False))
         if memory is not None:
-            document["memories"] = await memory.aexport_thread(ensure_scope(scope))
+            document["memories"] = await memory.aexport_thread(_checked_scope(scope))
         return document
 
     def import_thread(
@@ -817,13 +853,11 @@ class HistoryStore(abc.ABC):
 
         Raises:
             ScopeError: the thread already has history.
-            ValueError: the document is not an export this version reads.
+            DocumentError: the document is not an export this version reads, or a field of it
+                is missing, mistyped or inconsistent (the error names its path); the whole
+                document is checked first, so nothing was written.
         """
-        target = (
-            ensure_scope(into)
-            if into is not None
-            else Scope(str(document.get("thread_id")), str(document.get("tenant")))
-        )
+        target = _checked_scope(into) if into is not None else export_scope(document)
         counts = self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
         if memory is not None:
             counts["memories"] = memory.import_records(document.get("memories") or [], into=target)
@@ -837,11 +871,7 @@ class HistoryStore(abc.ABC):
         memory: LongTermMemory | None = None,
     ) -> dict[str, int]:
         """Async twin of :meth:`import_thread`."""
-        target = (
-            ensure_scope(into)
-            if into is not None
-            else Scope(str(document.get("thread_id")), str(document.get("tenant")))
-        )
+        target = _checked_scope(into) if into is not None else export_scope(document)
         op = _ops.import_thread(self.dialect, document, target)
         counts = await self._arun(_Call(op, write=True))
         if memory is not None:
@@ -855,10 +885,10 @@ class HistoryStore(abc.ABC):
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.
         """
-        op = _ops.prune_versions(self.dialect, ensure_scope(scope), keep, self._clock())
+        op = _ops.prune_versions(self.dialect, _checked_scope(scope), keep, self._clock())
         return self._run(_Call(op, write=True))
 
     async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Async twin of :meth:`prune_versions`."""
-        op = _ops.prune_versions(self.dialect, ensure_scope(scope), keep, self._clock())
+        op = _ops.prune_versions(self.dialect, _checked_scope(scope), keep, self._clock())
         return await self._arun(_Call(op, write=True))
