@@ -8,6 +8,7 @@ recorded part has the same first id and count but another checksum was edited in
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -17,12 +18,17 @@ from langchain_core.messages import AIMessage, BaseMessage
 __all__ = ["digest", "extend_digest"]
 
 
+def _json(value: Any) -> str:
+    # (characters kept as they are: a lone surrogate is then "?" below, as in a checkpoint)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def digest(messages: Sequence[BaseMessage], start: int = 0) -> int:
     """CRC-32 of the messages' ids, types, contents and tool calls, continued from ``start``
     (so ``digest(a + b) == digest(b, digest(a))``)."""
     parts = [
-        f"{m.id}\x1e{m.type}\x1e{m.content if isinstance(m.content, str) else repr(m.content)}"
-        f"\x1e{repr(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
+        f"{m.id}\x1e{m.type}\x1e{m.content if isinstance(m.content, str) else _json(m.content)}"
+        f"\x1e{_json(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
         for m in messages
     ]
     # (a lone surrogate counts as "?", as LangGraph's checkpoint serializer stores it: a state

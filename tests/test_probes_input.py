@@ -999,3 +999,40 @@ def test_any_text_in_an_export_imports_and_reads_back_exactly(exported, where, t
         assert again["events"][index]["message"] == document["events"][index]["message"]
     finally:
         store.delete_thread(target, ledger=True)
+
+
+LEDGER_TEXTS = [
+    "gpt\x00-4o",
+    "model \ud800 half",
+    "\ufdd0starts with the marker",
+    "模型-4",
+    "a|b%_'\"",
+]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("text", LEDGER_TEXTS, ids=repr)
+async def test_the_ledger_books_any_model_name_and_call_key(store, mode, text):
+    ledger = UsageLedger(store)
+    reply = AIMessage(
+        "x",
+        id="r1",
+        usage_metadata={"input_tokens": 5, "output_tokens": 1, "total_tokens": 6},
+        response_metadata={"model_name": text, "id": f"resp-{text}"},
+    )
+    usage = normalize_usage(reply)
+    assert usage.model == text and usage.response_id == f"resp-{text}"
+    key, thread = f"call:{text}", f"ledger-{uuid.uuid4().hex[:8]}"
+    if mode == "sync":
+        booked = [ledger.record(key, usage, scope=thread) for _ in range(2)]
+        record, records = ledger.get(key), ledger.records(thread)
+        totals = ledger.totals(thread, by=["model"])
+    else:
+        booked = [await ledger.arecord(key, usage, scope=thread) for _ in range(2)]
+        record, records = await ledger.aget(key), await ledger.arecords(thread)
+        totals = await ledger.atotals(thread, by=["model"])
+    assert [b.reason for b in booked] == ["new", "duplicate"]
+    assert record is not None and record.usage.model == text
+    assert record.usage.response_id == f"resp-{text}"
+    assert [r.call_key for r in records] == [key]
+    assert [t.key for t in totals] == [{"model": text}] and totals[0].counts["input_total"] == 5

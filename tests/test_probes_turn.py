@@ -437,6 +437,9 @@ CONTENTS: dict[str, Any] = {
     "reasoning_block": [{"type": "reasoning", "reasoning": "thinking..."}],
     "emoji_cjk_rtl": "🎉 你好世界 مرحبا עברית",
     "very_long_word": "x" * 20_000,
+    "nul_byte": "a\x00b",
+    "lone_surrogate": "bad \ud800 text",
+    "nul_and_surrogate_in_a_block": [{"type": "text", "text": "x\x00y \udfff z"}],
 }
 
 
@@ -659,3 +662,38 @@ async def test_a_reply_with_integers_beyond_64_bits_does_not_end_the_run(
     # the next turn goes on from the checkpoint
     out = await call(graph, mode, {"messages": [("user", "thanks")]}, run)
     assert out["messages"][-1].type == "ai"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_tool_result_with_a_nul_byte_does_not_block_the_thread(
+    store: HistoryStore, mode: str
+) -> None:
+    from langchain_core.tools import tool
+
+    @tool
+    def read_header(path: str) -> str:
+        """Read a file's header."""
+        return f"header\x00 payload of {path} \ud800"
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], HumanMessage):
+            call = {"name": "read_header", "args": {"path": "a.bin"}, "id": f"c{len(messages)}"}
+            return AIMessage("", tool_calls=[call])
+        return AIMessage("read it")
+
+    model = Recorder(replies=[script], requests=[])
+    graph = create_context_agent(
+        model,
+        [read_header],
+        store=store,
+        config=ContextConfig(context_window=16_000, output_reserve=1_000),
+        lookup_tool=False,
+    ).compile(checkpointer=InMemorySaver())
+    run = {"configurable": {"thread_id": "nul"}}
+    for turn in range(3):
+        out = await call(graph, mode, {"messages": [("user", f"read a.bin, take {turn}")]}, run)
+        assert out["messages"][-1].text == "read it"
+    results = [e for e in store.read_events("nul") if e.role == "tool"]
+    assert len(results) == 3
+    assert all(e.text == "header\x00 payload of a.bin \ud800" for e in results)
+    assert [e.seq for e in store.search("nul", "payload").hits] == [e.seq for e in results]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctx_langgraph.history._ops import Op
+from ctx_langgraph.history._serde import load_text, store_text
 from ctx_langgraph.history._sql import Dialect, Stmt
 from ctx_langgraph.history.base import HistoryStore, _Call
 from ctx_langgraph.history.types import Scope, ensure_scope
@@ -185,14 +186,24 @@ def plan_booking(
     return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)
 
 
+def _stored(value: str | None) -> str | None:
+    """A text column as written: NUL bytes and lone surrogates (a provider's odd model name or
+    response id) escaped, so any text is stored on both backends."""
+    return None if value is None else store_text(value)
+
+
+def _loaded(value: str | None) -> str | None:
+    return None if value is None else load_text(value)
+
+
 def _stored_from_row(row: Sequence[Any]) -> _Stored:
     return _Stored(
-        purpose=row[4],
-        provider=row[5],
-        model=row[6],
+        purpose=load_text(row[4]),
+        provider=load_text(row[5]),
+        model=load_text(row[6]),
         status=row[7],
         version=int(row[8]),
-        response_id=row[9],
+        response_id=_loaded(row[9]),
         counts={
             name: None if row[10 + i] is None else int(row[10 + i])
             for i, name in enumerate(COUNT_FIELDS)
@@ -220,19 +231,19 @@ def _record_op(
         "version, raw, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, '', 'unknown', -1, '{}', ?, ?) "
         "ON CONFLICT DO NOTHING",
         (
-            call_key,
+            store_text(call_key),
             scope.tenant,
             scope.thread_id,
             scope.branch,
-            purpose,
-            usage.provider,
+            store_text(purpose),
+            store_text(usage.provider),
             d.ts(now),
             d.ts(now),
         ),
     )
     row = yield Stmt(
         f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?" + d.for_update,
-        (call_key,),
+        (store_text(call_key),),
         "one",
     )
     owner = Scope(row[2], row[1], row[3])
@@ -252,17 +263,17 @@ def _record_op(
             + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
             + ", cost_nano_usd = ?, raw = ?, updated_at = ? WHERE call_key = ?",
             (
-                stored.purpose,
-                stored.provider,
-                stored.model,
+                store_text(stored.purpose),
+                store_text(stored.provider),
+                store_text(stored.model),
                 stored.status,
                 stored.version,
-                stored.response_id,
+                _stored(stored.response_id),
                 *(stored.counts[name] for name in COUNT_FIELDS),
                 stored.cost_nano,
                 json.dumps(stored.raw, default=str),
                 d.ts(now),
-                call_key,
+                store_text(call_key),
             ),
         )
         columns = ["calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls"]
@@ -276,9 +287,9 @@ def _record_op(
                     owner.tenant,
                     owner.thread_id,
                     owner.branch,
-                    purpose_key,
-                    provider_key,
-                    model_key,
+                    store_text(purpose_key),
+                    store_text(provider_key),
+                    store_text(model_key),
                     *(change.get(c, 0) for c in columns),
                 ),
             )
@@ -293,7 +304,9 @@ def _record_op(
 
 def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
     row = yield Stmt(
-        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?", (call_key,), "one"
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?",
+        (store_text(call_key),),
+        "one",
     )
     if row is None or int(row[8]) < 0:
         return None
@@ -305,7 +318,7 @@ def _records_op(
 ) -> Op[list[LedgerRecord]]:
     where = ["tenant = ?", "thread_id = ?", "version >= 0"]
     params: list[Any] = [scope.tenant, scope.thread_id]
-    for column, value in (("branch", branch), ("purpose", purpose)):
+    for column, value in (("branch", branch), ("purpose", _stored(purpose))):
         if value is not None:
             where.append(f"{column} = ?")
             params.append(value)
@@ -315,7 +328,13 @@ def _records_op(
         [*params, limit] if limit is not None else params,
         "all",
     )
-    return [_record(row[0], Scope(row[2], row[1], row[3]), _stored_from_row(row)) for row in rows]
+    return [
+        _record(load_text(row[0]), Scope(row[2], row[1], row[3]), _stored_from_row(row))
+        for row in rows
+    ]
+
+
+_TEXT_KEYS = frozenset({"purpose", "provider", "model"})
 
 
 def _totals_op(
@@ -345,7 +364,10 @@ def _totals_op(
             continue
         totals.append(
             UsageTotals(
-                key=dict(zip(by, row[: len(by)], strict=True)),
+                key={
+                    name: load_text(value) if name in _TEXT_KEYS and value is not None else value
+                    for name, value in zip(by, row[: len(by)], strict=True)
+                },
                 calls=named["calls"],
                 unknown_calls=named["unknown_calls"],
                 counts={name: named[name] for name in COUNT_FIELDS},
