@@ -565,6 +565,21 @@ class LogTally(logging.Handler):
             logger.removeHandler(self)
 
 
+def recovered_by(records: set[str]) -> Counter[str]:
+    """How each overflow retry made room: a compaction, shorter tool results, or none (sent
+    once more unchanged)."""
+    kinds: Counter[str] = Counter()
+    for text in records:
+        record = json.loads(text)
+        if record.get("unchanged"):
+            kinds["sent again unchanged"] += 1
+        elif record.get("shortened_tool_results"):
+            kinds["shortened tool results"] += 1
+        else:
+            kinds["compaction"] += 1
+    return kinds
+
+
 def failure_groups(failures: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Failures grouped by exception type and message shape (digits folded), biggest first."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -718,6 +733,7 @@ def check(run: Run, wall: float) -> dict[str, Any]:
         "compaction_failures": tally.compaction_failures,
         "fallbacks": tally.fallbacks,
         "overflow_retries": len(tally.overflows),
+        "overflow_recovered_by": dict(recovered_by(tally.overflows)),
         "model_calls": script.calls,
         "lost_messages": len(lost) + len(tally.unnamed_tool_results),
         "lost_by_role": dict(lost_by_role),
@@ -840,7 +856,8 @@ def report(runs: list[dict[str, Any]], settings: dict[str, Any]) -> None:
         print(
             f"{r['backend']}: injected {r['overflow_errors_injected']} context-length errors, "
             f"summarizer failures {r['summarizer_failures_injected'] or '-'} of "
-            f"{r['summarizer_calls']} calls; compaction statuses {r['compaction_statuses']}"
+            f"{r['summarizer_calls']} calls; compaction statuses {r['compaction_statuses']}; "
+            f"overflows recovered by {r['overflow_recovered_by'] or '-'}"
         )
         for problems in r["compaction_problems"][:3]:
             print(f"  compaction failed: {problems}")

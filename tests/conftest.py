@@ -3,6 +3,7 @@ adapter that runs each conformance test through the sync and the async methods."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -46,9 +47,9 @@ def pg_server_dsn() -> str:
     return dsn  # type: ignore[return-value]
 
 
-@pytest.fixture
-def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
-    """A fresh, empty database for one test, dropped afterwards."""
+@pytest.fixture(scope="session")
+def pg_session_db(pg_server_dsn: str) -> Iterator[str]:
+    """One database for the test session, dropped at its end."""
     name = f"ctx_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -57,6 +58,21 @@ def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
+
+
+@pytest.fixture
+def pg_dsn(pg_session_db: str) -> Iterator[str]:
+    """A fresh, empty schema for one test (the DSN's search_path), dropped afterwards: as
+    isolated as a database of its own for everything here, at a fraction of the cost."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_session_db, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    yield psycopg.conninfo.make_conninfo(pg_session_db, options=f"-c search_path={schema}")
+    with psycopg.connect(pg_session_db, autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '5s'")
+        # a connection a test left open can hold a lock: the session's database drop clears it
+        with contextlib.suppress(psycopg.errors.LockNotAvailable):
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @dataclass

@@ -23,7 +23,8 @@ from ctx_langgraph.history import SQLiteHistoryStore
 SOAK = Path(__file__).resolve().parents[1] / "benchmarks" / "soak.py"
 RUN_KEYS = {
     "backend", "turns", "completed", "failed", "failures", "compactions", "compaction_failures",
-    "fallbacks", "overflow_retries", "model_calls", "lost_messages", "orphans", "wall_s",
+    "fallbacks", "overflow_retries", "overflow_recovered_by", "model_calls", "lost_messages",
+    "orphans", "wall_s",
     "ms_per_turn",
 }  # fmt: skip
 # small and hostile: about 3 summarizer calls in 5 fail, one model call in 7 overflows
