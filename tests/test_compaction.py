@@ -17,7 +17,6 @@ from ctx_langgraph.budget import TiktokenCounter, make_budget_node, make_budget_
 from ctx_langgraph.compaction import ExtractiveSummarizer, SummaryDocument, pairing_problems
 from ctx_langgraph.compaction.node import SUMMARY_MESSAGE_ID, make_compact_node
 from ctx_langgraph.config import ContextConfig
-from ctx_langgraph.errors import CompactionFailed, ContextBudgetExceeded
 from ctx_langgraph.history import Scope, SQLiteHistoryStore
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.testing import MeteringChatModel

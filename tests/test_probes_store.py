@@ -13,10 +13,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
 import pytest
 from langchain_core.messages import (
     AIMessage,
@@ -26,25 +25,10 @@ from langchain_core.messages import (
     ToolMessage,
     message_to_dict,
 )
-from psycopg import sql
 
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError, ScopeError
 from ctx_langgraph.history import HistoryEvent, KeyFact, Scope, SearchPage
 from ctx_langgraph.history._serde import text_projection
-
-
-@pytest.fixture(scope="module")
-def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
-    """One database for this module (each test writes its own thread), so the hundreds of
-    cases here do not each create a database."""
-    name = f"ctx_probe_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield psycopg.conninfo.make_conninfo(pg_server_dsn, dbname=name)
-    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
 
 
 @pytest.fixture

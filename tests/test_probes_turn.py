@@ -164,11 +164,33 @@ def assert_every_message_kept(store: HistoryStore, thread: str, turns: int) -> N
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+@pytest.fixture
+def memory_store() -> Any:
+    from ctx_langgraph import SQLiteHistoryStore
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    yield store
+    store.close()
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_summarizer_that_always_fails_never_stops_the_thread(
+    memory_store: HistoryStore, mode: str, kind: str
+) -> None:
+    await always_failing(memory_store, mode, kind)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["raises", "garbage"])
+async def test_a_failing_summarizer_never_stops_the_thread_on_any_backend(
     store: HistoryStore, mode: str, kind: str
 ) -> None:
+    await always_failing(store, mode, kind)
+
+
+async def always_failing(store: HistoryStore, mode: str, kind: str) -> None:
     graph = agent(store, summarizer=Failing(kind))
     run = {"configurable": {"thread_id": f"fail-{kind}"}}
     statuses: Counter[tuple[Any, Any]] = Counter()

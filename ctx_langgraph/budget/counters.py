@@ -387,7 +387,9 @@ class CountCache:
                 getattr(message, "tool_call_id", None),
             ]
         )
-        return hashlib.blake2b(rendered.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        return hashlib.blake2b(
+            rendered.encode("utf-8", "surrogatepass"), digest_size=12
+        ).hexdigest()
 
     def count(
         self, counter: TokenCounter, message: BaseMessage, revision: str | None = None
