@@ -24,11 +24,14 @@ def _json(value: Any) -> str:
 
 
 def digest(messages: Sequence[BaseMessage], start: int = 0) -> int:
-    """CRC-32 of the messages' ids, types, contents and tool calls, continued from ``start``
+    """CRC-32 of the messages' ids, types, names, contents, tool calls and extra fields,
+    continued from ``start``
     (so ``digest(a + b) == digest(b, digest(a))``)."""
     parts = [
-        f"{m.id}\x1e{m.type}\x1e{m.content if isinstance(m.content, str) else _json(m.content)}"
-        f"\x1e{_json(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1f"
+        f"{m.id}\x1e{m.type}\x1e{m.name or ''}\x1e"
+        f"{m.content if isinstance(m.content, str) else _json(m.content)}\x1e"
+        f"{_json(m.tool_calls) if isinstance(m, AIMessage) and m.tool_calls else ''}\x1e"
+        f"{_json(m.additional_kwargs) if m.additional_kwargs else ''}\x1f"
         for m in messages
     ]
     # (a lone surrogate counts as "?", as LangGraph's checkpoint serializer stores it: a state

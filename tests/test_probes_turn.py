@@ -386,6 +386,16 @@ SHAPES: dict[str, Callable[[], list[BaseMessage]]] = {
         HumanMessage("q", id="h"),
     ],
     "only_tool_results": lambda: [result("x1", "t1"), result("x2", "t2")],
+    "invalid_call_unanswered": lambda: [
+        AIMessage(
+            "",
+            invalid_tool_calls=[
+                {"name": "lookup", "args": "{not json", "id": "bad1", "error": "bad JSON"}
+            ],
+            id="a1",
+        ),
+        HumanMessage("q", id="h"),
+    ],
 }
 REPAIRS = {
     "dangling_call_then_user": (1, 0),
@@ -399,6 +409,7 @@ REPAIRS = {
     "two_dangling_turns": (3, 0),
     "answered_in_reverse_order": (0, 0),
     "only_tool_results": (0, 2),
+    "invalid_call_unanswered": (1, 0),
 }
 
 

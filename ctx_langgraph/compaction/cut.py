@@ -56,7 +56,7 @@ def tool_groups(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[i
     while index < len(messages):
         end = index + 1
         message = messages[index]
-        if isinstance(message, AIMessage) and message.tool_calls:
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             while end < len(messages) and isinstance(messages[end], ToolMessage):
                 end += 1
         groups.append((index, end))
@@ -143,7 +143,8 @@ def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
     calls: dict[str, bool] = {}
     for message in messages:
         if isinstance(message, AIMessage):
-            for call in message.tool_calls:
+            # (providers get an invalid call, arguments that did not parse, as a call too)
+            for call in [*message.tool_calls, *message.invalid_tool_calls]:
                 calls[str(call.get("id"))] = False
         elif isinstance(message, ToolMessage):
             if message.tool_call_id not in calls:

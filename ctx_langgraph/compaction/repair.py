@@ -46,9 +46,15 @@ def is_repair(message: BaseMessage) -> bool:
     return bool(message.additional_kwargs.get(REPAIR_FLAG))
 
 
-def _missing(call_id: str, name: str) -> ToolMessage:
+NOT_RUN = (
+    "[this tool call was not run: its arguments could not be parsed. Call the tool again with "
+    "valid JSON arguments if the result is still needed.]"
+)
+
+
+def _missing(call_id: str, name: str, invalid: bool = False) -> ToolMessage:
     return ToolMessage(
-        MISSING_RESULT,
+        NOT_RUN if invalid else MISSING_RESULT,
         tool_call_id=call_id,
         name=name or None,
         id=f"ctx-missing-result-{call_id}",
@@ -78,6 +84,7 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
     dangling = orphans = 0
     # the calls the current run of tool messages may answer: {call id: tool name}
     open_calls: dict[str, str] = {}
+    invalid: set[str] = set()
     for message in messages:
         if isinstance(message, ToolMessage):
             if is_repair(message):
@@ -91,18 +98,21 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
             out.append(message)
             continue
         for call_id, name in open_calls.items():  # the run of results ended: the rest dangle
-            out.append(_missing(call_id, name))
+            out.append(_missing(call_id, name, call_id in invalid))
             dangling += 1
         open_calls = {}
         out.append(message)
         if isinstance(message, AIMessage):
+            # (an invalid call, arguments that did not parse, is sent to the provider as a call
+            # too: it needs its answer like any other)
             open_calls = {
                 str(call["id"]): str(call.get("name") or "")
-                for call in message.tool_calls
+                for call in [*message.tool_calls, *message.invalid_tool_calls]
                 if call.get("id")
             }
+            invalid = {str(call["id"]) for call in message.invalid_tool_calls if call.get("id")}
     for call_id, name in open_calls.items():
-        out.append(_missing(call_id, name))
+        out.append(_missing(call_id, name, call_id in invalid))
         dangling += 1
     repairs = ViewRepairs(dangling, orphans)
     return (out if repairs else list(messages)), repairs
