@@ -286,10 +286,15 @@ def test_only_a_message_larger_than_the_window_raises_and_the_thread_recovers(
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("edited", ["human", "ai"])
+@pytest.mark.parametrize("flavor", ["graph", "middleware"])
 async def test_a_message_edited_by_id_is_a_revision(
-    store: HistoryStore, mode: str, edited: str
+    store: HistoryStore, mode: str, edited: str, flavor: str
 ) -> None:
-    graph = agent(store, context_window=16_000, output_reserve=1_000)
+    graph = (
+        agent(store, context_window=16_000, output_reserve=1_000)
+        if flavor == "graph"
+        else middleware_agent(store, reply_model())
+    )
     run = {"configurable": {"thread_id": "edit"}}
     out = await call(graph, mode, {"messages": [HumanMessage("first text", id="d1")]}, run)
     reply_id = out["messages"][-1].id
