@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: creates .venv, installs everything, starts a throwaway PostgreSQL,
-# runs the whole pytest suite (extra arguments go to pytest), stops PostgreSQL.
+# runs the whole pytest suite on every core (extra arguments go to pytest), stops PostgreSQL.
 set -euo pipefail
 source "$(dirname "$0")/_bootstrap.sh"
 source "$(dirname "$0")/_postgres.sh"
@@ -8,6 +8,7 @@ bootstrap
 pg_start
 cd "$ROOT"
 status=0
-"$PY" -m pytest "$@" || status=$?
+# one worker per core (CTX_TEST_WORKERS=0 runs in this process, e.g. to debug one test)
+"$PY" -m pytest -n "${CTX_TEST_WORKERS:-auto}" "$@" || status=$?
 if [ "$status" = 5 ]; then echo "error: pytest collected no tests" >&2; fi
 exit "$status"
