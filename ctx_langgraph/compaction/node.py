@@ -67,6 +67,8 @@ from ctx_langgraph.usage.node import scope_from_config
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
 
 log = logging.getLogger(__name__)
+_FALLBACK_MIN_S = 30.0
+"""The least time the offline fallback summarizer gets, whatever ``compaction_timeout_s`` is."""
 # --------------------------------------------------------------------------- I/O requests
 
 
@@ -333,12 +335,10 @@ class CompactNode:
                     used.id,
                 )
                 attempts += 1
+                # (offline and bounded: only a loaded machine makes it slow, so it gets time)
+                fallback_s = max(_FALLBACK_MIN_S, self.config.compaction_timeout_s)
                 text = yield from self._attempt(
-                    used,
-                    previous,
-                    snapshot,
-                    time.monotonic() + self.config.compaction_timeout_s,
-                    problems,
+                    used, previous, snapshot, time.monotonic() + fallback_s, problems
                 )
             if text is None:
                 return self._failed(attempt_info, attempts, problems, estimate, backoff)
