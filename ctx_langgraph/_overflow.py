@@ -110,8 +110,9 @@ def retry_on_overflow(
         counter: the model's token counter (for the numbers of the error).
 
     Raises:
-        ContextBudgetExceeded: from the provider's error, when nothing could be compacted
-            or the retry was rejected as too long again.
+        ContextBudgetExceeded: from the provider's error, when the retry (after a compaction,
+            shorter tool results, or with nothing to change, the same request) was rejected as
+            too long again.
     """
     view: dict[str, Any] = {
         "messages": list(state.get("messages") or []),

@@ -638,24 +638,19 @@ class BudgetNode:
                 words += counter.word_chars(self.overhead_text)
             update_context["request"]["counted_word_chars"] = words
             update_context["calibrated_with"] = context.get("calibrated_with")
-        # what the next pass checks edits by id against: the recorded part of the state
+        # what the next pass checks edits by id against: the recorded part of the state (the
+        # checksum of this pass extended by what it recorded, or recounted over a new view)
+        base: dict[str, Any] | None = None
         if rewritten or replacements:
             upto = next(
                 (i + 1 for i in range(len(view) - 1, -1, -1) if view[i].id == last_recorded), 0
             )
-            kept = [m for m in view[:upto] if m.id and not _flagged(m)]
-            update_context["recorded_digest"] = {
-                "first": kept[0].id if kept else None,
-                "count": len(kept),
-                "value": digest(kept),
-            }
+            added = [m for m in view[:upto] if m.id and not _flagged(m)]
         else:
-            recorded_now = (
-                {"first": prefix[0].id, "count": len(prefix), "value": checksum} if prefix else None
-            )
-            update_context["recorded_digest"] = extend_digest(
-                recorded_now, [m for m in fresh if m.id]
-            )
+            if prefix:
+                base = {"first": prefix[0].id, "count": len(prefix), "value": checksum}
+            added = [m for m in fresh if m.id]
+        update_context["recorded_digest"] = extend_digest(base, added)
         update: dict[str, Any] = {"context": update_context}
         if rewritten:
             update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view]
