@@ -26,6 +26,10 @@ def _tokens(amount: Amount, of: int, name: str) -> int:
     return int(amount)
 
 
+DEFAULT_OUTPUT_RESERVE = 16_384
+"""The most the default output reserve keeps free for the reply."""
+
+
 @dataclass(frozen=True)
 class ResolvedBudget:
     """The budget in tokens for one model window."""
@@ -47,7 +51,9 @@ class ContextConfig:
     Args:
         context_window: the model's input window in tokens; None takes it from the chat model's
             profile (``model.profile["max_input_tokens"]``).
-        output_reserve: tokens kept free for the reply (never eaten by the input).
+        output_reserve: tokens kept free for the reply (never eaten by the input). None (the
+            default) keeps a quarter of the window, at most 16,384 tokens: 16,384 for a 128k
+            window, 2,000 for an 8,000-token one.
         trigger: compaction starts when the estimate is above this (tokens, or a fraction of
             the usable window = window - reserve).
         target: compaction brings the estimate below this (< trigger), leaving room to work.
@@ -84,7 +90,7 @@ class ContextConfig:
     """
 
     context_window: int | None = None
-    output_reserve: int = 16_384
+    output_reserve: int | None = None
     trigger: Amount = 0.8
     target: Amount = 0.5
     keep_recent_tokens: int = 20_000
@@ -112,7 +118,7 @@ class ContextConfig:
             )
         if self.context_window is not None and self.context_window <= 0:
             raise ValueError(f"context_window must be positive, got {self.context_window}")
-        if self.output_reserve < 0:
+        if self.output_reserve is not None and self.output_reserve < 0:
             raise ValueError(f"output_reserve must be >= 0, got {self.output_reserve}")
         if self.tool_output_cap_tokens is not None and self.tool_output_cap_tokens < 64:
             raise ValueError(
@@ -148,6 +154,17 @@ class ContextConfig:
             "max_input_tokens; set context_window=<tokens>"
         )
 
+    def reserve_for(self, window: int) -> int:
+        """The output reserve for ``window``: configured, else a quarter of it, at most 16,384.
+
+        Example:
+            >>> ContextConfig().reserve_for(128_000), ContextConfig().reserve_for(8_000)
+            (16384, 2000)
+        """
+        if self.output_reserve is not None:
+            return self.output_reserve
+        return min(DEFAULT_OUTPUT_RESERVE, window // 4)
+
     def margin(self, estimate: int) -> int:
         if isinstance(self.safety_margin, float):
             return math.ceil(estimate * self.safety_margin)
@@ -156,11 +173,14 @@ class ContextConfig:
     def resolve(self, model: Any = None) -> ResolvedBudget:
         """The budget in tokens for the configured (or the model's) window."""
         window = self.window_for(model)
-        if self.output_reserve >= window:
+        reserve = self.reserve_for(window)
+        if reserve >= window:
             raise ValueError(
-                f"output_reserve {self.output_reserve} leaves nothing of the {window}-token window"
+                f"output_reserve {reserve} leaves nothing of the {window}-token window: set "
+                f"output_reserve below {window} (e.g. {window // 4}), or leave it unset for a "
+                "quarter of the window"
             )
-        usable = window - self.output_reserve
+        usable = window - reserve
         trigger = _tokens(self.trigger, usable, "trigger")
         target = _tokens(self.target, usable, "target")
         if trigger > usable:
@@ -180,7 +200,7 @@ class ContextConfig:
             )
         return ResolvedBudget(
             window,
-            self.output_reserve,
+            reserve,
             usable,
             trigger,
             target,

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the other scripts: creates .venv beside the project (once, and again when
-# pyproject.toml changes) and installs the package with every extra into it.
+# pyproject.toml changes) and installs the package into it with the extras a script needs
+# (`bootstrap eval` for the demo; `bootstrap` alone: every extra, for the tests).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +23,8 @@ _find_python() {
 }
 
 bootstrap() {
-  local stamp="$VENV/.ctx-install-stamp"
+  local extras="${1:-dev,studio,notebooks,eval}"
+  local stamp="$VENV/.ctx-install-stamp-${extras//,/-}"
   local want
   want="$(cat "$ROOT/pyproject.toml" | sha1sum | cut -d' ' -f1)"
   if [ ! -x "$PY" ]; then
@@ -32,7 +34,7 @@ bootstrap() {
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "==> installing ctx-langgraph and its dependencies into $VENV"
     "$PY" -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-    "$PY" -m pip install --quiet -e "$ROOT[dev,studio,notebooks,eval]" 2> >(grep -v "is ignored: it is neither" >&2)
+    "$PY" -m pip install --quiet -e "$ROOT[$extras]" 2> >(grep -v "is ignored: it is neither" >&2)
     echo "$want" >"$stamp"
   fi
   export PATH="$VENV/bin:$PATH"

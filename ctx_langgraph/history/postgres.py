@@ -11,8 +11,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+except ImportError as missing:  # the postgres extra is not installed
+    _MISSING_DRIVER: ImportError | None = missing
+else:
+    _MISSING_DRIVER = None
 
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history import _ops
@@ -61,6 +66,11 @@ class PostgresHistoryStore(HistoryStore):
         connect_timeout: float = 5.0,
         clock: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
+        if _MISSING_DRIVER is not None:
+            raise ImportError(
+                "PostgresHistoryStore needs psycopg and psycopg_pool: "
+                "pip install 'ctx-langgraph[postgres]'"
+            ) from _MISSING_DRIVER
         super().__init__(clock=clock)
         self.conninfo = conninfo
         self.connect_timeout = connect_timeout
