@@ -1,4 +1,4 @@
-"""After a provider's context-length error: one forced compaction, then one retry (DESIGN 6).
+"""After a provider's context-length error: a forced compaction, one retry (docs/design.md §6).
 
 The provider is the judge of what fits: when it rejects a request as too long (our estimate
 said it fit: the configured window is larger than the model's real one, or the counter is off),

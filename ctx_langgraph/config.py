@@ -1,4 +1,4 @@
-"""``ContextConfig``: the knobs of the budget equation (DESIGN section 5).
+"""``ContextConfig``: the knobs of the budget equation (docs/design.md §5).
 
 rules + tool schemas + task state + memory + summary + uncovered tail + retrieved snippets
   + output reserve + safety margin  <=  model context window
@@ -69,8 +69,8 @@ class ContextConfig:
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
         compaction_backoff_s: after a failed compaction the next one waits at least this long
-            and a model call more, doubling with each failure in a row (up to 64 times this and
-            33 model calls); a request that would not fit the window does not wait: the offline
+            and a model call more, doubling with each failure in a row (up to 32 times this and
+            33 budget passes); a request that would not fit the window does not wait: the offline
             extractive summarizer covers the span when the configured one fails again.
         precompact_at: above this (tokens or a fraction of the usable window; below ``trigger``) a
             summary candidate is built in the background from a snapshot, so that a later turn

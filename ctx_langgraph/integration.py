@@ -273,9 +273,10 @@ def add_context_management(
     count did not), the model node compacts the view as for a request over the window, runs
     the budget on the compacted view, and calls your node once more; its update then replaces
     the view and ``context["overflow"]`` counts the thread's retries. Your node sees its input
-    as before (the ``context`` channel only when its state has it). A second rejection, or a
-    view with nothing to compact, raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded`
-    from the provider's error.
+    as before (the ``context`` channel only when its state has it). With nothing left to
+    compact, the view's tool results are shortened instead, or, with nothing to shorten either,
+    the same request is sent once more. A second rejection raises
+    :class:`~ctx_langgraph.errors.ContextBudgetExceeded` from the provider's error.
 
     Args:
         builder: the uncompiled graph; its state must have an ``add_messages`` ``messages`` key.

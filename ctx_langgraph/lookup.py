@@ -1,7 +1,7 @@
 """The history lookup tool: the model fetches exact old evidence from the raw history.
 
 Summaries keep the gist and capped or cleared tool outputs keep a handle; this tool gets the
-exact words back (DESIGN section 8). What it may read is fixed by the run, never by the model:
+exact words back (docs/design.md §8). What it may read is fixed by the run, never by the model:
 the thread and tenant come from ``config["configurable"]`` (``thread_id``, ``ctx_tenant``) and
 the branch from the graph state's ``context["branch"]`` (or ``configurable["ctx_branch"]``).
 The model only chooses filters.

@@ -1,5 +1,5 @@
 """The budget check: token counters (exact offline tiktoken, calibrated approximation), the
-per-message count cache, the incremental estimate and the ``ctx_budget`` node (DESIGN section 5)."""
+per-message count cache, the incremental estimate, the ``ctx_budget`` node (docs/design.md §5)."""
 
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,

@@ -1,4 +1,4 @@
-"""The estimate of the next request's input tokens (DESIGN section 5), without rescanning history.
+"""The estimate of the next request's input tokens (docs/design.md §5), without rescanning history.
 
 Fast path: ``measured input of the last request + tokens of the messages appended after the last
 message that was in it`` (the kept AI reply included). When the baseline cannot be trusted (no

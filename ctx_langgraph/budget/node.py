@@ -1,4 +1,4 @@
-"""The ``ctx_budget`` node and its router: record, cap, estimate, decide (DESIGN sections 2 and 5).
+"""The ``ctx_budget`` node and its router: record, cap, estimate, decide (docs/design.md §2, §5).
 
 Before every model call the node:
 

@@ -1,4 +1,4 @@
-"""Compaction: the rolling summary with a coverage cursor (DESIGN section 6)."""
+"""Compaction: the rolling summary with a coverage cursor (docs/design.md §6)."""
 
 from ctx_langgraph.compaction.cut import (
     CutPoint,

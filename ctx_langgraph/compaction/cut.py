@@ -1,6 +1,6 @@
 """Cut-point selection: where the covered span ends and the verbatim tail begins (pure).
 
-Rules (DESIGN section 6):
+Rules (docs/design.md §6):
 
 - keep the most recent ``keep_recent_tokens`` verbatim (tokens, not N messages);
 - prefer a user-turn boundary; when one turn alone is too large, split it at an assistant

@@ -1,6 +1,6 @@
 """The ``ctx_compact`` node: summarize the oldest uncovered span and commit it atomically.
 
-Protocol (DESIGN section 6, the order matters for crash recovery):
+Protocol (docs/design.md §6, the order matters for crash recovery):
 
 1. choose the cut in the working view (:func:`~ctx_langgraph.compaction.choose_cut`);
 2. take a fixed snapshot of the span from the store (active cursor + 1 .. the cut);

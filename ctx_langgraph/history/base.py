@@ -113,7 +113,7 @@ def _checked_scope(scope: Scope | str) -> Scope:
 
 
 class HistoryStore(abc.ABC):
-    """Raw history, compaction checkpoints with their active pointer, and search (DESIGN section 4).
+    """Raw history, compaction checkpoints, their active pointer, search (docs/design.md §4).
 
     Use :class:`~ctx_langgraph.history.SQLiteHistoryStore` (embedded default) or
     :class:`~ctx_langgraph.history.PostgresHistoryStore`; both pass the same conformance suite.

@@ -1,4 +1,4 @@
-"""Long-term memory on a LangGraph ``BaseStore`` (DESIGN section 1, the memory layer).
+"""Long-term memory on a LangGraph ``BaseStore`` (docs/design.md §1, the memory layer).
 
 Records live under ``(root, tenant, scope, owner)``: one namespace per user, project or thread
 of one tenant, so a tenant's records are never read under another's prefix. Every operation is

@@ -1,4 +1,4 @@
-"""Checkpoint retention: prune old LangGraph checkpoints by policy (DESIGN section 9).
+"""Checkpoint retention: prune old LangGraph checkpoints by policy (docs/design.md §9).
 
 Every super-step writes a checkpoint, and the default ``messages`` channel stores the whole list
 again each time, so a long thread's checkpoints grow much faster than its conversation. The

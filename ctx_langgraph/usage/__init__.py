@@ -1,5 +1,5 @@
 """Usage: normalization across providers, streaming accumulation, the ledger, the callback
-handler, and the ``ctx_usage`` node (DESIGN section 7)."""
+handler, and the ``ctx_usage`` node (docs/design.md §7)."""
 
 from ctx_langgraph.usage.accumulator import UsageAccumulator
 from ctx_langgraph.usage.ledger import (

@@ -1,6 +1,6 @@
 """``UsageAccumulator``: fold a stream of events into one provisional-then-final usage.
 
-The rules (DESIGN section 7): cumulative fields overwrite, true deltas add, missing fields are
+The rules (docs/design.md §7): cumulative fields overwrite, true deltas add, missing fields are
 not zeroed, stale events (by sequence number) are rejected, and the final value replaces the
 provisional one.
 

@@ -1,4 +1,4 @@
-"""``normalize_usage``: provider usage payloads to :class:`NormalizedUsage` (DESIGN section 7).
+"""``normalize_usage``: provider usage payloads to :class:`NormalizedUsage` (docs/design.md §7).
 
 | source | input total | cache fields |
 |---|---|---|
