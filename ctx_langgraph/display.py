@@ -1,0 +1,342 @@
+"""Show what an agent does, offline: plain-text tables and a picture of a graph.
+
+:func:`format_table` aligns rows as text (numbers right, text left), as the CLI prints them.
+:func:`draw_graph` draws a LangGraph graph's nodes and edges with matplotlib, in layers from
+``__start__`` down, with no network and no Graphviz (LangGraph's ``draw_mermaid_png`` asks a web
+service by default, ``draw_png`` needs pygraphviz). Drawing needs matplotlib
+(``pip install 'ctx-langgraph[notebooks]'``); it is imported only when a graph is drawn.
+
+Example:
+    >>> print(format_table(["turn", "estimate"], [[1, 561], [2, 1204]]))
+    turn | estimate
+    -----+---------
+       1 |      561
+       2 |    1,204
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from functools import cache
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langchain_core.runnables.graph import Edge, Graph
+
+from ctx_langgraph._table import format_table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["draw_graph", "format_table"]
+
+_LAYER_HEIGHT = 1.0  # inches between the centres of two layers
+_GAP = 0.45  # inches between two boxes of one layer
+_NAME_CHAR = 0.085  # inches per character of a node name (10 pt)
+_NOTE_CHAR = 0.062  # inches per character of a node's metadata line (7.5 pt)
+_MARGIN = 0.35
+
+
+class _HasGraph(Protocol):
+    def get_graph(self) -> Graph: ...
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each node goes: its layer (row, from the top) and its order in that layer."""
+
+    layers: list[list[str]]
+    back_edges: frozenset[int]  # indices into the edge list of edges that point up (cycles)
+
+
+def _layout(nodes: Sequence[str], edges: Sequence[Edge]) -> _Layout:
+    """Layer a directed graph: a depth-first search from the entry points marks the edges that
+    close a cycle; every other edge points down, each node one layer below its lowest
+    predecessor; within a layer, nodes sit under the mean position of their predecessors."""
+    index = {node: i for i, node in enumerate(nodes)}
+    outgoing: dict[str, list[int]] = {node: [] for node in nodes}
+    has_incoming = set()
+    for i, edge in enumerate(edges):
+        outgoing[edge.source].append(i)
+        if edge.source != edge.target:
+            has_incoming.add(edge.target)
+    roots = [n for n in nodes if n not in has_incoming] + [n for n in nodes if n in has_incoming]
+
+    back: set[int] = set()
+    finished: list[str] = []
+    state: dict[str, int] = {}  # 1: on the search path, 2: done
+    for root in roots:
+        if root in state:
+            continue
+        state[root] = 1
+        stack = [(root, iter(outgoing[root]))]
+        while stack:
+            node, pending = stack[-1]
+            for i in pending:
+                target = edges[i].target
+                if state.get(target) == 1:
+                    back.add(i)
+                elif target not in state:
+                    state[target] = 1
+                    stack.append((target, iter(outgoing[target])))
+                    break
+            else:
+                state[node] = 2
+                finished.append(node)
+                stack.pop()
+
+    depth = dict.fromkeys(nodes, 0)
+    for node in reversed(finished):  # a topological order of the edges that point down
+        for i in outgoing[node]:
+            if i not in back:
+                depth[edges[i].target] = max(depth[edges[i].target], depth[node] + 1)
+
+    rows: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for node in nodes:
+        rows[depth[node]].append(node)
+    predecessors: dict[str, list[str]] = {node: [] for node in nodes}
+    for i, edge in enumerate(edges):
+        if i not in back:
+            predecessors[edge.target].append(edge.source)
+    position: dict[str, float] = {}
+    for row in rows:
+
+        def barycenter(node: str) -> tuple[float, int]:
+            placed = [position[p] for p in predecessors[node] if p in position]
+            return (sum(placed) / len(placed) if placed else float(index[node]), index[node])
+
+        row.sort(key=barycenter)
+        for rank, node in enumerate(row):
+            position[node] = rank - (len(row) - 1) / 2
+    return _Layout(rows, frozenset(back))
+
+
+def _note(metadata: dict[str, Any] | None) -> str:
+    """A node's metadata as short lines (LangGraph puts a tool node's tools here)."""
+    lines = []
+    for key, value in (metadata or {}).items():
+        shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+        lines += textwrap.wrap(f"{str(key).strip('_')}: {shown}", 44) or [""]
+    return "\n".join(lines)
+
+
+@cache
+def _picture_class() -> type[Figure]:
+    from matplotlib.figure import Figure
+
+    class GraphFigure(Figure):
+        """A figure that shows itself as a PNG in IPython even when no matplotlib backend is
+        set up for inline display."""
+
+        def _repr_png_(self) -> bytes:
+            buffer = BytesIO()
+            self.savefig(buffer, format="png")
+            return buffer.getvalue()
+
+    return GraphFigure
+
+
+def draw_graph(
+    graph: Graph | _HasGraph,
+    *,
+    highlight: Collection[str] = (),
+    title: str | None = None,
+) -> Figure:
+    """Draw a graph's nodes and edges as a picture, offline.
+
+    Nodes are laid out top-down in layers from the entry points; an edge that closes a cycle
+    curves back up. Conditional edges are dashed and carry their label when the graph has one;
+    a node's metadata (a tool node's tools) is written under its name.
+
+    Args:
+        graph: A compiled LangGraph graph (anything with ``get_graph()``) or the
+            ``langchain_core`` ``Graph`` it returns.
+        highlight: Node ids to fill in a second colour, e.g. the nodes a wiring step added.
+        title: Written above the graph.
+
+    Returns:
+        A matplotlib ``Figure`` (not registered with ``pyplot``). A notebook cell that ends with
+        it shows it as a PNG; ``figure.savefig(path)`` writes it to a file.
+
+    Raises:
+        ImportError: matplotlib is not installed.
+
+    Example:
+        >>> from langgraph.graph import END, START, MessagesState, StateGraph
+        >>> builder = (
+        ...     StateGraph(MessagesState)
+        ...     .add_node("agent", lambda state: {})
+        ...     .add_edge(START, "agent")
+        ...     .add_edge("agent", END)
+        ... )
+        >>> figure = draw_graph(builder.compile(), highlight={"agent"})
+        >>> sorted(text.get_text() for text in figure.axes[0].texts)
+        ['__end__', '__start__', 'agent']
+        >>> figure.savefig("graph.png")  # doctest: +SKIP
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.path import Path
+
+    drawn = graph if isinstance(graph, Graph) else graph.get_graph()
+    names = {node_id: node.name or node_id for node_id, node in drawn.nodes.items()}
+    notes = {node_id: _note(node.metadata) for node_id, node in drawn.nodes.items()}
+    for edge in drawn.edges:  # an edge to a node the graph does not list still gets a box
+        for end in (edge.source, edge.target):
+            names.setdefault(end, end)
+            notes.setdefault(end, "")
+    layout = _layout(list(names), drawn.edges)
+    depth = {node: d for d, row in enumerate(layout.layers) for node in row}
+
+    top = _MARGIN + (0.45 if title else 0.0) + 0.25
+    size: dict[str, tuple[float, float]] = {}
+    centre: dict[str, tuple[float, float]] = {}
+    for row_depth, row in enumerate(layout.layers):
+        for node in row:
+            lines = notes[node].splitlines()
+            text = max([len(names[node]) * _NAME_CHAR] + [len(t) * _NOTE_CHAR for t in lines])
+            size[node] = (max(text + 0.3, 0.9), 0.42 + 0.14 * len(lines))
+        x = -(sum(size[node][0] for node in row) + _GAP * (len(row) - 1)) / 2
+        for node in row:
+            centre[node] = (x + size[node][0] / 2, -(top + row_depth * _LAYER_HEIGHT))
+            x += size[node][0] + _GAP
+
+    def side_edge(node: str, side: int) -> float:
+        return centre[node][0] + side * size[node][0] / 2
+
+    # An edge that closes a cycle leaves its source sideways, runs up a lane beside the
+    # layers it passes and enters its target from the same side; the side is the one with
+    # fewer boxes to cross in the two rows, each edge on its own lane.
+    lanes: dict[int, tuple[int, float]] = {}
+    used = {-1: 0, 1: 0}
+    for i in sorted(layout.back_edges):
+        edge = drawn.edges[i]
+        if edge.source == edge.target:
+            continue
+        rows = [(layout.layers[depth[edge.source]], edge.source)]
+        rows.append((layout.layers[depth[edge.target]], edge.target))
+        left = sum(row.index(node) for row, node in rows)
+        right = sum(len(row) - 1 - row.index(node) for row, node in rows)
+        side = -1 if left < right else 1
+        passed = [
+            node
+            for d in range(depth[edge.target], depth[edge.source] + 1)
+            for node in layout.layers[d]
+        ]
+        extreme = max(side * side_edge(node, side) for node in passed)
+        lanes[i] = (side, side * (extreme + 0.3 + 0.22 * used[side]))
+        used[side] += 1
+
+    x_low = min([side_edge(n, -1) for n in centre] + [x for _, x in lanes.values()] + [-1.0])
+    x_high = max([side_edge(n, 1) for n in centre] + [x for _, x in lanes.values()] + [1.0])
+    loops = any(edge.source == edge.target for edge in drawn.edges)
+    x_low, x_high = x_low - _MARGIN, x_high + _MARGIN + (0.5 if loops else 0.0)
+    y_low = min([y - size[n][1] / 2 for n, (_, y) in centre.items()] + [-top]) - _MARGIN
+
+    figure = _picture_class()(figsize=(x_high - x_low, -y_low))
+    FigureCanvasAgg(figure)
+    ax = figure.add_axes((0, 0, 1, 1))
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(y_low, 0)
+    ax.set_axis_off()
+    if title:
+        ax.text(
+            (x_low + x_high) / 2,
+            -_MARGIN,
+            title,
+            ha="center",
+            va="center",
+            fontsize=11,
+            weight="bold",
+        )
+
+    boxes: dict[str, FancyBboxPatch] = {}
+    for node, (x, y) in centre.items():
+        box_width, box_height = size[node]
+        terminal = node in ("__start__", "__end__")
+        face = {"__start__": "white", "__end__": "#bfb6fc"}.get(
+            node, "#bfe3c0" if node in highlight else "#f2f0ff"
+        )
+        boxes[node] = FancyBboxPatch(
+            (x - box_width / 2, y - box_height / 2),
+            box_width,
+            box_height,
+            boxstyle=f"round,pad=0,rounding_size={box_height / 2 if terminal else 0.08}",
+            facecolor=face,
+            edgecolor="#5b4bb7",
+            linewidth=1.2,
+            zorder=2,
+        )
+        ax.add_patch(boxes[node])
+        name_y = y + 0.07 * len(notes[node].splitlines())
+        ax.text(x, name_y, names[node], ha="center", va="center", fontsize=10, zorder=3)
+        if notes[node]:
+            ax.text(
+                x,
+                name_y - 0.14,
+                notes[node],
+                ha="center",
+                va="top",
+                fontsize=7.5,
+                style="italic",
+                color="#444444",
+                zorder=3,
+            )
+
+    repeats: dict[tuple[str, str], int] = {}
+    for i, edge in enumerate(drawn.edges):
+        repeat = repeats.get((edge.source, edge.target), 0)
+        repeats[(edge.source, edge.target)] = repeat + 1
+        (x_a, y_a), (x_b, y_b) = centre[edge.source], centre[edge.target]
+        style: dict[str, Any] = {
+            "arrowstyle": "-|>",
+            "mutation_scale": 12,
+            "color": "#333333",
+            "linewidth": 1.1,
+            "linestyle": (0, (4, 3)) if edge.conditional else "-",
+            "zorder": 1,
+        }
+        label_at = ((x_a + x_b) / 2, (y_a + y_b) / 2)
+        if edge.source == edge.target:  # a loop on the node's right side
+            x_side, half_height = side_edge(edge.source, 1), size[edge.source][1] / 2
+            arrow = FancyArrowPatch(
+                (x_side, y_a + half_height / 2),
+                (x_side, y_a - half_height / 2),
+                connectionstyle=f"arc3,rad={-1.6 - 0.4 * repeat}",
+                **style,
+            )
+            label_at = (x_side + 0.35, y_a)
+        elif i in lanes:
+            side, lane = lanes[i]
+            route = [
+                (side_edge(edge.source, side), y_a),
+                (lane, y_a),
+                (lane, y_b),
+                (side_edge(edge.target, side), y_b),
+            ]
+            arrow = FancyArrowPatch(path=Path(route), **style)
+            label_at = (lane, (y_a + y_b) / 2)
+        else:
+            bend = 0.2 if depth[edge.target] - depth[edge.source] > 1 else 0.0
+            arrow = FancyArrowPatch(
+                (x_a, y_a),
+                (x_b, y_b),
+                patchA=boxes[edge.source],
+                patchB=boxes[edge.target],
+                connectionstyle=f"arc3,rad={bend + 0.15 * repeat}",
+                **style,
+            )
+        ax.add_patch(arrow)
+        if edge.data is not None and str(edge.data) != edge.target:
+            ax.text(
+                *label_at,
+                str(edge.data),
+                ha="center",
+                va="center",
+                fontsize=7.5,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"},
+                zorder=3,
+            )
+    return figure
