@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import (
     AIMessage,
@@ -744,3 +746,38 @@ async def test_a_tool_result_with_a_nul_byte_does_not_block_the_thread(
     assert len(results) == 3
     assert all(e.text == "header\x00 payload of a.bin \ud800" for e in results)
     assert [e.seq for e in store.search("nul", "payload").hits] == [e.seq for e in results]
+
+
+@st.composite
+def tool_views(draw: st.DrawFn) -> list[BaseMessage]:
+    """Random sequences of user turns, assistant calls (some invalid), results (some stray,
+    some answering an earlier call, some ours from an earlier repair)."""
+    calls = [f"c{n}" for n in range(4)]
+    view: list[BaseMessage] = []
+    for n in range(draw(st.integers(0, 14))):
+        kind = draw(st.sampled_from(["human", "ai", "call", "result", "repair"]))
+        if kind == "human":
+            view.append(HumanMessage("q", id=f"h{n}"))
+        elif kind == "ai":
+            view.append(AIMessage("a", id=f"a{n}"))
+        elif kind == "call":
+            ids = draw(st.lists(st.sampled_from(calls), min_size=1, max_size=2, unique=True))
+            good = [{"name": "t", "args": {}, "id": i} for i in ids[:1]]
+            bad = [{"name": "t", "args": "{", "id": i, "error": "bad"} for i in ids[1:]]
+            view.append(AIMessage("", id=f"a{n}", tool_calls=good, invalid_tool_calls=bad))
+        else:
+            call = draw(st.sampled_from(calls))
+            extra = {"ctx_repair": {"tool_call_id": call}} if kind == "repair" else {}
+            view.append(ToolMessage("r", tool_call_id=call, id=f"t{n}", additional_kwargs=extra))
+    return view
+
+
+@given(tool_views())
+def test_the_quick_check_agrees_with_the_repair(view: list[BaseMessage]) -> None:
+    from ctx_langgraph.compaction.repair import repair_tool_pairs
+
+    fixed, repairs = repair_tool_pairs(view)
+    assert pairing_problems(fixed) == []
+    if not repairs:  # nothing to fix: the same messages, and the view was already valid
+        assert [m.id for m in fixed] == [m.id for m in view]
+        assert pairing_problems([m for m in view if "ctx_repair" not in m.additional_kwargs]) == []

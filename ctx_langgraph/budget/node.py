@@ -88,23 +88,23 @@ CAPPED_FLAG = "ctx_capped"
 CLEARED_FLAG = "ctx_cleared"
 
 
+_SYNTHETIC_FLAGS = (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
+_FLAGS = (*_SYNTHETIC_FLAGS, CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
+
+
 def _synthetic(message: BaseMessage) -> bool:
     """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules,
     long-term memory, a stand-in for a missing tool result): never recorded."""
     kwargs = message.additional_kwargs
-    return any(
-        kwargs.get(flag)
-        for flag in (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
-    )
+    # (most messages have no extra fields at all: this runs on every message of the view)
+    return bool(kwargs) and any(kwargs.get(flag) for flag in _SYNTHETIC_FLAGS)
 
 
 def _flagged(message: BaseMessage) -> bool:
     """Messages not to record now: synthetic ones, and previews of capped or cleared tool
     results (their originals were recorded under the same id)."""
     kwargs = message.additional_kwargs
-    return _synthetic(message) or any(
-        kwargs.get(flag) for flag in (CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
-    )
+    return bool(kwargs) and any(kwargs.get(flag) for flag in _FLAGS)
 
 
 def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) -> str:

@@ -63,6 +63,26 @@ def _missing(call_id: str, name: str, invalid: bool = False) -> ToolMessage:
     )
 
 
+def _needs_repair(messages: Sequence[BaseMessage]) -> bool:
+    """Whether :func:`repair_tool_pairs` would find a dangling call or a stray result."""
+    open_calls: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in open_calls:  # a stray result, or a stale stand-in
+                return True
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:  # the run of results ended with calls unanswered
+            return True
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            open_calls = {
+                str(call["id"])
+                for call in [*message.tool_calls, *message.invalid_tool_calls]
+                if call.get("id")
+            }
+    return bool(open_calls)
+
+
 def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage], ViewRepairs]:
     """The view with every tool call answered right after its assistant message, and no stray
     tool result; the same list object when nothing needed a repair.
@@ -80,6 +100,8 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
         >>> [m.id for m in fixed], repairs
         (['h1', 'a1', 'ctx-missing-result-c1', 'h2'], ViewRepairs(dangling_tool_calls=1, orphan_tool_results=1))
     """
+    if not _needs_repair(messages):  # the usual case, checked without building a new list
+        return list(messages), ViewRepairs()
     out: list[BaseMessage] = []
     dangling = orphans = 0
     # the calls the current run of tool messages may answer: {call id: tool name}
@@ -87,11 +109,8 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
     invalid: set[str] = set()
     for message in messages:
         if isinstance(message, ToolMessage):
-            if is_repair(message):
-                # ours from an earlier turn: kept while its call still waits, else dropped
-                if open_calls.pop(message.tool_call_id, None) is not None:
-                    out.append(message)
-                continue
+            # (a stand-in of ours from an earlier turn is kept while its call still waits, and
+            # goes with its call like any result)
             if open_calls.pop(message.tool_call_id, None) is None:
                 orphans += 1
                 continue
