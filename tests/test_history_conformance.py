@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import subprocess
 import sys
 import threading
@@ -88,6 +89,7 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
         patch.setattr(_ops, "SCHEMA_VERSION", 2)
         patch.setattr(base, "SCHEMA_VERSION", 2)
         patch.setattr(_serde, "_compact", lambda record, text: record)
+        patch.setattr(_serde, "_content_hash", _hex_content_hash)
         store = backend.make()
         assert store.setup() == 2
         store.append("t", old)
@@ -128,6 +130,7 @@ async def test_a_version_3_store_upgrades_and_indexes_its_rows_for_search(backen
         patch.setattr(_ops, "SCHEMA_VERSION", 3)
         patch.setattr(base, "SCHEMA_VERSION", 3)
         patch.setattr(_serde, "search_document", lambda text: None)
+        patch.setattr(_serde, "_content_hash", _hex_content_hash)
         store = backend.make()
         assert store.setup() == 3
         store.append("t", old)
@@ -146,6 +149,208 @@ async def test_a_version_3_store_upgrades_and_indexes_its_rows_for_search(backen
     store.append("t", [HumanMessage("now plain text", id="h1")])  # a revision drops the old words
     assert found("你好") == [] and found("plain") == ["h1", "h3"]
     store.close()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite_file", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_event_id_index(
+    backend, monkeypatch
+):
+    """Rows written before v5 (hex content hashes, two indexes by event id) upgrade in place:
+    the same messages are still duplicates, revisions and branches still work, search and
+    export read the same, and an event id is still unique per branch."""
+    from langchain_core.messages import message_to_dict
+
+    from ctx_langgraph.errors import HistoryStoreError
+    from ctx_langgraph.history import _ops, _serde, base
+    from ctx_langgraph.history._serde import message_to_row
+
+    old = [
+        HumanMessage("Refund order A-1042 today", id="h1"),
+        AIMessage("", id="a1", tool_calls=[{"name": "refund", "args": {"o": 1}, "id": "c1"}]),
+        ToolMessage("refunded", tool_call_id="c1", name="refund", id="t1"),
+        HumanMessage("Second thought: refund B-7 too", id="h2"),
+    ]
+    revised = HumanMessage("Refund order A-1042 tomorrow", id="h1")
+    on_branch = HumanMessage("On the branch: refund C-3 instead", id="h2")
+    branch = Scope("t", branch="retry")
+    with monkeypatch.context() as patch:  # the code as it was at schema version 4
+        patch.setattr(_ops, "SCHEMA_VERSION", 4)
+        patch.setattr(base, "SCHEMA_VERSION", 4)
+        patch.setattr(_serde, "_content_hash", _hex_content_hash)
+        store = backend.make()
+        assert store.setup() == 4
+        store.append("t", old)
+        store.append("t", [revised])
+        store.create_branch(branch, "main", 3)
+        store.append(branch, [on_branch])  # the id of main's seq 4, on another branch
+        assert store.hide_events("t", ["t1"]) == 1
+        exported = store.export_thread("t")
+        assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
+        store.close()
+    store = backend.make()
+    assert store.setup() == base.SCHEMA_VERSION == 5
+    for table in ("ctx_events", "ctx_event_revisions"):
+        assert {(type(h), len(h)) for h in _column(store, table, "content_hash")} == {(bytes, 32)}
+    expected = message_to_row(revised).content_hash
+    assert store.get_event("t", "h1").content == message_to_dict(revised)
+    assert bytes(_column(store, "ctx_events", "content_hash", "h1")[0]) == expected
+    assert _event_indexes(store) == _EVENT_INDEXES[backend.name]
+    assert _without_time(store.export_thread("t")) == _without_time(exported)
+
+    again = store.append("t", [revised, *old[1:]])
+    assert [(r.seq, r.status) for r in again] == [
+        (1, "duplicate"),
+        (2, "duplicate"),
+        (3, "duplicate"),
+        (4, "duplicate"),
+    ]
+    assert store.append(branch, [on_branch])[0].status == "duplicate"
+    inherited = store.append(branch, [revised])[0]  # main's seq 1, found by id through the lineage
+    assert (inherited.seq, inherited.status) == (1, "duplicate")
+    assert store.event_revisions("t", "h1") == [(1, message_to_dict(old[0]))]
+    newer = HumanMessage("Second thought: refund B-8 too", id="h2")
+    assert store.append("t", [newer])[0].status == "revised"
+    assert store.event_revisions("t", "h2") == [(1, message_to_dict(old[3]))]
+    assert store.get_event(branch, "h2").content == message_to_dict(on_branch)
+    assert [h.event_id for h in store.search("t", "refund").hits] == ["h1", "a1", "h2"]
+    assert [h.event_id for h in store.search("t", "B 8").hits] == ["h2"]
+    assert [h.event_id for h in store.search(branch, "C 3").hits] == ["h2"]
+    assert store.show_events("t", ["t1"]) == 1 and store.get_event("t", "t1") is not None
+    assert store.append("t", [HumanMessage("new after the upgrade", id="h3")])[0].seq == 5
+
+    # the one index by event id still keeps an event id unique per branch
+    duplicate = _ops.insert_events(
+        "default", "t", [("main", 99, message_to_row(revised), 1, True, store.dialect.ts(T0))]
+    )
+    with pytest.raises(HistoryStoreError):
+        store._execute(_yield(duplicate), write=True)
+    store.delete_thread("t")
+    assert store.import_thread(exported)["events"] == 5
+    assert _without_time(store.export_thread("t")) == _without_time(exported)
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite_file", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_every_event_lookup_is_served_by_an_index(backend, monkeypatch):
+    """Each statement the store runs against the events table, read through the planner: none
+    scans the table, and each look-up by event id uses the index by event id."""
+    from ctx_langgraph.history._sql import Stmt
+
+    store = backend.make()
+    store.setup()
+    ran: list[Stmt] = []
+    run = store._run_statement
+
+    def recording(*args):
+        ran.append(args[-1])
+        return run(*args)
+
+    monkeypatch.setattr(store, "_run_statement", recording)
+    branch = Scope("t", branch="b")
+    store.append("t", turns(1, 6, "order {n} shipped to the depot"))
+    store.append("t", [human(2, "order 2 went elsewhere"), human(2, "order 2 went elsewhere")])
+    store.create_branch(branch, "main", 3)
+    store.append(
+        branch, [human(4, "another order 4"), *turns(1, 2, "order {n} shipped to the depot")]
+    )
+    for scope in ("t", branch):
+        store.read_events(scope, from_seq=2, to_seq=4)
+        store.get_event(scope, "m2")
+        store.event_revisions(scope, "m2")
+        store.search(scope, "order depot", roles=["human"], tool_name="x", min_seq=1, max_seq=9)
+        store.search(scope, newest_first=True, since=T0)
+    store.hide_events(branch, ["m1", "m4"])
+    store.show_events(branch, ["m1"])
+    store.delete_events("t", ["m5"])
+    document = store.export_thread("t")
+    store.delete_thread("t")
+    store.import_thread(document)
+    monkeypatch.undo()
+
+    statements = [
+        s for s in ran if "ctx_events" in s.sql and not s.sql.startswith("INSERT INTO ctx_events ")
+    ]
+    assert len({s.sql for s in statements}) >= 10  # every kind of look-up above was seen
+    for stmt in statements:
+        params = stmt.many[0] if stmt.many else stmt.params
+        plan = _plan(store, backend, stmt.sql, params)
+        if backend.name == "postgres":
+            assert "Seq Scan on ctx_events" not in plan, (stmt.sql, plan)
+        else:
+            assert not re.search(r"^SCAN (e|ctx_events)\b(?!_)", plan, re.M), (stmt.sql, plan)
+        if re.search(r"event_id (=|IN)", stmt.sql):
+            assert "ctx_events_by_event_id" in plan, (stmt.sql, plan)
+
+
+_EVENT_INDEXES = {
+    "sqlite_file": {"ctx_events_by_event_id", "sqlite_autoindex_ctx_events_1"},
+    "postgres": {
+        "ctx_events_pkey",
+        "ctx_events_tenant_thread_id_branch_seq_key",
+        "ctx_events_by_event_id",
+        "ctx_events_tsv",
+    },
+}
+
+
+def _yield(stmt):
+    return (yield stmt)
+
+
+def _column(store: HistoryStore, table: str, column: str, event_id: str | None = None) -> list:
+    from ctx_langgraph.history._sql import Stmt
+
+    sql = f"SELECT {column} FROM {table}" + ("" if event_id is None else " WHERE event_id = ?")
+    rows = store._execute(
+        _yield(Stmt(sql, () if event_id is None else (event_id,), "all")), write=False
+    )
+    return [row[0] for row in rows]
+
+
+def _event_indexes(store: HistoryStore) -> set[str]:
+    from ctx_langgraph.history._sql import Stmt
+
+    if store.dialect.name == "postgres":
+        sql = (
+            "SELECT indexname FROM pg_indexes WHERE tablename = ? AND schemaname = current_schema()"
+        )
+    else:
+        sql = "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?"
+    return {
+        row[0] for row in store._execute(_yield(Stmt(sql, ("ctx_events",), "all")), write=False)
+    }
+
+
+def _without_time(document: dict) -> dict:
+    return {key: value for key, value in document.items() if key != "exported_at"}
+
+
+def _plan(store: HistoryStore, backend, sql: str, params) -> str:
+    """The query plan of one statement, as text (PostgreSQL: with sequential scans priced out,
+    so a table too small to bother with an index still shows which index could serve)."""
+    if backend.name == "postgres":
+        import psycopg
+
+        from ctx_langgraph.history._sql import to_pyformat
+
+        with psycopg.connect(backend.dsn) as conn:
+            conn.execute("SET enable_seqscan = off")
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("EXPLAIN " + to_pyformat(sql), tuple(params))
+            return "\n".join(row[0] for row in cur.fetchall())
+    rows = store.conn.execute("EXPLAIN QUERY PLAN " + sql, tuple(params)).fetchall()
+    return "\n".join(row[-1] for row in rows)
+
+
+def _hex_content_hash(canonical: str) -> str:
+    """The content hash as schema versions 1 to 4 stored it: 64 hex characters."""
+    import hashlib
+
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _raw_insert_migration(version: int):

@@ -604,3 +604,39 @@ async def test_records_list_a_threads_calls_on_every_backend(store, mode):
     assert await ledger.records(Scope("a", tenant="other")) == []
     with pytest.raises(ValueError, match="limit"):
         await ledger.records("a", limit=0)
+
+
+async def test_the_provider_payload_is_stored_for_incomplete_records_only(store):
+    """A partial or unknown record keeps what the provider said (to re-derive its counts); a
+    complete one keeps its counts and no payload, in the record, the export and an import."""
+    store.append("pay", [HumanMessage("q", id="h")])  # a thread to export
+    ledger = UsageLedger(store)
+    streamed = {"type": "message_delta", "usage": {"output_tokens": 30}}
+    partial = NormalizedUsage(input_total=50, output=30, complete=False, raw=streamed)
+    final = NormalizedUsage(input_total=50, output=120, raw={"output_tokens": 120, "tier": "x"})
+    failed = NormalizedUsage(complete=False, raw={"error": "usage: expected an object"})
+
+    booked = ledger.record("call-1", partial, scope="pay", version=1)
+    assert booked.record.status == "partial" and booked.record.usage.raw == streamed
+    assert ledger.get("call-1").usage.raw == streamed
+    booked = ledger.record("call-1", final, scope="pay", version=2)
+    assert booked.record.status == "complete" and booked.record.usage.raw == {}
+    assert ledger.get("call-1").usage.raw == {}
+    assert ledger.get("call-1").usage.output == 120 and booked.deltas["output"] == 90
+    ledger.record("call-2", failed, scope="pay")
+    assert ledger.get("call-2").status == "unknown"
+    assert ledger.get("call-2").usage.raw == {"error": "usage: expected an object"}
+    ledger.record("call-3", final, scope="pay", status="partial")  # a caller's own status
+    assert ledger.get("call-3").usage.raw == final.raw
+
+    document = store.export_thread("pay")
+    stored = {call["call_key"]: call["raw"] for call in document["ledger"]["calls"]}
+    assert stored == {
+        "call-1": "{}",
+        "call-2": '{"error": "usage: expected an object"}',
+        "call-3": '{"output_tokens": 120, "tier": "x"}',
+    }
+    before = [(r, dict(r.usage.raw)) for r in ledger.records("pay")]  # raw: compare=False
+    store.delete_thread("pay", ledger=True)
+    store.import_thread(document)
+    assert [(r, dict(r.usage.raw)) for r in ledger.records("pay")] == before

@@ -359,7 +359,31 @@ def _backfill_terms() -> Op[int]:
         after = rows[-1][0]
 
 
-_BACKFILLS = {"terms": _backfill_terms}
+def _backfill_binary_hashes() -> Op[int]:
+    """SQLite, schema v5: store each event's and revision's hex ``content_hash`` as its 32
+    bytes; returns how many rows changed. A row written as bytes already is left alone."""
+    converted = 0
+    for table in ("ctx_events", "ctx_event_revisions"):
+        after = -1  # rowids of both tables are positive
+        while True:
+            rows = yield Stmt(
+                f"SELECT rowid, content_hash FROM {table} WHERE rowid > ? "
+                "AND typeof(content_hash) = 'text' ORDER BY rowid LIMIT ?",
+                (after, _BACKFILL_BATCH),
+                "all",
+            )
+            if not rows:
+                break
+            yield Stmt(
+                f"UPDATE {table} SET content_hash = ? WHERE rowid = ?",
+                many=[(bytes.fromhex(row[1]), row[0]) for row in rows],
+            )
+            converted += len(rows)
+            after = rows[-1][0]
+    return converted
+
+
+_BACKFILLS = {"terms": _backfill_terms, "binary_hashes": _backfill_binary_hashes}
 
 
 # --------------------------------------------------------------------------- branches
@@ -522,7 +546,7 @@ class _Known:
     branch: str
     seq: int
     revision: int
-    content_hash: str
+    content_hash: bytes
 
 
 @dataclass(frozen=True)

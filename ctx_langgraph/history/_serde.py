@@ -157,7 +157,9 @@ class EventRow:
     role: str
     name: str | None
     content_json: str
-    content_hash: str
+    content_hash: bytes
+    """SHA-256 of the full record (32 bytes): an append of the same id compares it to tell a
+    duplicate from a revision."""
     text: str
     tool_call_ids: tuple[str, ...]
     tool_names: tuple[str, ...]
@@ -215,6 +217,12 @@ def text_projection(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
+def _content_hash(canonical: str) -> bytes:
+    """The stored hash of a record's canonical JSON: the 32-byte SHA-256 digest (schema v5;
+    before it, the 64-character hex digest)."""
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+
+
 def message_to_row(message: BaseMessage) -> EventRow:
     """Serialize a message exactly (``message_to_dict``) and derive its indexable columns.
 
@@ -242,7 +250,7 @@ def message_to_row(message: BaseMessage) -> EventRow:
         role=message.type,
         name=message.name,
         content_json=content_json,
-        content_hash=hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest(),
+        content_hash=_content_hash(canonical),
         text=text,
         tool_call_ids=call_ids,
         tool_names=names,

@@ -445,18 +445,12 @@ BACKFILL_TERMS = Backfill("terms")
 # differently (non-ASCII, CJK, very long words, control characters) carries its search document
 # in ``terms``, which the full-text index reads instead of ``text``. Plain rows are unchanged.
 _FTS_SOURCE = "coalesce({row}.terms, {row}.text)"
-_SQLITE_V4: list[str | Backfill] = [
-    "ALTER TABLE ctx_events ADD COLUMN terms TEXT",
-    *(f"DROP TRIGGER {name}" for name in _FTS_TRIGGERS),
-    "DROP TABLE ctx_events_fts",
-    BACKFILL_TERMS,
-    # the full-text table's external content: what it indexes per row ('rebuild' reads it)
+# the full-text table's external content: what it indexes per row ('rebuild' reads it)
+_SQLITE_SEARCH_VIEW = (
     "CREATE VIEW ctx_events_search AS SELECT pk, scope_key, coalesce(terms, text) AS text "
-    "FROM ctx_events",
-    """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events_search', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )""",
+    "FROM ctx_events"
+)
+_SQLITE_FTS_TRIGGERS = [
     f"""CREATE TRIGGER ctx_events_fts_insert AFTER INSERT ON ctx_events BEGIN
         INSERT INTO ctx_events_fts (rowid, scope_key, text)
         VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
@@ -471,6 +465,18 @@ _SQLITE_V4: list[str | Backfill] = [
         INSERT INTO ctx_events_fts (rowid, scope_key, text)
         VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
     END""",
+]
+_SQLITE_V4: list[str | Backfill] = [
+    "ALTER TABLE ctx_events ADD COLUMN terms TEXT",
+    *(f"DROP TRIGGER {name}" for name in _FTS_TRIGGERS),
+    "DROP TABLE ctx_events_fts",
+    BACKFILL_TERMS,
+    _SQLITE_SEARCH_VIEW,
+    """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        scope_key, text, content='ctx_events_search', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0', detail=column
+    )""",
+    *_SQLITE_FTS_TRIGGERS,
     "INSERT INTO ctx_events_fts (ctx_events_fts) VALUES ('rebuild')",
 ]
 _POSTGRES_V4: list[str | Backfill] = [
@@ -480,22 +486,106 @@ _POSTGRES_V4: list[str | Backfill] = [
     f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({pg_tsv()})",
 ]
 
+BACKFILL_BINARY_HASHES = Backfill("binary_hashes")
+"""SQLite: turn the hex ``content_hash`` of every event and revision into its 32 bytes."""
+
+# v5 drops what every event row paid for twice. One UNIQUE index on (tenant, thread_id,
+# event_id, branch) both keeps an event id unique per branch and serves every look-up by id
+# (any branch of a lineage), where v1 had a UNIQUE constraint on (..., branch, event_id) and a
+# separate index on (..., event_id). The content hash is stored as its 32 bytes instead of 64
+# hex characters. SQLite cannot drop a table constraint or change a column's type in place, so
+# its two event tables are rebuilt: rows keep their pk, which is the full-text index's rowid,
+# so that index stays as it is.
+_SQLITE_EVENTS_V5 = """CREATE TABLE ctx_events_v5 (
+        pk INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        role TEXT NOT NULL,
+        name TEXT,
+        content TEXT NOT NULL,
+        content_hash BLOB NOT NULL,
+        text TEXT NOT NULL,
+        tool_call_ids TEXT NOT NULL,
+        tool_names TEXT NOT NULL,
+        revision INTEGER NOT NULL DEFAULT 1,
+        visible INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        terms TEXT,
+        UNIQUE (tenant, thread_id, branch, seq)
+    )"""
+_SQLITE_EVENT_COLUMNS_V5 = (
+    "pk, tenant, thread_id, branch, seq, event_id, scope_key, role, name, content, "
+    "content_hash, text, tool_call_ids, tool_names, revision, visible, created_at, terms"
+)
+_SQLITE_REVISIONS_V5 = """CREATE TABLE ctx_event_revisions_v5 (
+        tenant TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        content_hash BLOB NOT NULL,
+        replaced_at REAL NOT NULL,
+        text TEXT,
+        PRIMARY KEY (tenant, thread_id, branch, seq, revision)
+    )"""
+_SQLITE_REVISION_COLUMNS_V5 = (
+    "tenant, thread_id, branch, seq, event_id, revision, content, content_hash, replaced_at, text"
+)
+_EVENT_ID_INDEX_V5 = (
+    "CREATE UNIQUE INDEX ctx_events_by_event_id ON ctx_events (tenant, thread_id, event_id, branch)"
+)
+_SQLITE_V5: list[str | Backfill] = [
+    # the triggers and the view name ctx_events: dropped before it is, made again after
+    *(f"DROP TRIGGER {name}" for name in _FTS_TRIGGERS),
+    "DROP VIEW ctx_events_search",
+    _SQLITE_EVENTS_V5,
+    f"INSERT INTO ctx_events_v5 ({_SQLITE_EVENT_COLUMNS_V5}) "
+    f"SELECT {_SQLITE_EVENT_COLUMNS_V5} FROM ctx_events",
+    "DROP TABLE ctx_events",
+    "ALTER TABLE ctx_events_v5 RENAME TO ctx_events",
+    _EVENT_ID_INDEX_V5,
+    _SQLITE_REVISIONS_V5,
+    f"INSERT INTO ctx_event_revisions_v5 ({_SQLITE_REVISION_COLUMNS_V5}) "
+    f"SELECT {_SQLITE_REVISION_COLUMNS_V5} FROM ctx_event_revisions",
+    "DROP TABLE ctx_event_revisions",
+    "ALTER TABLE ctx_event_revisions_v5 RENAME TO ctx_event_revisions",
+    BACKFILL_BINARY_HASHES,
+    _SQLITE_SEARCH_VIEW,
+    *_SQLITE_FTS_TRIGGERS,
+]
+_POSTGRES_V5 = [
+    "ALTER TABLE ctx_events DROP CONSTRAINT ctx_events_tenant_thread_id_branch_event_id_key",
+    "DROP INDEX ctx_events_by_event_id",
+    "ALTER TABLE ctx_events ALTER COLUMN content_hash TYPE BYTEA USING decode(content_hash, 'hex')",
+    "ALTER TABLE ctx_event_revisions ALTER COLUMN content_hash TYPE BYTEA "
+    "USING decode(content_hash, 'hex')",
+    _EVENT_ID_INDEX_V5,
+]
+
 MIGRATIONS: dict[str, list[list[str | Backfill]]] = {
     "sqlite": [
         list(_SQLITE_V1),
         list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
         list(_SQLITE_V3),
         _SQLITE_V4,
+        _SQLITE_V5,
     ],
     "postgres": [
         list(_POSTGRES_V1),
         list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
         list(_POSTGRES_V3),
         _POSTGRES_V4,
+        list(_POSTGRES_V5),
     ],
 }
 """Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``.
 A step is SQL, or a :class:`Backfill` the operations run in Python."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 assert all(len(steps) == SCHEMA_VERSION for steps in MIGRATIONS.values())

@@ -7,6 +7,12 @@ booked`` into the running totals in the same transaction as the record, so a dup
 event books 0, provisional -> final books the difference, and a billing correction (a higher
 ``version``) may book a negative difference. Unknown counts are never added as zeros, and
 compaction never touches the ledger.
+
+The provider's usage payload (``usage.raw``) is stored only for an incomplete record
+(``partial`` or ``unknown``): there it is the one trace of what the provider said (a stream cut
+short, the error that left a call unknown) to re-derive the counts from. A complete record's
+counts are all known, so its payload is not kept (``{}``); rows written before are left as
+they are.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ class LedgerRecord:
     status: UsageStatus
     version: int
     usage: NormalizedUsage
+    """The booked counts; ``usage.raw`` is the provider's payload for a partial or unknown
+    record, ``{}`` for a complete one."""
     cost: float | None
     """USD, or None when the model has no price or a needed count is unknown."""
 
@@ -167,7 +175,7 @@ def plan_booking(
         counts={name: getattr(merged, name) for name in COUNT_FIELDS},
         cost_nano=cost_nano(merged),
         response_id=merged.response_id,
-        raw=dict(usage.raw),
+        raw={} if status == "complete" else dict(usage.raw),
     )
     adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
     for record, sign in ((old, -1), (stored, 1)):
