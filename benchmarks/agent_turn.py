@@ -1,30 +1,43 @@
-"""Agent turn benchmark: wall time of a whole agent turn on a long thread, vs langmem and LangChain.
+"""Agent turn benchmark: wall time of a whole agent turn on a long thread, vs langmem and LangChain,
+over each one's compaction cycle.
 
 A thread already holds N messages of agent dialogue (questions, ``get_order_status`` tool calls
 with JSON results, answers); each measured turn is one ``graph.invoke`` of a new user message
 through the context management, the model and back, with a checkpointer (``InMemorySaver``, or
-``SqliteSaver`` with ``--saver sqlite``). Four agents on the same fake chat model:
+``SqliteSaver`` with ``--saver sqlite``). Five agents on the same fake chat model, one 128k-token
+window, each configured as its docs configure it:
 
-- **ours**: a LangGraph-docs-style ``StateGraph(MessagesState)`` agent + ``add_context_management``;
-- **ours (middleware)**: ``create_agent`` + ``ContextManagementMiddleware``;
-- **langmem**: the docs-style agent with langmem's ``SummarizationNode`` before the model;
-- **langchain**: ``create_agent`` + ``SummarizationMiddleware``.
+- **ours**: a LangGraph-docs-style ``StateGraph(MessagesState)`` agent + ``add_context_management``
+  (``ContextConfig(context_window=128_000)``, its defaults otherwise);
+- **ours (middleware)**: ``create_agent`` + ``ContextManagementMiddleware``, the same config;
+- **langmem**: the docs-style agent with langmem's ``SummarizationNode`` before the model, as its
+  docs wire it (``summarized_messages`` for the model, the whole thread kept in ``messages``);
+- **langmem (replace)**: the same node with ``output_messages_key="messages"``: its summary
+  replaces the summarized messages;
+- **langchain**: ``create_agent`` + ``SummarizationMiddleware(trigger=("fraction", 0.8))``.
 
-All four use a 32k window with comparable thresholds, so each holds the thread the way it keeps
-it after N messages: ours and LangChain a bounded view, langmem the whole list.
+Each system summarizes in cycles, and a turn costs what the state it holds costs, so each is
+measured at five phases of ITS OWN cycle around N (``cycles``: right after its last summary, a
+quarter, half, three quarters of the way, just before its next one), and the headline is the mean
+over the phases. A system that has not summarized by N holds all N messages (one state). Each
+starts a phase from the state it really holds there: the peers' states are simulated
+(``peer_views``; :func:`check_peer_simulation` proves the simulation against the real peers),
+ours' compactions are its real ``ctx_compact`` at the points its trigger arithmetic finds
+(:func:`check_our_simulation` proves them against the real nodes), with every message recorded
+in its store.
 
-    python benchmarks/agent_turn.py [--json] [--sizes 1000,20000] [--turns 30] [--saver sqlite]
+    python benchmarks/agent_turn.py [--json] [--sizes 1000,10000,50000] [--turns 10] [--saver sqlite]
 
-Figures only, never a failing exit: the target is printed with a pass/fail mark.
+Figures only, never a failing exit: the targets are printed with a pass/fail mark.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import json
 import random
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -34,13 +47,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import SummarizationMiddleware
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -49,20 +60,37 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.ai import InputTokenDetails, OutputTokenDetails, UsageMetadata
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langmem.short_term import RunningSummary, SummarizationNode  # type: ignore[import-untyped]
 from pydantic import PrivateAttr
 from typing_extensions import TypedDict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_views and cycles, next to this file
+
+import cycles
+import peer_views
+from cycles import PHASES, NeedsLongerThread, OurCycle, Placement, measured_length, place
+from peer_views import (
+    WINDOW,
+    LangChainView,
+    LangmemView,
+    RequestMeter,
+    SummaryModel,
+    Wiring,
+    langchain_middleware,
+    langchain_states,
+    langmem_input,
+    langmem_node,
+    langmem_serde,
+    langmem_states,
+)
 
 from ctx_langgraph import (
     ContextConfig,
@@ -72,26 +100,18 @@ from ctx_langgraph import (
     make_history_lookup_tool,
 )
 from ctx_langgraph._table import format_table
-from ctx_langgraph.budget.counters import TiktokenCounter
+from ctx_langgraph.budget.counters import REPLY_PRIMING, TiktokenCounter
+from ctx_langgraph.budget.node import make_budget_node
+from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.testing import tool_agent_reply
 
-GROWTH_TARGET = 1.5  # ours at the largest size / ours at the smallest (p50), at most
-CONFIG = ContextConfig(  # a 32k window: usable 28,000, compaction above 22,400, down to 14,000
-    context_window=32_000,
-    output_reserve=4_000,
-    keep_recent_tokens=8_000,
-    summary_max_tokens=2_000,
-    tool_output_cap_tokens=2_000,
-)
+GROWTH_TARGET = 1.5  # ours at the largest size / ours at the smallest (p50), equal phase, at most
+CONFIG = ContextConfig(context_window=WINDOW)  # ours' defaults for a 128k window
 BUDGET = CONFIG.resolve()
-SEED_TAIL_TOKENS = 24_000  # the seeded view: over every system's trigger, so turn 1 summarizes
-SUMMARY = (  # what the peers' fake summarizer answers
-    "The user asked about several orders (shipping status, address changes, refunds) and "
-    "shared notes on a migration plan; the agent looked the orders up and answered each."
-)
-LANGMEM_SUMMARY = ("langmem.short_term.summarization", "RunningSummary")
 THREAD: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 50}
-SYSTEMS = ("ours", "ours (middleware)", "langmem", "langchain")
+SYSTEMS = ("ours", "ours (middleware)", "langmem", "langmem (replace)", "langchain")
+OURS = ("ours", "ours (middleware)")
+EXTRA = 6_000  # messages simulated past the largest size, where the next summaries fall
 # fmt: off
 ASKS = ["Where is my order {o}? It should have arrived in {c} by now.",
         "Can you check {o} and tell me when it reaches {c}?",
@@ -212,8 +232,10 @@ class Dialogue:
             human = HumanMessage(self._fill(self.rng.choice(ASKS if asks else NOTES)))
             out.append(self._id(human))
             reply = tool_agent_reply([human])
-            if reply.tool_calls:
+            if reply.tool_calls:  # a seeded call id (the policy draws a random one)
                 call = reply.tool_calls[0]
+                call["id"] = f"call_{self.count}"
+                reply = AIMessage(reply.content, tool_calls=[call])
                 result = ToolMessage(
                     get_order_status.invoke(call["args"]),
                     name=call["name"],
@@ -226,23 +248,55 @@ class Dialogue:
 
     @staticmethod
     def _metered(reply: AIMessage) -> AIMessage:
-        """The usage and provider a live thread's replies carry (the figures are plausible)."""
+        """The usage and provider a live thread's replies carry (a plausible figure; only
+        LangChain reads it, and its copies carry the usage of its own requests instead)."""
         reply.usage_metadata = usage(18_000, 40)
         reply.response_metadata = {"model_provider": "openai", "model_name": "gpt-4o"}
         return reply
 
 
-def tail(history: Sequence[BaseMessage], tokens: int) -> list[BaseMessage]:
-    """The newest messages, from a user message on, holding at least ``tokens`` by our counter
-    (tiktoken) and by the peers' (``count_tokens_approximately``) both."""
+def tool_overhead(tools: Sequence[Any]) -> int:
+    """What every request adds to its messages, as :class:`AnswerModel` counts it: the bound
+    tools' schemas and the reply priming."""
     counter = TiktokenCounter("gpt-4o")
-    exact = approximate = 0
-    for index in range(len(history) - 1, -1, -1):
-        exact += counter.count_message(history[index])
-        approximate += count_tokens_approximately([history[index]])
-        if min(exact, approximate) >= tokens and history[index].type == "human":
-            return list(history[index:])
-    return list(history)
+    return counter.count_tools([convert_to_openai_tool(t) for t in tools]) + REPLY_PRIMING
+
+
+def check_peer_simulation(size: int = 600, window: int = 4_000, seed: int = 7) -> dict[str, int]:
+    """Prove the peers' simulated states on this benchmark's dialogue: run the real LangChain
+    middleware and langmem node (both wirings) turn by turn over ``size`` messages in a
+    ``window``-token window and compare their final states with the simulated ones
+    (``AssertionError`` on a difference). Returns the summaries each peer made."""
+    history = Dialogue(seed).history(size)
+    meter = RequestMeter(tool_overhead([get_order_status]))
+    wirings: tuple[Wiring, ...] = ("docs", "replace")
+    return peer_views.check_peer_views(history, meter=meter, window=window, wirings=wirings)
+
+
+def check_our_simulation(size: int = 600, window: int = 4_000, seed: int = 7) -> int:
+    """Prove ours' simulated cycle on this benchmark's dialogue: run ours' real ``ctx_budget``
+    and ``ctx_compact`` (this agent's model and tools) before every model call of ``size``
+    messages in a ``window``-token window and compare where it compacted and its final view with
+    :class:`cycles.OurCycle`'s (``AssertionError`` on a difference). Returns the compactions."""
+    history = Dialogue(seed).history(size)
+    config = ContextConfig(context_window=window)
+    counter = TiktokenCounter("gpt-4o")
+
+    def make(store: SQLiteHistoryStore) -> tuple[Any, Any]:
+        model, tools = AnswerModel(), [get_order_status, make_history_lookup_tool(store)]
+        budget = make_budget_node(store, config=config, model=model, tools=tools)
+        return budget, make_compact_node(store, config=config, model=model)
+
+    def cycle(store: SQLiteHistoryStore, compact: Any) -> OurCycle:
+        overhead = tool_overhead([get_order_status, make_history_lookup_tool(store)])
+        counts = [counter.count_message(m) for m in history]
+        return OurCycle(history, counts=counts, overhead=overhead, config=config, compact=compact,
+                        store=store, run_config=THREAD, counter=counter)  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return cycles.check_our_cycle(
+            history, make=make, cycle=cycle, tmp=Path(tmp), run_config=THREAD
+        )
 
 
 @dataclass
@@ -252,6 +306,8 @@ class System:
     name: str
     graph: Any
     saver: BaseCheckpointSaver[Any]
+    summaries: Callable[[], int]
+    """Summaries (compactions) the system has made so far."""
     closers: list[Callable[[], None]] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
 
@@ -276,37 +332,124 @@ def docs_style(model: AnswerModel, tools: list[Any]) -> StateGraph[Any, Any, Any
     return builder
 
 
-def seeded_store(path: Path, history: Sequence[BaseMessage]) -> SQLiteHistoryStore:
-    """A history store holding the whole thread, as ``ctx_budget`` recorded it turn by turn."""
+class Plan:
+    """The thread, the user messages of the measured turns, and each system's states at the
+    phases of its cycle around each size."""
+
+    def __init__(self, sizes: list[int], seed: int, turns: int, extra: int, tmp: Path) -> None:
+        dialogue = Dialogue(seed)
+        self.history = history = dialogue.history(sizes[-1] + extra)
+        self.questions = [dialogue.note() for _ in range(turns)]
+        counter = TiktokenCounter("gpt-4o")
+        self.room = sum(  # what a phase's turns add: each question and its answer
+            counter.count_message(HumanMessage(q))
+            + counter.count_message(tool_agent_reply([HumanMessage(q)]))
+            for q in self.questions
+        )
+        self.meter = meter = RequestMeter(tool_overhead([get_order_status]), counter)  # LangChain's
+        counts = [meter.message(m) for m in history]
+        self.tokens = cycles.prefix_sums(counts)
+        self.ends = [  # after a plain answer: where a user message comes next
+            i + 1
+            for i, m in enumerate(history)
+            if isinstance(m, AIMessage)
+            and not m.tool_calls
+            and (i + 1 == len(history) or isinstance(history[i + 1], HumanMessage))
+        ]
+        self.placements: dict[str, dict[int, Placement]] = {name: {} for name in SYSTEMS}
+        peers: dict[str, list[int]] = {
+            "langchain": langchain_states(history, meter=meter)[len(history)].points,
+            "langmem": langmem_states(history)[len(history)].points,
+            "langmem (replace)": langmem_states(history, wiring="replace")[len(history)].points,
+        }
+        for name, points in peers.items():
+            for size in sizes:
+                self.placements[name][size] = place(points, self.ends, size, self.tokens, self.room)
+
+        def wanted(name: str) -> set[int]:
+            return {n for p in self.placements[name].values() for n in p.lengths}
+
+        self.langchain = langchain_states(history, meter=meter, lengths=wanted("langchain"))
+        self.langmem: dict[Wiring, dict[int, LangmemView]] = {
+            "docs": langmem_states(history, lengths=wanted("langmem")),
+            "replace": langmem_states(
+                history, wiring="replace", lengths=wanted("langmem (replace)")
+            ),
+        }
+        self.ours: dict[int, tuple[dict[str, Any], Path]] = {}
+        self.equal_view: int | None = None  # ours at the largest size, holding the smallest's view
+        store = SQLiteHistoryStore.from_path(tmp / "ours-work.sqlite")
+        store.setup()
+        compact = make_compact_node(store, config=CONFIG, model=AnswerModel())
+        overhead = tool_overhead([get_order_status, make_history_lookup_tool(store)])
+        cycle = OurCycle(history, counts=counts, overhead=overhead, config=CONFIG,
+                         compact=compact, store=store, run_config=THREAD, counter=counter)  # fmt: skip
+        smallest = 0
+        for size in sizes:
+            placement = place(
+                cycle.advance(measured_length(self.ends, size)),
+                self.ends,
+                size,
+                self.tokens,
+                self.room,
+            )
+            for name in OURS:  # the same config, tools and model: the same cycle
+                self.placements[name][size] = placement
+            lengths = set(placement.lengths)
+            if size == sizes[0]:
+                smallest = cycle.request(placement.lengths[0])
+            elif size == sizes[-1] and equal_view_needed(self.placements["ours"], sizes):
+                first, last = placement.lengths[0], placement.lengths[-1]
+                inside = [end for end in self.ends if first <= end <= last]
+                self.equal_view = min(inside, key=lambda end: abs(cycle.request(end) - smallest))
+                lengths.add(self.equal_view)
+            for length in sorted(lengths - self.ours.keys()):
+                path = cycle.snapshot(length, tmp / f"ours-{length}.sqlite")
+                self.ours[length] = (cycle.state_at(length), path)
+        store.close()
+
+
+def equal_view_needed(placements: dict[int, Placement], sizes: list[int]) -> bool:
+    """Ours has a cycle at the largest size but none at the smallest: the growth compares the
+    smallest's state (all of it) with the point of the largest's cycle holding as many tokens."""
+    return (
+        len(sizes) > 1
+        and placements[sizes[0]].cycle is None
+        and (placements[sizes[-1]].cycle is not None)
+    )
+
+
+def our_store(plan: Plan, length: int, tmp: Path) -> tuple[SQLiteHistoryStore, dict[str, Any]]:
+    """A copy of ours' store at ``length`` (every message before it, the summaries committed by
+    then) and ours' state there: each system writes to its own."""
+    state, snapshot = plan.ours[length]
+    path = tmp / f"ours-{uuid.uuid4().hex[:8]}.sqlite"
+    shutil.copyfile(snapshot, path)
     store = SQLiteHistoryStore.from_path(path)
     store.setup()
-    for start in range(0, len(history), 1000):
-        store.append("bench", history[start : start + 1000])
-    return store
+    return store, state
 
 
-def our_view(history: Sequence[BaseMessage]) -> dict[str, Any]:
-    """Our state before turn 1: the newest ~24k tokens, every message recorded already (turn 1
-    compacts the rest of the store into a summary, as a live thread's compactions would have)."""
-    context = {"recorded_through_id": history[-1].id}
-    return {"messages": tail(history, SEED_TAIL_TOKENS), "context": context}
+def generation(graph: Any) -> Callable[[], int]:
+    """Ours' compactions so far: the active summary's generation in its context channel."""
+    return lambda: int(graph.get_state(THREAD).values["context"].get("active_generation") or 0)
 
 
-def ours(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
-    """The docs-style agent + ``add_context_management``: all N messages in the history store,
-    the newest ~24k tokens in the state (turn 1 compacts them to summary + tail)."""
-    store = seeded_store(tmp / f"ours-{len(history)}.sqlite", history)
+def ours(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    """The docs-style agent + ``add_context_management``, on ours' state at ``length``."""
+    store, state = our_store(plan, length, tmp)
     model = AnswerModel()
-    builder = docs_style(model, [get_order_status, make_history_lookup_tool(store)])
+    tools = [get_order_status, make_history_lookup_tool(store)]
+    builder = docs_style(model, tools)
     add_context_management(builder, model_node="agent", store=store, config=CONFIG, model=model)
     graph = builder.compile(checkpointer=saver)
-    graph.update_state(THREAD, our_view(history), as_node="ctx_usage")
-    return System("ours", graph, saver, [store.close])
+    graph.update_state(THREAD, state, as_node="ctx_usage")
+    return System("ours", graph, saver, generation(graph), [store.close])
 
 
-def ours_middleware(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
-    """``create_agent`` + ``ContextManagementMiddleware``, seeded as :func:`ours`."""
-    store = seeded_store(tmp / f"ours-mw-{len(history)}.sqlite", history)
+def ours_middleware(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    """``create_agent`` + ``ContextManagementMiddleware``, on ours' state at ``length``."""
+    store, state = our_store(plan, length, tmp)
     model = AnswerModel()
     middleware = ContextManagementMiddleware(
         store, config=CONFIG, model=model, tools=[get_order_status]
@@ -314,9 +457,8 @@ def ours_middleware(history: list[BaseMessage], saver: Any, tmp: Path) -> System
     graph = create_agent(
         model, tools=[get_order_status], middleware=[middleware], checkpointer=saver
     )
-    after_model = "ContextManagementMiddleware.after_model"
-    graph.update_state(THREAD, our_view(history), as_node=after_model)
-    return System("ours (middleware)", graph, saver, [store.close])
+    graph.update_state(THREAD, state, as_node="ContextManagementMiddleware.after_model")
+    return System("ours (middleware)", graph, saver, generation(graph), [store.close])
 
 
 class LangmemState(MessagesState):
@@ -328,177 +470,302 @@ class LLMInputState(TypedDict):
     context: dict[str, Any]
 
 
-def langmem(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
-    """The docs-style agent with langmem's ``SummarizationNode`` as its docs wire it: the whole
-    list in ``messages``, the running summary (with the ids of every summarized message) in
-    ``context``; all but the newest ~24k tokens summarized already (turn 1 summarizes those)."""
+def langmem_agent(view: LangmemView, saver: Any, wiring: Wiring) -> System:
+    """The docs-style agent with langmem's ``SummarizationNode`` before the model, on the state
+    the node really holds at that point of the thread (the whole thread in ``messages`` and the
+    running summary in ``context`` as its docs wire it; summary + the messages since when it
+    replaces them)."""
     model = AnswerModel()
     tools = [get_order_status]
     bound = model.bind_tools(tools)
 
-    def call_model(state: LLMInputState) -> dict[str, Any]:
+    def call_model(state: LLMInputState) -> dict[str, Any]:  # as langmem's docs write it
         return {"messages": [bound.invoke(state["summarized_messages"])]}
 
-    summarizer = GenericFakeChatModel(messages=itertools.cycle([AIMessage(SUMMARY)]))
+    def call_model_on_messages(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    node = langmem_node(WINDOW, wiring)
+    summaries = node.model
     builder = StateGraph(LangmemState)
-    builder.add_node(
-        "summarize",
-        SummarizationNode(
-            model=summarizer,
-            max_tokens=BUDGET.usable,
-            max_tokens_before_summary=BUDGET.trigger,
-            max_summary_tokens=CONFIG.summary_max_tokens,
-        ),
-    )
-    builder.add_node("call_model", call_model)
+    builder.add_node("summarize", node)
+    if wiring == "docs":
+        builder.add_node("call_model", call_model)
+    else:
+        builder.add_node("call_model", call_model_on_messages)
     builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "summarize")
     builder.add_edge("summarize", "call_model")
     builder.add_conditional_edges("call_model", tools_condition)
     builder.add_edge("tools", "summarize")
     graph = builder.compile(checkpointer=saver)
-    kept = len(tail(history, SEED_TAIL_TOKENS))
-    covered = history[:-kept]
-    running = RunningSummary(SUMMARY, {str(m.id) for m in covered}, covered[-1].id)
-    graph.update_state(
-        THREAD, {"messages": history, "context": {"running_summary": running}}, as_node="call_model"
-    )
-    return System("langmem", graph, saver)
+    values: dict[str, Any] = {"messages": view.messages, "context": {}}
+    if view.running_summary is not None:
+        values["context"] = {"running_summary": view.running_summary}
+    if view.summarized_messages is not None:
+        values["summarized_messages"] = view.summarized_messages
+    graph.update_state(THREAD, values, as_node="call_model")
+    name = "langmem" if wiring == "docs" else "langmem (replace)"
+    return System(name, graph, saver, lambda: summaries.calls)
 
 
-def langchain(history: list[BaseMessage], saver: Any, tmp: Path) -> System:
-    """``create_agent`` + ``SummarizationMiddleware`` (trigger at our trigger, keep our
-    ``keep_recent_tokens``): it rewrites the state to summary + tail, so after N messages it
-    holds its last summary and the ~24k newest tokens (turn 1 summarizes them)."""
+def langmem(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    return langmem_agent(plan.langmem["docs"][length], saver, "docs")
+
+
+def langmem_replace(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    return langmem_agent(plan.langmem["replace"][length], saver, "replace")
+
+
+def langchain(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    """``create_agent`` + ``SummarizationMiddleware`` on the state it really holds at that point
+    of the thread: its last summary + the messages since (its replies with the usage of its
+    requests)."""
     model = AnswerModel()
-    summarizer = GenericFakeChatModel(messages=itertools.cycle([AIMessage(SUMMARY)]))
-    middleware = SummarizationMiddleware(
-        model=summarizer,
-        trigger=("tokens", BUDGET.trigger),
-        keep=("tokens", CONFIG.keep_recent_tokens),
-    )
+    middleware = langchain_middleware(WINDOW)
+    summaries = cast(SummaryModel, middleware.model)
     graph = create_agent(
         model, tools=[get_order_status], middleware=[middleware], checkpointer=saver
     )
-    seeded = tail(history, SEED_TAIL_TOKENS)
-    summary = HumanMessage(
-        f"Here is a summary of the conversation to date:\n\n{SUMMARY}",
-        additional_kwargs={"lc_source": "summarization"},
-        id="lc-summary",
-    )
-    graph.update_state(THREAD, {"messages": [summary, *seeded]}, as_node="model")
-    return System("langchain", graph, saver)
+    view: LangChainView = plan.langchain[length]
+    graph.update_state(THREAD, {"messages": view.messages}, as_node="model")
+    return System("langchain", graph, saver, lambda: summaries.calls)
 
 
 def make_saver(kind: str, path: Path) -> tuple[BaseCheckpointSaver[Any], Callable[[], None]]:
     """A fresh checkpointer (langmem's ``RunningSummary`` allowed, as its users must allow it)."""
-    serde = JsonPlusSerializer(allowed_msgpack_modules=[LANGMEM_SUMMARY])
+    serde = langmem_serde()
     if kind == "memory":
         return InMemorySaver(serde=serde), lambda: None
     conn = sqlite3.connect(str(path), check_same_thread=False)
     return SqliteSaver(conn, serde=serde), conn.close
 
 
-def state_size(system: System) -> tuple[int, float]:
-    """Messages in the checkpointed ``messages`` channel, and KB of all channel values as the
-    checkpointer serializes them."""
+def state_size(system: System) -> tuple[int, float, int]:
+    """Messages in the checkpointed ``messages`` channel, KB of all channel values as the
+    checkpointer serializes them, and the input tokens of the last model request (its usage)."""
     values = system.graph.get_state(THREAD).values
     size = sum(len(system.saver.serde.dumps_typed(value)[1]) for value in values.values())
-    return len(values["messages"]), round(size / 1024, 1)
+    last = next(m for m in reversed(values["messages"]) if isinstance(m, AIMessage))
+    sent = last.usage_metadata["input_tokens"] if last.usage_metadata else 0
+    return len(values["messages"]), round(size / 1024, 1), sent
 
 
-def seed(size: int, args: argparse.Namespace, tmp: Path, dialogue: Dialogue) -> list[System]:
-    """The four agents, each holding the same thread of ``size`` messages its own way."""
-    history = dialogue.history(size)
-    if len(tail(history, SEED_TAIL_TOKENS)) >= len(history):
-        raise SystemExit(
-            f"--sizes: {size:,} messages hold fewer than the {SEED_TAIL_TOKENS:,} tokens of the "
-            "seeded view, so there is no older history to summarize; use sizes of 1000 or more"
-        )
+BUILDERS = dict(
+    zip(SYSTEMS, (ours, ours_middleware, langmem, langmem_replace, langchain), strict=True)
+)
+
+
+def held(plan: Plan, name: str, length: int) -> tuple[int, int]:
+    """The messages of the system's next model request at ``length`` and their exact tokens
+    (without the tool schemas)."""
+    if name in OURS:
+        messages = plan.ours[length][0]["messages"]
+    elif name == "langchain":
+        messages = plan.langchain[length].messages
+    else:
+        messages = langmem_input(plan.langmem["docs" if name == "langmem" else "replace"][length])
+    return len(messages), sum(map(plan.meter.message, messages))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_block(
+    plan: Plan, block: dict[str, int], args: argparse.Namespace, tmp: Path
+) -> dict[str, Any]:
+    """The systems of one phase at their states, their turns round-robin (so a load change on
+    the machine hits all of them alike); the warm-up turns are not timed."""
     systems: list[System] = []
-    for build in (ours, ours_middleware, langmem, langchain):
-        saver, close_saver = make_saver(args.saver, tmp / f"{build.__name__}-{size}.ckpt")
-        system = build(history, saver, tmp)
+    for name, length in block.items():
+        saver, close_saver = make_saver(args.saver, tmp / f"{uuid.uuid4().hex[:8]}.ckpt")
+        system = BUILDERS[name](plan, length, saver, tmp)
         system.closers.append(close_saver)
         systems.append(system)
-    return systems  # the history itself is dropped: only what each system keeps stays alive
-
-
-def measure(size: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    """Seed the four agents at ``size`` messages, then run the turns round-robin (so a load change
-    on the machine hits all four alike); warm-up turns (the first one summarizes) are not timed."""
-    dialogue = Dialogue(args.seed)
-    systems = seed(size, args, tmp, dialogue)
-    questions = [dialogue.note() for _ in range(args.warmup + args.turns)]
+    before: dict[str, int] = {}
     gc.collect()
-    for turn, question in enumerate(questions):
+    try:
+        for turn, question in enumerate(plan.questions[: args.warmup + args.turns]):
+            for system in systems:
+                if turn == args.warmup:
+                    before[system.name] = system.summaries()
+                began = time.perf_counter()
+                system.graph.invoke({"messages": [HumanMessage(question)]}, THREAD)
+                if turn >= args.warmup:
+                    system.wall.append(time.perf_counter() - began)
+        out: dict[str, Any] = {}
         for system in systems:
-            began = time.perf_counter()
-            system.graph.invoke({"messages": [HumanMessage(question)]}, THREAD)
-            if turn >= args.warmup:
-                system.wall.append(time.perf_counter() - began)
-    out: dict[str, Any] = {}
-    for system in systems:
-        walls = sorted(system.wall)
-        messages, kb = state_size(system)
-        out[system.name] = {
-            "p50": round(statistics.median(walls) * 1000, 2),
-            "p95": round(walls[min(len(walls) - 1, round(0.95 * (len(walls) - 1)))] * 1000, 2),
-            "state_messages": messages,
-            "state_kb": kb,
-        }
-        system.close()
-    return out
+            messages, kb, sent = state_size(system)
+            count, tokens = held(plan, system.name, block[system.name])
+            out[system.name] = {
+                "length": block[system.name],
+                "messages": count,
+                "tokens": tokens,
+                "p50": round(statistics.median(system.wall) * 1000, 2),
+                "walls": system.wall,
+                "state_messages": messages,
+                "state_kb": kb,
+                "request_tokens": sent,
+                "summarized_turns": system.summaries() - before[system.name],
+            }
+        return out
+    finally:
+        for system in systems:
+            system.close()
+
+
+def measure(plan: Plan, size: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Every phase of one size (then ours at its equal view, at the largest size)."""
+    placements = {name: plan.placements[name][size] for name in SYSTEMS}
+    blocks = [
+        {name: p.lengths[j] for name, p in placements.items() if j < len(p.lengths)}
+        for j in range(max(len(p.lengths) for p in placements.values()))
+    ]
+    phases: dict[str, list[dict[str, Any]]] = {name: [] for name in SYSTEMS}
+    for j, block in enumerate(blocks):
+        for name, record in run_block(plan, block, args, tmp).items():
+            phase = PHASES[j] if placements[name].cycle is not None else None
+            phases[name].append({"phase": phase, **record})
+    equal = None
+    if size == max(plan.placements["ours"]) and plan.equal_view is not None:
+        equal = run_block(plan, {name: plan.equal_view for name in OURS}, args, tmp)
+        for record in equal.values():
+            del record["walls"]
+    return {
+        "phases": phases,
+        "equal_view": equal,
+        "cycles": {name: placements[name].as_json() for name in SYSTEMS},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--sizes", default="1000,20000")
-    parser.add_argument("--turns", type=int, default=30, help="measured turns per size")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed turns first (>= 1)")
+    parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument("--turns", type=int, default=10, help="measured turns per phase")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed turns first, per phase")
     parser.add_argument("--saver", choices=["memory", "sqlite"], default="memory")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
-    args.warmup = max(1, args.warmup)  # turn 1 runs the summarization the seed calls for
-    sizes = sorted(int(s) for s in args.sizes.split(","))
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
     began = time.perf_counter()
     figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        extra = EXTRA
+        while True:
+            try:
+                plan = Plan(sizes, args.seed, args.warmup + args.turns, extra, Path(tmp))
+                break
+            except NeedsLongerThread:
+                extra *= 2
+        print(f"  thread of {len(plan.history):,} messages and the cycles placed", file=sys.stderr)
         for size in sizes:
-            figures[str(size)] = measure(size, args, Path(tmp))
+            figures[str(size)] = measure(plan, size, args, Path(tmp))
             print(f"  {size:,} messages measured", file=sys.stderr)
 
-    def per_size(key: str, name: str) -> dict[str, Any]:
-        return {s: figures[s][name][key] for s in figures}
+    def over_phases(name: str, key: str, how: Callable[[list[float]], float]) -> dict[str, float]:
+        return {s: round(how([p[key] for p in figures[s]["phases"][name]]), 2) for s in figures}
 
+    p50 = {name: over_phases(name, "p50", statistics.fmean) for name in SYSTEMS}
     small, large = str(sizes[0]), str(sizes[-1])
+    equal = figures[large]["equal_view"]
+    if equal is not None:
+        basis = "equal view"
+        growth = {name: round(equal[name]["p50"] / p50[name][small], 2) for name in OURS}
+    else:
+        has_cycle = figures[small]["cycles"]["ours"] is not None
+        basis = "equal phases" if has_cycle else "whole thread at both sizes"
+        growth = {name: round(p50[name][large] / p50[name][small], 2) for name in OURS}
     result: dict[str, Any] = {
-        "p50_ms": {name: per_size("p50", name) for name in SYSTEMS},
-        "p95_ms": {name: per_size("p95", name) for name in SYSTEMS},
-        "growth_p50": {
-            name: round(figures[large][name]["p50"] / figures[small][name]["p50"], 2)
-            for name in SYSTEMS
-        },
-        "ratio_to_ours_p50": {
+        "p50_ms": p50,
+        "p50_min_ms": {name: over_phases(name, "p50", min) for name in SYSTEMS},
+        "p50_max_ms": {name: over_phases(name, "p50", max) for name in SYSTEMS},
+        "p95_ms": {
             name: {
-                s: round(figures[s][name]["p50"] / figures[s]["ours"]["p50"], 2) for s in figures
+                s: round(
+                    percentile([w for p in figures[s]["phases"][name] for w in p["walls"]], 0.95)
+                    * 1000,
+                    2,
+                )
+                for s in figures
             }
             for name in SYSTEMS
         },
-        "state_messages": {name: per_size("state_messages", name) for name in SYSTEMS},
-        "state_kb": {name: per_size("state_kb", name) for name in SYSTEMS},
+        "ratio_to_ours_p50": {
+            name: {s: round(p50[name][s] / p50["ours"][s], 2) for s in figures} for name in SYSTEMS
+        },
+        "growth_p50": {name: round(p50[name][large] / p50[name][small], 2) for name in SYSTEMS},
+        "growth": growth,
+        "growth_basis": basis,
         "growth_sizes": [int(small), int(large)],
+        "growth_target": GROWTH_TARGET,
+        "equal_view": equal,
+        "passed": {name: growth[name] <= GROWTH_TARGET for name in OURS},
+        "faster_than": {
+            name: {s: p50["ours"][s] < p50[name][s] for s in figures}
+            for name in SYSTEMS
+            if name not in OURS
+        },
+        "view_messages": {
+            name: over_phases(name, "messages", statistics.fmean) for name in SYSTEMS
+        },
+        "view_tokens": {name: over_phases(name, "tokens", statistics.fmean) for name in SYSTEMS},
+        "state_messages": {
+            name: over_phases(name, "state_messages", statistics.fmean) for name in SYSTEMS
+        },
+        "state_kb": {name: over_phases(name, "state_kb", statistics.fmean) for name in SYSTEMS},
+        "request_tokens": {
+            name: over_phases(name, "request_tokens", statistics.fmean) for name in SYSTEMS
+        },
+        "summarized_turns": {
+            name: {
+                s: sum(p["summarized_turns"] for p in figures[s]["phases"][name]) for s in figures
+            }
+            for name in SYSTEMS
+        },
+        "cycles": {name: {s: figures[s]["cycles"][name] for s in figures} for name in SYSTEMS},
+        "phases": {
+            s: {
+                name: [
+                    {k: v for k, v in p.items() if k != "walls"} for p in figures[s]["phases"][name]
+                ]
+                for name in SYSTEMS
+            }
+            for s in figures
+        },
+        "conditions": {
+            "window": WINDOW,
+            "phases": list(PHASES),
+            "headroom": [cycles.HEADROOM_FACTOR, cycles.HEADROOM_TOKENS],
+            "ours_trigger_tokens": BUDGET.trigger,
+            "ours_keep_recent_tokens": BUDGET.keep_recent_tokens,
+            "ours_summary_max_tokens": CONFIG.summary_max_tokens,
+            "ours_summarizer": "ExtractiveSummarizer",
+            "langchain_trigger": list(peer_views.LANGCHAIN_TRIGGER),
+            "langchain_keep": ["messages", 20],
+            "langmem_max_tokens": WINDOW,
+            "langmem_max_tokens_before_summary": int(WINDOW * peer_views.LANGMEM_TRIGGER_FRACTION),
+            "langmem_max_summary_tokens": 256,
+        },
         "saver": args.saver,
         "turns": args.turns,
         "warmup": args.warmup,
-        "statistic": "wall ms per graph.invoke of one user message (time.perf_counter)",
+        "seed": args.seed,
+        "statistic": "wall ms per graph.invoke of one user message (time.perf_counter): p50 of a "
+        "phase's turns, then the mean, min and max over the phases; p95 over all the timed turns",
+        "thread_messages": len(plan.history),
         "wall_s": round(time.perf_counter() - began, 1),
     }
     if args.json:
         print(json.dumps(result))
         return
+    report(result, sizes, args)
 
+
+def report(result: dict[str, Any], sizes: list[int], args: argparse.Namespace) -> None:
+    keys = [str(s) for s in sizes]
     headers = ["system"]
     for size in sizes:
         headers += [f"p50 @{size:,}", f"p95 @{size:,}"]
@@ -506,37 +773,101 @@ def main() -> None:
     rows = []
     for name in SYSTEMS:
         row: list[object] = [name]
-        for s in figures:
-            row += [figures[s][name]["p50"], figures[s][name]["p95"]]
+        for s in keys:
+            row += [
+                f"{result['p50_ms'][name][s]:,.1f} ({result['p50_min_ms'][name][s]:,.1f}-"
+                f"{result['p50_max_ms'][name][s]:,.1f})",
+                f"{result['p95_ms'][name][s]:,.1f}",
+            ]
         row.append(f"{result['growth_p50'][name]:.2f}x")
-        row += [f"{result['ratio_to_ours_p50'][name][s]:.2f}x" for s in figures]
+        row += [f"{result['ratio_to_ours_p50'][name][s]:.2f}x" for s in keys]
         rows.append(row)
     print(
-        f"Agent turn: wall ms per graph.invoke (p50, p95) over {args.turns} turns per size, after "
-        f"{args.warmup} untimed warm-up turns; checkpointer: {args.saver}"
+        "Agent turn over each system's own compaction cycle: wall ms per graph.invoke, p50 = the "
+        f"mean over its phases of each phase's p50 (min-max), p95 over all the timed turns; "
+        f"{args.turns} timed turns per phase after {args.warmup} untimed ones; checkpointer: "
+        f"{args.saver}"
     )
     print(format_table(headers, rows))
-    state_headers = ["state after the turns"]
+
+    def where(name: str, s: str) -> str:
+        c = result["cycles"][name][s]
+        if c is None:
+            return "none: all N"
+        return f"{c['start_length']:,}-{c['next_summary_at']:,} ({c['summaries_before']})"
+
+    state_headers = ["mean over the cycle"]
     for size in sizes:
-        state_headers += [f"messages @{size:,}", f"KB @{size:,}"]
-    state_rows = [
-        [name, *(v for s in figures for v in (figures[s][name]["state_messages"],
-                                              figures[s][name]["state_kb"]))]
-        for name in SYSTEMS
-    ]  # fmt: skip
+        state_headers += [f"view @{size:,}", f"KB @{size:,}", f"cycle @{size:,}"]
+    state_headers += ["summarized turns"]
+    state_rows = []
+    for name in SYSTEMS:
+        row = [name]
+        for s in keys:
+            row += [
+                f"{result['view_messages'][name][s]:,.0f} msgs / "
+                f"{result['view_tokens'][name][s]:,.0f} tok",
+                f"{result['state_kb'][name][s]:,.1f}",
+                where(name, s),
+            ]
+        row.append(" / ".join(str(result["summarized_turns"][name][s]) for s in keys))
+        state_rows.append(row)
     print()
     print(format_table(state_headers, state_rows))
+    phase_headers = ["messages", "phase"] + [f"{name} at / p50" for name in SYSTEMS]
+    phase_rows = []
+    for s in keys:
+        phases = result["phases"][s]
+        for j in range(max(len(p) for p in phases.values())):
+            row = [f"{int(s):,}", None]
+            for name in SYSTEMS:
+                if j < len(phases[name]):
+                    p = phases[name][j]
+                    row[1] = row[1] or ("all N" if p["phase"] is None else f"{p['phase']:.2f}")
+                    row.append(f"{p['length']:,} / {p['p50']:,.1f}")
+                else:
+                    row.append("-")
+            phase_rows.append(row)
+    print()
+    print(format_table(phase_headers, phase_rows))
     mark = {True: "PASS", False: "FAIL"}
     print()
-    for name in ("ours", "ours (middleware)"):
-        growth = result["growth_p50"][name]
+    small, large = result["growth_sizes"]
+    equal = result["equal_view"]
+    if equal is not None:
+        e = equal["ours"]
         print(
-            f"growth of {name} p50 {int(large):,}/{int(small):,}: {growth:.2f}x "
-            f"(target <= {GROWTH_TARGET}x) {mark[growth <= GROWTH_TARGET]}"
+            f"equal view: ours at {large:,} at message {e['length']:,} of its cycle holds "
+            f"{e['messages']:,} messages, {e['tokens']:,} tokens (at {small:,} it holds all of "
+            f"them, {result['view_tokens']['ours'][str(small)]:,.0f} tokens): p50 ours "
+            f"{e['p50']:,.1f} ms, ours (middleware) {equal['ours (middleware)']['p50']:,.1f} ms"
         )
+    for name in OURS:
+        print(
+            f"growth of {name} p50 {large:,}/{small:,} ({result['growth_basis']}): "
+            f"{result['growth'][name]:.2f}x (target <= {GROWTH_TARGET}x) "
+            f"{mark[result['passed'][name]]}"
+        )
+    for name, by_size in result["faster_than"].items():
+        marks = ", ".join(
+            f"{int(s):,}: {result['p50_ms']['ours'][s]:,.1f} vs {result['p50_ms'][name][s]:,.1f} ms "
+            f"{mark[ok]}"
+            for s, ok in by_size.items()
+        )
+        print(f"ours faster than {name} on the cycle mean: {marks}")
     print(
-        f"growth = p50 at the largest size / p50 at the smallest; x ours = the system's p50 / "
-        f"ours' p50 at that size (above 1x: slower than ours). Run: {result['wall_s']} s"
+        f"Window {WINDOW:,} tokens for all. ours: ContextConfig(context_window={WINDOW:,}) "
+        f"(trigger {BUDGET.trigger:,}, keep_recent_tokens {BUDGET.keep_recent_tokens:,}), every "
+        "message recorded in its store, its compactions its real ctx_compact (ExtractiveSummarizer) "
+        "where its trigger arithmetic fires. LangChain: trigger ('fraction', 0.8), keep "
+        f"('messages', 20). langmem: max_tokens {WINDOW:,}, max_tokens_before_summary "
+        f"{int(WINDOW * 0.8):,}, max_summary_tokens 256. Phases "
+        f"{', '.join(f'{p:g}' for p in PHASES)} of each system's own cycle around N (at = the "
+        "history length of its state); growth = p50 at the largest size / at the smallest; x ours "
+        "= the system's p50 / ours' (above 1x: slower); view = the next model request (exact "
+        "tokens, without tool schemas) when a phase starts; KB = the checkpointed state after a "
+        f"phase's turns; summarized turns = timed turns that summarized, per size. Thread "
+        f"{result['thread_messages']:,} messages. Run: {result['wall_s']} s"
     )
 
 

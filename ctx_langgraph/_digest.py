@@ -18,9 +18,13 @@ from langchain_core.messages import AIMessage, BaseMessage
 __all__ = ["digest", "extend_digest"]
 
 
+# (one encoder for every call: building one per message costs more than the encoding)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _json(value: Any) -> str:
     # (characters kept as they are: a lone surrogate is then "?" below, as in a checkpoint)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return _ENCODER.encode(value)
 
 
 def digest(messages: Sequence[BaseMessage], start: int = 0) -> int:

@@ -1,0 +1,230 @@
+"""Every benchmark runs end to end at a tiny size, as its README documents it: one JSON object
+on stdout with the documented keys. A change that breaks a benchmark fails here, not in a
+user's hands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+README = (BENCHMARKS / "README.md").read_text()
+
+
+@dataclass(frozen=True)
+class Bench:
+    script: str
+    args: tuple[str, ...]
+    keys: frozenset[str]  # documented top-level keys (of each backend's object, with backends)
+    backends: bool = False  # keys are inside "sqlite" / "postgres" objects
+    postgres: bool = False  # takes --pg
+    nested: tuple[tuple[str, frozenset[str]], ...] = ()  # keys of sub-objects, by key
+
+
+HISTORY_STORE_KEYS = (
+    "append_events_per_s", "search_p50_ms", "search_p95_ms", "keyword_p50_ms", "keyword_p95_ms",
+    "range_p50_ms", "range_p95_ms", "events", "threads", "append_s", "queries_per_kind", "wall_s",
+)  # fmt: skip
+BENCHES = [
+    Bench(
+        "history_store.py",
+        ("--sizes", "200,400", "--queries", "5"),
+        frozenset(HISTORY_STORE_KEYS),
+        backends=True,
+        postgres=True,
+    ),
+    Bench(
+        "usage_ledger.py",
+        ("--sizes", "20,40", "--turns", "5"),
+        frozenset({"normalize_usage_p50_us", "sqlite", "postgres"}),
+        postgres=True,
+    ),
+    Bench(
+        "budget.py",
+        ("--sizes", "200,400", "--turns", "3", "--peer-turns", "3"),
+        frozenset(
+            {
+                "ours_node_ms",
+                "ours_decision_ms",
+                "langchain_ms",
+                "langmem_ms",
+                "min_ms",
+                "max_ms",
+                "ratios",
+                "growth",
+                "growth_basis",
+                "growth_sizes",
+                "growth_target",
+                "growth_cycle",
+                "equal_view",
+                "passed",
+                "views",
+                "cycles",
+                "phases",
+                "summarized_turns",
+                "conditions",
+                "statistic",
+                "turns",
+                "peer_turns",
+                "warmup",
+                "seed",
+                "thread_messages",
+                "wall_s",
+            }
+        ),
+    ),
+    Bench(
+        "agent_turn.py",
+        ("--sizes", "200,400", "--turns", "2", "--warmup", "1"),
+        frozenset(
+            {
+                "p50_ms",
+                "p50_min_ms",
+                "p50_max_ms",
+                "p95_ms",
+                "ratio_to_ours_p50",
+                "growth_p50",
+                "growth",
+                "growth_basis",
+                "growth_sizes",
+                "growth_target",
+                "equal_view",
+                "passed",
+                "faster_than",
+                "view_messages",
+                "view_tokens",
+                "state_messages",
+                "state_kb",
+                "request_tokens",
+                "summarized_turns",
+                "cycles",
+                "phases",
+                "conditions",
+                "saver",
+                "turns",
+                "warmup",
+                "seed",
+                "statistic",
+                "thread_messages",
+                "wall_s",
+            }
+        ),
+    ),
+    Bench(
+        "storage.py",
+        ("--turns", "20,40", "--breakdown"),
+        frozenset({"raw_message_bytes", "plain", "ours", "ours_retention", "targets"}),
+        backends=True,
+        postgres=True,
+        nested=(
+            (
+                "targets",
+                frozenset(
+                    {
+                        "turns",
+                        "previous_turns",
+                        "x_raw",
+                        "x_raw_max",
+                        "x_raw_pass",
+                        "growth",
+                        "growth_max",
+                        "growth_pass",
+                        "plain_x",
+                        "plain_x_min",
+                        "plain_x_pass",
+                    }
+                ),
+            ),
+        ),
+    ),
+    Bench(
+        "memory.py",
+        ("--records", "0,10", "--turns", "3"),
+        frozenset({"store", "records", "median_ms", "p95_ms", "tokens", "overhead_ms"}),
+    ),
+    Bench(
+        "soak.py",
+        ("--turns", "8", "--seed", "3"),
+        frozenset({"settings", "runs", "passed"}),
+    ),
+]
+
+
+def section(script: str) -> str:
+    """The README section of one benchmark."""
+    match = re.search(rf"^## `{re.escape(script)}`.*?(?=^## |\Z)", README, flags=re.S | re.M)
+    assert match, f"benchmarks/README.md has no section for {script}"
+    return match.group(0)
+
+
+def run(bench: Bench, pg_dsn: str | None) -> Any:
+    args = [sys.executable, str(BENCHMARKS / bench.script), *bench.args, "--json"]
+    if bench.postgres:
+        args += ["--pg", pg_dsn] if pg_dsn else []
+    env = {k: v for k, v in os.environ.items() if k != "CTX_TEST_PG_DSN"}
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{bench.script} failed:\n{done.stderr[-3000:]}"
+    return json.loads(done.stdout)  # only one JSON object on stdout
+
+
+def test_every_benchmark_is_smoke_run_here() -> None:
+    scripts = {p.name for p in BENCHMARKS.glob("*.py") if "__main__" in p.read_text()}
+    assert scripts == {bench.script for bench in BENCHES}
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=[b.script for b in BENCHES])
+def test_documented_keys(bench: Bench) -> None:
+    text = section(bench.script)
+    keys = bench.keys.union(*(sub for _, sub in bench.nested))
+    missing = [key for key in sorted(keys) if f"`{key}`" not in text]
+    assert not missing, f"{bench.script}: keys not documented in its README section: {missing}"
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=[b.script for b in BENCHES])
+def test_benchmark_runs_at_a_tiny_size(bench: Bench, request: pytest.FixtureRequest) -> None:
+    pg_dsn = request.getfixturevalue("pg_session_db") if bench.postgres else None
+    out = run(bench, pg_dsn)
+    objects = [out[name] for name in ("sqlite", "postgres")] if bench.backends else [out]
+    if isinstance(out, list):  # one row per measurement
+        objects = out
+    for obj in objects:
+        assert isinstance(obj, dict) and obj, out
+        missing = bench.keys - obj.keys()
+        assert not missing, f"{bench.script}: --json lacks {sorted(missing)}"
+        for key, sub in bench.nested:
+            lacking = sub - obj[key].keys()
+            assert not lacking, f"{bench.script}: --json {key!r} lacks {sorted(lacking)}"
+
+
+@pytest.mark.parametrize("script", ["budget.py", "agent_turn.py"])
+def test_the_peers_simulated_states_are_their_real_states(script: str) -> None:
+    """The benchmarks put each peer in the state it would really hold after N messages,
+    computed in one pass; here the real peer runs turn by turn and must end in the same state."""
+    module = load(script)
+    checked = module.check_peer_simulation(size=600, window=4_000, seed=11)
+    assert checked and all(summaries >= 2 for summaries in checked.values()), checked
+
+
+def load(script: str) -> Any:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            f"ctx_bench_{script[:-3]}", BENCHMARKS / script
+        )
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
