@@ -12,13 +12,16 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctx_langgraph.errors import DatasetError
 
 __all__ = ["Conversation", "QAItem", "load_locomo", "synthetic_conversation"]
 
 _LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,38 +65,120 @@ def load_locomo(path: str | Path) -> Conversation:
     ``speaker_a`` becomes the human side and ``speaker_b`` the AI side; message ids are the
     dataset's dialog ids (``D3:12``), so QA evidence names messages directly. Image turns keep
     their caption as ``[image: ...]``. Turns of a session are spaced 30 seconds apart.
+
+    Raises:
+        DatasetError: the file cannot be read or is not JSON, or is not one LoCoMo
+            conversation: a missing or mistyped field, a session date that does not parse, a
+            repeated ``dia_id``, or no turn at all. The message names the file and the field.
     """
     path = Path(path)
-    data: dict[str, Any] = json.loads(path.read_text())
-    speaker_a = data["speaker_a"]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the file ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise DatasetError(f"{path}: not a JSON file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise _not_locomo(path, f"the file holds a JSON {_json_type(data)}, not an object")
+    speaker_a = _field(path, data, "speaker_a", str)
     messages: list[BaseMessage] = []
     created: list[dt.datetime] = []
     sessions: list[tuple[int, int]] = []
+    seen: set[str] = set()
     number = 1
     while f"session_{number}" in data:
-        when = dt.datetime.strptime(data[f"session_{number}_date_time"], _LOCOMO_TIME).replace(
-            tzinfo=dt.timezone.utc
-        )
+        key = f"session_{number}"
+        stamp = _field(path, data, f"{key}_date_time", str)
+        try:
+            when = dt.datetime.strptime(stamp, _LOCOMO_TIME).replace(tzinfo=dt.timezone.utc)
+        except ValueError:
+            raise _not_locomo(
+                path, f"{key}_date_time {stamp!r} is not a time like '1:47 pm on 18 May, 2023'"
+            ) from None
         start = len(messages)
-        for offset, turn in enumerate(data[f"session_{number}"]):
-            text = turn["text"]
+        for offset, turn in enumerate(_field(path, data, key, list)):
+            where = f"{key}[{offset}]"
+            if not isinstance(turn, dict):
+                raise _not_locomo(path, f"{where} is a JSON {_json_type(turn)}, not a turn object")
+            text = _field(path, turn, "text", str, where)
+            speaker = _field(path, turn, "speaker", str, where)
+            dia_id = _field(path, turn, "dia_id", str, where)
+            if dia_id in seen:
+                raise _not_locomo(path, f"{where}.dia_id {dia_id!r} is used by an earlier turn")
+            seen.add(dia_id)
             if turn.get("blip_caption"):
                 text = f"{text} [image: {turn['blip_caption']}]"
-            cls = HumanMessage if turn["speaker"] == speaker_a else AIMessage
-            messages.append(cls(text, id=turn["dia_id"], name=turn["speaker"]))
+            cls = HumanMessage if speaker == speaker_a else AIMessage
+            messages.append(cls(text, id=dia_id, name=speaker))
             created.append(when + dt.timedelta(seconds=30 * offset))
         sessions.append((start, len(messages)))
         number += 1
-    questions = [
-        QAItem(
-            question=item["question"],
-            answer=str(item.get("answer", item.get("adversarial_answer", ""))),
-            evidence=tuple(item.get("evidence", ())),
-            category=item.get("category"),
+    if not messages:
+        raise _not_locomo(path, "no turn in it (no session_1, or only empty sessions)")
+    questions: list[QAItem] = []
+    for index, item in enumerate(_field(path, data, "qa", list, default=[])):
+        where = f"qa[{index}]"
+        if not isinstance(item, dict):
+            raise _not_locomo(path, f"{where} is a JSON {_json_type(item)}, not a question object")
+        category = item.get("category")
+        if category is not None and (
+            isinstance(category, bool) or not isinstance(category, int | str)
+        ):
+            raise _not_locomo(
+                path, f"{where}.category is a JSON {_json_type(category)}, not a number or string"
+            )
+        questions.append(
+            QAItem(
+                question=_field(path, item, "question", str, where),
+                answer=str(item.get("answer", item.get("adversarial_answer", ""))),
+                evidence=tuple(map(str, _field(path, item, "evidence", list, where, default=[]))),
+                category=category,
+            )
         )
-        for item in data.get("qa", [])
-    ]
     return Conversation(path.stem, messages, created, questions, sessions)
+
+
+_JSON_TYPES: dict[type, str] = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _json_type(value: object) -> str:
+    return _JSON_TYPES.get(type(value), "number")
+
+
+def _not_locomo(path: Path, problem: str) -> DatasetError:
+    return DatasetError(
+        f"{path}: not a LoCoMo conversation: {problem}; one conversation is an object with "
+        "speaker_a, speaker_b, session_1 (a list of {speaker, dia_id, text} turns), "
+        "session_1_date_time, ... and qa"
+    )
+
+
+_MISSING = object()
+
+
+def _field(
+    path: Path,
+    data: dict[str, Any],
+    key: str,
+    kind: type[T],
+    where: str = "",
+    default: object = _MISSING,
+) -> T:
+    name = f"{where}.{key}" if where else key
+    value = data.get(key, default)
+    if value is _MISSING:
+        raise _not_locomo(path, f"{name} is missing")
+    if not isinstance(value, kind):
+        raise _not_locomo(
+            path, f"{name} is a JSON {_json_type(value)}, not a JSON {_JSON_TYPES[kind]}"
+        )
+    return value
 
 
 _NAMES = ("Maya", "Jon")
@@ -160,6 +245,7 @@ def synthetic_conversation(
 
     Deterministic for a seed. Each planted fact is said once, at a random turn, and its
     question's ``evidence`` names that message; ``query`` holds keywords that find it.
+    Raises ``ValueError`` when ``sessions * turns_per_session`` leaves no turn for a fact.
 
     Example:
         >>> conv = synthetic_conversation(seed=1, sessions=3, turns_per_session=10)
@@ -168,8 +254,14 @@ def synthetic_conversation(
         >>> conv.messages[0].id
         'D1:1'
     """
-    rng = random.Random(seed)
     total = sessions * turns_per_session
+    if sessions < 1 or turns_per_session < 1 or total < len(_FACTS):
+        raise ValueError(
+            f"a synthetic conversation needs at least one session, one turn per session and "
+            f"{len(_FACTS)} turns in all (one per planted fact), got {sessions} session(s) of "
+            f"{turns_per_session} turn(s)"
+        )
+    rng = random.Random(seed)
     planted_at = dict(zip(rng.sample(range(total), len(_FACTS)), range(len(_FACTS)), strict=True))
     values = {
         "n": rng.randint(10, 99),

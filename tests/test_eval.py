@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -279,11 +280,21 @@ def test_eval_command_refuses_bad_input_clearly(tmp_path, capsys):
     assert "unknown strategies ['magic']" in capsys.readouterr().err
 
 
-def test_demo_runs_the_agent_then_compares_every_strategy(tmp_path, capsys):
+def test_demo_runs_the_agent_then_compares_every_strategy(tmp_path):
+    from ctx_langgraph.eval.demo import run_demo
+
     out = tmp_path / "report"
-    status = main(["demo", "--turns", "40", "--out", str(out), "--db", str(tmp_path / "h.sqlite")])
+    printed_to = io.StringIO()
+    status = run_demo(
+        db=tmp_path / "h.sqlite",
+        out_dir=out,
+        turns=40,
+        compare="all",
+        out=printed_to,
+        progress_stream=io.StringIO(),
+    )
     assert status == 0
-    printed = capsys.readouterr().out
+    printed = printed_to.getvalue()
     assert "summary generation 1 covers seq 1-" in printed  # compactions shown as they happen
     assert "covered_through_seq" in printed
     for name in STRATEGIES:

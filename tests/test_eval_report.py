@@ -1,10 +1,9 @@
-"""Evaluation report: terminal tables, report.md, the PNG plots, and run progress output."""
+"""Evaluation report: terminal tables, report.md and the PNG plots."""
 
 from __future__ import annotations
 
 import builtins
 import copy
-import io
 import re
 import struct
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 
 from ctx_langgraph.eval import report as report_module
-from ctx_langgraph.eval.progress import Progress
 from ctx_langgraph.eval.report import (
     METRIC_DEFINITIONS,
     category_figure,
@@ -456,92 +454,3 @@ def test_report_module_does_not_import_matplotlib_at_import_time():
     source = Path(report_module.__file__).read_text()
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert not any("matplotlib" in line for line in top_level)
-
-
-# Progress
-
-
-def test_progress_plain_lines_at_start_every_tenth_and_end():
-    out = io.StringIO()
-    with Progress(stream=out) as progress:
-        assert not progress.live
-        task = progress.task("26 · summary_tail", total=20)
-        for _ in range(20):
-            progress.advance(task, 1)
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "26 · summary_tail: 0/20"
-    assert len(lines) == 11
-    for decile, line in enumerate(lines[1:10], start=1):
-        assert line.startswith(f"26 · summary_tail: {2 * decile}/20 ({10 * decile}%), "), line
-        assert re.search(r"\d+(\.\d)?s elapsed, \S+ left$", line)
-    assert re.fullmatch(r"26 · summary_tail: done, 20/20 in \S+", lines[10])
-
-
-def test_progress_big_steps_print_once_and_logs_pass_through():
-    out = io.StringIO()
-    with Progress(stream=out) as progress:
-        task = progress.task("30 · full", total=10)
-        progress.advance(task, 5)
-        progress.log("turn 120: compacted 38 messages")
-        progress.advance(task, 2)
-        progress.task_done(task)
-        progress.advance(task, 3)
-        progress.task_done(task)
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "30 · full: 0/10"
-    assert lines[1].startswith("30 · full: 5/10 (50%), ")
-    assert lines[2] == "turn 120: compacted 38 messages"
-    assert lines[3].startswith("30 · full: 7/10 (70%), ")
-    assert lines[4].startswith("30 · full: done, 7/10 in ")
-    assert len(lines) == 5
-
-
-def test_progress_without_total_and_tasks_left_open():
-    out = io.StringIO()
-    with Progress(stream=out) as progress:
-        counted = progress.task("calls")
-        progress.advance(counted, 3)
-        progress.task_done(counted)
-        progress.task("26 · langmem", total=100)
-    lines = out.getvalue().splitlines()
-    assert lines[0] == "calls: 0"
-    assert lines[1].startswith("calls: done, 3 in ")
-    assert lines[2] == "26 · langmem: 0/100"
-    assert lines[3].startswith("26 · langmem: stopped at 0/100 after ")
-    assert len(lines) == 4
-
-
-def test_progress_disabled_writes_nothing():
-    out = io.StringIO()
-    with Progress(enabled=False, stream=out, force_terminal=True) as progress:
-        task = progress.task("x", total=4)
-        progress.advance(task, 4)
-        progress.log("hello")
-        progress.task_done(task)
-        assert not progress.live
-    assert out.getvalue() == ""
-
-
-def test_progress_never_draws_bars_when_terminal_is_refused():
-    out = io.StringIO()
-    with Progress(stream=out, force_terminal=False) as progress:
-        assert not progress.live
-        progress.log("plain")
-    assert out.getvalue() == "plain\n"
-
-
-def test_progress_rich_mode_forced_on_a_string_stream():
-    pytest.importorskip("rich")
-    out = io.StringIO()
-    with Progress(stream=out, force_terminal=True) as progress:
-        assert progress.live
-        task = progress.task("26 · summary_tail", total=10)
-        progress.advance(task, 3)
-        progress.log("turn 7: compacted [12] messages")
-        progress.task_done(task)
-        open_task = progress.task("30 · full")
-        progress.advance(open_task, 2)
-    text = out.getvalue()
-    assert "26 · summary_tail" in text and "30 · full" in text
-    assert "turn 7: compacted [12] messages" in text
-    assert "3/10" in text

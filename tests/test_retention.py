@@ -204,7 +204,7 @@ def test_cli_prunes_a_sqlite_file_and_reports(tmp_path: Any, capsys: Any) -> Non
     assert main([*argv, "--keep-within", "soon"]) == 2
     assert (
         main(["retention", "--postgres", "postgresql://nobody@127.0.0.1:1/x", "--keep-last", "1"])
-        == 1
+        == 2
     )
     err = capsys.readouterr().err
     assert "no such file" in err and "7d" in err and "ctx-langgraph retention:" in err

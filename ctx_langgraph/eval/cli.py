@@ -1,4 +1,10 @@
-"""``ctx-langgraph eval`` and ``ctx-langgraph demo``: the harness on the command line."""
+"""``ctx-langgraph eval`` and ``ctx-langgraph demo``: the harness on the command line.
+
+Arguments are checked before any work starts (see :mod:`ctx_langgraph._cli_args`): a bad
+value, file or dataset is a :class:`~ctx_langgraph._cli_args.UsageError` or a
+:class:`~ctx_langgraph.errors.DatasetError`, which ``ctx_langgraph.cli.main`` prints as one
+line with exit status 2.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +12,70 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
+from ctx_langgraph._cli_args import (
+    UsageError,
+    int_between,
+    new_sqlite_file,
+    one_line,
+    output_dir,
+    positive_int,
+)
 from ctx_langgraph.datasets import Conversation, load_locomo
-from ctx_langgraph.errors import DatasetError
+from ctx_langgraph.errors import DatasetError, HistoryStoreError
+from ctx_langgraph.eval.synthetic import MAX_TURNS
+from ctx_langgraph.lookup import MIN_MAX_TOKENS
 
-__all__ = ["add_demo_parser", "add_eval_parser"]
+__all__ = ["MIN_WINDOW", "add_demo_parser", "add_eval_parser", "compare", "strategies", "window"]
 
 FORMATS = ("locomo", "trace", "synthetic")
+
+MIN_WINDOW = 1024
+"""The smallest ``--window``: below it the output reserve and the compaction target leave the
+offline summary less room than its empty skeleton takes. Whether a conversation fits a given
+window still depends on its largest turn and its tool schemas."""
+
+
+def window(text: str) -> int:
+    """``--window``: tokens, at least :data:`MIN_WINDOW`, and a budget that resolves."""
+    from ctx_langgraph.eval.strategies import eval_config
+
+    tokens = int_between(MIN_WINDOW, what="tokens of context window")(text)
+    try:
+        eval_config(tokens).resolve()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"no budget fits a {tokens:,}-token window: {exc}"
+        ) from None
+    return tokens
+
+
+def strategies(text: str) -> list[str]:
+    """``--strategies``: ``all`` or comma-separated strategy names."""
+    from ctx_langgraph.eval.strategies import STRATEGIES
+
+    if text.strip() == "all":
+        return list(STRATEGIES)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategies {unknown or [text]}; choose all or a comma-separated list of "
+            f"{', '.join(STRATEGIES)}"
+        )
+    return list(dict.fromkeys(names))
 
 
 def _files(path: Path, suffix: str) -> list[Path]:
     if path.is_dir():
-        found = sorted(p for p in path.iterdir() if p.suffix == suffix)
+        found = sorted(p for p in path.iterdir() if p.suffix == suffix and p.is_file())
         if not found:
-            raise DatasetError(f"{path}: no *{suffix} file in this directory")
+            kinds = {".json": "LoCoMo *.json", ".jsonl": "trace *.jsonl"}
+            raise DatasetError(
+                f"{path}: no {kinds.get(suffix, '*' + suffix)} file in this directory"
+            )
         return found
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory")
@@ -52,22 +105,21 @@ def load_dataset(
     if not dataset:
         raise DatasetError("--dataset is required unless --format synthetic")
     path = Path(dataset)
-    data_format = data_format or _guess_format(path)
-    if data_format == "locomo":
-        return [load_locomo(p) for p in _files(path, ".json")], "locomo", []
-    return [load_trace(p) for p in _files(path, ".jsonl")], "trace", tool_specs()
-
-
-def _strategies(text: str) -> list[str]:
-    from ctx_langgraph.eval.strategies import STRATEGIES
-
-    if text == "all":
-        return list(STRATEGIES)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in STRATEGIES]
-    if unknown or not names:
-        raise ValueError(f"unknown strategies {unknown}; choose from all, {', '.join(STRATEGIES)}")
-    return names
+    listed = path.iterdir() if path.is_dir() and not data_format else None
+    if listed is not None and not any(p.suffix in (".json", ".jsonl") for p in listed):
+        raise DatasetError(f"{path}: no LoCoMo *.json or trace *.jsonl file in this directory")
+    chosen = data_format or _guess_format(path)
+    try:
+        if chosen == "locomo":
+            return [load_locomo(p) for p in _files(path, ".json")], "locomo", []
+        return [load_trace(p) for p in _files(path, ".jsonl")], "trace", tool_specs()
+    except DatasetError as exc:
+        if data_format or path.is_dir() or not path.exists():
+            raise
+        other = "trace" if chosen == "locomo" else "locomo"
+        raise DatasetError(
+            f"{exc} (read as {chosen} because of the name; pass --format {other} if it is one)"
+        ) from exc
 
 
 _AUTO_MODELS = (
@@ -76,7 +128,7 @@ _AUTO_MODELS = (
 )
 
 
-def _model(spec: str | None) -> Any:
+def _model(spec: str | None, option: str = "--reader") -> Any:
     """``None`` (offline), or a chat model: ``auto`` picks one whose API key is set."""
     if spec in (None, "", "offline", "scripted", "extractive"):
         return None
@@ -86,7 +138,13 @@ def _model(spec: str | None) -> Any:
             return None
     from langchain.chat_models import init_chat_model
 
-    return init_chat_model(spec, temperature=0)
+    try:
+        return init_chat_model(spec, temperature=0)
+    except Exception as exc:  # the spec names no model we can make: unknown, uninstalled, no key
+        raise UsageError(
+            f"{option} {spec!r}: cannot make this chat model ({type(exc).__name__}: "
+            f"{one_line(exc)}); use offline, auto, or provider:model such as openai:gpt-4o-mini"
+        ) from None
 
 
 def write_outputs(metrics: dict[str, Any], series: dict[str, Any], out: Path) -> list[Path]:
@@ -106,113 +164,266 @@ def _progress(quiet: bool, stream: TextIO) -> Any:
 
 
 def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    from ctx_langgraph.eval.harness import run_eval
-    from ctx_langgraph.eval.report import category_table, summary_table
+    """Check the models and the dataset, then run every strategy and write the report.
 
-    try:
-        strategies = _strategies(args.strategies)
-        conversations, data_format, specs = load_dataset(
-            args.dataset, args.format, seed=args.seed, sessions=args.sessions, turns=args.turns
-        )
-    except (DatasetError, ValueError) as exc:
-        print(f"ctx-langgraph eval: {exc}", file=sys.stderr)
-        return 2
+    Raises:
+        UsageError: ``--reader`` or ``--summarizer`` names no chat model we can make, or the
+            ``--dataset`` of generated sessions is not a directory.
+        DatasetError: the dataset is missing, malformed or empty.
+    """
+    out = out or sys.stdout
+    from ctx_langgraph.eval.cost import REPORT_STEP, report_cost
+
+    reader = _model(args.reader, "--reader")
+    summary_model = _model(args.summarizer, "--summarizer")
+    if args.format == "synthetic" and args.dataset:
+        try:
+            output_dir(args.dataset)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--dataset (where generated sessions go): {exc}") from None
+    # (read first, without progress lines: a bad dataset is one line of error)
+    conversations, data_format, specs = load_dataset(
+        args.dataset, args.format, seed=args.seed, sessions=args.sessions, turns=args.turns
+    )
     with _progress(args.quiet, sys.stderr) as progress:
+        with progress.step("loading the strategies"):
+            from ctx_langgraph.eval.harness import run_eval
+            from ctx_langgraph.eval.report import category_table, summary_table
+
+        report = report_cost(len(conversations), len(args.strategies))
+        progress.plan({REPORT_STEP: report})
         metrics, series = run_eval(
             conversations,
-            strategies,
+            args.strategies,
             window=args.window,
             dataset=args.dataset or f"synthetic (seed {args.seed})",
             data_format=data_format,
             seed=args.seed,
             retrieval_tokens=args.retrieval_tokens,
-            reader=_model(args.reader),
-            summary_model=_model(args.summarizer),
+            reader=reader,
+            summary_model=summary_model,
             tool_specs=specs,
             log=progress.log,
             progress=progress,
         )
-    written = write_outputs(metrics, series, Path(args.out))
+        with progress.step(REPORT_STEP, units=report):
+            written = write_outputs(metrics, series, Path(args.out))
     print(summary_table(metrics), file=out)
     print("\n" + category_table(metrics), file=out)
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=out)
     return 0
 
 
+_EVAL_DESCRIPTION = f"""\
+Replay long conversations through every context strategy under comparison (sending
+everything, LangChain's trim_messages, langmem, LangChain's SummarizationMiddleware, and
+ours: summary only, summary + recent tail, summary + tail + history lookup), each a real
+LangGraph agent around the same replayed model, then ask the conversations' questions at
+the end.
+
+The data: LoCoMo conversation files (*.json), JSONL traces (*.jsonl), a directory of
+either, or sessions generated here (--format synthetic). Writes metrics.json, series.json,
+report.md and plots (PNG) into --out, and prints the summary tables.
+
+Offline by default: the replayed model, the extractive summarizer and the scripted reader
+make no network call. Only --reader or --summarizer naming a chat model (or auto, when
+OPENAI_API_KEY or ANTHROPIC_API_KEY is set) calls a provider.
+
+The smallest --window is {MIN_WINDOW:,} tokens; a conversation whose largest turn plus the
+tool schemas do not fit the usable window stops with an error naming --window."""
+
+_EVAL_EXAMPLES = """\
+examples:
+  ctx-langgraph eval --format synthetic --sessions 3 --turns 300 --out eval-synthetic
+  ctx-langgraph eval --dataset locomo/ --strategies summary_tail_lookup,langchain
+  ctx-langgraph eval --dataset my-trace.jsonl --window 8192 --reader offline --quiet"""
+
+
 def add_eval_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "eval",
-        help="replay long conversations through context strategies and compare them",
-        description="Replay conversations through every strategy, ask their questions at the "
-        "end, and write metrics.json, series.json, report.md and plots.",
+        help="replay LoCoMo files, JSONL traces or generated sessions through every context "
+        "strategy; write metrics, a report and plots",
+        description=_EVAL_DESCRIPTION,
+        epilog=_EVAL_EXAMPLES,
     )
     parser.add_argument(
         "--dataset",
-        help="a LoCoMo JSON file, a JSONL trace, or a directory of them (synthetic: where to "
-        "save the generated sessions, optional)",
+        metavar="PATH",
+        help="a LoCoMo JSON file, a JSONL trace, or a directory of them; with --format "
+        "synthetic, a directory to save the generated sessions in (default: not saved)",
     )
-    parser.add_argument("--format", choices=FORMATS, help="default: from the file names")
     parser.add_argument(
-        "--strategies", default="all", help="comma-separated strategy names, or all (default)"
+        "--format",
+        choices=FORMATS,
+        help="the dataset's format (default: trace for *.jsonl, else locomo)",
     )
-    parser.add_argument("--window", type=int, default=4096, help="context window in tokens")
-    parser.add_argument("--out", default="eval-out", help="output directory (default eval-out)")
+    parser.add_argument(
+        "--strategies",
+        type=strategies,
+        default="all",
+        metavar="NAMES",
+        help="comma-separated strategy names, or all",
+    )
+    parser.add_argument(
+        "--window", type=window, default=4096, metavar="TOKENS", help="context window in tokens"
+    )
+    parser.add_argument(
+        "--out", type=output_dir, default="eval-out", metavar="DIR", help="output directory"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of generated sessions")
-    parser.add_argument("--sessions", type=int, default=3, help="generated sessions (synthetic)")
-    parser.add_argument("--turns", type=int, default=300, help="turns per generated session")
     parser.add_argument(
-        "--retrieval-tokens", type=int, default=1000, help="the history lookup's page cap"
+        "--sessions", type=positive_int, default=3, help="generated sessions (synthetic)"
+    )
+    parser.add_argument(
+        "--turns",
+        type=int_between(1, MAX_TURNS),
+        default=300,
+        help="turns per generated session (synthetic)",
+    )
+    parser.add_argument(
+        "--retrieval-tokens",
+        type=int_between(MIN_MAX_TOKENS, what="tokens of one lookup page"),
+        default=1000,
+        metavar="TOKENS",
+        help="the history lookup's page cap",
     )
     parser.add_argument(
         "--reader",
         default="auto",
-        help="who answers the questions: auto (default: a real model when OPENAI_API_KEY or "
+        metavar="MODEL",
+        help="who answers the questions: auto (a real model when OPENAI_API_KEY or "
         "ANTHROPIC_API_KEY is set, else the offline scripted reader), offline, or an "
         "init_chat_model spec such as openai:gpt-4o-mini",
     )
     parser.add_argument(
         "--summarizer",
         default="extractive",
-        help="who summarizes, for every strategy alike: extractive (default, offline), auto, "
+        metavar="MODEL",
+        help="who summarizes, for every strategy alike: extractive (offline), auto, "
         "or an init_chat_model spec",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     parser.set_defaults(run=run_eval_command)
 
 
 # --------------------------------------------------------------------------- demo
 
 
+def _demo_db(db: Path) -> None:
+    """Create the demo's history store now, so a file SQLite cannot use fails before the run."""
+    from ctx_langgraph.history import SQLiteHistoryStore
+
+    try:
+        with SQLiteHistoryStore.from_path(db) as store:
+            store.setup()
+    except HistoryStoreError as exc:
+        raise UsageError(f"--db {str(db)!r}: {exc}") from None
+
+
+def compare(text: str) -> tuple[str, ...]:
+    """``--compare``: ``peers``, ``all``, ``none``, or comma-separated strategy names."""
+    from ctx_langgraph.eval.demo import compared_strategies
+
+    try:
+        names = compared_strategies(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not names and text.strip() != "none":
+        raise argparse.ArgumentTypeError(
+            f"no strategy in {text!r}; choose peers, all, none or comma-separated names"
+        )
+    return names
+
+
 def run_demo_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Check the history file, then run the demo.
+
+    Raises:
+        UsageError: ``--db`` cannot hold a history store, or a checkpoints file of an earlier
+            run lies beside it.
+    """
     out = out or sys.stdout
     from ctx_langgraph.eval.demo import run_demo
 
-    with tempfile.TemporaryDirectory(prefix="ctx-demo-") as tmp:
-        db = Path(args.db) if args.db else Path(tmp) / "history.sqlite"
-        return run_demo(
-            db=db,
-            out_dir=Path(args.out),
-            turns=args.turns,
-            seed=args.seed,
-            window=args.window,
-            quiet=args.quiet,
-            compare=not args.no_compare,
-            out=out,
-        )
+    if args.db:
+        checkpoints = Path(args.db).with_suffix(".checkpoints.sqlite")
+        if checkpoints.exists() and checkpoints.stat().st_size > 0:
+            raise UsageError(
+                f"--db {str(args.db)!r}: its checkpoints file {str(checkpoints)!r} is left from "
+                "an earlier run; pass a new path or delete that file"
+            )
+        _demo_db(Path(args.db))
+    return run_demo(
+        db=Path(args.db) if args.db else None,
+        out_dir=Path(args.out),
+        turns=args.turns,
+        seed=args.seed,
+        window=args.window,
+        quiet=args.quiet,
+        compare=() if args.no_compare else args.compare,
+        out=out,
+    )
+
+
+_DEMO_DESCRIPTION = """\
+The context-managed agent (create_context_agent with the history lookup tool) on a
+generated tool-heavy support session, offline: a replayed model answers, so no API key
+and no network are needed. What the context management does (a compaction starting and
+what it covered, tool outputs capped on entry) is printed as it happens, unless --quiet;
+the history goes to a SQLite file (--db, else a temporary one).
+
+Then the same session is replayed through the strategies --compare names (ours with the
+lookup tool, the two peers and the full history by default; all seven with --compare all;
+none with --no-compare); their summary table is printed and the report (metrics.json,
+series.json, report.md, plots) is written into --out."""
+
+_DEMO_EXAMPLES = """\
+examples:
+  ctx-langgraph demo
+  ctx-langgraph demo --turns 100 --no-compare --db history.sqlite
+  ctx-langgraph demo --window 8192 --compare all --out demo-report --quiet"""
 
 
 def add_demo_parser(commands: Any) -> None:
+    from ctx_langgraph.eval.demo import DEFAULT_TURNS
+
     parser = commands.add_parser(
         "demo",
-        help="the context-managed agent on a generated 300-turn tool-heavy session, offline, "
-        "then every strategy side by side",
+        help="the context-managed agent through a generated tool-heavy session, offline, "
+        "then the strategies side by side on the same session",
+        description=_DEMO_DESCRIPTION,
+        epilog=_DEMO_EXAMPLES,
     )
-    parser.add_argument("--turns", type=int, default=300, help="turns of the session")
+    parser.add_argument(
+        "--turns",
+        type=int_between(1, MAX_TURNS),
+        default=DEFAULT_TURNS,
+        help="turns of the session",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated session")
-    parser.add_argument("--window", type=int, default=4096, help="context window in tokens")
-    parser.add_argument("--db", help="SQLite history file to keep (default: a temporary one)")
-    parser.add_argument("--out", default="ctx-demo-out", help="report directory")
-    parser.add_argument("--no-compare", action="store_true", help="skip the strategy comparison")
-    parser.add_argument("--quiet", action="store_true", help="no per-turn events")
+    parser.add_argument(
+        "--window", type=window, default=4096, metavar="TOKENS", help="context window in tokens"
+    )
+    parser.add_argument(
+        "--db",
+        type=new_sqlite_file,
+        metavar="PATH",
+        help="a new SQLite history file to keep (default: a temporary one)",
+    )
+    parser.add_argument(
+        "--out", type=output_dir, default="ctx-demo-out", metavar="DIR", help="report directory"
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--compare",
+        type=compare,
+        default="peers",
+        metavar="NAMES",
+        help="the strategies to compare: peers, all, none, or comma-separated names",
+    )
+    which.add_argument(
+        "--no-compare", action="store_true", help="skip the comparison (--compare none)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no per-turn events, no progress")
     parser.set_defaults(run=run_demo_command)

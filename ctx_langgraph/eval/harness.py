@@ -19,6 +19,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.estimate import SUMMARY_FLAG
 from ctx_langgraph.datasets import Conversation, QAItem
+from ctx_langgraph.eval.cost import run_cost
 from ctx_langgraph.eval.metrics import (
     answer_f1,
     answer_in_context,
@@ -39,7 +40,15 @@ from ctx_langgraph.eval.strategies import (
     summary_messages,
 )
 
-__all__ = ["RATES", "ConversationRun", "aggregate", "run_conversation", "run_eval"]
+__all__ = [
+    "RATES",
+    "ConversationRun",
+    "aggregate",
+    "plan_eval",
+    "run_conversation",
+    "run_eval",
+    "task_name",
+]
 
 RATES = (
     "evidence_available_strict",
@@ -68,6 +77,8 @@ _MAXES = ("input_tokens_max", "max_summaries_in_prompt")
 _EVIDENCE_ID = re.compile(r"D(\d+):0*(\d+)")
 
 Log = Callable[[str], None]
+Advance = Callable[[float, str], None]
+"""Called with the predicted cost of the work just done and where the run is now."""
 
 
 @dataclass
@@ -170,11 +181,21 @@ def run_conversation(
     tool_specs: Sequence[dict[str, Any]] = (),
     turns: Sequence[ReplayTurn] | None = None,
     log: Log | None = None,
-    advance: Callable[[int], None] | None = None,
+    advance: Advance | None = None,
 ) -> ConversationRun:
     """Replay ``conversation`` through strategy ``name``, ask its questions from the final state
-    (each from the same checkpoint), and measure."""
+    (each from the same checkpoint), and measure.
+
+    ``advance(units, detail)`` is called as the work goes: after each turn and each question
+    with its predicted cost (:func:`~ctx_langgraph.eval.cost.run_cost`; the calls add up to
+    its ``total``) and where the run is (``turn 12/300``)."""
     turns = list(turns) if turns is not None else replay_turns(conversation)
+    cost = run_cost(name, turns, len(conversation.questions))
+
+    def done(units: float, detail: str) -> None:
+        if advance is not None:
+            advance(units, detail)
+
     tools = replay_tools(turns, tool_specs)
     usable = eval_config(window).resolve().usable
     strategy = build_strategy(
@@ -191,10 +212,11 @@ def run_conversation(
     history: list[str] = []
     history_at_call: list[int] = []
     started = time.perf_counter()
+    done(cost.setup / 2, f"turn 0/{len(turns)}")
     with warnings.catch_warnings(record=True) as caught:  # a peer's warnings are measured
         warnings.simplefilter("always")
         try:
-            for turn in turns:
+            for position, turn in enumerate(turns):
                 script.play(turn.steps, turn.index)
                 before, base = len(script.calls), len(history) + len(turn.inputs)
                 strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
@@ -207,8 +229,7 @@ def run_conversation(
                     history_at_call.append(base)
                     base += 1 + len(step.tool_calls)
                 history.extend(str(m.id) for m in turn.messages)
-                if advance:
-                    advance(1)
+                done(cost.turns[position], f"turn {position + 1}/{len(turns)}")
             replay_calls = list(script.calls)
             stats = strategy.summarizer_stats
             replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
@@ -223,6 +244,7 @@ def run_conversation(
                 )
                 answer = script.answers.get(index) if reader is not None else None
                 rows.append(_question_checks(item, script.calls[-1], known, answer))
+                done(cost.question, f"question {index + 1}/{len(conversation.questions)}")
             question_calls = script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
             ids_by_seq: list[str] = []
@@ -271,6 +293,7 @@ def run_conversation(
                 "turn": [call.turn for call in replay_calls],
                 "compaction_calls": compaction_calls,
             }
+            done(cost.setup / 2, "measured")
             if log:
                 m = run.metrics
                 log(
@@ -322,6 +345,27 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def task_name(conversation: Conversation, strategy: str) -> str:
+    """How progress names one strategy's run over one conversation."""
+    return f"{conversation.name} · {strategy}"
+
+
+def plan_eval(
+    conversations: Sequence[Conversation],
+    strategies: Sequence[str],
+    replays: Sequence[Sequence[ReplayTurn]] | None = None,
+) -> dict[str, float]:
+    """The predicted cost of every run of :func:`run_eval`, by :func:`task_name` (what
+    :meth:`~ctx_langgraph.eval.progress.Progress.plan` takes)."""
+    if replays is None:
+        replays = [replay_turns(conversation) for conversation in conversations]
+    return {
+        task_name(conversation, name): run_cost(name, turns, len(conversation.questions)).total
+        for conversation, turns in zip(conversations, replays, strict=True)
+        for name in strategies
+    }
+
+
 def run_eval(
     conversations: Sequence[Conversation],
     strategies: Sequence[str] = STRATEGIES,
@@ -358,18 +402,23 @@ def run_eval(
     budget = config.resolve()
     runs: dict[str, list[ConversationRun]] = {name: [] for name in strategies}
     series: dict[str, Any] = {}
-    for conversation in conversations:
-        turns = replay_turns(conversation)
+    replays = [replay_turns(conversation) for conversation in conversations]
+    if progress is not None:
+        progress.plan(plan_eval(conversations, strategies, replays))
+    for conversation, turns in zip(conversations, replays, strict=True):
         for name in strategies:
             task = (
-                progress.task(f"{conversation.name} · {name}", total=len(turns))
-                if progress
+                progress.task(
+                    task_name(conversation, name),
+                    total=run_cost(name, turns, len(conversation.questions)).total,
+                )
+                if progress is not None
                 else None
             )
 
-            def advance(n: int, task: Any = task) -> None:
+            def advance(units: float, detail: str, task: Any = task) -> None:
                 if progress is not None:
-                    progress.advance(task, n)
+                    progress.advance(task, units, detail=detail)
 
             run = run_conversation(
                 conversation,
