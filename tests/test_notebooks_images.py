@@ -4,7 +4,7 @@ A code cell tagged ``figure`` must leave an ``image/png`` output that is not bla
 run with ``MPLBACKEND=Agg``, as on a machine without a display (CI), where ``plt.show()`` and a
 bare ``Figure`` draw nothing unless the notebook turns inline figures on.
 
-Each notebook with a tagged cell is executed here once; ``notebooks/conftest.py`` keeps nbmake
+Each notebook with a tagged cell is executed here once; ``tests/conftest.py`` keeps nbmake
 from executing it a second time in the same run.
 """
 
