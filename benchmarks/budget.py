@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # peer_views and cycle
 
 import cycles
 import peer_views
-from cycles import PHASES, NeedsLongerThread, OurCycle, Placement, measured_length, place
+from cycles import PHASES, NeedsLongerThread, OurCycle, Placement, place, place_ours
 from peer_views import (
     WINDOW,
     LangChainView,
@@ -366,45 +366,16 @@ class Plan:
                   for n in p.lengths}  # fmt: skip
         self.langchain = langchain_states(history, meter=meter, lengths=wanted)
         self.langmem = langmem_states(history, lengths=wanted)
-        self.ours: dict[int, tuple[dict[str, Any], Path]] = {}
-        self.equal_view: int | None = None  # ours at the largest size, holding the smallest's view
         store = SQLiteHistoryStore.from_path(tmp / "ours-work.sqlite")
         store.setup()
         compact = make_compact_node(store, config=OURS_CONFIG, counter=meter.counter)
         cycle = OurCycle(history, counts=counts, overhead=meter.overhead, config=OURS_CONFIG,
                          compact=compact, store=store, run_config=CONFIG, counter=meter.counter)  # fmt: skip
-        smallest = 0
-        for size in sizes:
-            placement = place(
-                cycle.advance(measured_length(self.ends, size)),
-                self.ends,
-                size,
-                self.tokens,
-                self.room,
-            )
-            self.placements["ours"][size] = placement
-            lengths = set(placement.lengths)
-            if size == sizes[0]:
-                smallest = cycle.request(placement.lengths[0])
-            elif size == sizes[-1] and equal_view_needed(self.placements["ours"], sizes):
-                first, last = placement.lengths[0], placement.lengths[-1]
-                inside = [end for end in self.ends if first <= end <= last]
-                self.equal_view = min(inside, key=lambda end: abs(cycle.request(end) - smallest))
-                lengths.add(self.equal_view)
-            for length in sorted(lengths - self.ours.keys()):
-                path = cycle.snapshot(length, tmp / f"ours-{length}.sqlite")
-                self.ours[length] = (cycle.state_at(length), path)
+        placed = place_ours(cycle, sizes, self.ends, self.tokens, self.room, tmp)
+        self.placements["ours"] = placed.placements
+        self.ours = placed.states
+        self.equal_view = placed.equal_view  # ours at the largest size, holding the smallest's view
         store.close()
-
-
-def equal_view_needed(placements: dict[int, Placement], sizes: list[int]) -> bool:
-    """Ours has a cycle at the largest size but none at the smallest: the growth compares the
-    smallest's state (all of it) with the point of the largest's cycle holding as many tokens."""
-    return (
-        len(sizes) > 1
-        and placements[sizes[0]].cycle is None
-        and (placements[sizes[-1]].cycle is not None)
-    )
 
 
 def run_phase(systems: dict[str, Any], args: Any) -> tuple[dict[str, list[float]], dict[str, int]]:

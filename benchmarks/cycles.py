@@ -304,3 +304,52 @@ def check_our_cycle(
 
     assert shape(messages) == shape(view), "the final view differs from the simulated one"
     return len(points)
+
+
+@dataclass
+class OursPlaced:
+    """Where ours is measured at each size, and its state (and store copy) at each length."""
+
+    placements: dict[int, Placement]
+    states: dict[int, tuple[dict[str, Any], Path]]
+    equal_view: int | None  # ours at the largest size, holding the smallest's view
+
+
+def place_ours(
+    cycle: OurCycle,
+    sizes: list[int],
+    ends: Sequence[int],
+    tokens: Sequence[int],
+    room: int,
+    tmp: Path,
+) -> OursPlaced:
+    """Run ours' real cycle through every size: its phases, the states they start from, and
+    (when the smallest size has no cycle) the point of the largest's cycle holding as many
+    tokens as the smallest's whole view."""
+    placed = OursPlaced({}, {}, None)
+    smallest = 0
+    for size in sizes:
+        placement = place(cycle.advance(measured_length(ends, size)), ends, size, tokens, room)
+        placed.placements[size] = placement
+        lengths = set(placement.lengths)
+        if size == sizes[0]:
+            smallest = cycle.request(placement.lengths[0])
+        elif size == sizes[-1] and equal_view_needed(placed.placements, sizes):
+            first, last = placement.lengths[0], placement.lengths[-1]
+            inside = [end for end in ends if first <= end <= last]
+            placed.equal_view = min(inside, key=lambda end: abs(cycle.request(end) - smallest))
+            lengths.add(placed.equal_view)
+        for length in sorted(lengths - placed.states.keys()):
+            path = cycle.snapshot(length, tmp / f"ours-{length}.sqlite")
+            placed.states[length] = (cycle.state_at(length), path)
+    return placed
+
+
+def equal_view_needed(placements: dict[int, Placement], sizes: list[int]) -> bool:
+    """Ours has a cycle at the largest size but none at the smallest: the growth compares the
+    smallest's state (all of it) with the point of the largest's cycle holding as many tokens."""
+    return (
+        len(sizes) > 1
+        and placements[sizes[0]].cycle is None
+        and (placements[sizes[-1]].cycle is not None)
+    )
