@@ -453,6 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_demo_parser(commands)
     add_eval_parser(commands)
+    _add_history_demo_parser(commands)
+    _add_retention_parser(commands)
+    _add_export_parser(commands)
+    return parser
+
+
+def _add_history_demo_parser(commands: Any) -> None:
     demo = commands.add_parser(
         "history-demo",
         help="replay a long conversation into the embedded SQLite history store: append, "
@@ -479,6 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--questions", type=non_negative_int, default=8, help="questions to look up")
     demo.set_defaults(run=_history_demo)
 
+
+def _add_retention_parser(commands: Any) -> None:
     retention = commands.add_parser(
         "retention",
         help="prune old LangGraph checkpoints by policy; the history store is never touched",
@@ -508,6 +517,8 @@ def build_parser() -> argparse.ArgumentParser:
     retention.add_argument("--json", action="store_true", help="print the report as JSON")
     retention.set_defaults(run=_retention)
 
+
+def _add_export_parser(commands: Any) -> None:
     export = commands.add_parser(
         "export",
         help="one thread's raw history, summary versions, usage ledger and memories as JSON "
@@ -539,7 +550,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the JSON here (default: stdout)",
     )
     export.set_defaults(run=_export)
-    return parser
 
 
 def _existing_file(text: str) -> Path:

@@ -177,63 +177,17 @@ def draw_graph(
         >>> figure.savefig("graph.png")  # doctest: +SKIP
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-    from matplotlib.path import Path
 
-    drawn = graph if isinstance(graph, Graph) else graph.get_graph()
-    names = {node_id: node.name or node_id for node_id, node in drawn.nodes.items()}
-    notes = {node_id: _note(node.metadata) for node_id, node in drawn.nodes.items()}
-    for edge in drawn.edges:  # an edge to a node the graph does not list still gets a box
-        for end in (edge.source, edge.target):
-            names.setdefault(end, end)
-            notes.setdefault(end, "")
-    layout = _layout(list(names), drawn.edges)
-    depth = {node: d for d, row in enumerate(layout.layers) for node in row}
-
-    top = _MARGIN + (0.45 if title else 0.0) + 0.25
-    size: dict[str, tuple[float, float]] = {}
-    centre: dict[str, tuple[float, float]] = {}
-    for row_depth, row in enumerate(layout.layers):
-        for node in row:
-            lines = notes[node].splitlines()
-            text = max([len(names[node]) * _NAME_CHAR] + [len(t) * _NOTE_CHAR for t in lines])
-            size[node] = (max(text + 0.3, 0.9), 0.42 + 0.14 * len(lines))
-        x = -(sum(size[node][0] for node in row) + _GAP * (len(row) - 1)) / 2
-        for node in row:
-            centre[node] = (x + size[node][0] / 2, -(top + row_depth * _LAYER_HEIGHT))
-            x += size[node][0] + _GAP
-
-    def side_edge(node: str, side: int) -> float:
-        return centre[node][0] + side * size[node][0] / 2
-
-    # An edge that closes a cycle leaves its source sideways, runs up a lane beside the
-    # layers it passes and enters its target from the same side; the side is the one with
-    # fewer boxes to cross in the two rows, each edge on its own lane.
-    lanes: dict[int, tuple[int, float]] = {}
-    used = {-1: 0, 1: 0}
-    for i in sorted(layout.back_edges):
-        edge = drawn.edges[i]
-        if edge.source == edge.target:
-            continue
-        rows = [(layout.layers[depth[edge.source]], edge.source)]
-        rows.append((layout.layers[depth[edge.target]], edge.target))
-        left = sum(row.index(node) for row, node in rows)
-        right = sum(len(row) - 1 - row.index(node) for row, node in rows)
-        side = -1 if left < right else 1
-        passed = [
-            node
-            for d in range(depth[edge.target], depth[edge.source] + 1)
-            for node in layout.layers[d]
-        ]
-        extreme = max(side * side_edge(node, side) for node in passed)
-        lanes[i] = (side, side * (extreme + 0.3 + 0.22 * used[side]))
-        used[side] += 1
-
-    x_low = min([side_edge(n, -1) for n in centre] + [x for _, x in lanes.values()] + [-1.0])
-    x_high = max([side_edge(n, 1) for n in centre] + [x for _, x in lanes.values()] + [1.0])
-    loops = any(edge.source == edge.target for edge in drawn.edges)
+    scene = _scene(graph if isinstance(graph, Graph) else graph.get_graph(), title)
+    lanes = scene.lanes()
+    x_low = min([scene.side(n, -1) for n in scene.centre] + [x for _, x in lanes.values()] + [-1.0])
+    x_high = max([scene.side(n, 1) for n in scene.centre] + [x for _, x in lanes.values()] + [1.0])
+    loops = any(edge.source == edge.target for edge in scene.graph.edges)
     x_low, x_high = x_low - _MARGIN, x_high + _MARGIN + (0.5 if loops else 0.0)
-    y_low = min([y - size[n][1] / 2 for n, (_, y) in centre.items()] + [-top]) - _MARGIN
+    y_low = (
+        min([y - scene.size[n][1] / 2 for n, (_, y) in scene.centre.items()] + [-scene.top])
+        - _MARGIN
+    )
 
     figure = _picture_class()(figsize=(x_high - x_low, -y_low))
     FigureCanvasAgg(figure)
@@ -251,10 +205,89 @@ def draw_graph(
             fontsize=11,
             weight="bold",
         )
+    boxes = _draw_nodes(ax, scene, highlight)
+    _draw_edges(ax, scene, boxes, lanes)
+    return figure
 
-    boxes: dict[str, FancyBboxPatch] = {}
-    for node, (x, y) in centre.items():
-        box_width, box_height = size[node]
+
+@dataclass
+class _Scene:
+    """A graph placed on the page: each node's label, box size and centre (inches)."""
+
+    graph: Graph
+    names: dict[str, str]
+    notes: dict[str, str]
+    layout: _Layout
+    depth: dict[str, int]
+    top: float
+    size: dict[str, tuple[float, float]]
+    centre: dict[str, tuple[float, float]]
+
+    def side(self, node: str, side: int) -> float:
+        """The x of a node's left (-1) or right (1) side."""
+        return self.centre[node][0] + side * self.size[node][0] / 2
+
+    def lanes(self) -> dict[int, tuple[int, float]]:
+        """The lane of each edge that closes a cycle: its side and x.
+
+        Such an edge leaves its source sideways, runs up a lane beside the layers it passes
+        and enters its target from the same side; the side is the one with fewer boxes to
+        cross in the two rows, each edge on its own lane.
+        """
+        layers, depth = self.layout.layers, self.depth
+        lanes: dict[int, tuple[int, float]] = {}
+        used = {-1: 0, 1: 0}
+        for i in sorted(self.layout.back_edges):
+            edge = self.graph.edges[i]
+            if edge.source == edge.target:
+                continue
+            rows = [(layers[depth[edge.source]], edge.source)]
+            rows.append((layers[depth[edge.target]], edge.target))
+            left = sum(row.index(node) for row, node in rows)
+            right = sum(len(row) - 1 - row.index(node) for row, node in rows)
+            side = -1 if left < right else 1
+            passed = [
+                node
+                for d in range(depth[edge.target], depth[edge.source] + 1)
+                for node in layers[d]
+            ]
+            extreme = max(side * self.side(node, side) for node in passed)
+            lanes[i] = (side, side * (extreme + 0.3 + 0.22 * used[side]))
+            used[side] += 1
+        return lanes
+
+
+def _scene(drawn: Graph, title: str | None) -> _Scene:
+    names = {node_id: node.name or node_id for node_id, node in drawn.nodes.items()}
+    notes = {node_id: _note(node.metadata) for node_id, node in drawn.nodes.items()}
+    for edge in drawn.edges:  # an edge to a node the graph does not list still gets a box
+        for end in (edge.source, edge.target):
+            names.setdefault(end, end)
+            notes.setdefault(end, "")
+    layout = _layout(list(names), drawn.edges)
+    depth = {node: d for d, row in enumerate(layout.layers) for node in row}
+    top = _MARGIN + (0.45 if title else 0.0) + 0.25
+    size: dict[str, tuple[float, float]] = {}
+    centre: dict[str, tuple[float, float]] = {}
+    for row_depth, row in enumerate(layout.layers):
+        for node in row:
+            lines = notes[node].splitlines()
+            text = max([len(names[node]) * _NAME_CHAR] + [len(t) * _NOTE_CHAR for t in lines])
+            size[node] = (max(text + 0.3, 0.9), 0.42 + 0.14 * len(lines))
+        x = -(sum(size[node][0] for node in row) + _GAP * (len(row) - 1)) / 2
+        for node in row:
+            centre[node] = (x + size[node][0] / 2, -(top + row_depth * _LAYER_HEIGHT))
+            x += size[node][0] + _GAP
+    return _Scene(drawn, names, notes, layout, depth, top, size, centre)
+
+
+def _draw_nodes(ax: Any, scene: _Scene, highlight: Collection[str]) -> dict[str, Any]:
+    """Each node as a rounded box with its name (and metadata below it); the boxes by node."""
+    from matplotlib.patches import FancyBboxPatch
+
+    boxes: dict[str, Any] = {}
+    for node, (x, y) in scene.centre.items():
+        box_width, box_height = scene.size[node]
         terminal = node in ("__start__", "__end__")
         face = {"__start__": "white", "__end__": "#bfb6fc"}.get(
             node, "#bfe3c0" if node in highlight else "#f2f0ff"
@@ -270,13 +303,14 @@ def draw_graph(
             zorder=2,
         )
         ax.add_patch(boxes[node])
-        name_y = y + 0.07 * len(notes[node].splitlines())
-        ax.text(x, name_y, names[node], ha="center", va="center", fontsize=10, zorder=3)
-        if notes[node]:
+        note = scene.notes[node]
+        name_y = y + 0.07 * len(note.splitlines())
+        ax.text(x, name_y, scene.names[node], ha="center", va="center", fontsize=10, zorder=3)
+        if note:
             ax.text(
                 x,
                 name_y - 0.14,
-                notes[node],
+                note,
                 ha="center",
                 va="top",
                 fontsize=7.5,
@@ -284,12 +318,21 @@ def draw_graph(
                 color="#444444",
                 zorder=3,
             )
+    return boxes
+
+
+def _draw_edges(
+    ax: Any, scene: _Scene, boxes: dict[str, Any], lanes: dict[int, tuple[int, float]]
+) -> None:
+    """Each edge as an arrow (dashed when conditional), with its label when it has one."""
+    from matplotlib.patches import FancyArrowPatch
+    from matplotlib.path import Path
 
     repeats: dict[tuple[str, str], int] = {}
-    for i, edge in enumerate(drawn.edges):
+    for i, edge in enumerate(scene.graph.edges):
         repeat = repeats.get((edge.source, edge.target), 0)
         repeats[(edge.source, edge.target)] = repeat + 1
-        (x_a, y_a), (x_b, y_b) = centre[edge.source], centre[edge.target]
+        (x_a, y_a), (x_b, y_b) = scene.centre[edge.source], scene.centre[edge.target]
         style: dict[str, Any] = {
             "arrowstyle": "-|>",
             "mutation_scale": 12,
@@ -300,7 +343,7 @@ def draw_graph(
         }
         label_at = ((x_a + x_b) / 2, (y_a + y_b) / 2)
         if edge.source == edge.target:  # a loop on the node's right side
-            x_side, half_height = side_edge(edge.source, 1), size[edge.source][1] / 2
+            x_side, half_height = scene.side(edge.source, 1), scene.size[edge.source][1] / 2
             arrow = FancyArrowPatch(
                 (x_side, y_a + half_height / 2),
                 (x_side, y_a - half_height / 2),
@@ -311,15 +354,15 @@ def draw_graph(
         elif i in lanes:
             side, lane = lanes[i]
             route = [
-                (side_edge(edge.source, side), y_a),
+                (scene.side(edge.source, side), y_a),
                 (lane, y_a),
                 (lane, y_b),
-                (side_edge(edge.target, side), y_b),
+                (scene.side(edge.target, side), y_b),
             ]
             arrow = FancyArrowPatch(path=Path(route), **style)
             label_at = (lane, (y_a + y_b) / 2)
         else:
-            bend = 0.2 if depth[edge.target] - depth[edge.source] > 1 else 0.0
+            bend = 0.2 if scene.depth[edge.target] - scene.depth[edge.source] > 1 else 0.0
             arrow = FancyArrowPatch(
                 (x_a, y_a),
                 (x_b, y_b),
@@ -339,4 +382,3 @@ def draw_graph(
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"},
                 zorder=3,
             )
-    return figure

@@ -284,10 +284,9 @@ def _run_demo(
     interval: float | None,
 ) -> int:
     from ctx_langgraph._table import format_table
-    from ctx_langgraph.eval.cli import write_outputs
-    from ctx_langgraph.eval.harness import plan_eval, run_eval
+    from ctx_langgraph.eval.harness import plan_eval
     from ctx_langgraph.eval.report import summary_table
-    from ctx_langgraph.eval.synthetic import tool_session, tool_specs
+    from ctx_langgraph.eval.synthetic import tool_session
 
     budget = eval_config(window).resolve()
     compared = (
@@ -334,26 +333,48 @@ def _run_demo(
             return 1
         if not strategies:
             return 0
-        others = [name for name in STRATEGIES if name not in strategies]
-        progress.echo(
-            f"\nthe same session through {', '.join(strategies)}"
-            + (f" (the other {len(others)}: --compare all)" if others else "")
-            + ":",
-            out,
+        metrics, written = _compare(
+            conversation, strategies, window, seed, turns, out_dir, report_units, progress, out
         )
-        metrics, series = run_eval(
-            [conversation],
-            strategies,
-            window=window,
-            dataset=f"synthetic tool session (seed {seed}, {turns} turns)",
-            data_format="synthetic",
-            seed=seed,
-            tool_specs=tool_specs(),
-            progress=progress,
-        )
-        with progress.step(REPORT_STEP, units=report_units):
-            written = write_outputs(metrics, series, out_dir)
         progress.log(f"demo done in {time.perf_counter() - started:.1f}s")
     print(summary_table(metrics), file=out)
     print(f"\nreport: {', '.join(str(p) for p in written)}", file=out)
     return 0
+
+
+def _compare(
+    conversation: Conversation,
+    strategies: tuple[str, ...],
+    window: int,
+    seed: int,
+    turns: int,
+    out_dir: Path,
+    report_units: float,
+    progress: Progress,
+    out: TextIO,
+) -> tuple[dict[str, Any], list[Path]]:
+    """Part 2: the same session through the compared strategies; the metrics and the report."""
+    from ctx_langgraph.eval.cli import write_outputs
+    from ctx_langgraph.eval.harness import run_eval
+    from ctx_langgraph.eval.synthetic import tool_specs
+
+    others = [name for name in STRATEGIES if name not in strategies]
+    progress.echo(
+        f"\nthe same session through {', '.join(strategies)}"
+        + (f" (the other {len(others)}: --compare all)" if others else "")
+        + ":",
+        out,
+    )
+    metrics, series = run_eval(
+        [conversation],
+        strategies,
+        window=window,
+        dataset=f"synthetic tool session (seed {seed}, {turns} turns)",
+        data_format="synthetic",
+        seed=seed,
+        tool_specs=tool_specs(),
+        progress=progress,
+    )
+    with progress.step(REPORT_STEP, units=report_units):
+        written = write_outputs(metrics, series, out_dir)
+    return metrics, written
