@@ -21,6 +21,7 @@ __all__ = [
     "UsageError",
     "age",
     "check_postgres",
+    "existing_file",
     "existing_path",
     "int_between",
     "new_sqlite_file",
@@ -142,6 +143,14 @@ def existing_path(text: str) -> Path:
     path = Path(text)
     if not path.exists():
         raise argparse.ArgumentTypeError(f"no such file or directory: {text!r}")
+    return path
+
+
+def existing_file(text: str) -> Path:
+    """A file that exists (not a directory)."""
+    path = existing_path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
     return path
 
 

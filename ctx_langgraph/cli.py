@@ -24,6 +24,7 @@ from ctx_langgraph._cli_args import (
     UsageError,
     age,
     check_postgres,
+    existing_file,
     new_sqlite_file,
     non_empty,
     non_negative_int,
@@ -474,7 +475,7 @@ def _add_history_demo_parser(commands: Any) -> None:
     )
     demo.add_argument(
         "--locomo",
-        type=_existing_file,
+        type=existing_file,
         metavar="FILE",
         help="a LoCoMo conversation JSON file to replay (default: a generated conversation)",
     )
@@ -550,16 +551,6 @@ def _add_export_parser(commands: Any) -> None:
         help="write the JSON here (default: stdout)",
     )
     export.set_defaults(run=_export)
-
-
-def _existing_file(text: str) -> Path:
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path")
-    path = Path(text)
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "no such file"
-        raise argparse.ArgumentTypeError(f"{text!r}: {what}")
-    return path
 
 
 def _fail(prog: str, message: object) -> int:
