@@ -237,17 +237,23 @@ class Progress:
     def task(self, description: str, total: float | None = None) -> TaskId:
         """Start a task of ``total`` units (``None``: unknown) and return its id."""
         with self._lock:
-            task = _Task(description, total, self.clock())
-            self._tasks.append(task)
-            if self._plan.started is not None and total is not None:
-                self._plan.expected[description] = total
-                self._plan.done[description] = 0.0
-                self._update_overall()
-            if self._rich is not None:
-                task.rich_id = self._rich.add_task(description, total=total, detail="")
-            else:
-                self._write(f"{description}: started")
+            self._tasks.append(self._start(description, total, total, f"{description}: started"))
             return len(self._tasks) - 1
+
+    def _start(
+        self, description: str, units: float | None, bar_total: float | None, line: str
+    ) -> _Task:
+        """A new task or step: counted in the planned run, shown as a bar or a line."""
+        state = _Task(description, units, self.clock())
+        if self._plan.started is not None and units is not None:
+            self._plan.expected[description] = units
+            self._plan.done[description] = 0.0
+            self._update_overall()
+        if self._rich is not None:
+            state.rich_id = self._rich.add_task(description, total=bar_total, detail="")
+        else:
+            self._write(line)
+        return state
 
     def advance(self, task: TaskId, amount: float = 1, *, detail: str | None = None) -> None:
         """Count ``amount`` more units of ``task``; it ends when it reaches its total.
@@ -284,16 +290,8 @@ class Progress:
         ends), so the time left does not drop to nothing before it.
         """
         with self._lock:
-            state = _Task(description, units, self.clock())
+            state = self._start(description, units, None, f"{description}...")
             self._steps.append(state)
-            if self._plan.started is not None and units is not None:
-                self._plan.expected[description] = units
-                self._plan.done[description] = 0.0
-                self._update_overall()
-            if self._rich is not None:
-                state.rich_id = self._rich.add_task(description, total=None, detail="")
-            else:
-                self._write(f"{description}...")
         failed = True
         try:
             yield
