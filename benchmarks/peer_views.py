@@ -54,7 +54,7 @@ from langgraph.runtime import Runtime
 from langmem.short_term import RunningSummary, SummarizationNode  # type: ignore[import-untyped]
 
 from ctx_langgraph.budget.counters import TiktokenCounter
-from ctx_langgraph.budget.estimate import is_summary
+from ctx_langgraph.view.markers import is_summary
 
 WINDOW = 128_000  # the model's input window (gpt-4o)
 LANGCHAIN_TRIGGER: ContextFraction = ("fraction", 0.8)  # its docstring's example for a window

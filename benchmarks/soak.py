@@ -54,11 +54,11 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ctx_langgraph import ContextConfig, create_context_agent, make_history_lookup_tool
 from ctx_langgraph._table import format_table
-from ctx_langgraph.budget.estimate import is_summary
 from ctx_langgraph.compaction import ExtractiveSummarizer, SummaryRequest
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.testing import MeteringChatModel
+from ctx_langgraph.view.markers import is_summary
 
 try:  # the HTTP package the openai client speaks (httpx2 since openai 3, httpx before)
     import httpx2 as openai_http

@@ -34,6 +34,7 @@ from ctx_langgraph._cli_args import (
     sqlite_tables,
 )
 from ctx_langgraph._table import format_table
+from ctx_langgraph.core.text import query_terms
 from ctx_langgraph.datasets import (
     Conversation,
     QAItem,
@@ -51,7 +52,6 @@ from ctx_langgraph.errors import (
 )
 from ctx_langgraph.eval.cli import add_demo_parser, add_eval_parser
 from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
-from ctx_langgraph.history._sql import query_terms
 from ctx_langgraph.lookup import STOPWORDS
 
 __all__ = ["build_parser", "main"]

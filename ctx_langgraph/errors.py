@@ -7,10 +7,7 @@ on purpose.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ctx_langgraph.history.types import Scope
+from typing import Protocol
 
 __all__ = [
     "CompactionConflict",
@@ -31,6 +28,20 @@ __all__ = [
     "SummaryFormatError",
     "UsageParseError",
 ]
+
+
+class _Scoped(Protocol):
+    """What an error needs of a :class:`~ctx_langgraph.core.scope.Scope` (named structurally, so
+    this bottom module imports nothing of the package)."""
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def branch(self) -> str: ...
 
 
 class ContextManagementError(Exception):
@@ -67,7 +78,7 @@ class CompactionConflict(ContextManagementError):
 
     def __init__(
         self,
-        scope: Scope,
+        scope: _Scoped,
         *,
         candidate_id: str,
         expected_generation: int,
@@ -91,7 +102,7 @@ class StaleCandidate(ContextManagementError):
     ``failed`` and must be rebuilt from a new snapshot.
     """
 
-    def __init__(self, scope: Scope, *, candidate_id: str, reason: str) -> None:
+    def __init__(self, scope: _Scoped, *, candidate_id: str, reason: str) -> None:
         self.scope = scope
         self.candidate_id = candidate_id
         self.reason = reason

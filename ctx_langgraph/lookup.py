@@ -38,12 +38,12 @@ from pydantic import BaseModel, Field
 
 from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
-from ctx_langgraph.budget.estimate import LOOKUP_MARK
+from ctx_langgraph.core.scope import scope_from_config
+from ctx_langgraph.core.text import query_terms
 from ctx_langgraph.errors import ScopeError
-from ctx_langgraph.history._sql import query_terms
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, Scope, SearchPage
-from ctx_langgraph.usage.node import scope_from_config
+from ctx_langgraph.view.markers import LOOKUP_MARK
 
 __all__ = ["DEFAULT_MAX_TOKENS", "HANDLE_PREFIX", "NOTICE", "make_history_lookup_tool"]
 

@@ -38,6 +38,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctx_langgraph.budget.counters import PROVIDER_TOKENS
 from ctx_langgraph.errors import ContextManagementError, ProviderCompactionError
+from ctx_langgraph.view.markers import SUMMARY_FLAG
 
 __all__ = [
     "ANTHROPIC",
@@ -431,8 +432,6 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
     """The view messages of a stored provider window: user items as human messages, the
     compaction item (and anything else) as an assistant message holding the item unchanged.
     Each carries ``flag`` (the summary flag: never recorded, replaced on the next compaction)."""
-    from ctx_langgraph.budget.estimate import SUMMARY_FLAG
-
     out: list[BaseMessage] = []
     stem = str(flag.get("checkpoint_id", "w"))[:12]
     for part, item in enumerate(state.get("window") or ()):

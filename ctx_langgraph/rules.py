@@ -18,9 +18,10 @@ from typing import Any, Final
 
 from langchain_core.messages import BaseMessage, SystemMessage
 
-__all__ = ["PINNED_FLAG", "PINNED_MESSAGE_ID", "PinnedRules", "is_pinned"]
+from ctx_langgraph.view.markers import PINNED_FLAG
 
-PINNED_FLAG: Final = "ctx_pinned"
+__all__ = ["PINNED_MESSAGE_ID", "PinnedRules", "is_pinned"]
+
 PINNED_MESSAGE_ID: Final = "ctx-pinned-rules"
 HEADER: Final = "Pinned rules (persistent instructions; they stay in force after any summary):"
 

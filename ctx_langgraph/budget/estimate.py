@@ -17,27 +17,9 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING, CountCache, TokenCounter
+from ctx_langgraph.view.markers import RETRIEVED_FLAG, is_summary
 
-__all__ = ["BudgetEstimate", "estimate_next_request", "is_summary"]
-
-SUMMARY_FLAG = "ctx_summary"
-RETRIEVED_FLAG = "ctx_retrieved"
-"""Marks a message that carries retrieved history snippets (counted apart in the breakdown)."""
-
-
-LOOKUP_MARK = "ctx_lookup"
-"""Key of the artifact of a history lookup's tool result: a page bounded by the tool itself."""
-
-
-def is_lookup_result(message: BaseMessage) -> bool:
-    """Whether a tool result is a history lookup page (never capped: the tool bounds it)."""
-    artifact = getattr(message, "artifact", None)
-    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
-
-
-def is_summary(message: BaseMessage) -> bool:
-    """Whether a message is the working view's summary message (never recorded as raw history)."""
-    return bool(message.additional_kwargs.get(SUMMARY_FLAG))
+__all__ = ["BudgetEstimate", "estimate_next_request"]
 
 
 @dataclass(frozen=True)

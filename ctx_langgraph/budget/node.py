@@ -55,18 +55,12 @@ from ctx_langgraph.budget.counters import (
     TokenCounter,
     default_counter,
 )
-from ctx_langgraph.budget.estimate import (
-    RETRIEVED_FLAG,
-    SUMMARY_FLAG,
-    BudgetEstimate,
-    estimate_next_request,
-    is_lookup_result,
-    is_summary,
-)
+from ctx_langgraph.budget.estimate import BudgetEstimate, estimate_next_request
 from ctx_langgraph.budget.provider_count import ProviderCountHook
-from ctx_langgraph.compaction.repair import REPAIR_FLAG, repair_tool_pairs
-from ctx_langgraph.compaction.view import STRIPPED_FLAG, rewrite_view
+from ctx_langgraph.compaction.repair import repair_tool_pairs
+from ctx_langgraph.compaction.view import rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.errors import (
     ContextBudgetExceeded,
     EventConflict,
@@ -76,35 +70,23 @@ from ctx_langgraph.errors import (
 )
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
-from ctx_langgraph.memory.store import MEMORY_FLAG, LongTermMemory, is_memory_message, place_memory
+from ctx_langgraph.memory.store import LongTermMemory, place_memory
 from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
 from ctx_langgraph.providers import provider_key, server_compaction_item
-from ctx_langgraph.rules import PINNED_FLAG, PinnedRules, pin
-from ctx_langgraph.usage.node import scope_from_config
+from ctx_langgraph.rules import PinnedRules, pin
+from ctx_langgraph.view.markers import (
+    CAPPED_FLAG,
+    CLEARED_FLAG,
+    MEMORY_FLAG,
+    SUMMARY_FLAG,
+    is_flagged,
+    is_lookup_result,
+    is_memory_message,
+    is_summary,
+    is_synthetic,
+)
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
-
-CAPPED_FLAG = "ctx_capped"
-CLEARED_FLAG = "ctx_cleared"
-
-
-_SYNTHETIC_FLAGS = (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
-_FLAGS = (*_SYNTHETIC_FLAGS, CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
-
-
-def _synthetic(message: BaseMessage) -> bool:
-    """Messages we put in the view ourselves (the summary, retrieved snippets, pinned rules,
-    long-term memory, a stand-in for a missing tool result): never recorded."""
-    kwargs = message.additional_kwargs
-    # (most messages have no extra fields at all: this runs on every message of the view)
-    return bool(kwargs) and any(kwargs.get(flag) for flag in _SYNTHETIC_FLAGS)
-
-
-def _flagged(message: BaseMessage) -> bool:
-    """Messages not to record now: synthetic ones, and previews of capped or cleared tool
-    results (their originals were recorded under the same id)."""
-    kwargs = message.additional_kwargs
-    return bool(kwargs) and any(kwargs.get(flag) for flag in _FLAGS)
 
 
 def _fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) -> str:
@@ -337,11 +319,11 @@ class BudgetNode:
                 start = index + 1
                 break
         # (previews of capped or cleared results stand for events recorded under their id)
-        recorded = [m for m in messages[start:] if not _synthetic(m)]
-        fresh = [m for m in recorded if not _flagged(m)]
+        recorded = [m for m in messages[start:] if not is_synthetic(m)]
+        fresh = [m for m in recorded if not is_flagged(m)]
         # a message recorded before and since replaced by id with other content (add_messages
         # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
-        prefix = [m for m in messages[:start] if m.id and not _flagged(m)]
+        prefix = [m for m in messages[:start] if m.id and not is_flagged(m)]
         checksum = digest(prefix)
         saved = context.get("recorded_digest") or {}
         revised_in_state: list[BaseMessage] = []
@@ -366,7 +348,7 @@ class BudgetNode:
                 overlap = min(len(recorded), head.head_seq - known.seq)
                 replay = len(after) == overlap and all(
                     event.event_id == message.id
-                    and (_flagged(message) or event.content == message_to_dict(message))
+                    and (is_flagged(message) or event.content == message_to_dict(message))
                     for event, message in zip(after, recorded[:overlap], strict=True)
                 )
                 if not replay:
@@ -455,7 +437,8 @@ class BudgetNode:
                     log.warning("ctx-langgraph: long-term memory not updated: %s", exc)
                     memory_info["error"] = str(exc)
             query = next(
-                (m.text for m in reversed(messages) if m.type == "human" and not _synthetic(m)), ""
+                (m.text for m in reversed(messages) if m.type == "human" and not is_synthetic(m)),
+                "",
             )
             try:
                 records = yield _Recall(memory_scopes, query)
@@ -593,7 +576,7 @@ class BudgetNode:
                 )
         decision, fallback = self._decide(view, estimate, context)
         last_recorded = next(
-            (m.id for m in reversed(messages) if m.id and not _synthetic(m)), recorded_through
+            (m.id for m in reversed(messages) if m.id and not is_synthetic(m)), recorded_through
         )
         update_context: dict[str, Any] = {
             "projection_epoch": epoch,
@@ -645,7 +628,7 @@ class BudgetNode:
             upto = next(
                 (i + 1 for i in range(len(view) - 1, -1, -1) if view[i].id == last_recorded), 0
             )
-            added = [m for m in view[:upto] if m.id and not _flagged(m)]
+            added = [m for m in view[:upto] if m.id and not is_flagged(m)]
         else:
             if prefix:
                 base = {"first": prefix[0].id, "count": len(prefix), "value": checksum}
@@ -746,7 +729,7 @@ class BudgetNode:
         was dropped."""
 
         def recorded(message: BaseMessage) -> bool:
-            return bool(message.id) and message.type != "system" and not _synthetic(message)
+            return bool(message.id) and message.type != "system" and not is_synthetic(message)
 
         # one range read from the view's oldest surviving message to the head (the view is the
         # thread's tail), instead of one lookup per message
@@ -775,7 +758,7 @@ class BudgetNode:
                 event = yield _GetEvent(scope, str(message.id))
             if event is None or not event.visible:
                 continue  # deleted or hidden: it leaves the view
-            if not _flagged(message) and event.content != message_to_dict(message):
+            if not is_flagged(message) and event.content != message_to_dict(message):
                 kept.append(event.message)  # revised: the view takes the stored revision
             else:
                 kept.append(message)

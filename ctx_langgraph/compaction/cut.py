@@ -19,7 +19,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from ctx_langgraph.budget.estimate import is_summary
+from ctx_langgraph.view.markers import is_summary
 
 __all__ = ["CutPoint", "choose_cut", "first_coverable", "pairing_problems", "tool_groups"]
 

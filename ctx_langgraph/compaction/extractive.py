@@ -17,7 +17,6 @@ from typing import Final
 from langchain_core.messages import AIMessage
 
 from ctx_langgraph.budget.counters import TokenCounter
-from ctx_langgraph.budget.estimate import LOOKUP_MARK
 from ctx_langgraph.compaction.format import (
     LIST_SECTIONS,
     SummaryDocument,
@@ -26,6 +25,7 @@ from ctx_langgraph.compaction.format import (
 )
 from ctx_langgraph.compaction.protocol import SummaryRequest
 from ctx_langgraph.history.types import HistoryEvent, KeyFact
+from ctx_langgraph.view.markers import LOOKUP_MARK
 
 __all__ = ["ExtractiveSummarizer", "extract_key_facts"]
 

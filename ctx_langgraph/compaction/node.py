@@ -47,6 +47,7 @@ from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
 from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.errors import (
     CompactionConflict,
     CompactionFailed,
@@ -62,7 +63,6 @@ from ctx_langgraph.providers import (
     provider_key,
 )
 from ctx_langgraph.usage.ledger import UsageLedger
-from ctx_langgraph.usage.node import scope_from_config
 
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
 

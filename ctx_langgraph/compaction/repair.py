@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["REPAIR_FLAG", "ViewRepairs", "is_repair", "repair_tool_pairs"]
+from ctx_langgraph.view.markers import REPAIR_FLAG
 
-REPAIR_FLAG = "ctx_repair"
-"""``additional_kwargs`` flag of a tool message we added for a call that has no result."""
+__all__ = ["ViewRepairs", "is_repair", "repair_tool_pairs"]
 
 MISSING_RESULT = (
     "[no result was recorded for this tool call: the call was interrupted or its result was "

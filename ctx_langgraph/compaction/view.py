@@ -6,11 +6,10 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from ctx_langgraph.budget.estimate import SUMMARY_FLAG, is_summary
 from ctx_langgraph.history.types import CompactionCheckpoint
+from ctx_langgraph.view.markers import STRIPPED_FLAG, SUMMARY_FLAG, is_summary
 
 __all__ = [
-    "STRIPPED_FLAG",
     "SUMMARY_MESSAGE_ID",
     "project_checkpoint",
     "rewrite_view",
@@ -88,9 +87,6 @@ def rewrite_view(
     covered = project_checkpoint(checkpoint, provider)
     tail = [strip_opaque(m) for m in messages[keep_from:]]
     return [*system, *covered, *tail], keep_from - start
-
-
-STRIPPED_FLAG = "ctx_stripped"
 
 
 def strip_opaque(message: BaseMessage) -> BaseMessage:

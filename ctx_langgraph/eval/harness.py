@@ -17,7 +17,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
-from ctx_langgraph.budget.estimate import SUMMARY_FLAG
 from ctx_langgraph.datasets import Conversation, QAItem
 from ctx_langgraph.eval.cost import run_cost
 from ctx_langgraph.eval.metrics import (
@@ -39,6 +38,7 @@ from ctx_langgraph.eval.strategies import (
     eval_config,
     summary_messages,
 )
+from ctx_langgraph.view.markers import SUMMARY_FLAG
 
 __all__ = [
     "RATES",

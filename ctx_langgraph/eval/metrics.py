@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from ctx_langgraph.history._sql import query_terms
+from ctx_langgraph.core.text import query_terms
 from ctx_langgraph.lookup import STOPWORDS
 
 __all__ = [

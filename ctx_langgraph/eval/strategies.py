@@ -35,7 +35,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING, TokenCounter
-from ctx_langgraph.budget.estimate import is_summary
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import LLMSummarizer
@@ -51,6 +50,7 @@ from ctx_langgraph.eval.replay import (
 from ctx_langgraph.history import HistoryStore, SQLiteHistoryStore
 from ctx_langgraph.integration import create_context_agent
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.view.markers import is_summary
 
 __all__ = [
     "OURS",

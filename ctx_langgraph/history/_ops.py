@@ -19,6 +19,7 @@ from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from ctx_langgraph.core.text import match_tokens, search_document
 from ctx_langgraph.errors import (
     CompactionConflict,
     EventConflict,
@@ -43,7 +44,6 @@ from ctx_langgraph.history._sql import (
     Stmt,
     scope_key,
 )
-from ctx_langgraph.history._terms import match_tokens, search_document
 from ctx_langgraph.history.types import (
     DEFAULT_BRANCH,
     AppendResult,

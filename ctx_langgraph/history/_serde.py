@@ -22,7 +22,7 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from ctx_langgraph.history._terms import search_document
+from ctx_langgraph.core.text import search_document
 
 __all__ = [
     "EventRow",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from ctx_langgraph.history._terms import query_terms
+from ctx_langgraph.core.text import query_terms
 
 __all__ = ["POSTGRES", "SQLITE", "Backfill", "Dialect", "Stmt", "query_terms", "scope_key"]
 

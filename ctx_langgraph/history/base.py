@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 
 from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.errors import HistoryStoreError, ScopeError
+from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.errors import HistoryStoreError
 from ctx_langgraph.history import _ops
 from ctx_langgraph.history._document import export_scope
 from ctx_langgraph.history._serde import message_to_row
@@ -31,7 +31,6 @@ from ctx_langgraph.history.types import (
     KeyFact,
     Scope,
     SearchPage,
-    ensure_scope,
 )
 
 if TYPE_CHECKING:
@@ -97,19 +96,6 @@ def _utcnow() -> dt.datetime:
 
 def _checkpoint_id(candidate: CompactionCheckpoint | str) -> str:
     return candidate.id if isinstance(candidate, CompactionCheckpoint) else candidate
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _checked_scope(scope: Scope | str) -> Scope:
-    """The scope of a call (see :func:`ensure_scope`); a part holding a lone surrogate, which
-    no database can store, is a :class:`~ctx_langgraph.errors.ScopeError` too."""
-    checked = ensure_scope(scope)
-    for part in ("tenant", "thread_id", "branch"):
-        if _SURROGATE.search(getattr(checked, part)):
-            raise ScopeError(f"scope {part} contains a lone surrogate: {getattr(checked, part)!r}")
-    return checked
 
 
 class HistoryStore(abc.ABC):
@@ -233,7 +219,7 @@ class HistoryStore(abc.ABC):
         messages: Sequence[BaseMessage] | BaseMessage,
         created_at: dt.datetime | Sequence[dt.datetime] | None,
     ) -> _Call[list[AppendResult]]:
-        scope = _checked_scope(scope)
+        scope = checked_scope(scope)
         if isinstance(messages, BaseMessage):
             messages = [messages]
         rows = [message_to_row(message) for message in messages]
@@ -262,7 +248,7 @@ class HistoryStore(abc.ABC):
         if isinstance(roles, str):
             roles = (roles,)
         flt = _ops.SearchFilter(roles=tuple(roles or ()), **filters)
-        return _Call(_ops.search(self.dialect, _checked_scope(scope), flt), write=False)
+        return _Call(_ops.search(self.dialect, checked_scope(scope), flt), write=False)
 
     def _create_candidate(
         self, snapshot: CoverageSnapshot, **content: Any
@@ -329,7 +315,7 @@ class HistoryStore(abc.ABC):
         """
         results = self._run(self._append(scope, messages, created_at))
         if self._edit_listeners and (revised := self._revised(results)):
-            self._tell(_checked_scope(scope), revised, "revised")
+            self._tell(checked_scope(scope), revised, "revised")
         return results
 
     async def aappend(
@@ -342,7 +328,7 @@ class HistoryStore(abc.ABC):
         """Async twin of :meth:`append`."""
         results = await self._arun(self._append(scope, messages, created_at))
         if self._edit_listeners and (revised := self._revised(results)):
-            await self._atell(_checked_scope(scope), revised, "revised")
+            await self._atell(checked_scope(scope), revised, "revised")
         return results
 
     def read_events(
@@ -356,7 +342,7 @@ class HistoryStore(abc.ABC):
     ) -> list[HistoryEvent]:
         """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
         op = _ops.read_events(
-            self.dialect, _checked_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
         return self._run(_Call(op, write=False))
 
@@ -371,7 +357,7 @@ class HistoryStore(abc.ABC):
     ) -> list[HistoryEvent]:
         """Async twin of :meth:`read_events`."""
         op = _ops.read_events(
-            self.dialect, _checked_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
         return await self._arun(_Call(op, write=False))
 
@@ -379,28 +365,28 @@ class HistoryStore(abc.ABC):
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """One event by message id in the branch's view, or None."""
-        op = _ops.get_event(self.dialect, _checked_scope(scope), event_id, include_hidden)
+        op = _ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
         return self._run(_Call(op, write=False))
 
     async def aget_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """Async twin of :meth:`get_event`."""
-        op = _ops.get_event(self.dialect, _checked_scope(scope), event_id, include_hidden)
+        op = _ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
         return await self._arun(_Call(op, write=False))
 
     def event_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Earlier revisions of an event, oldest first, as (revision, message record)."""
-        op = _ops.event_revisions(self.dialect, _checked_scope(scope), event_id)
+        op = _ops.event_revisions(self.dialect, checked_scope(scope), event_id)
         return self._run(_Call(op, write=False))
 
     async def aevent_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Async twin of :meth:`event_revisions`."""
-        op = _ops.event_revisions(self.dialect, _checked_scope(scope), event_id)
+        op = _ops.event_revisions(self.dialect, checked_scope(scope), event_id)
         return await self._arun(_Call(op, write=False))
 
     def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
@@ -419,14 +405,14 @@ class HistoryStore(abc.ABC):
             [(1, 'main', 2, 'delete')]
         """
         return self._run(
-            _Call(_ops.edits_since(self.dialect, _checked_scope(scope), version), write=False)
+            _Call(_ops.edits_since(self.dialect, checked_scope(scope), version), write=False)
         )
 
     async def aedits_since(
         self, scope: Scope | str, version: int
     ) -> list[tuple[int, str, int, str]]:
         """Async twin of :meth:`edits_since`."""
-        op = _ops.edits_since(self.dialect, _checked_scope(scope), version)
+        op = _ops.edits_since(self.dialect, checked_scope(scope), version)
         return await self._arun(_Call(op, write=False))
 
     def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
@@ -436,29 +422,29 @@ class HistoryStore(abc.ABC):
         branch that shares it. Candidates covering a hidden event become stale.
         """
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.hide_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.hide_events(self.dialect, checked_scope(scope), ids, self._clock())
         changed = self._run(_Call(op, write=True))
-        self._tell(_checked_scope(scope), ids, "hidden")
+        self._tell(checked_scope(scope), ids, "hidden")
         return changed
 
     async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`hide_events`."""
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.hide_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.hide_events(self.dialect, checked_scope(scope), ids, self._clock())
         changed = await self._arun(_Call(op, write=True))
-        await self._atell(_checked_scope(scope), ids, "hidden")
+        await self._atell(checked_scope(scope), ids, "hidden")
         return changed
 
     def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Make hidden events visible again; returns how many changed."""
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.show_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.show_events(self.dialect, checked_scope(scope), ids, self._clock())
         return self._run(_Call(op, write=True))
 
     async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`show_events`."""
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.show_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.show_events(self.dialect, checked_scope(scope), ids, self._clock())
         return await self._arun(_Call(op, write=True))
 
     def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
@@ -467,17 +453,17 @@ class HistoryStore(abc.ABC):
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.delete_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.delete_events(self.dialect, checked_scope(scope), ids, self._clock())
         changed = self._run(_Call(op, write=True))
-        self._tell(_checked_scope(scope), ids, "deleted")
+        self._tell(checked_scope(scope), ids, "deleted")
         return changed
 
     async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`delete_events`."""
         ids = _ops.id_list("event_ids", event_ids)
-        op = _ops.delete_events(self.dialect, _checked_scope(scope), ids, self._clock())
+        op = _ops.delete_events(self.dialect, checked_scope(scope), ids, self._clock())
         changed = await self._arun(_Call(op, write=True))
-        await self._atell(_checked_scope(scope), ids, "deleted")
+        await self._atell(checked_scope(scope), ids, "deleted")
         return changed
 
     # ------------------------------------------------------------------ public API: branches
@@ -490,40 +476,38 @@ class HistoryStore(abc.ABC):
         newest summary on the parent's chain that covers only shared events. Creating the same
         branch again with the same parent and fork point is a no-op.
         """
-        parent = _checked_scope(_checked_scope(scope).on_branch(from_branch))
+        parent = checked_scope(checked_scope(scope).on_branch(from_branch))
         op = _ops.create_branch(
-            self.dialect, _checked_scope(scope), parent.branch, fork_seq, self._clock()
+            self.dialect, checked_scope(scope), parent.branch, fork_seq, self._clock()
         )
         return self._run(_Call(op, write=True))
 
     async def acreate_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
         """Async twin of :meth:`create_branch`."""
-        parent = _checked_scope(_checked_scope(scope).on_branch(from_branch))
+        parent = checked_scope(checked_scope(scope).on_branch(from_branch))
         op = _ops.create_branch(
-            self.dialect, _checked_scope(scope), parent.branch, fork_seq, self._clock()
+            self.dialect, checked_scope(scope), parent.branch, fork_seq, self._clock()
         )
         return await self._arun(_Call(op, write=True))
 
     def branch_info(self, scope: Scope | str) -> BranchInfo | None:
         """The branch's lineage, head seq and active pointer, or None if it has no row yet."""
-        return self._run(_Call(_ops.branch_info(self.dialect, _checked_scope(scope)), write=False))
+        return self._run(_Call(_ops.branch_info(self.dialect, checked_scope(scope)), write=False))
 
     async def abranch_info(self, scope: Scope | str) -> BranchInfo | None:
         """Async twin of :meth:`branch_info`."""
         return await self._arun(
-            _Call(_ops.branch_info(self.dialect, _checked_scope(scope)), write=False)
+            _Call(_ops.branch_info(self.dialect, checked_scope(scope)), write=False)
         )
 
     def list_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Every branch of the scope's thread."""
-        return self._run(
-            _Call(_ops.list_branches(self.dialect, _checked_scope(scope)), write=False)
-        )
+        return self._run(_Call(_ops.list_branches(self.dialect, checked_scope(scope)), write=False))
 
     async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Async twin of :meth:`list_branches`."""
         return await self._arun(
-            _Call(_ops.list_branches(self.dialect, _checked_scope(scope)), write=False)
+            _Call(_ops.list_branches(self.dialect, checked_scope(scope)), write=False)
         )
 
     # ------------------------------------------------------------------ public API: search
@@ -616,13 +600,13 @@ class HistoryStore(abc.ABC):
         ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
         :meth:`create_candidate` and :meth:`commit_candidate`."""
         return self._run(
-            _Call(_ops.snapshot(self.dialect, _checked_scope(scope), through_seq), write=False)
+            _Call(_ops.snapshot(self.dialect, checked_scope(scope), through_seq), write=False)
         )
 
     async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
         """Async twin of :meth:`snapshot`."""
         return await self._arun(
-            _Call(_ops.snapshot(self.dialect, _checked_scope(scope), through_seq), write=False)
+            _Call(_ops.snapshot(self.dialect, checked_scope(scope), through_seq), write=False)
         )
 
     def create_candidate(
@@ -731,12 +715,12 @@ class HistoryStore(abc.ABC):
 
     def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """The branch's active summary (possibly inherited from its parent), or None."""
-        return self._run(_Call(_ops.get_active(self.dialect, _checked_scope(scope)), write=False))
+        return self._run(_Call(_ops.get_active(self.dialect, checked_scope(scope)), write=False))
 
     async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_active`."""
         return await self._arun(
-            _Call(_ops.get_active(self.dialect, _checked_scope(scope)), write=False)
+            _Call(_ops.get_active(self.dialect, checked_scope(scope)), write=False)
         )
 
     def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
@@ -751,14 +735,12 @@ class HistoryStore(abc.ABC):
 
     def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Every summary version created on the branch, newest generation first."""
-        return self._run(
-            _Call(_ops.list_versions(self.dialect, _checked_scope(scope)), write=False)
-        )
+        return self._run(_Call(_ops.list_versions(self.dialect, checked_scope(scope)), write=False))
 
     async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Async twin of :meth:`list_versions`."""
         return await self._arun(
-            _Call(_ops.list_versions(self.dialect, _checked_scope(scope)), write=False)
+            _Call(_ops.list_versions(self.dialect, checked_scope(scope)), write=False)
         )
 
     def delete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
@@ -782,16 +764,16 @@ class HistoryStore(abc.ABC):
             (1, [])
         """
         deleted = self._run(
-            _Call(_ops.delete_thread(_checked_scope(scope), ledger=ledger), write=True)
+            _Call(_ops.delete_thread(checked_scope(scope), ledger=ledger), write=True)
         )
-        self._tell(_checked_scope(scope), [], "thread_deleted")
+        self._tell(checked_scope(scope), [], "thread_deleted")
         return deleted
 
     async def adelete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
         """Async twin of :meth:`delete_thread`."""
-        op = _ops.delete_thread(_checked_scope(scope), ledger=ledger)
+        op = _ops.delete_thread(checked_scope(scope), ledger=ledger)
         deleted = await self._arun(_Call(op, write=True))
-        await self._atell(_checked_scope(scope), [], "thread_deleted")
+        await self._atell(checked_scope(scope), [], "thread_deleted")
         return deleted
 
     def export_thread(
@@ -823,20 +805,20 @@ class HistoryStore(abc.ABC):
             ...     fresh.import_thread(document)["events"], fresh.read_events("t")[0].text
             (1, 'hello')
         """
-        op = _ops.export_thread(self.dialect, _checked_scope(scope), self._clock(), ledger=ledger)
+        op = _ops.export_thread(self.dialect, checked_scope(scope), self._clock(), ledger=ledger)
         document = self._run(_Call(op, write=False))
         if memory is not None:
-            document["memories"] = memory.export_thread(_checked_scope(scope))
+            document["memories"] = memory.export_thread(checked_scope(scope))
         return document
 
     async def aexport_thread(
         self, scope: Scope | str, *, ledger: bool = True, memory: LongTermMemory | None = None
     ) -> dict[str, Any]:
         """Async twin of :meth:`export_thread`."""
-        op = _ops.export_thread(self.dialect, _checked_scope(scope), self._clock(), ledger=ledger)
+        op = _ops.export_thread(self.dialect, checked_scope(scope), self._clock(), ledger=ledger)
         document = await self._arun(_Call(op, write=False))
         if memory is not None:
-            document["memories"] = await memory.aexport_thread(_checked_scope(scope))
+            document["memories"] = await memory.aexport_thread(checked_scope(scope))
         return document
 
     def import_thread(
@@ -857,7 +839,7 @@ class HistoryStore(abc.ABC):
                 is missing, mistyped or inconsistent (the error names its path); the whole
                 document is checked first, so nothing was written.
         """
-        target = _checked_scope(into) if into is not None else export_scope(document)
+        target = checked_scope(into) if into is not None else export_scope(document)
         counts = self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
         if memory is not None:
             counts["memories"] = memory.import_records(document.get("memories") or [], into=target)
@@ -871,7 +853,7 @@ class HistoryStore(abc.ABC):
         memory: LongTermMemory | None = None,
     ) -> dict[str, int]:
         """Async twin of :meth:`import_thread`."""
-        target = _checked_scope(into) if into is not None else export_scope(document)
+        target = checked_scope(into) if into is not None else export_scope(document)
         op = _ops.import_thread(self.dialect, document, target)
         counts = await self._arun(_Call(op, write=True))
         if memory is not None:
@@ -885,10 +867,10 @@ class HistoryStore(abc.ABC):
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.
         """
-        op = _ops.prune_versions(self.dialect, _checked_scope(scope), keep, self._clock())
+        op = _ops.prune_versions(self.dialect, checked_scope(scope), keep, self._clock())
         return self._run(_Call(op, write=True))
 
     async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Async twin of :meth:`prune_versions`."""
-        op = _ops.prune_versions(self.dialect, _checked_scope(scope), keep, self._clock())
+        op = _ops.prune_versions(self.dialect, checked_scope(scope), keep, self._clock())
         return await self._arun(_Call(op, write=True))

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.errors import ScopeError
+from ctx_langgraph.core.scope import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 
 __all__ = [
     "DEFAULT_BRANCH",
@@ -27,61 +27,9 @@ __all__ = [
     "SearchPage",
 ]
 
-DEFAULT_TENANT = "default"
-DEFAULT_BRANCH = "main"
-_MAX_SCOPE_PART = 256
-
 Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
 AppendStatus = Literal["appended", "duplicate", "revised"]
 CheckpointStatus = Literal["candidate", "active", "superseded", "failed", "invalid"]
-
-
-def _check_part(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise ScopeError(f"scope {name} must be a string, got {type(value).__name__}: {value!r}")
-    if not value or value != value.strip():
-        raise ScopeError(
-            f"scope {name} must be non-empty without surrounding spaces, got {value!r}"
-        )
-    if len(value) > _MAX_SCOPE_PART:
-        raise ScopeError(
-            f"scope {name} is {len(value)} characters long; the limit is {_MAX_SCOPE_PART}"
-        )
-    if any(ord(ch) < 32 for ch in value):
-        raise ScopeError(f"scope {name} contains control characters: {value!r}")
-    return value
-
-
-@dataclass(frozen=True, order=True)
-class Scope:
-    """Where events live: one branch of one thread of one tenant.
-
-    ``thread_id`` is the LangGraph thread id (``config["configurable"]["thread_id"]``). Every
-    thread has the default branch ``"main"``; other branches are made by
-    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`.
-
-    Example:
-        >>> Scope("thread-1")
-        Scope(thread_id='thread-1', tenant='default', branch='main')
-        >>> str(Scope("t", tenant="acme", branch="retry-2"))
-        'acme/t@retry-2'
-    """
-
-    thread_id: str
-    tenant: str = DEFAULT_TENANT
-    branch: str = DEFAULT_BRANCH
-
-    def __post_init__(self) -> None:
-        _check_part("thread_id", self.thread_id)
-        _check_part("tenant", self.tenant)
-        _check_part("branch", self.branch)
-
-    def __str__(self) -> str:
-        return f"{self.tenant}/{self.thread_id}@{self.branch}"
-
-    def on_branch(self, branch: str) -> Scope:
-        """The same thread and tenant on another branch."""
-        return Scope(self.thread_id, self.tenant, branch)
 
 
 @dataclass(frozen=True)
@@ -288,15 +236,6 @@ class SearchPage:
 
     def __len__(self) -> int:
         return len(self.hits)
-
-
-def ensure_scope(scope: Scope | str) -> Scope:
-    """Accept a :class:`Scope` or a bare thread id (default tenant and branch)."""
-    if isinstance(scope, Scope):
-        return scope
-    if isinstance(scope, str):
-        return Scope(scope)
-    raise ScopeError(f"expected a Scope or a thread id string, got {type(scope).__name__}")
 
 
 def as_tuple(values: Sequence[str] | None) -> tuple[str, ...]:

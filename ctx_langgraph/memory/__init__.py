@@ -19,11 +19,9 @@ from ctx_langgraph.memory.extract import (
     RuleExtractor,
 )
 from ctx_langgraph.memory.store import (
-    MEMORY_FLAG,
     MEMORY_MESSAGE_ID,
     LongTermMemory,
     MemoryChange,
-    is_memory_message,
     place_memory,
 )
 from ctx_langgraph.memory.types import (
@@ -33,6 +31,7 @@ from ctx_langgraph.memory.types import (
     MemoryScopes,
     MemoryStatus,
 )
+from ctx_langgraph.view.markers import MEMORY_FLAG, is_memory_message
 
 __all__ = [
     "MEMORY_FLAG",

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ctx_langgraph.core.scope import Scope, ensure_scope
 from ctx_langgraph.history._ops import Op
 from ctx_langgraph.history._serde import load_text, store_text
 from ctx_langgraph.history._sql import Dialect, Stmt
 from ctx_langgraph.history.base import HistoryStore, _Call
-from ctx_langgraph.history.types import Scope, ensure_scope
 from ctx_langgraph.usage.prices import PriceTable
 from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
 

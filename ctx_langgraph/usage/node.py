@@ -25,8 +25,9 @@ from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defin
 
 from ctx_langgraph._digest import extend_digest
 from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
-from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, AppendResult, Scope
+from ctx_langgraph.history.types import AppendResult
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
@@ -36,24 +37,9 @@ from ctx_langgraph.usage.types import NormalizedUsage, UsageStatus
 if TYPE_CHECKING:  # (the history store imports this package's ledger)
     from ctx_langgraph.history.base import HistoryStore
 
-__all__ = ["UsageNode", "make_usage_node", "scope_from_config"]
+__all__ = ["UsageNode", "make_usage_node"]
 
 log = logging.getLogger(__name__)
-NO_THREAD = "_no_thread"
-
-
-def scope_from_config(
-    config: RunnableConfig | None, context: dict[str, Any] | None = None
-) -> Scope:
-    """The run's scope: ``thread_id`` (and ``ctx_tenant``) from ``configurable``, the branch from
-    the state's context (or ``configurable["ctx_branch"]``). Never from model-supplied data."""
-    configurable = (config or {}).get("configurable") or {}
-    thread_id = configurable.get("thread_id")
-    if thread_id is None:
-        log.warning("ctx-langgraph: the run has no thread_id; usage is booked under %r", NO_THREAD)
-        thread_id = NO_THREAD
-    branch = (context or {}).get("branch") or configurable.get("ctx_branch") or DEFAULT_BRANCH
-    return Scope(str(thread_id), str(configurable.get("ctx_tenant") or DEFAULT_TENANT), str(branch))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,90 @@
+"""Every mark this package puts on a message of the working view, and the predicates that read
+them, in one place.
+
+A mark is a key in a message's ``additional_kwargs`` (or, for a lookup result, its
+``artifact``). Synthetic messages (the summary, retrieved snippets, pinned rules, long-term
+memory, a stand-in for a missing tool result) exist only in the view and are never recorded
+as raw history; capped, cleared and stripped ones are previews of recorded originals.
+
+Example:
+    >>> from langchain_core.messages import SystemMessage
+    >>> summary = SystemMessage("so far...", additional_kwargs={SUMMARY_FLAG: True})
+    >>> is_summary(summary), is_synthetic(summary), is_flagged(summary)
+    (True, True, True)
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from langchain_core.messages import BaseMessage
+
+__all__ = [
+    "CAPPED_FLAG",
+    "CLEARED_FLAG",
+    "LOOKUP_MARK",
+    "MEMORY_FLAG",
+    "PINNED_FLAG",
+    "REPAIR_FLAG",
+    "RETRIEVED_FLAG",
+    "STRIPPED_FLAG",
+    "SUMMARY_FLAG",
+    "is_flagged",
+    "is_lookup_result",
+    "is_memory_message",
+    "is_summary",
+    "is_synthetic",
+]
+
+SUMMARY_FLAG: Final = "ctx_summary"
+"""The rolling summary message."""
+RETRIEVED_FLAG: Final = "ctx_retrieved"
+"""A message that carries retrieved history snippets (counted apart in the breakdown)."""
+PINNED_FLAG: Final = "ctx_pinned"
+"""A pinned rule, kept first in the view on every turn."""
+MEMORY_FLAG: Final = "ctx_memory"
+"""The long-term memory message ``ctx_budget`` keeps in the view."""
+REPAIR_FLAG: Final = "ctx_repair"
+"""A stand-in result for a tool call whose result is missing."""
+CAPPED_FLAG: Final = "ctx_capped"
+"""A preview of a tool result over the output cap (the original is recorded)."""
+CLEARED_FLAG: Final = "ctx_cleared"
+"""A placeholder of an old tool result cleared from the view (the original is recorded)."""
+STRIPPED_FLAG: Final = "ctx_stripped"
+"""A message whose provider-only content was stripped for another provider."""
+LOOKUP_MARK: Final = "ctx_lookup"
+"""Key of the artifact of a history lookup's tool result: a page bounded by the tool itself."""
+
+SYNTHETIC_FLAGS: Final = (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
+VIEW_FLAGS: Final = (*SYNTHETIC_FLAGS, CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
+
+
+def is_summary(message: BaseMessage) -> bool:
+    """Whether a message is the working view's summary message (never recorded as raw history)."""
+    return bool(message.additional_kwargs.get(SUMMARY_FLAG))
+
+
+def is_memory_message(message: BaseMessage) -> bool:
+    """Whether a message is the long-term memory message ``ctx_budget`` keeps in the view."""
+    return bool(message.additional_kwargs.get(MEMORY_FLAG))
+
+
+def is_lookup_result(message: BaseMessage) -> bool:
+    """Whether a tool result is a history lookup page (never capped: the tool bounds it)."""
+    artifact = getattr(message, "artifact", None)
+    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
+
+
+def is_synthetic(message: BaseMessage) -> bool:
+    """Messages put in the view by this package (the summary, retrieved snippets, pinned
+    rules, long-term memory, a stand-in for a missing tool result): never recorded."""
+    kwargs = message.additional_kwargs
+    # (most messages have no extra fields at all: this runs on every message of the view)
+    return bool(kwargs) and any(kwargs.get(flag) for flag in SYNTHETIC_FLAGS)
+
+
+def is_flagged(message: BaseMessage) -> bool:
+    """Messages not to record now: synthetic ones, and previews of capped, cleared or
+    stripped tool results (their originals were recorded under the same id)."""
+    kwargs = message.additional_kwargs
+    return bool(kwargs) and any(kwargs.get(flag) for flag in VIEW_FLAGS)
