@@ -99,10 +99,10 @@ from ctx_langgraph import (
     add_context_management,
     make_history_lookup_tool,
 )
-from ctx_langgraph._table import format_table
 from ctx_langgraph.budget.counters import REPLY_PRIMING, TiktokenCounter
 from ctx_langgraph.budget.node import make_budget_node
 from ctx_langgraph.compaction.node import make_compact_node
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.testing import tool_agent_reply
 
 GROWTH_TARGET = 1.5  # ours at the largest size / ours at the smallest (p50), equal phase, at most

@@ -70,11 +70,11 @@ from peer_views import (
     stamped,
 )
 
-from ctx_langgraph._table import format_table
 from ctx_langgraph.budget.counters import REPLY_PRIMING
 from ctx_langgraph.budget.node import make_budget_node
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.state import merge_context
 

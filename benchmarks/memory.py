@@ -35,10 +35,10 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from ctx_langgraph._table import format_table
 from ctx_langgraph.budget.counters import TiktokenCounter
 from ctx_langgraph.budget.node import BudgetNode
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.memory import LongTermMemory, MemoryCandidate, MemoryScopes
 

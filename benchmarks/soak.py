@@ -53,8 +53,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ctx_langgraph import ContextConfig, create_context_agent, make_history_lookup_tool
-from ctx_langgraph._table import format_table
 from ctx_langgraph.compaction import ExtractiveSummarizer, SummaryRequest
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.testing import MeteringChatModel

@@ -59,7 +59,7 @@ from ctx_langgraph import (
     SQLiteHistoryStore,
     add_context_management,
 )
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.retention import CheckpointRetention, RetentionPolicy
 from ctx_langgraph.testing import MeteringChatModel
 

@@ -27,7 +27,7 @@ import psycopg
 from langchain_core.messages import AIMessage, HumanMessage
 from psycopg import sql
 
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 from ctx_langgraph.usage import UsageLedger, normalize_usage
 from ctx_langgraph.usage.node import make_usage_node

@@ -33,7 +33,7 @@ from ctx_langgraph._cli_args import (
     positive_int,
     sqlite_tables,
 )
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.core.text import query_terms
 from ctx_langgraph.datasets import (
     Conversation,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables.graph import Edge, Graph
 
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

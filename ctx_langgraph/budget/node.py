@@ -46,9 +46,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph._digest import digest, extend_digest
 from ctx_langgraph._flow import arun_flow, run_flow
-from ctx_langgraph._streaming import not_streamed
 from ctx_langgraph.budget.counters import (
     ApproximateCounter,
     CountCache,
@@ -60,7 +58,9 @@ from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.compaction.repair import repair_tool_pairs
 from ctx_langgraph.compaction.view import rewrite_view
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.digest import digest, extend_digest
 from ctx_langgraph.core.scope import scope_from_config
+from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.errors import (
     ContextBudgetExceeded,
     EventConflict,

@@ -40,7 +40,6 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph._flow import arun_flow, run_flow
-from ctx_langgraph._streaming import not_streamed
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
@@ -48,6 +47,7 @@ from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarize
 from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.scope import scope_from_config
+from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.errors import (
     CompactionConflict,
     CompactionFailed,

@@ -17,9 +17,9 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config, merge_configs
 
-from ctx_langgraph._streaming import TAG_NOSTREAM
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_key_facts
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
+from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.history.types import HistoryEvent
 
 __all__ = [

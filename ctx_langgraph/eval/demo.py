@@ -283,7 +283,7 @@ def _run_demo(
     progress_stream: TextIO,
     interval: float | None,
 ) -> int:
-    from ctx_langgraph._table import format_table
+    from ctx_langgraph.core.table import format_table
     from ctx_langgraph.eval.harness import plan_eval
     from ctx_langgraph.eval.report import summary_table
     from ctx_langgraph.eval.synthetic import tool_session

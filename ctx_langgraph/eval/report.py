@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

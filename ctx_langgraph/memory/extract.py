@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
-from ctx_langgraph._streaming import TAG_NOSTREAM
+from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import MemoryExtractionError
 from ctx_langgraph.memory.types import MemoryCandidate, MemoryRecord
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ctx_langgraph._table import format_table
+from ctx_langgraph.core.table import format_table
 from ctx_langgraph.retention.policy import CheckpointDecision
 
 __all__ = ["RetentionReport"]

@@ -23,8 +23,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph._digest import extend_digest
 from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph.core.digest import extend_digest
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history.types import AppendResult
