@@ -19,7 +19,6 @@ from langchain_core.messages import BaseMessage
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.errors import HistoryStoreError
 from ctx_langgraph.history import _ops
-from ctx_langgraph.history._document import export_scope
 from ctx_langgraph.history._serde import message_to_row
 from ctx_langgraph.history._sql import SCHEMA_VERSION, Dialect, Stmt
 from ctx_langgraph.history.types import (
@@ -32,6 +31,8 @@ from ctx_langgraph.history.types import (
     Scope,
     SearchPage,
 )
+from ctx_langgraph.threads import ops as _thread_ops
+from ctx_langgraph.threads.document import export_scope
 
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
@@ -764,14 +765,14 @@ class HistoryStore(abc.ABC):
             (1, [])
         """
         deleted = self._run(
-            _Call(_ops.delete_thread(checked_scope(scope), ledger=ledger), write=True)
+            _Call(_thread_ops.delete_thread(checked_scope(scope), ledger=ledger), write=True)
         )
         self._tell(checked_scope(scope), [], "thread_deleted")
         return deleted
 
     async def adelete_thread(self, scope: Scope | str, *, ledger: bool = False) -> dict[str, int]:
         """Async twin of :meth:`delete_thread`."""
-        op = _ops.delete_thread(checked_scope(scope), ledger=ledger)
+        op = _thread_ops.delete_thread(checked_scope(scope), ledger=ledger)
         deleted = await self._arun(_Call(op, write=True))
         await self._atell(checked_scope(scope), [], "thread_deleted")
         return deleted
@@ -805,7 +806,9 @@ class HistoryStore(abc.ABC):
             ...     fresh.import_thread(document)["events"], fresh.read_events("t")[0].text
             (1, 'hello')
         """
-        op = _ops.export_thread(self.dialect, checked_scope(scope), self._clock(), ledger=ledger)
+        op = _thread_ops.export_thread(
+            self.dialect, checked_scope(scope), self._clock(), ledger=ledger
+        )
         document = self._run(_Call(op, write=False))
         if memory is not None:
             document["memories"] = memory.export_thread(checked_scope(scope))
@@ -815,7 +818,9 @@ class HistoryStore(abc.ABC):
         self, scope: Scope | str, *, ledger: bool = True, memory: LongTermMemory | None = None
     ) -> dict[str, Any]:
         """Async twin of :meth:`export_thread`."""
-        op = _ops.export_thread(self.dialect, checked_scope(scope), self._clock(), ledger=ledger)
+        op = _thread_ops.export_thread(
+            self.dialect, checked_scope(scope), self._clock(), ledger=ledger
+        )
         document = await self._arun(_Call(op, write=False))
         if memory is not None:
             document["memories"] = await memory.aexport_thread(checked_scope(scope))
@@ -840,7 +845,9 @@ class HistoryStore(abc.ABC):
                 document is checked first, so nothing was written.
         """
         target = checked_scope(into) if into is not None else export_scope(document)
-        counts = self._run(_Call(_ops.import_thread(self.dialect, document, target), write=True))
+        counts = self._run(
+            _Call(_thread_ops.import_thread(self.dialect, document, target), write=True)
+        )
         if memory is not None:
             counts["memories"] = memory.import_records(document.get("memories") or [], into=target)
         return counts
@@ -854,7 +861,7 @@ class HistoryStore(abc.ABC):
     ) -> dict[str, int]:
         """Async twin of :meth:`import_thread`."""
         target = checked_scope(into) if into is not None else export_scope(document)
-        op = _ops.import_thread(self.dialect, document, target)
+        op = _thread_ops.import_thread(self.dialect, document, target)
         counts = await self._arun(_Call(op, write=True))
         if memory is not None:
             memories = document.get("memories") or []

@@ -1,4 +1,4 @@
-"""The check a thread export passes, whole, before :func:`~._ops.import_thread` writes any of it.
+"""The check a thread export passes, whole, before :func:`~ctx_langgraph.threads.ops.import_thread` writes any of it.
 
 An export is plain JSON that may have been edited, cut short or forged on its way here. Every
 field the import reads is checked: its type and range; what it refers to (an event's branch, a
@@ -20,17 +20,23 @@ from typing import Any, NoReturn, get_args
 from langchain_core.messages import messages_from_dict
 
 from ctx_langgraph.errors import DocumentError, ScopeError
-from ctx_langgraph.history._ops import (
-    _LEDGER_CALL_COLS,
-    _LEDGER_TOTAL_COLS,
-    EXPORT_FORMAT,
-    EXPORT_VERSION,
-)
 from ctx_langgraph.history._serde import message_to_row
 from ctx_langgraph.history._sql import Dialect
 from ctx_langgraph.history.types import DEFAULT_TENANT, CheckpointStatus, Scope
 
-__all__ = ["check_document", "export_scope"]
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "check_document", "export_scope"]
+
+EXPORT_FORMAT = "ctx-langgraph/thread"
+EXPORT_VERSION = 1
+_LEDGER_CALL_COLS = (
+    "call_key, branch, purpose, provider, model, status, version, response_id, input_total, "
+    "input_uncached, cache_read, cache_write, output, reasoning, cost_nano_usd, raw, created_at, "
+    "updated_at"
+)
+_LEDGER_TOTAL_COLS = (
+    "branch, purpose, provider, model, calls, unknown_calls, input_total, input_uncached, "
+    "cache_read, cache_write, output, reasoning, cost_nano_usd, cost_unknown_calls"
+)
 
 _BIGINT = 2**63 - 1
 """The largest value of a 64-bit column (every seq, generation and counter)."""
