@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from typing import Any
 
-from langchain.agents.middleware import ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Command
 
@@ -88,6 +88,15 @@ def checkpoint_safe(result: Any) -> Any:
     if isinstance(result, BaseMessage | list):
         return _messages(result)
     replies = getattr(result, "result", None)
-    if isinstance(replies, list) and isinstance(result, ModelResponse):
+    if isinstance(replies, list) and _is_model_response(result):
         return dataclasses.replace(result, result=_messages(replies))
     return result
+
+
+def _is_model_response(value: Any) -> bool:
+    """``value`` is ``create_agent``'s ``ModelResponse``. Looked up only when langchain's agent
+    package is loaded (no ``ModelResponse`` exists before; importing it here would load the
+    package for every graph)."""
+    module = sys.modules.get("langchain.agents.middleware.types")
+    response = getattr(module, "ModelResponse", None)
+    return isinstance(response, type) and isinstance(value, response)

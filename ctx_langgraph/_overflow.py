@@ -10,9 +10,8 @@ view are capped to a sixteenth of the usable window instead (their originals sta
 store, reachable through the lookup's handle); with nothing to shorten either, the same request
 is sent once more, and a second rejection raises.
 
-The logic is written once, as a generator of steps (:func:`retry_on_overflow`), driven by
-:func:`~ctx_langgraph._flow.run_flow` or :func:`~ctx_langgraph._flow.arun_flow` from the two
-places that call the model: the model node that
+The logic is written once, as a generator of steps (:func:`retry_on_overflow`), driven sync or
+async from the two places that call the model: the model node that
 :func:`~ctx_langgraph.integration.add_context_management` wraps, and the middleware's
 ``wrap_model_call``. Each serves the same steps, each with a ``{"messages", "context"}`` state:
 
@@ -36,7 +35,7 @@ from langgraph.types import Command
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.errors import ContextBudgetExceeded, ContextManagementError
 from ctx_langgraph.providers import context_overflow_message
-from ctx_langgraph.state import merge_context
+from ctx_langgraph.state import BudgetReport, ContextReport, OverflowReport, merge_context
 
 __all__ = ["OverflowStep", "Recovered", "apply_update", "merge_recovery", "retry_on_overflow"]
 
@@ -53,7 +52,7 @@ class Recovered:
     """None when the first call went through; else the state update of the recovery: the
     messages rewritten to the compacted view, and the context of ``ctx_compact`` and
     ``ctx_budget`` with ``overflow``."""
-    overflow: dict[str, Any] | None = None
+    overflow: OverflowReport | None = None
     """``context["overflow"]`` after the recovery: ``retries`` (the thread's running count),
     the provider's ``error`` text and its ``error_type``, the ``compaction`` status, the
     message the rejected request ended with."""
@@ -100,6 +99,87 @@ def _small_cap(budget: dict[str, Any]) -> int:
     return max(64, int(usable) // 16) if isinstance(usable, int) and usable > 0 else 256
 
 
+def _forced(context: ContextReport) -> ContextReport:
+    """The context with its budget decision forced to compact, as for a request over the
+    usable window (the provider says the request does not fit)."""
+    budget = context.get("budget") or BudgetReport()
+    forced: BudgetReport = {**budget, "decision": "compact"}
+    usable = budget.get("usable")
+    if isinstance(usable, int):
+        forced["total"] = max(int(budget.get("total") or 0), usable + 1)
+    return {**context, "budget": forced}
+
+
+def _compact(
+    view: dict[str, Any], error: Exception
+) -> Generator[OverflowStep, Any, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
+    """The forced compaction and the budget pass after it: the two node updates, and the
+    state after both."""
+    try:
+        compacted = yield ("compact", {**view, "context": _forced(view["context"])})
+        local = apply_update(view, compacted)
+        if "messages" in compacted:
+            refreshed = yield ("budget", local)
+        else:
+            # no cut is left (the view is the summary and the step in progress): the tool
+            # results in it are capped smaller (their originals stay in the store)
+            cap = _small_cap(view["context"].get("budget") or {})
+            shrink = {**local["context"], "shrink_tool_results": cap}
+            refreshed = yield ("budget", {**local, "context": shrink})
+    except ContextManagementError as exc:
+        if exc.__cause__ is None:
+            exc.__cause__ = error
+        raise
+    return compacted, refreshed, apply_update(local, refreshed)
+
+
+def _report(
+    view: dict[str, Any],
+    error: Exception,
+    provider_error: str,
+    compacted: dict[str, Any],
+    refreshed: dict[str, Any],
+) -> OverflowReport:
+    """``context["overflow"]`` after the recovery."""
+    compaction = (compacted.get("context") or {}).get("compaction") or {}
+    previous = view["context"].get("overflow") or {}
+    shortened = 0
+    if "messages" not in compacted:
+        shortened = len([m for m in refreshed.get("messages") or [] if m.type == "tool"])
+    return {
+        "retries": int(previous.get("retries") or 0) + 1,
+        "error": provider_error,
+        "error_type": type(error).__name__,
+        "compaction": compaction.get("status"),
+        "shortened_tool_results": shortened,
+        "at_message_id": view["messages"][-1].id if view["messages"] else None,
+        # nothing to cut and nothing to shorten: the same request is sent once more (the
+        # error may have been transient); a second rejection shows that no cut can make it fit
+        "unchanged": "messages" not in compacted and "messages" not in refreshed,
+    }
+
+
+def _rejected_again(
+    local: dict[str, Any],
+    counter: TokenCounter,
+    again: str,
+    overflow: OverflowReport,
+    compacted: dict[str, Any],
+) -> ContextBudgetExceeded:
+    """The error when the retry was rejected as too long too."""
+    if not overflow["unchanged"]:
+        return _exceeded(local, counter, again, "even after compaction")
+    compaction = (compacted.get("context") or {}).get("compaction") or {}
+    problems = "; ".join(compaction.get("problems") or [])[:300]
+    return _exceeded(
+        local,
+        counter,
+        again,
+        "twice, and nothing could be compacted or shortened (compaction: "
+        f"{compaction.get('status')}" + (f", {problems}" if problems else "") + ")",
+    )
+
+
 def retry_on_overflow(
     state: dict[str, Any], counter: TokenCounter
 ) -> Generator[OverflowStep, Any, Recovered]:
@@ -127,66 +207,15 @@ def retry_on_overflow(
         error = exc
     else:
         return Recovered(result)
-
-    context = view["context"]
-    budget = dict(context.get("budget") or {})
-    forced = {**budget, "decision": "compact"}
-    usable = budget.get("usable")
-    if isinstance(usable, int):
-        # the provider says the request does not fit: compact as for one over the usable window
-        forced["total"] = max(int(budget.get("total") or 0), usable + 1)
-    try:
-        compacted = yield ("compact", {**view, "context": {**context, "budget": forced}})
-        local = apply_update(view, compacted)
-        compaction = (compacted.get("context") or {}).get("compaction") or {}
-        if "messages" in compacted:
-            refreshed = yield ("budget", local)
-        else:
-            # no cut is left (the view is the summary and the step in progress): the tool
-            # results in it are capped smaller (their originals stay in the store)
-            refreshed = yield (
-                "budget",
-                {
-                    **local,
-                    "context": {**local["context"], "shrink_tool_results": _small_cap(budget)},
-                },
-            )
-    except ContextManagementError as exc:
-        if exc.__cause__ is None:
-            exc.__cause__ = error
-        raise
-    local = apply_update(local, refreshed)
-    # nothing to cut and nothing to shorten: the same request is sent once more (the error may
-    # have been transient); a second rejection shows that no cut can make it fit
-    unchanged = "messages" not in compacted and "messages" not in refreshed
-    previous = context.get("overflow") or {}
-    overflow: dict[str, Any] = {
-        "retries": int(previous.get("retries") or 0) + 1,
-        "error": provider_error,
-        "error_type": type(error).__name__,
-        "compaction": compaction.get("status"),
-        "shortened_tool_results": 0
-        if "messages" in compacted
-        else len([m for m in refreshed.get("messages") or [] if m.type == "tool"]),
-        "at_message_id": view["messages"][-1].id if view["messages"] else None,
-        "unchanged": unchanged,
-    }
+    compacted, refreshed, local = yield from _compact(view, error)
+    overflow = _report(view, error, provider_error, compacted, refreshed)
     try:
         result = yield ("retry", local)
     except Exception as exc:
         again = context_overflow_message(exc)
         if again is None:
             raise
-        if unchanged:
-            problems = "; ".join(compaction.get("problems") or [])[:300]
-            raise _exceeded(
-                local,
-                counter,
-                again,
-                "twice, and nothing could be compacted or shortened (compaction: "
-                f"{compaction.get('status')}" + (f", {problems}" if problems else "") + ")",
-            ) from exc
-        raise _exceeded(local, counter, again, "even after compaction") from exc
+        raise _rejected_again(local, counter, again, overflow, compacted) from exc
     update_context = merge_context(compacted.get("context"), refreshed.get("context"))
     update_context["overflow"] = overflow
     messages: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *local["messages"]]

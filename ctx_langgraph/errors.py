@@ -14,6 +14,7 @@ __all__ = [
     "CompactionFailed",
     "ContextBudgetExceeded",
     "ContextManagementError",
+    "CoverageUnavailable",
     "DatasetError",
     "DocumentError",
     "EventConflict",
@@ -110,6 +111,38 @@ class StaleCandidate(ContextManagementError):
             f"stale compaction candidate {candidate_id} in {scope}: {reason}; "
             "take a new snapshot and rebuild the summary"
         )
+
+
+class CoverageUnavailable(ContextManagementError, ValueError):
+    """A summary cannot cover a branch through ``through_seq``: the thread has no events yet
+    (``covered_through_seq`` is None), or ``through_seq`` is not after what the active summary
+    covers and at most the branch head.
+
+    The usual cause is a race: another worker committed a summary covering the span since the
+    active summary was read. Read the active summary again; if it covers the span, use it.
+    (A ``ValueError`` too, for callers that caught the untyped error.)
+    """
+
+    def __init__(
+        self,
+        scope: _Scoped,
+        *,
+        through_seq: int,
+        covered_through_seq: int | None = None,
+        head_seq: int | None = None,
+    ) -> None:
+        self.scope = scope
+        self.through_seq = through_seq
+        self.covered_through_seq = covered_through_seq
+        self.head_seq = head_seq
+        if covered_through_seq is None:
+            message = f"nothing to compact in {scope}: it has no events"
+        else:
+            message = (
+                f"cannot cover {scope} through seq {through_seq}: the active summary covers "
+                f"through seq {covered_through_seq} and the branch head is seq {head_seq}"
+            )
+        super().__init__(message)
 
 
 class UsageParseError(ContextManagementError, ValueError):

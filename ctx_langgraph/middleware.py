@@ -4,26 +4,28 @@
 request would be over the trigger, then the budget again on the compacted view);
 ``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
 differs. ``wrap_model_call`` books the model call through a
-:class:`~ctx_langgraph.usage.LedgerCallbackHandler` as it streams (``ctx_usage`` then confirms
-the same call key); when the provider rejects the request as too long, it compacts the
+:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` as it streams (``ctx_usage`` then
+confirms the same call key); when the provider rejects the request as too long, it compacts the
 request's messages (the summary is committed in the store, and ``ctx_budget`` applies it to the
 state on the next turn) and calls the model once more on the compacted view, with
 ``context["overflow"]`` counting the retries. The middleware also gives the agent the history
-lookup tool.
+lookup tool. Both hooks drive their logic on :mod:`ctx_langgraph.core.effects`, sync or async.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tracers.context import register_configure_hook
 from langgraph.config import get_config
@@ -33,9 +35,9 @@ from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from ctx_langgraph._checkpoint_safe import checkpoint_safe
-from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph._overflow import OverflowStep, Recovered, retry_on_overflow
 from ctx_langgraph._overflow import apply_update as _apply
+from ctx_langgraph._rewire import CTX_COMPACT, overflow_calls
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.node import BudgetNode
 from ctx_langgraph.budget.provider_count import ProviderCountHook
@@ -43,19 +45,17 @@ from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.node import CompactNode
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.integration import CTX_COMPACT
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import merge_context
+from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
-
-_Step = tuple[Literal["budget", "compact"], dict[str, Any]]
 
 # LangChain's hook for handlers that come from a context variable: every callback manager set up
 # while it holds a handler gets it, so the model call create_agent makes inside wrap_model_call is
@@ -71,19 +71,23 @@ _EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedMo
 class ContextAgentState(AgentState[Any]):
     """``create_agent``'s state plus the ``context`` channel our hooks keep."""
 
-    context: NotRequired[Annotated[dict[str, Any], merge_context]]
+    context: NotRequired[Annotated[ContextReport, merge_context]]
 
 
 def _before_model_steps(
-    state: dict[str, Any], max_rounds: int
-) -> Generator[_Step, dict[str, Any], dict[str, Any] | None]:
+    state: dict[str, Any],
+    max_rounds: int,
+    budget: BudgetNode,
+    compact: CompactNode,
+    config: RunnableConfig,
+) -> Flow[dict[str, Any] | None]:
     """Budget, then (compact, budget) while the budget says so: the graph's loop, inline."""
     local = {"messages": list(state.get("messages") or []), "context": state.get("context") or {}}
     context: dict[str, Any] = {}
     replaced: dict[str, AnyMessage] = {}
     rewritten = False
     for _round in range(max_rounds):
-        update = yield ("budget", local)
+        update = yield call(budget, "invoke", local, config)
         local = _apply(local, update)
         context = merge_context(context, update.get("context"))
         for message in update.get("messages") or []:
@@ -94,7 +98,7 @@ def _before_model_steps(
         decision = (local["context"].get("budget") or {}).get("decision")
         if decision not in ("compact", "precompact"):
             break
-        update = yield ("compact", local)
+        update = yield call(compact, "invoke", local, config)
         local = _apply(local, update)
         context = merge_context(context, update.get("context"))
         rewritten = rewritten or "messages" in update
@@ -192,6 +196,11 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     def _node(self, kind: str) -> BudgetNode | CompactNode:
         return self._budget if kind == "budget" else self._compact
 
+    def _before_model(self, state: ContextAgentState) -> Flow[dict[str, Any] | None]:
+        return _before_model_steps(
+            dict(state), self.max_rounds, self._budget, self._compact, get_config()
+        )
+
     @contextmanager
     def _booking(self) -> Iterator[None]:
         """Every chat-model call inside (the agent's model, the summarizer, a memory extractor)
@@ -205,23 +214,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     def before_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        config = get_config()
         with self._booking():
-            return run_flow(
-                _before_model_steps(dict(state), self.max_rounds),
-                lambda step: self._node(step[0]).invoke(step[1], config),
-            )
+            return run(self._before_model(state))
 
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        config = get_config()
-
-        async def serve(step: _Step) -> dict[str, Any]:
-            return await self._node(step[0]).ainvoke(step[1], config)
-
         with self._booking():
-            return await arun_flow(_before_model_steps(dict(state), self.max_rounds), serve)
+            return await arun(self._before_model(state))
 
     @property
     def _counter(self) -> TokenCounter:
@@ -229,9 +229,13 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         assert counter is not None  # set by BudgetNode
         return counter
 
-    def _model_call(self, request: ModelRequest[Any]) -> dict[str, Any]:
-        """The state the overflow recovery works on: the request's messages and context."""
-        return {"messages": request.messages, "context": request.state.get("context") or {}}
+    def _model_call(
+        self, request: ModelRequest[Any], handler: Callable[..., Any]
+    ) -> Flow[Recovered]:
+        """The model call with the overflow recovery, on the request's messages and context."""
+        view = {"messages": request.messages, "context": request.state.get("context") or {}}
+        steps = retry_on_overflow(view, self._counter)
+        return overflow_calls(_ModelCall(self, request, handler, get_config()), steps)
 
     @staticmethod
     def _responded(outcome: Recovered) -> Any:
@@ -251,37 +255,15 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
     ) -> Any:
-        config = get_config()
-
-        def serve(step: OverflowStep) -> Any:
-            kind, state = step
-            if kind == "call":
-                return handler(request)
-            if kind == "retry":
-                return handler(request.override(messages=state["messages"]))
-            return self._node(kind).invoke(state, config)
-
         with self._booking():
-            outcome = run_flow(retry_on_overflow(self._model_call(request), self._counter), serve)
+            outcome = run(self._model_call(request, handler))
         return self._responded(outcome)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
     ) -> Any:
-        config = get_config()
-
-        async def serve(step: OverflowStep) -> Any:
-            kind, state = step
-            if kind == "call":
-                return await handler(request)
-            if kind == "retry":
-                return await handler(request.override(messages=state["messages"]))
-            return await self._node(kind).ainvoke(state, config)
-
         with self._booking():
-            outcome = await arun_flow(
-                retry_on_overflow(self._model_call(request), self._counter), serve
-            )
+            outcome = await arun(self._model_call(request, handler))
         return self._responded(outcome)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -291,3 +273,30 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return await self._usage.ainvoke(dict(state), get_config()) or None
+
+
+@dataclass(frozen=True)
+class _ModelCall:
+    """One ``wrap_model_call``: serves the overflow recovery's steps with ``create_agent``'s
+    model handler (sync in ``serve``, async in ``aserve``) and our nodes."""
+
+    middleware: ContextManagementMiddleware
+    request: ModelRequest[Any]
+    handler: Callable[..., Any]
+    config: RunnableConfig
+
+    def _model_request(self, step: OverflowStep) -> ModelRequest[Any]:
+        kind, state = step
+        return self.request if kind == "call" else self.request.override(messages=state["messages"])
+
+    def serve(self, step: OverflowStep) -> Any:
+        kind, state = step
+        if kind in ("call", "retry"):
+            return self.handler(self._model_request(step))
+        return self.middleware._node(kind).invoke(state, self.config)
+
+    async def aserve(self, step: OverflowStep) -> Any:
+        kind, state = step
+        if kind in ("call", "retry"):
+            return await self.handler(self._model_request(step))
+        return await self.middleware._node(kind).ainvoke(state, self.config)

@@ -350,7 +350,8 @@ class OpenAIResponsesCompaction:
     Example:
         ```python
         from langchain_openai import ChatOpenAI
-        from ctx_langgraph import ContextConfig, OpenAIResponsesCompaction
+        from ctx_langgraph import ContextConfig
+        from ctx_langgraph.providers import OpenAIResponsesCompaction
 
         model = ChatOpenAI(model="gpt-5.2", use_responses_api=True)
         config = ContextConfig(compaction_backend=OpenAIResponsesCompaction(model))

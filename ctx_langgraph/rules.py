@@ -10,25 +10,16 @@ effect on the next turn. Like Claude Code's memory index, only the first ``max_l
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 
-from ctx_langgraph.view.markers import PINNED_FLAG
+from ctx_langgraph.view.pinned import HEADER, PINNED_MESSAGE_ID, is_pinned, pin, pinned_message
 
-__all__ = ["PINNED_MESSAGE_ID", "PinnedRules", "is_pinned"]
-
-PINNED_MESSAGE_ID: Final = "ctx-pinned-rules"
-HEADER: Final = "Pinned rules (persistent instructions; they stay in force after any summary):"
-
-
-def is_pinned(message: BaseMessage) -> bool:
-    """Whether a message is the pinned-rules message ``ctx_budget`` keeps in the view."""
-    return bool(message.additional_kwargs.get(PINNED_FLAG))
+__all__ = ["HEADER", "PINNED_MESSAGE_ID", "PinnedRules", "is_pinned", "pin"]
 
 
 @dataclass(frozen=True)
@@ -133,22 +124,4 @@ class PinnedRules:
     @staticmethod
     def message(text: str) -> SystemMessage:
         """The view's pinned-rules message for ``text``."""
-        digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-        return SystemMessage(
-            f"{HEADER}\n\n{text}",
-            id=PINNED_MESSAGE_ID,
-            additional_kwargs={PINNED_FLAG: {"sha1": digest}},
-        )
-
-
-def pin(messages: Sequence[BaseMessage], text: str | None) -> tuple[list[BaseMessage], bool]:
-    """``messages`` with the pinned-rules message for ``text`` first (or none when ``text`` is
-    None), and whether that changed anything."""
-    others = [m for m in messages if not is_pinned(m)]
-    current = [m for m in messages if is_pinned(m)]
-    if text is None:
-        return others, bool(current)
-    wanted = PinnedRules.message(text)
-    if len(current) == 1 and messages[0] is current[0] and current[0].text == wanted.text:
-        return list(messages), False
-    return [wanted, *others], True
+        return pinned_message(text)

@@ -49,16 +49,18 @@ from langgraph.graph import StateGraph
 from langgraph.store.sqlite import SqliteStore
 
 from ctx_langgraph import (
-    AnthropicContextEditing,
     ContextConfig,
     LLMSummarizer,
     LongTermMemory,
-    OpenAIResponsesCompaction,
     SQLiteHistoryStore,
     Summarizer,
     create_context_agent,
 )
-from ctx_langgraph.providers import provider_key
+from ctx_langgraph.providers import (
+    AnthropicContextEditing,
+    OpenAIResponsesCompaction,
+    provider_key,
+)
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 
 CONFIG = ContextConfig(

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
-from ctx_langgraph.history._ops import plan_append
-from ctx_langgraph.history._serde import message_to_row
+from ctx_langgraph.history.events import plan_append
+from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import Scope
 
 NOW = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -48,7 +48,7 @@ def test_plan_append_over_many_batches(batches):
         assert [seq for seq, _, _ in plan.inserts] == list(range(head + 1, plan.head_seq + 1))
         head = plan.head_seq
         # what the store would now know (the planner's own bookkeeping is internal)
-        from ctx_langgraph.history._ops import _Known
+        from ctx_langgraph.history.events import Known as _Known
 
         for n in content:
             row = message_to_row(HumanMessage(content[n], id=f"m{n}"))

@@ -14,6 +14,7 @@ from collections import Counter
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from thread_api import threads_of
 
 from ctx_langgraph.errors import (
     CompactionConflict,
@@ -23,6 +24,7 @@ from ctx_langgraph.errors import (
     StaleCandidate,
 )
 from ctx_langgraph.history import HistoryStore, KeyFact, Scope
+from ctx_langgraph.threads import delete_thread, export_thread, import_thread
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -78,7 +80,9 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
     """Rows written before v3 (full JSON, stored tsvector) read and search the same after it."""
     from langchain_core.messages import AIMessage, message_to_dict
 
-    from ctx_langgraph.history import _ops, _serde, base
+    from ctx_langgraph.history import rows as _serde
+    from ctx_langgraph.storage import migrations
+    from ctx_langgraph.storage import runner as base
 
     old = [
         HumanMessage("Refund order A-1042 today", id="h1"),
@@ -86,7 +90,7 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
         HumanMessage("Second thought: refund B-7 too", id="h2"),
     ]
     with monkeypatch.context() as patch:  # the code as it was at schema version 2
-        patch.setattr(_ops, "SCHEMA_VERSION", 2)
+        patch.setattr(migrations, "SCHEMA_VERSION", 2)
         patch.setattr(base, "SCHEMA_VERSION", 2)
         patch.setattr(_serde, "_compact", lambda record, text: record)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
@@ -117,7 +121,9 @@ async def test_a_version_3_store_upgrades_and_indexes_its_rows_for_search(backen
     """Rows written before v4 (no search document) read back the same after it, and those
     whose words the engines split their own way (CJK, rare symbols, very long words) become
     searchable the way new rows are."""
-    from ctx_langgraph.history import _ops, _serde, base
+    from ctx_langgraph.history import rows as _serde
+    from ctx_langgraph.storage import migrations
+    from ctx_langgraph.storage import runner as base
 
     long_word = "y" * 3000
     old = [
@@ -127,7 +133,7 @@ async def test_a_version_3_store_upgrades_and_indexes_its_rows_for_search(backen
         HumanMessage(f"résumé {long_word}", id="h4"),
     ]
     with monkeypatch.context() as patch:  # the code as it was at schema version 3
-        patch.setattr(_ops, "SCHEMA_VERSION", 3)
+        patch.setattr(migrations, "SCHEMA_VERSION", 3)
         patch.setattr(base, "SCHEMA_VERSION", 3)
         patch.setattr(_serde, "search_document", lambda text: None)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
@@ -163,8 +169,11 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     from langchain_core.messages import message_to_dict
 
     from ctx_langgraph.errors import HistoryStoreError
-    from ctx_langgraph.history import _ops, _serde, base
-    from ctx_langgraph.history._serde import message_to_row
+    from ctx_langgraph.history import events as _ops
+    from ctx_langgraph.history import rows as _serde
+    from ctx_langgraph.history.rows import message_to_row
+    from ctx_langgraph.storage import migrations
+    from ctx_langgraph.storage import runner as base
 
     old = [
         HumanMessage("Refund order A-1042 today", id="h1"),
@@ -176,7 +185,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     on_branch = HumanMessage("On the branch: refund C-3 instead", id="h2")
     branch = Scope("t", branch="retry")
     with monkeypatch.context() as patch:  # the code as it was at schema version 4
-        patch.setattr(_ops, "SCHEMA_VERSION", 4)
+        patch.setattr(migrations, "SCHEMA_VERSION", 4)
         patch.setattr(base, "SCHEMA_VERSION", 4)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
         store = backend.make()
@@ -186,7 +195,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         store.create_branch(branch, "main", 3)
         store.append(branch, [on_branch])  # the id of main's seq 4, on another branch
         assert store.hide_events("t", ["t1"]) == 1
-        exported = store.export_thread("t")
+        exported = export_thread(store, "t")
         assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
         store.close()
     store = backend.make()
@@ -197,7 +206,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     assert store.get_event("t", "h1").content == message_to_dict(revised)
     assert bytes(_column(store, "ctx_events", "content_hash", "h1")[0]) == expected
     assert _event_indexes(store) == _EVENT_INDEXES[backend.name]
-    assert _without_time(store.export_thread("t")) == _without_time(exported)
+    assert _without_time(export_thread(store, "t")) == _without_time(exported)
 
     again = store.append("t", [revised, *old[1:]])
     assert [(r.seq, r.status) for r in again] == [
@@ -226,9 +235,9 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     )
     with pytest.raises(HistoryStoreError):
         store._execute(_yield(duplicate), write=True)
-    store.delete_thread("t")
-    assert store.import_thread(exported)["events"] == 5
-    assert _without_time(store.export_thread("t")) == _without_time(exported)
+    delete_thread(store, "t")
+    assert import_thread(store, exported)["events"] == 5
+    assert _without_time(export_thread(store, "t")) == _without_time(exported)
     store.close()
 
 
@@ -238,7 +247,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
 def test_every_event_lookup_is_served_by_an_index(backend, monkeypatch):
     """Each statement the store runs against the events table, read through the planner: none
     scans the table, and each look-up by event id uses the index by event id."""
-    from ctx_langgraph.history._sql import Stmt
+    from ctx_langgraph.storage.statements import Stmt
 
     store = backend.make()
     store.setup()
@@ -266,9 +275,9 @@ def test_every_event_lookup_is_served_by_an_index(backend, monkeypatch):
     store.hide_events(branch, ["m1", "m4"])
     store.show_events(branch, ["m1"])
     store.delete_events("t", ["m5"])
-    document = store.export_thread("t")
-    store.delete_thread("t")
-    store.import_thread(document)
+    document = export_thread(store, "t")
+    delete_thread(store, "t")
+    import_thread(store, document)
     monkeypatch.undo()
 
     statements = [
@@ -302,7 +311,7 @@ def _yield(stmt):
 
 
 def _column(store: HistoryStore, table: str, column: str, event_id: str | None = None) -> list:
-    from ctx_langgraph.history._sql import Stmt
+    from ctx_langgraph.storage.statements import Stmt
 
     sql = f"SELECT {column} FROM {table}" + ("" if event_id is None else " WHERE event_id = ?")
     rows = store._execute(
@@ -312,7 +321,7 @@ def _column(store: HistoryStore, table: str, column: str, event_id: str | None =
 
 
 def _event_indexes(store: HistoryStore) -> set[str]:
-    from ctx_langgraph.history._sql import Stmt
+    from ctx_langgraph.storage.statements import Stmt
 
     if store.dialect.name == "postgres":
         sql = (
@@ -335,7 +344,7 @@ def _plan(store: HistoryStore, backend, sql: str, params) -> str:
     if backend.name == "postgres":
         import psycopg
 
-        from ctx_langgraph.history._sql import to_pyformat
+        from ctx_langgraph.storage.dialects import to_pyformat
 
         with psycopg.connect(backend.dsn) as conn:
             conn.execute("SET enable_seqscan = off")
@@ -354,7 +363,7 @@ def _hex_content_hash(canonical: str) -> str:
 
 
 def _raw_insert_migration(version: int):
-    from ctx_langgraph.history._sql import Stmt
+    from ctx_langgraph.storage.statements import Stmt
 
     yield Stmt("INSERT INTO ctx_migrations (v) VALUES (?)", (version,))
 
@@ -856,7 +865,7 @@ async def test_delete_thread_forgets_every_branch_and_only_that_thread(api, stor
     ledger.record("openai:r1", usage, scope="t")
     ledger.record("openai:r2", usage, scope="other")
 
-    deleted = await api.delete_thread(Scope("t", branch="b"))
+    deleted = await threads_of(api).delete_thread(Scope("t", branch="b"))
     assert deleted["ctx_events"] == 11 and deleted["ctx_checkpoints"] == 1
     assert deleted["ctx_branches"] == 2 and deleted["ctx_event_revisions"] == 1
     assert "ctx_usage_calls" not in deleted  # the ledger stays unless asked
@@ -866,7 +875,7 @@ async def test_delete_thread_forgets_every_branch_and_only_that_thread(api, stor
     assert len(await api.read_events("other")) == 3  # other threads and tenants untouched
     assert len(await api.read_events(Scope("t", tenant="acme"))) == 3
     assert ledger.get("openai:r1") is not None
-    assert (await api.delete_thread("t", ledger=True))["ctx_usage_calls"] == 1
+    assert (await threads_of(api).delete_thread("t", ledger=True))["ctx_usage_calls"] == 1
     assert ledger.get("openai:r1") is None and ledger.get("openai:r2") is not None
     await api.append("t", turns(1, 3))  # the thread id can be used again, from seq 1
     assert [e.seq for e in await api.read_events("t")] == [1, 2]
@@ -916,28 +925,28 @@ async def test_export_then_import_reproduces_the_thread_exactly(api, store):
         normalize_usage({"input_tokens": 9, "output_tokens": 3}, provider="openai"),
         scope="t",
     )
-    document = _json.loads(_json.dumps(await api.export_thread("t")))
+    document = _json.loads(_json.dumps(await threads_of(api).export_thread("t")))
     assert document["format"] == "ctx-langgraph/thread" and len(document["ledger"]["calls"]) == 1
     before = _thread_picture(store, "t")
 
     with SQLiteHistoryStore.from_path(":memory:") as fresh:
         fresh.setup()
-        counts = fresh.import_thread(document)
+        counts = import_thread(fresh, document)
         assert counts["events"] == 21 and counts["summaries"] == 2 and counts["ledger_calls"] == 1
         assert _thread_picture(fresh, "t") == before
         assert UsageLedger(fresh).get("openai:x1") == UsageLedger(store).get("openai:x1")
         with pytest.raises(ScopeError, match="already has history"):
-            fresh.import_thread(document)
-        again = _json.loads(_json.dumps(fresh.export_thread("t")))
+            import_thread(fresh, document)
+        again = _json.loads(_json.dumps(export_thread(fresh, "t")))
 
     # and back into this backend, replacing the original
-    await api.delete_thread("t", ledger=True)
-    await api.import_thread(again)
+    await threads_of(api).delete_thread("t", ledger=True)
+    await threads_of(api).import_thread(again)
     assert _thread_picture(store, "t") == before
     with pytest.raises(ScopeError, match="nothing to export"):
-        await api.export_thread("nobody")
+        await threads_of(api).export_thread("nobody")
     with pytest.raises(ValueError, match="not a thread export"):
-        await api.import_thread({"format": "other"}, into="x")
+        await threads_of(api).import_thread({"format": "other"}, into="x")
 
 
 # ----------------------------------------------------------------------------- search

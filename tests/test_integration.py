@@ -21,9 +21,10 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command
 
 from ctx_langgraph import (
     ContextConfig,
@@ -382,3 +383,44 @@ def test_lookup_pages_are_not_capped_and_not_summarized(memory_store: Any) -> No
     sources = {fact.text: fact.source_seq for fact in active.key_facts}
     assert sources.get(PLANTED) == 1  # from the user's message, not from the lookup's copy
     assert not any(len(text) == 36 and text.count("-") == 4 for text in sources)  # no event uuids
+
+
+def test_the_wiring_reroutes_joins_mapped_branches_and_branches_by_node_name(
+    memory_store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = MeteringChatModel(replies=["ok"])
+
+    def replies(state: MessagesState) -> int:
+        return sum(m.type == "ai" for m in state["messages"])
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("a", lambda state: {})
+    builder.add_node("b", lambda state: {})
+    builder.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    builder.add_node("after", lambda state: {})
+    builder.add_node("jump", lambda state: Command(goto="agent"), destinations=("agent",))
+    builder.add_edge(START, "a")
+    builder.add_edge(START, "b")
+    builder.add_edge(["a", "b"], "agent")  # a join into the model node
+    builder.add_conditional_edges(  # a mapped branch out of it, back into it
+        "agent",
+        lambda state: "again" if replies(state) < 2 else "done",
+        {"again": "agent", "done": "after"},
+    )
+    builder.add_conditional_edges(  # a branch that names the model node
+        "after", lambda state: "agent" if replies(state) < 3 else END
+    )
+    with caplog.at_level("WARNING", logger="ctx_langgraph.integration"):
+        add_context_management(builder, model_node="agent", store=memory_store, config=WINDOW)
+    assert "'jump' can send Command(goto='agent')" in caplog.text
+    assert (("a", "b"), "ctx_budget") in builder.waiting_edges
+    assert "agent" not in builder.branches and "ctx_usage" in builder.branches
+    graph = builder.compile()
+    config = {"configurable": {"thread_id": "w"}}
+    steps = [
+        name for update in graph.stream({"messages": [("user", "hi")]}, config) for name in update
+    ]
+    ours = [name for name in steps if name in ("ctx_budget", "agent", "ctx_usage", "after")]
+    turn = ["ctx_budget", "agent", "ctx_usage"]
+    assert ours == [*turn, *turn, "after", *turn, "after"]
+    assert [e.role for e in memory_store.read_events("w")] == ["human", "ai", "ai", "ai"]

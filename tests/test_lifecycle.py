@@ -13,6 +13,7 @@ from ctx_langgraph import ContextConfig, create_context_agent
 from ctx_langgraph.history import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.testing import MeteringChatModel
+from ctx_langgraph.threads import delete_thread, export_thread
 
 SECRET = "vault code 7319-XK-Quetzal"
 CONFIG = ContextConfig(
@@ -148,11 +149,11 @@ def test_nothing_of_one_tenant_is_reachable_from_another(store: HistoryStore):
     lookup = make_history_lookup_tool(store)
     as_b = {"configurable": {"thread_id": "shared-id", "ctx_tenant": "b"}}
     assert SECRET not in lookup.invoke({"query": "Quetzal"}, config=as_b)
-    exported = json.dumps(store.export_thread(b))
+    exported = json.dumps(export_thread(store, b))
     assert SECRET not in exported and "b1" in exported
-    store.delete_thread(b)
+    delete_thread(store, b)
     with pytest.raises(ScopeError):
-        store.export_thread(b)
+        export_thread(store, b)
     assert [e.event_id for e in store.read_events(a)] == ["a1"]  # b's deletion left a alone
 
 

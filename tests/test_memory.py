@@ -34,6 +34,7 @@ from ctx_langgraph.memory import (
     is_memory_message,
 )
 from ctx_langgraph.testing import MeteringChatModel
+from ctx_langgraph.threads import aexport_thread, aimport_thread, export_thread
 
 T0 = dt.datetime(2026, 5, 1, 9, 0, tzinfo=dt.timezone.utc)
 ME = MemoryScopes("default", "t1", user_id="u-7")
@@ -184,7 +185,8 @@ async def test_racing_writers_on_one_key_present_only_the_newest_value(lts: Base
     clock = Clock()
     a, b = LongTermMemory(lts, clock=clock), LongTermMemory(lts, clock=clock)
 
-    async def serve(batch: Any) -> Any:
+    async def serve(effect: Any) -> Any:
+        batch = effect.args[0]  # the flow yields call(store, "batch", ops)
         try:
             return await lts.abatch(batch)
         except NotImplementedError:  # a sync-only store
@@ -193,7 +195,7 @@ async def test_racing_writers_on_one_key_present_only_the_newest_value(lts: Base
     async def until_write(ops: Any) -> Any:
         """Serve the reads of a remember flow; return its first write, not yet sent."""
         request = next(ops)
-        while not any(isinstance(op, PutOp) for op in request):
+        while not any(isinstance(op, PutOp) for op in request.args[0]):
             request = ops.send(await serve(request))
         return request
 
@@ -653,7 +655,7 @@ def test_a_deleted_secret_leaves_memory_and_export_on_every_backend(
 
     assert store.delete_events("canary", ["u5"]) == 1  # the wired memory hears of it at once
     assert not holds_secret([r.to_json() for r in memory.records(me)])
-    assert not holds_secret(store.export_thread("canary", memory=memory))
+    assert not holds_secret(export_thread(store, "canary", memory=memory))
     inputs.clear()
     for n in range(13, 16):
         graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"u{n}")]}, run)
@@ -696,12 +698,12 @@ async def test_export_with_memory_then_import_reproduces_lookups_summary_and_mem
     for n in range(1, 15):
         text = "my order id is A-1172" if n == 2 else f"turn {n}: {FILLER}"
         graph.invoke({"messages": [HumanMessage(text, id=f"u{n}")]}, run)
-    document = json.loads(json.dumps(await store.aexport_thread("exp", memory=memory)))
+    document = json.loads(json.dumps(await aexport_thread(store, "exp", memory=memory)))
     assert [m["content"] for m in document["memories"]] == ["The user's order id is A-1172."]
     fresh_memory = LongTermMemory(InMemoryStore())
     with SQLiteHistoryStore.from_path(":memory:") as fresh:
         fresh.setup()
-        counts = await fresh.aimport_thread(document, memory=fresh_memory)
+        counts = await aimport_thread(fresh, document, memory=fresh_memory)
         assert counts["memories"] == 1
         me = MemoryScopes("default", "exp", user_id="u-8")
         assert fresh_memory.recall(me) == memory.recall(me)
@@ -728,7 +730,7 @@ def test_one_tenant_never_sees_another_tenants_memories(store: HistoryStore):
     assert not holds_secret([m.text for m in inputs[1]])
     b = MemoryScopes("b", "same", user_id="same-user")
     assert memory.records(b) == []
-    assert not holds_secret(store.export_thread(Scope("same", tenant="b"), memory=memory))
+    assert not holds_secret(export_thread(store, Scope("same", tenant="b"), memory=memory))
     memory.delete_thread(Scope("same", tenant="b"))
     assert [r.content for r in memory.recall(MemoryScopes("a", "same", user_id="same-user"))]
 

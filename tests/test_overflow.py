@@ -26,7 +26,6 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from ctx_langgraph import (
-    ContextBudgetExceeded,
     ContextConfig,
     ContextManagementMiddleware,
     ExtractiveSummarizer,
@@ -36,6 +35,7 @@ from ctx_langgraph import (
 )
 from ctx_langgraph._overflow import merge_recovery
 from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID
+from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.history import HistoryStore
 from ctx_langgraph.providers import context_overflow_message, is_context_overflow
 from ctx_langgraph.usage import UsageLedger

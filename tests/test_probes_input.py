@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from psycopg import sql
+from thread_api import threads_of
 
 from ctx_langgraph.errors import DocumentError, ScopeError, UsageParseError
 from ctx_langgraph.history import (
@@ -34,9 +35,10 @@ from ctx_langgraph.history import (
     Scope,
     SQLiteHistoryStore,
 )
-from ctx_langgraph.history._sql import Stmt
 from ctx_langgraph.retention import RetentionPolicy, decide, parse_age
 from ctx_langgraph.retention.policy import _Row
+from ctx_langgraph.storage.statements import Stmt
+from ctx_langgraph.threads import delete_thread, export_thread, import_thread
 from ctx_langgraph.usage import NormalizedUsage, UsageLedger, normalize_usage
 from ctx_langgraph.usage.types import COUNT_FIELDS, Provider
 
@@ -585,7 +587,7 @@ def build_thread(store: HistoryStore) -> dict[str, Any]:
     store.hide_events("t", ["m8"])
     usage = normalize_usage({"prompt_tokens": 9, "completion_tokens": 3})
     UsageLedger(store).record("openai:r1", usage, scope="t")
-    return json.loads(json.dumps(store.export_thread("t")))
+    return json.loads(json.dumps(export_thread(store, "t")))
 
 
 def _pg_database(server_dsn: str) -> tuple[str, Callable[[], None]]:
@@ -623,7 +625,7 @@ def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     store.setup()
     try:
         document = build_thread(store)
-        store.delete_thread("t", ledger=True)
+        delete_thread(store, "t", ledger=True)
         yield store, document
     finally:
         store.close()
@@ -917,7 +919,7 @@ def test_a_tampered_export_is_refused_whole_naming_the_path(exported, tamper):
     before = stored_rows(store)
     for into in (Scope("copy", tenant="elsewhere"), None):
         with pytest.raises(DocumentError) as info:
-            store.import_thread(document, into=into)
+            import_thread(store, document, into=into)
         assert info.value.path == path, str(info.value)
         assert isinstance(info.value, ValueError) and path in str(info.value)
     assert stored_rows(store) == before
@@ -927,7 +929,7 @@ def test_the_untampered_export_imports_and_takes_new_appends(exported):
     store, original = exported
     before = stored_rows(store)
     document = copy.deepcopy(original)
-    counts = store.import_thread(document)
+    counts = import_thread(store, document)
     assert counts == {"branches": 2, "events": 9, "revisions": 1, "summaries": 1, "ledger_calls": 1}
     for branch in ("main", "b"):
         scope = Scope("t", branch=branch)
@@ -943,7 +945,7 @@ def test_the_untampered_export_imports_and_takes_new_appends(exported):
     [main_append] = store.append("t", [HumanMessage("after import", id="n1")])
     [b_append] = store.append(Scope("t", branch="b"), [HumanMessage("on b after import", id="n2")])
     assert (main_append.seq, b_append.seq) == (9, 8)
-    store.delete_thread("t", ledger=True)
+    delete_thread(store, "t", ledger=True)
     assert stored_rows(store) == before
 
 
@@ -953,18 +955,18 @@ async def test_a_refused_import_writes_nothing_through_sync_and_async(api, store
     broken = copy.deepcopy(document)
     broken["branches"][at(broken, "branches", branch="main")]["head_seq"] = 7
     with pytest.raises(DocumentError, match=r"events\[\d+\]\.seq"):
-        await api.import_thread(broken, into="elsewhere")
+        await threads_of(api).import_thread(broken, into="elsewhere")
     for not_a_document in ([], "ctx-langgraph/thread", None, 7):
         with pytest.raises(DocumentError, match="document: expected an object"):
-            await api.import_thread(not_a_document)
+            await threads_of(api).import_thread(not_a_document)
     with pytest.raises(DocumentError, match="not a thread export"):
-        await api.import_thread({"format": "other"}, into="x")
+        await threads_of(api).import_thread({"format": "other"}, into="x")
     assert stored_rows(store) == before
-    await api.delete_thread("t", ledger=True)
-    counts = await api.import_thread(copy.deepcopy(document))
+    await threads_of(api).delete_thread("t", ledger=True)
+    counts = await threads_of(api).import_thread(copy.deepcopy(document))
     assert counts["events"] == 9 and len(await api.read_events("t")) == 7  # m8 is hidden
     with pytest.raises(ScopeError, match="already has history"):
-        await api.import_thread(copy.deepcopy(document))
+        await threads_of(api).import_thread(copy.deepcopy(document))
 
 
 @pytest.mark.parametrize(
@@ -985,7 +987,7 @@ def test_any_text_in_an_export_imports_and_reads_back_exactly(exported, where, t
     else:
         document["summaries"][0]["summary_text"] = text
     target = Scope(f"text-{uuid.uuid4().hex[:8]}")
-    store.import_thread(document, into=target)
+    import_thread(store, document, into=target)
     try:
         if where == "content":
             event = store.read_events(target)[4]
@@ -995,10 +997,10 @@ def test_any_text_in_an_export_imports_and_reads_back_exactly(exported, where, t
         else:
             versions = {v.id: v for v in store.list_versions(target)}
             assert versions[document["summaries"][0]["id"]].summary_text == text
-        again = store.export_thread(target)
+        again = export_thread(store, target)
         assert again["events"][index]["message"] == document["events"][index]["message"]
     finally:
-        store.delete_thread(target, ledger=True)
+        delete_thread(store, target, ledger=True)
 
 
 LEDGER_TEXTS = [

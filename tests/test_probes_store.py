@@ -28,7 +28,7 @@ from langchain_core.messages import (
 
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError, ScopeError
 from ctx_langgraph.history import HistoryEvent, KeyFact, Scope, SearchPage
-from ctx_langgraph.history._serde import text_projection
+from ctx_langgraph.history.rows import text_projection
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from ctx_langgraph import (
-    ContextBudgetExceeded,
     ContextConfig,
     ContextManagementMiddleware,
     ExtractiveSummarizer,
@@ -37,6 +36,7 @@ from ctx_langgraph import (
     create_context_agent,
 )
 from ctx_langgraph.compaction import SummaryRequest, pairing_problems
+from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.memory.extract import ChatModelExtractor
 from ctx_langgraph.testing import MeteringChatModel, scripted_summary_reply
 
@@ -648,7 +648,8 @@ async def test_a_database_that_goes_away_fails_a_turn_and_loses_nothing(
 ) -> None:
     import psycopg
 
-    from ctx_langgraph import HistoryStoreError, PostgresHistoryStore
+    from ctx_langgraph import PostgresHistoryStore
+    from ctx_langgraph.errors import HistoryStoreError
 
     info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
     proxy = Proxy(str(info["host"]), int(info["port"]))

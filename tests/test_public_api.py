@@ -1,81 +1,37 @@
 """The public API is what ``__all__`` exports; this pins it so a change is a visible diff."""
 
+import importlib
 import inspect
+import subprocess
+import sys
 
 import ctx_langgraph
 import ctx_langgraph.history
 import ctx_langgraph.usage
 
 EXPECTED = [
-    "AsyncRetentionHook",
     "CheckpointRetention",
-    "RetentionError",
-    "RetentionHook",
-    "PinnedRules",
-    "AnthropicContextEditing",
-    "CompactionBackend",
-    "OpenAIResponsesCompaction",
-    "ProviderCompactionError",
-    "LongTermMemory",
-    "MemoryExtractionError",
-    "MemoryRecord",
-    "MemoryScopes",
-    "MemoryStoreError",
-    "RuleExtractor",
-    "RetentionPolicy",
-    "RetentionReport",
-    "add_context_management",
-    "create_context_agent",
-    "ContextManagementMiddleware",
-    "make_history_lookup_tool",
-    "SummaryFormatError",
-    "CompactionFailed",
-    "make_compact_node",
-    "SummaryDocument",
-    "Summarizer",
-    "LLMSummarizer",
-    "ExtractiveSummarizer",
-    "ProviderCountError",
-    "ContextBudgetExceeded",
     "ContextConfig",
-    "make_budget_router",
-    "make_budget_node",
-    "TokenCounter",
-    "TiktokenCounter",
-    "BudgetEstimate",
-    "ApproximateCounter",
-    "AppendResult",
-    "AsyncLedgerCallbackHandler",
-    "BookedDelta",
-    "BranchInfo",
-    "CompactionCheckpoint",
-    "CompactionConflict",
     "ContextManagementError",
-    "DocumentError",
+    "ContextManagementMiddleware",
+    "ContextReport",
     "ContextState",
-    "CoverageSnapshot",
-    "EventConflict",
-    "HistoryEvent",
+    "ExtractiveSummarizer",
     "HistoryStore",
-    "HistoryStoreError",
-    "KeyFact",
-    "LedgerCallbackHandler",
-    "LedgerRecord",
-    "ModelPrice",
-    "NormalizedUsage",
+    "LLMSummarizer",
+    "LongTermMemory",
+    "PinnedRules",
     "PostgresHistoryStore",
     "PriceTable",
+    "RetentionPolicy",
     "SQLiteHistoryStore",
     "Scope",
-    "ScopeError",
-    "SearchPage",
-    "StaleCandidate",
-    "UsageAccumulator",
+    "Summarizer",
     "UsageLedger",
-    "UsageParseError",
-    "UsageTotals",
     "__version__",
-    "make_usage_node",
+    "add_context_management",
+    "create_context_agent",
+    "make_history_lookup_tool",
     "normalize_usage",
 ]
 
@@ -137,3 +93,76 @@ def test_errors_share_one_base():
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.ContextManagementError)
     assert issubclass(errors.ScopeError, ValueError)
+
+
+SUBPACKAGE_HOMES = {
+    "ctx_langgraph.budget": [
+        "ApproximateCounter",
+        "BudgetEstimate",
+        "TiktokenCounter",
+        "TokenCounter",
+        "make_budget_node",
+        "make_budget_router",
+    ],
+    "ctx_langgraph.compaction": ["SummaryDocument", "make_compact_node"],
+    "ctx_langgraph.errors": [
+        "CompactionConflict",
+        "CompactionFailed",
+        "ContextBudgetExceeded",
+        "DocumentError",
+        "EventConflict",
+        "HistoryStoreError",
+        "MemoryExtractionError",
+        "MemoryStoreError",
+        "ProviderCompactionError",
+        "ProviderCountError",
+        "RetentionError",
+        "ScopeError",
+        "StaleCandidate",
+        "SummaryFormatError",
+        "UsageParseError",
+    ],
+    "ctx_langgraph.history": [
+        "AppendResult",
+        "BranchInfo",
+        "CompactionCheckpoint",
+        "CoverageSnapshot",
+        "HistoryEvent",
+        "KeyFact",
+        "SearchPage",
+    ],
+    "ctx_langgraph.memory": ["MemoryRecord", "MemoryScopes", "RuleExtractor"],
+    "ctx_langgraph.providers": [
+        "AnthropicContextEditing",
+        "CompactionBackend",
+        "OpenAIResponsesCompaction",
+    ],
+    "ctx_langgraph.retention": ["AsyncRetentionHook", "RetentionHook", "RetentionReport"],
+    "ctx_langgraph.usage": [
+        "BookedDelta",
+        "LedgerRecord",
+        "ModelPrice",
+        "NormalizedUsage",
+        "UsageAccumulator",
+        "UsageTotals",
+    ],
+    "ctx_langgraph.usage.callbacks": ["AsyncLedgerCallbackHandler", "LedgerCallbackHandler"],
+    "ctx_langgraph.usage.node": ["make_usage_node"],
+}
+
+
+def test_names_outside_the_top_level_have_a_public_home():
+    for module_name, names in SUBPACKAGE_HOMES.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            assert name in module.__all__, f"{module_name} does not export {name}"
+            assert getattr(module, name) is not None
+
+
+def test_importing_the_package_leaves_langchain_agents_unloaded():
+    """``ContextManagementMiddleware`` (langchain's agent package) loads on first use only."""
+    code = (
+        "import sys, ctx_langgraph; assert 'langchain.agents' not in sys.modules; "
+        "ctx_langgraph.ContextManagementMiddleware; assert 'langchain.agents' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -37,7 +37,7 @@ from ctx_langgraph.compaction import (
 from ctx_langgraph.compaction.format import _SEQS, NONE_MARKER, clean_text
 from ctx_langgraph.errors import ContextManagementError, SummaryFormatError
 from ctx_langgraph.history import HistoryEvent, KeyFact, SQLiteHistoryStore
-from ctx_langgraph.history._serde import expand_record, message_to_row
+from ctx_langgraph.history.rows import expand_record, message_to_row
 from ctx_langgraph.usage.callbacks import purpose_of
 
 TIKTOKEN = TiktokenCounter("gpt-4o")

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from ctx_langgraph.errors import UsageParseError
 from ctx_langgraph.history import Scope, SQLiteHistoryStore
+from ctx_langgraph.threads import delete_thread, export_thread, import_thread
 from ctx_langgraph.usage import (
     NormalizedUsage,
     PriceTable,
@@ -629,7 +630,7 @@ async def test_the_provider_payload_is_stored_for_incomplete_records_only(store)
     ledger.record("call-3", final, scope="pay", status="partial")  # a caller's own status
     assert ledger.get("call-3").usage.raw == final.raw
 
-    document = store.export_thread("pay")
+    document = export_thread(store, "pay")
     stored = {call["call_key"]: call["raw"] for call in document["ledger"]["calls"]}
     assert stored == {
         "call-1": "{}",
@@ -637,6 +638,6 @@ async def test_the_provider_payload_is_stored_for_incomplete_records_only(store)
         "call-3": '{"output_tokens": 120, "tier": "x"}',
     }
     before = [(r, dict(r.usage.raw)) for r in ledger.records("pay")]  # raw: compare=False
-    store.delete_thread("pay", ledger=True)
-    store.import_thread(document)
+    delete_thread(store, "pay", ledger=True)
+    import_thread(store, document)
     assert [(r, dict(r.usage.raw)) for r in ledger.records("pay")] == before

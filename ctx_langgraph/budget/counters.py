@@ -367,11 +367,17 @@ class CountCache:
 
     The revision is a hash of what the counter reads (content, tool calls, name), so an edited
     message with the same id is counted again, and a recalibrated counter (new id) too.
+
+    One cache is shared by every thread of a compiled graph: that is safe because an entry is
+    fully determined by its key (the same counter state and content always count the same, so
+    a thread can never read another's different answer), and the LRU bookkeeping is guarded by
+    a lock (counting itself runs outside it).
     """
 
     def __init__(self, max_entries: int = 50_000) -> None:
         self.max_entries = max_entries
         self._counts: OrderedDict[tuple[str, str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -403,16 +409,18 @@ class CountCache:
             self.misses += 1
             return counter.count_message(message)
         key = (counter.id, message.id, revision or self.revision(message))
-        cached = self._counts.get(key)
-        if cached is not None:
-            self.hits += 1
-            self._counts.move_to_end(key)
-            return cached
-        self.misses += 1
+        with self._lock:
+            cached = self._counts.get(key)
+            if cached is not None:
+                self.hits += 1
+                self._counts.move_to_end(key)
+                return cached
+            self.misses += 1
         tokens = counter.count_message(message)
-        self._counts[key] = tokens
-        if len(self._counts) > self.max_entries:
-            self._counts.popitem(last=False)
+        with self._lock:
+            self._counts[key] = tokens
+            if len(self._counts) > self.max_entries:
+                self._counts.popitem(last=False)
         return tokens
 
 

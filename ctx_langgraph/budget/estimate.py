@@ -10,13 +10,14 @@ or its boundary message is gone), the bounded working view is recounted instead:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING, CountCache, TokenCounter
+from ctx_langgraph.state import ContextReport
 from ctx_langgraph.view.markers import RETRIEVED_FLAG, is_summary
 
 __all__ = ["BudgetEstimate", "estimate_next_request"]
@@ -68,7 +69,7 @@ def _boundary(messages: Sequence[BaseMessage], message_id: str | None) -> int | 
 def estimate_next_request(
     messages: Sequence[BaseMessage],
     *,
-    context: Mapping[str, Any],
+    context: ContextReport,
     counter: TokenCounter,
     cache: CountCache,
     tool_tokens: int,

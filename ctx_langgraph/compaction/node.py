@@ -20,152 +20,69 @@ when the next try is due); when it would not fit, the offline
 ``keep_recent_tokens`` when the kept tail alone is too much. Only when the fallback fails too does
 the node raise :class:`~ctx_langgraph.errors.CompactionFailed`. On a conflict (another worker
 committed first) the state is rewritten to the winner's summary.
+
+The steps live in their own modules, each written once for sync and async graphs
+(:mod:`ctx_langgraph.core.effects`): :mod:`~ctx_langgraph.compaction.span` (steps 1-2: the
+cut and the span in the store's seqs), :mod:`~ctx_langgraph.compaction.summarize` (step 3),
+:mod:`~ctx_langgraph.compaction.commit` (step 4: snapshot, candidate, compare-and-swap) and
+:mod:`~ctx_langgraph.compaction.report` (step 5: the state update of each outcome).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
 import logging
 import threading
 import time
-from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
-from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
-from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
-from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer, SummaryRequest
-from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID, rewrite_view, summary_message
-from ctx_langgraph.config import ContextConfig
-from ctx_langgraph.core.scope import scope_from_config
-from ctx_langgraph.core.streaming import not_streamed
-from ctx_langgraph.errors import (
-    CompactionConflict,
-    CompactionFailed,
-    ProviderCompactionError,
-    StaleCandidate,
+from ctx_langgraph.compaction.commit import (
+    ProviderWindow,
+    commit_candidate,
+    commit_precomputed,
+    create_candidate,
+    take_snapshot,
 )
+from ctx_langgraph.compaction.format import SummaryDocument
+from ctx_langgraph.compaction.report import failed, next_backoff, precompacting, rewritten
+from ctx_langgraph.compaction.span import Span, Turn, choose_span_cut, locate_span, read_turn
+from ctx_langgraph.compaction.summarize import (
+    FALLBACK_MIN_S,
+    Attempts,
+    SummaryPlan,
+    Written,
+    write_summary,
+)
+from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
+from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, HistoryEvent, Scope
-from ctx_langgraph.providers import (
-    OPENAI_RESPONSES,
-    CompactionBackend,
-    ProviderCompaction,
-    provider_key,
-)
+from ctx_langgraph.history.types import CompactionCheckpoint
+from ctx_langgraph.providers import CompactionBackend, provider_key
+from ctx_langgraph.state import SummarizerBackoff
 from ctx_langgraph.usage.ledger import UsageLedger
+from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID, summary_message
 
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
 
 log = logging.getLogger(__name__)
-_FALLBACK_MIN_S = 30.0
-"""The least time the offline fallback summarizer gets, whatever ``compaction_timeout_s`` is."""
-# --------------------------------------------------------------------------- I/O requests
+
+_PRECOMPACTIONS: set[asyncio.Task[None]] = set()
+"""Background pre-compactions in flight (the event loop keeps only weak references to tasks)."""
 
 
 @dataclass(frozen=True)
-class _GetEvent:
-    scope: Scope
-    event_id: str
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    scope: Scope
-    through_seq: int
-
-
-@dataclass(frozen=True)
-class _Active:
-    scope: Scope
-
-
-@dataclass(frozen=True)
-class _Summarize:
-    summarizer: Summarizer
-    request: SummaryRequest
-    timeout_s: float
-
-
-@dataclass(frozen=True)
-class _Create:
-    snapshot: CoverageSnapshot
-    text: str
-    document: SummaryDocument
-    first_kept_event_id: str | None
-    summarizer_id: str
-    summary_tokens: int
-    provider_state: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class _Commit:
-    candidate: CompactionCheckpoint
-
-
-@dataclass(frozen=True)
-class _ProviderCompact:
-    messages: list[BaseMessage]
-
-
-@dataclass(frozen=True)
-class _Book:
-    scope: Scope
-    result: ProviderCompaction
-
-
-@dataclass(frozen=True)
-class _Prune:
-    scope: Scope
-    keep: int
-
-
-@dataclass(frozen=True)
-class _Pending:
-    scope: Scope
-
-
-_Request = (
-    _GetEvent
-    | _Snapshot
-    | _Active
-    | _Summarize
-    | _Create
-    | _Commit
-    | _Prune
-    | _Pending
-    | _ProviderCompact
-    | _Book
-)
-
-
-def _batches(
-    events: Sequence[HistoryEvent], tokens: Sequence[int], budget: int
-) -> list[list[HistoryEvent]]:
-    """Ordered batches of events whose tokens fit ``budget`` each (a giant event gets its own)."""
-    batches: list[list[HistoryEvent]] = [[]]
-    used = 0
-    for event, count in zip(events, tokens, strict=True):
-        if batches[-1] and used + count > budget:
-            batches.append([])
-            used = 0
-        batches[-1].append(event)
-        used += count
-    return [batch for batch in batches if batch]
-
-
-@dataclass
 class CompactNode:
-    """The ``ctx_compact`` node (use :func:`make_compact_node`)."""
+    """The ``ctx_compact`` node (use :func:`make_compact_node`).
+
+    Shared by every thread of a compiled graph: it holds configuration only.
+    """
 
     store: HistoryStore
     config: ContextConfig = field(default_factory=ContextConfig)
@@ -175,17 +92,26 @@ class CompactNode:
     cache: CountCache = field(default_factory=CountCache)
     ledger: UsageLedger | None = None
     """Where a provider compaction's usage is booked (purpose ``compaction``)."""
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    fallback: Summarizer = field(init=False, default_factory=ExtractiveSummarizer)
+    """Takes over when the configured summarizer fails and the request would not fit."""
+    budget: ResolvedBudget = field(init=False)
+    cap: int = field(init=False)
+    """The summary's token cap."""
+    provider: str | None = field(init=False)
+    backend: CompactionBackend | None = field(init=False)
+    window: ProviderWindow = field(init=False)
 
     def __post_init__(self) -> None:
-        self.counter = self.counter or default_counter(self.model)
-        self.fallback: Summarizer = ExtractiveSummarizer()
-        """Takes over when the configured summarizer fails and the request would not fit."""
-        self.budget = self.config.resolve(self.model)
-        self.cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
-        self.provider = provider_key(self.model)
+        def derive(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        derive("counter", self.counter or default_counter(self.model))
+        derive("budget", self.config.resolve(self.model))
+        derive("cap", min(self.config.summary_max_tokens, max(64, self.budget.target // 2)))
+        derive("provider", provider_key(self.model))
         backend = self.config.compaction_backend
-        self.backend: CompactionBackend | None = None if backend == "local" else backend
+        derive("backend", None if backend == "local" else backend)
+        derive("window", ProviderWindow(self.model, self.provider, self.backend, self.ledger))
         if self.backend is not None and self.backend.provider != self.provider:
             log.warning(
                 "ctx-langgraph: compaction_backend %s is for %s, but the model speaks %s: "
@@ -195,526 +121,163 @@ class CompactNode:
                 self.provider,
             )
 
+    @property
+    def _counter(self) -> TokenCounter:
+        assert self.counter is not None  # set in __post_init__
+        return self.counter
+
     # ------------------------------------------------------------------ the flow (written once)
 
     def flow(
         self, state: dict[str, Any], config: RunnableConfig | None, *, commit: bool = True
-    ) -> Generator[_Request, Any, dict[str, Any]]:
+    ) -> Flow[dict[str, Any]]:
         """The compaction protocol; with ``commit=False`` it stops after storing the candidate
         (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
-        counter = self.counter
-        assert counter is not None
-        messages: Sequence[BaseMessage] = state.get("messages") or []
-        context: dict[str, Any] = dict(state.get("context") or {})
-        scope = scope_from_config(config, context)
-        epoch = int(context.get("projection_epoch", 0))
-        # where this attempt happened: the budget does not send the same view back to a failed compaction
-        attempt_info: dict[str, Any] = {
-            "epoch": epoch,
-            "at_message_id": messages[-1].id if messages else None,
-        }
-        estimate = int((context.get("budget") or {}).get("total") or 0)
-        # a request over the usable window cannot wait for the configured summarizer: the
-        # offline one covers the span if it fails (at once while it is backing off)
-        must_fit = commit and estimate > self.budget.usable
-        backing_off = (context.get("budget") or {}).get("summarizer") == "fallback"
-        keep_recent = self.budget.keep_recent_tokens
-        if must_fit:  # the kept tail alone may be too much: cut deeper
-            keep_recent = max(0, keep_recent - (estimate - self.budget.target))
-        server = context.get("server_compaction") or {}
-        server_at = next(
-            (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),
-            None,
-        )
-        cut: CutPoint | None
-        start = first_coverable(messages)
-        if server_at is not None and server_at > start:
-            # the provider compacted everything before this reply: cover exactly that
-            cut = CutPoint(start, server_at, "server", 0, 0)
-        else:
-            cut = choose_cut(
-                messages,
-                [self.cache.count(counter, m) for m in messages],
-                keep_recent_tokens=keep_recent,
-            )
-        if cut is None and context.get("rebuild"):
-            # an edit took the summary away and the view is too short to cut: cover the store's
-            # history before the view, keeping the whole view verbatim
-            start = first_coverable(messages)
-            first = messages[start] if start < len(messages) else None
-            found = (yield _GetEvent(scope, str(first.id))) if first and first.id else None
-            if first is None or found is None or found.seq <= 1:
-                return {
-                    "context": {
-                        "rebuild": False,
-                        "compaction": {**attempt_info, "status": "nothing_to_cover"},
-                    }
-                }
-            through_seq, first_kept_id, cut_kind = found.seq - 1, str(first.id), "rebuild"
-        elif cut is None:
-            return {"context": {"compaction": {**attempt_info, "status": "nothing_to_cover"}}}
-        else:
-            last_covered = messages[cut.index - 1]
-            event = (yield _GetEvent(scope, str(last_covered.id))) if last_covered.id else None
-            if event is None:
-                return {
-                    "context": {
-                        "compaction": {
-                            **attempt_info,
-                            "status": "not_recorded",
-                            "error": f"message {last_covered.id!r} is not in the history store",
-                        }
-                    }
-                }
-            through_seq, first_kept_id, cut_kind = event.seq, str(messages[cut.index].id), cut.kind
-
-        problems: list[str] = []
-        attempts = 0
-        deadline = time.monotonic() + self.config.compaction_timeout_s
+        turn = read_turn(state, config, self.budget.usable, commit=commit)
+        cut = choose_span_cut(turn, self.budget, self._counter, self.cache)
+        span = yield from locate_span(turn, cut, self.store)
+        if not isinstance(span, Span):
+            return span
+        attempts = Attempts(turn.report(), time.monotonic() + self.config.compaction_timeout_s)
         for _round in range(3):  # a conflict or a stale snapshot: start again from the new state
-            active: CompactionCheckpoint | None = yield _Active(scope)
-            if active is not None and active.covered_through_seq >= through_seq:
-                return self._rewrite(messages, context, active, epoch, attempt_info, "reconciled")
-            if commit:
-                # a candidate pre-built in the background on this summary: commit it if still valid
-                pending: list[CompactionCheckpoint] = yield _Pending(scope)
-                view_ids = {m.id for m in messages}
-                for early in pending:
-                    # usable only on the same summary, and only if its tail boundary is in this view
-                    if (
-                        early.parent_id == (active.id if active else None)
-                        and early.first_kept_event_id in view_ids
-                    ):
-                        try:
-                            committed_early: CompactionCheckpoint = yield _Commit(early)
-                        except (CompactionConflict, StaleCandidate) as exc:
-                            problems.append(f"precomputed: {type(exc).__name__}"[:300])
-                            continue
-                        return self._rewrite(
-                            messages,
-                            context,
-                            committed_early,
-                            epoch,
-                            attempt_info,
-                            "committed_precomputed",
-                        )
-            try:
-                snapshot: CoverageSnapshot = yield _Snapshot(scope, through_seq)
-            except ValueError:
-                # another worker committed a summary covering this span since `active` was read
-                newer: CompactionCheckpoint | None = yield _Active(scope)
-                if newer is None or newer.covered_through_seq < through_seq:
-                    raise
-                return self._rewrite(messages, context, newer, epoch, attempt_info, "reconciled")
-            previous = (
-                SummaryDocument.parse(active.summary_text)
-                if active and active.summary_text
-                else None
-            )
-            used = self.summarizer
-            text = None
-            backoff: dict[str, Any] = {}  # the configured summarizer's failures in a row
-            if not backing_off:
-                while attempts < self.config.compaction_attempts and time.monotonic() < deadline:
-                    attempts += 1
-                    text = yield from self._attempt(used, previous, snapshot, deadline, problems)
-                    if text is not None:
-                        break
-                backoff = {
-                    "summarizer_backoff": None if text is not None else self._backoff(context)
-                }
-            if text is None and (must_fit or backing_off):
-                used = self.fallback
-                attempt_info["fallback"] = used.id
-                log.warning(
-                    "ctx-langgraph: the summarizer %s failed or is backing off and the request "
-                    "would not fit (%d tokens > %d usable): the %s summarizer covers the span",
-                    self.summarizer.id,
-                    estimate,
-                    self.budget.usable,
-                    used.id,
-                )
-                attempts += 1
-                # (offline and bounded: only a loaded machine makes it slow, so it gets time)
-                fallback_s = max(_FALLBACK_MIN_S, self.config.compaction_timeout_s)
-                text = yield from self._attempt(
-                    used, previous, snapshot, time.monotonic() + fallback_s, problems
-                )
-            if text is None:
-                return self._failed(attempt_info, attempts, problems, estimate, backoff)
-            # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
-            event_ids = {
-                f.source_seq: f.source_event_id
-                for f in (active.key_facts if active else ())
-                if f.source_event_id
-            }
-            event_ids.update({e.seq: e.event_id for e in snapshot.events})
-            document = SummaryDocument.parse(text).with_event_ids(event_ids)
-            provider_state = yield from self._provider_state(
-                scope, messages, cut, cut_kind, server, attempt_info
-            )
-            candidate: CompactionCheckpoint = yield _Create(
-                snapshot,
-                text,
-                document,
-                first_kept_id,
-                used.id,
-                counter.count_text(text),
-                provider_state,
-            )
-            if not commit:
-                return {"candidate_id": candidate.id}
-            try:
-                committed: CompactionCheckpoint = yield _Commit(candidate)
-            except (CompactionConflict, StaleCandidate) as exc:
-                problems.append(f"{type(exc).__name__}: {exc}"[:300])
-                continue
-            attempt_info.update(attempts=attempts, cut=cut_kind, summarizer=used.id)
-            if problems:
-                attempt_info["problems"] = problems[-5:]
-            if self.config.summary_versions_keep is not None:
-                attempt_info["pruned_versions"] = yield _Prune(
-                    scope, self.config.summary_versions_keep
-                )
-            done = self._rewrite(messages, context, committed, epoch, attempt_info, "committed")
-            done["context"].update(backoff)
-            return done
-        return self._failed(attempt_info, attempts, problems, estimate, {})
+            outcome = yield from self._round(turn, span, attempts, commit)
+            if outcome is not None:
+                return outcome
+        return failed(attempts, turn.estimate, self.budget.usable, {})
 
-    def _attempt(
-        self,
-        summarizer: Summarizer,
-        previous: SummaryDocument | None,
-        snapshot: CoverageSnapshot,
-        deadline: float,
-        problems: list[str],
-    ) -> Generator[_Request, Any, str | None]:
-        """One summarizer attempt: its valid text, or None with the problem noted."""
-        number = len(problems) + 1
-        try:
-            text: object = yield from self._summarize(summarizer, previous, snapshot, deadline)
-        except Exception as exc:  # the summarizer raised or timed out: a failed attempt
-            problems.append(
-                f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300]
+    def _round(
+        self, turn: Turn, span: Span, attempts: Attempts, commit: bool
+    ) -> Flow[dict[str, Any] | None]:
+        """One try from the store's current state; None when a conflict calls for another."""
+        store, scope = self.store, turn.scope
+        active: CompactionCheckpoint | None = yield call(store, "get_active", scope)
+        if active is not None and active.covered_through_seq >= span.through_seq:
+            return self._report(turn, active, attempts, "reconciled")
+        if commit:
+            early = yield from commit_precomputed(
+                store, scope, turn.messages, active, attempts.problems
             )
-            return None
-        if not isinstance(text, str):
-            problems.append(
-                f"attempt {number} ({summarizer.id}): returned {type(text).__name__}, not text"
-            )
-            return None
-        found = validate_summary(
-            text,
-            cap_tokens=self.cap,
-            counter=self.counter,  # type: ignore[arg-type]
-            covered_through_seq=snapshot.covered_through_seq,
+            if early is not None:
+                return self._report(turn, early, attempts, "committed_precomputed")
+        snapshot = yield from take_snapshot(store, scope, span.through_seq)
+        if isinstance(snapshot, CompactionCheckpoint):  # another worker covered the span
+            return self._report(turn, snapshot, attempts, "reconciled")
+        previous = (
+            SummaryDocument.parse(active.summary_text) if active and active.summary_text else None
         )
-        if found:
-            problems.append(f"attempt {number} ({summarizer.id}): " + "; ".join(found)[:300])
+        written = yield from write_summary(
+            self._plan(turn), previous, snapshot, attempts, lambda: self._backoff(turn)
+        )
+        if written.text is None:
+            return failed(attempts, turn.estimate, self.budget.usable, written.backoff)
+        provider_state = yield from self.window.state(
+            scope, turn.messages, span, turn.server, attempts.info
+        )
+        candidate = yield from create_candidate(
+            store,
+            snapshot,
+            written.text,
+            active,
+            span,
+            written.summarizer.id,
+            self._counter.count_text(written.text),
+            provider_state,
+        )
+        if not commit:
+            return {"candidate_id": candidate.id}
+        committed = yield from commit_candidate(store, candidate, attempts.problems)
+        if committed is None:
             return None
-        return text
+        return (yield from self._committed(turn, span, attempts, committed, written))
 
-    def _provider_state(
+    def _committed(
         self,
-        scope: Scope,
-        messages: Sequence[BaseMessage],
-        cut: CutPoint | None,
-        cut_kind: str,
-        server: dict[str, Any],
-        attempt_info: dict[str, Any],
-    ) -> Generator[_Request, Any, dict[str, Any] | None]:
-        """The provider's own window for the span, next to the readable summary: the item a
-        server-side compaction put in a reply, or the compact endpoint's window. A provider
-        failure leaves it out (the readable summary is committed all the same)."""
-        if cut_kind == "server":
-            item = dict(server.get("item") or {})
-            model = str(getattr(self.model, "model_name", None) or "")
-            result = ProviderCompaction(OPENAI_RESPONSES, "server", model, [item])
-            attempt_info["provider"] = {"kind": "server", "status": "recorded"}
-            return {**result.state(), "in_message": server.get("message_id")}
-        if self.backend is None or self.backend.provider != self.provider or cut is None:
-            return None
-        # the whole window before the cut, an earlier compaction's window included (the
-        # system prompt goes with each request, not into the compacted conversation)
-        span = [m for m in messages[: cut.index] if m.type != "system"]
-        try:
-            compacted: ProviderCompaction = yield _ProviderCompact(span)
-        except ProviderCompactionError as exc:
-            log.warning("ctx-langgraph: %s; the readable summary stands alone", exc)
-            attempt_info["provider"] = {"status": "failed", "error": str(exc)[:300]}
-            return None
-        attempt_info["provider"] = {
-            "kind": compacted.kind,
-            "status": "compacted",
-            "window_items": len(compacted.window),
-            "response_id": compacted.response_id,
-        }
-        if compacted.usage is not None and self.ledger is not None:
-            yield _Book(scope, compacted)
-        return compacted.state()
-
-    def _summarize(
-        self,
-        summarizer: Summarizer,
-        previous: SummaryDocument | None,
-        snapshot: CoverageSnapshot,
-        deadline: float,
-    ) -> Generator[_Request, Any, str]:
-        """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
-        counter = self.counter
-        assert counter is not None
-        events = list(snapshot.events)
-        window = getattr(summarizer, "window_tokens", None)
-        batches = [events]
-        if window:
-            room = window - self.cap - (counter.count_text(previous.render()) if previous else 0)
-            room = max(room, window // 4)
-            batches = _batches(events, [counter.count_text(e.text) + 8 for e in events], room) or [
-                events
-            ]
-        text = ""
-        for batch in batches:
-            request = SummaryRequest(
-                previous=previous,
-                events=batch,
-                covered_through_seq=batch[-1].seq if batch else snapshot.covered_through_seq,
-                cap_tokens=self.cap,
-                counter=counter,
+        turn: Turn,
+        span: Span,
+        attempts: Attempts,
+        committed: CompactionCheckpoint,
+        written: Written,
+    ) -> Flow[dict[str, Any]]:
+        """The report of a commit, after pruning old summary versions."""
+        info = attempts.info
+        info["attempts"], info["cut"], info["summarizer"] = (
+            attempts.count,
+            span.kind,
+            written.summarizer.id,
+        )
+        if attempts.problems:
+            attempts.info["problems"] = attempts.problems[-5:]
+        keep = self.config.summary_versions_keep
+        if keep is not None:
+            attempts.info["pruned_versions"] = yield call(
+                self.store, "prune_versions", turn.scope, keep=keep
             )
-            text = yield _Summarize(summarizer, request, max(0.001, deadline - time.monotonic()))
-            if batch is not batches[-1]:
-                previous = SummaryDocument.parse(
-                    text
-                )  # the rolling summary carries into the next batch
-        return text
+        done = self._report(turn, committed, attempts, "committed")
+        done["context"].update(written.backoff)
+        return done
 
-    def _rewrite(
-        self,
-        messages: Sequence[BaseMessage],
-        context: dict[str, Any],
-        checkpoint: CompactionCheckpoint,
-        epoch: int,
-        attempt_info: dict[str, Any],
-        status: str,
+    def _plan(self, turn: Turn) -> SummaryPlan:
+        return SummaryPlan(
+            summarizer=self.summarizer,
+            fallback=self.fallback,
+            attempts=self.config.compaction_attempts,
+            fallback_s=max(FALLBACK_MIN_S, self.config.compaction_timeout_s),
+            cap=self.cap,
+            counter=self._counter,
+            backing_off=turn.backing_off,
+            must_fit=turn.must_fit,
+            estimate=turn.estimate,
+            usable=self.budget.usable,
+        )
+
+    def _backoff(self, turn: Turn) -> SummarizerBackoff:
+        return next_backoff(turn.context, self.config.compaction_backoff_s, self.summarizer.id)
+
+    def _report(
+        self, turn: Turn, checkpoint: CompactionCheckpoint, attempts: Attempts, status: str
     ) -> dict[str, Any]:
-        """The state after a commit: system prompt + summary message + the uncovered tail."""
-        view, removed = rewrite_view(messages, checkpoint, self.provider)
-        return {
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view],
-            "context": {
-                "projection_epoch": epoch + 1,
-                "baseline": None,
-                "rebuild": False,
-                "server_compaction": None,
-                "projected_for": self.provider,
-                "active_checkpoint_id": checkpoint.id,
-                "active_generation": checkpoint.generation,
-                "covered_through_seq": checkpoint.covered_through_seq,
-                "compaction": {
-                    **attempt_info,
-                    "status": status,
-                    "generation": checkpoint.generation,
-                    "covered_through_seq": checkpoint.covered_through_seq,
-                    "summary_tokens": checkpoint.summary_tokens,
-                    "removed_messages": removed,
-                },
-            },
-        }
-
-    def _backoff(self, context: dict[str, Any]) -> dict[str, Any]:
-        """When the configured summarizer is tried again after one more failure in a row: after
-        a doubling number of model calls and seconds (``compaction_backoff_s``)."""
-        failures = int((context.get("summarizer_backoff") or {}).get("failures") or 0) + 1
-        step = 2 ** min(failures - 1, 5)
-        wait_s = self.config.compaction_backoff_s * step
-        passes = int(context.get("budget_passes") or 0)
-        log.warning(
-            "ctx-langgraph: the summarizer %s failed (%d compactions in a row); it is tried "
-            "again after %d model calls and %.0fs",
-            self.summarizer.id,
-            failures,
-            step + 1,
-            wait_s,
+        return rewritten(
+            turn.messages, checkpoint, self.provider, turn.epoch, attempts.info, status
         )
-        return {
-            "failures": failures,
-            "retry_after_pass": passes + 1 + step,
-            "retry_at": time.time() + wait_s,
-        }
-
-    def _failed(
-        self,
-        attempt_info: dict[str, Any],
-        attempts: int,
-        problems: list[str],
-        estimate: int,
-        backoff: dict[str, Any],
-    ) -> dict[str, Any]:
-        if estimate > self.budget.usable:  # the fallback failed too: nothing left to try
-            raise CompactionFailed(
-                attempts=attempts, problems=problems, estimate=estimate, usable=self.budget.usable
-            )
-        log.warning(
-            "ctx-langgraph: compaction failed, proceeding uncompacted (the request fits): %s",
-            problems[-1:] or problems,
-        )
-        failed = {
-            **attempt_info,
-            "status": "failed",
-            "attempts": attempts,
-            "problems": problems[-5:],
-        }
-        return {"context": {"compaction": failed, **backoff}}
 
     # ------------------------------------------------------------------ sync and async shells
 
-    def _booking(self, request: _Book) -> tuple[str, Any, dict[str, Any]]:
-        from ctx_langgraph.usage import normalize_usage
-
-        result = request.result
-        usage = normalize_usage(result.usage or {}, provider="openai")
-        key = f"openai:compact:{result.response_id or result.created_at}"
-        return key, usage, {"scope": request.scope, "purpose": "compaction"}
-
-    def _serve(self, request: _Request) -> Any:
-        store = self.store
-        if isinstance(request, _ProviderCompact):
-            assert self.backend is not None
-            return self.backend.compact(request.messages)
-        if isinstance(request, _Book):
-            assert self.ledger is not None
-            key, usage, options = self._booking(request)
-            return self.ledger.record(key, usage, **options)
-        if isinstance(request, _GetEvent):
-            return store.get_event(request.scope, request.event_id)
-        if isinstance(request, _Snapshot):
-            return store.snapshot(request.scope, request.through_seq)
-        if isinstance(request, _Active):
-            return store.get_active(request.scope)
-        if isinstance(request, _Summarize):
-            # (not a `with` block: its exit would wait for a summarizer that hangs)
-            pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-            try:
-                # the run's context (its config and callbacks: the ledger handler) goes along,
-                # tagged so that the summary is not streamed as if it were the agent's reply
-                with not_streamed():
-                    run = contextvars.copy_context().run
-                future = pool.submit(run, request.summarizer.summarize, request.request)
-                try:
-                    return future.result(timeout=request.timeout_s)
-                except concurrent.futures.TimeoutError:
-                    raise TimeoutError(
-                        f"summarizer took longer than {request.timeout_s:.1f}s"
-                    ) from None
-            finally:
-                pool.shutdown(wait=False)
-        if isinstance(request, _Prune):
-            return store.prune_versions(request.scope, keep=request.keep)
-        if isinstance(request, _Pending):
-            return [v for v in store.list_versions(request.scope) if v.status == "candidate"]
-        if isinstance(request, _Create):
-            return store.create_candidate(
-                request.snapshot,
-                summary_text=request.text,
-                key_facts=request.document.key_facts,
-                first_kept_event_id=request.first_kept_event_id,
-                summarizer_id=request.summarizer_id,
-                summary_tokens=request.summary_tokens,
-                provider_state=request.provider_state,
-            )
-        return store.commit_candidate(request.candidate)
-
-    async def _aserve(self, request: _Request) -> Any:
-        store = self.store
-        if isinstance(request, _ProviderCompact):
-            assert self.backend is not None
-            return await self.backend.acompact(request.messages)
-        if isinstance(request, _Book):
-            assert self.ledger is not None
-            key, usage, options = self._booking(request)
-            return await self.ledger.arecord(key, usage, **options)
-        if isinstance(request, _GetEvent):
-            return await store.aget_event(request.scope, request.event_id)
-        if isinstance(request, _Snapshot):
-            return await store.asnapshot(request.scope, request.through_seq)
-        if isinstance(request, _Active):
-            return await store.aget_active(request.scope)
-        if isinstance(request, _Summarize):
-            try:
-                with not_streamed():  # (the task wait_for makes copies this context)
-                    pending = asyncio.ensure_future(request.summarizer.asummarize(request.request))
-                return await asyncio.wait_for(pending, request.timeout_s)
-            except asyncio.TimeoutError:
-                raise TimeoutError(
-                    f"summarizer took longer than {request.timeout_s:.1f}s"
-                ) from None
-        if isinstance(request, _Prune):
-            return await store.aprune_versions(request.scope, keep=request.keep)
-        if isinstance(request, _Pending):
-            return [v for v in await store.alist_versions(request.scope) if v.status == "candidate"]
-        if isinstance(request, _Create):
-            return await store.acreate_candidate(
-                request.snapshot,
-                summary_text=request.text,
-                key_facts=request.document.key_facts,
-                first_kept_event_id=request.first_kept_event_id,
-                summarizer_id=request.summarizer_id,
-                summary_tokens=request.summary_tokens,
-                provider_state=request.provider_state,
-            )
-        return await store.acommit_candidate(request.candidate)
-
-    @staticmethod
-    def _precompacting(state: dict[str, Any]) -> dict[str, Any] | None:
-        context = state.get("context") or {}
-        if (context.get("budget") or {}).get("decision") != "precompact":
-            return None
-        return {
-            "context": {
-                "precompaction": {
-                    "epoch": int(context.get("projection_epoch", 0)),
-                    "status": "started",
-                }
-            }
-        }
-
-    def _background_done(self, outcome: Any) -> None:
-        log.debug("ctx-langgraph: background summary candidate: %s", outcome)
-
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = self._precompacting(state)
-        if started is not None:
+        started = precompacting(state)
+        if started is None:
+            return run(self.flow(state, config))
 
-            def build() -> None:
-                try:
-                    self._background_done(
-                        run_flow(self.flow(state, config, commit=False), self._serve)
-                    )
-                except Exception as exc:  # a background attempt never breaks the run
-                    log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
+        def build() -> None:
+            try:
+                _background_done(run(self.flow(state, config, commit=False)))
+            except Exception as exc:  # a background attempt never breaks the run
+                log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
 
-            run = contextvars.copy_context().run  # the run's config and callbacks go along
-            threading.Thread(target=run, args=(build,), name="ctx-precompact", daemon=True).start()
-            return started
-        return run_flow(self.flow(state, config), self._serve)
+        in_context = contextvars.copy_context().run  # the run's config and callbacks go along
+        threading.Thread(
+            target=in_context, args=(build,), name="ctx-precompact", daemon=True
+        ).start()
+        return started
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        started = self._precompacting(state)
-        if started is not None:
+        started = precompacting(state)
+        if started is None:
+            return await arun(self.flow(state, config))
 
-            async def build() -> None:
-                try:
-                    self._background_done(
-                        await arun_flow(self.flow(state, config, commit=False), self._aserve)
-                    )
-                except Exception as exc:
-                    log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
+        async def build() -> None:
+            try:
+                _background_done(await arun(self.flow(state, config, commit=False)))
+            except Exception as exc:
+                log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
 
-            task = asyncio.get_running_loop().create_task(build())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            return started
-        return await arun_flow(self.flow(state, config), self._aserve)
+        task = asyncio.get_running_loop().create_task(build())
+        _PRECOMPACTIONS.add(task)
+        task.add_done_callback(_PRECOMPACTIONS.discard)
+        return started
+
+
+def _background_done(outcome: Any) -> None:
+    log.debug("ctx-langgraph: background summary candidate: %s", outcome)
 
 
 def make_compact_node(

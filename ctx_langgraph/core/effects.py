@@ -24,8 +24,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["Call", "Flow", "arun", "call", "run"]
 
@@ -35,14 +34,16 @@ Flow = Generator["Call", Any, T]
 """A generator of :class:`Call` effects that returns ``T``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """``target.method(*args, **kwargs)``, or awaited ``target.amethod(...)`` when run async."""
+class Call(NamedTuple):
+    """``target.method(*args, **kwargs)``, or awaited ``target.amethod(...)`` when run async.
+
+    A named tuple: one is built per store statement and per node effect, so it must be cheap.
+    """
 
     target: Any
     method: str
     args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = {}  # noqa: RUF012 (never mutated; an empty default)
     sync_only: bool = False
     """The target has no async twin (a pure or in-memory call); the async runner calls it too."""
 

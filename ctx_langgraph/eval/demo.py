@@ -354,8 +354,8 @@ def _compare(
     out: TextIO,
 ) -> tuple[dict[str, Any], list[Path]]:
     """Part 2: the same session through the compared strategies; the metrics and the report."""
-    from ctx_langgraph.eval.cli import write_outputs
     from ctx_langgraph.eval.harness import run_eval
+    from ctx_langgraph.eval.report import write_outputs
     from ctx_langgraph.eval.synthetic import tool_specs
 
     others = [name for name in STRATEGIES if name not in strategies]

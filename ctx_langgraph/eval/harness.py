@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.datasets import Conversation, QAItem
-from ctx_langgraph.eval.cost import run_cost
+from ctx_langgraph.eval.cost import RunCost, run_cost
 from ctx_langgraph.eval.metrics import (
     answer_f1,
     answer_in_context,
@@ -196,79 +196,32 @@ def run_conversation(
         if advance is not None:
             advance(units, detail)
 
-    tools = replay_tools(turns, tool_specs)
     usable = eval_config(window).resolve().usable
     strategy = build_strategy(
         name,
-        tools=tools,
+        tools=replay_tools(turns, tool_specs),
         window=window,
         counter=counter,
         retrieval_tokens=retrieval_tokens,
         reader=reader,
         summary_model=summary_model,
     )
-    thread: Any = {"configurable": {"thread_id": "eval"}, "recursion_limit": 500}
-    script = strategy.script
-    history: list[str] = []
-    history_at_call: list[int] = []
     started = time.perf_counter()
     done(cost.setup / 2, f"turn 0/{len(turns)}")
     with warnings.catch_warnings(record=True) as caught:  # a peer's warnings are measured
         warnings.simplefilter("always")
         try:
-            for position, turn in enumerate(turns):
-                script.play(turn.steps, turn.index)
-                before, base = len(script.calls), len(history) + len(turn.inputs)
-                strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
-                made = len(script.calls) - before
-                if made != len(turn.steps):
-                    raise RuntimeError(
-                        f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
-                    )
-                for step in turn.steps:
-                    history_at_call.append(base)
-                    base += 1 + len(step.tool_calls)
-                history.extend(str(m.id) for m in turn.messages)
-                done(cost.turns[position], f"turn {position + 1}/{len(turns)}")
-            replay_calls = list(script.calls)
+            thread = _thread()
+            history, history_at_call = _replay(strategy, name, turns, thread, cost, done)
+            replay_calls = list(strategy.script.calls)
             stats = strategy.summarizer_stats
             replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
-            final = strategy.graph.get_state(thread).config
-            known = {str(m.id): m for m in conversation.messages}
-            rows: list[dict[str, Any]] = []
-            for index, item in enumerate(conversation.questions):
-                script.ask(index, item.question)
-                strategy.graph.invoke(
-                    {"messages": [HumanMessage(item.question, id=f"question-{index}")]},
-                    {**final, "recursion_limit": 50},
-                )
-                answer = script.answers.get(index) if reader is not None else None
-                rows.append(_question_checks(item, script.calls[-1], known, answer))
-                done(cost.question, f"question {index + 1}/{len(conversation.questions)}")
-            question_calls = script.calls[len(replay_calls) :]
+            rows = _ask(strategy, conversation, thread, reader, cost, done)
+            question_calls = strategy.script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
-            ids_by_seq: list[str] = []
-            if strategy.store is not None:
-                ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
-            run = ConversationRun(name, conversation.name, questions=rows)
-            gaps = overlaps = orphans = most_summaries = 0
-            compaction_calls: list[int] = []
-            last_key: str | None = None
-            for index, call in enumerate(replay_calls):
-                seen = history[: history_at_call[index]]
-                summaries = summary_messages(call.messages)
-                present = {str(m.id) for m in call.messages if m.id and m not in summaries}
-                claimed = _claimed(strategy, call, seen, ids_by_seq)
-                gap, overlap = coverage(present, claimed, seen, len(summaries))
-                gaps += gap
-                overlaps += overlap
-                orphans += orphan_tool_messages(call.messages)
-                most_summaries = max(most_summaries, len(summaries))
-                key = _summary_key(summaries[0]) if summaries else None
-                if key is not None and key != last_key:
-                    compaction_calls.append(index)
-                last_key = key
+            checks = _check_calls(strategy, replay_calls, history, history_at_call)
             tokens = [call.input_tokens for call in replay_calls]
+            run = ConversationRun(name, conversation.name, questions=rows)
             run.metrics = {
                 **question_rates(rows),
                 "input_tokens_total": sum(tokens),
@@ -278,32 +231,142 @@ def run_conversation(
                 "summarizer_calls": replay_summaries[0],
                 "summarizer_input_tokens": replay_summaries[1],
                 "summarizer_output_tokens": replay_summaries[2],
-                "compactions": len(compaction_calls),
-                "coverage_gaps": gaps,
-                "coverage_overlaps": overlaps,
-                "orphan_tool_messages": orphans,
-                "max_summaries_in_prompt": most_summaries,
+                "compactions": len(checks.compaction_calls),
+                "coverage_gaps": checks.gaps,
+                "coverage_overlaps": checks.overlaps,
+                "orphan_tool_messages": checks.orphans,
+                "max_summaries_in_prompt": checks.most_summaries,
                 "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
                 "warnings": len(caught),
                 "question_summarizer_calls": stats.calls - replay_summaries[0],
                 "wall_seconds": round(wall, 3),
             }
-            run.series = {
-                "input_tokens": tokens,
-                "turn": [call.turn for call in replay_calls],
-                "compaction_calls": compaction_calls,
-            }
+            run.series = _series(replay_calls, checks)
             done(cost.setup / 2, "measured")
             if log:
-                m = run.metrics
-                log(
-                    f"{conversation.name} · {name}: evidence {m['evidence_available_lenient']}, "
-                    f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
-                    f"compactions {m['compactions']}, {wall:.1f} s"
-                )
+                _log_run(log, run, wall)
             return run
         finally:
             strategy.close()
+
+
+def _thread() -> Any:
+    """The one thread every strategy replays into (a fresh config per run)."""
+    return {"configurable": {"thread_id": "eval"}, "recursion_limit": 500}
+
+
+def _replay(
+    strategy: Strategy,
+    name: str,
+    turns: Sequence[ReplayTurn],
+    thread: Any,
+    cost: RunCost,
+    done: Advance,
+) -> tuple[list[str], list[int]]:
+    """Every turn through the strategy's graph; the ids of the conversation's messages in
+    order, and for each model call how many of them came before it."""
+    script = strategy.script
+    history: list[str] = []
+    history_at_call: list[int] = []
+    for position, turn in enumerate(turns):
+        script.play(turn.steps, turn.index)
+        before, base = len(script.calls), len(history) + len(turn.inputs)
+        strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
+        made = len(script.calls) - before
+        if made != len(turn.steps):
+            raise RuntimeError(
+                f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
+            )
+        for step in turn.steps:
+            history_at_call.append(base)
+            base += 1 + len(step.tool_calls)
+        history.extend(str(m.id) for m in turn.messages)
+        done(cost.turns[position], f"turn {position + 1}/{len(turns)}")
+    return history, history_at_call
+
+
+def _ask(
+    strategy: Strategy,
+    conversation: Conversation,
+    thread: Any,
+    reader: BaseChatModel | None,
+    cost: RunCost,
+    done: Advance,
+) -> list[dict[str, Any]]:
+    """Each question from the final state (the same checkpoint for all); their checks."""
+    script = strategy.script
+    final = strategy.graph.get_state(thread).config
+    known = {str(m.id): m for m in conversation.messages}
+    rows: list[dict[str, Any]] = []
+    for index, item in enumerate(conversation.questions):
+        script.ask(index, item.question)
+        strategy.graph.invoke(
+            {"messages": [HumanMessage(item.question, id=f"question-{index}")]},
+            {**final, "recursion_limit": 50},
+        )
+        answer = script.answers.get(index) if reader is not None else None
+        rows.append(_question_checks(item, script.calls[-1], known, answer))
+        done(cost.question, f"question {index + 1}/{len(conversation.questions)}")
+    return rows
+
+
+@dataclass
+class _CallChecks:
+    """What the replay's model inputs held: coverage faults, orphans, summaries."""
+
+    gaps: int = 0
+    overlaps: int = 0
+    orphans: int = 0
+    most_summaries: int = 0
+    compaction_calls: list[int] = field(default_factory=list)
+    """Indexes of the calls right after a compaction (the first with a new summary)."""
+
+
+def _check_calls(
+    strategy: Strategy,
+    replay_calls: Sequence[ModelCall],
+    history: list[str],
+    history_at_call: Sequence[int],
+) -> _CallChecks:
+    ids_by_seq: list[str] = []
+    if strategy.store is not None:
+        ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
+    checks = _CallChecks()
+    last_key: str | None = None
+    for index, call in enumerate(replay_calls):
+        seen = history[: history_at_call[index]]
+        summaries = summary_messages(call.messages)
+        present = {str(m.id) for m in call.messages if m.id and m not in summaries}
+        claimed = _claimed(strategy, call, seen, ids_by_seq)
+        gap, overlap = coverage(present, claimed, seen, len(summaries))
+        checks.gaps += gap
+        checks.overlaps += overlap
+        checks.orphans += orphan_tool_messages(call.messages)
+        checks.most_summaries = max(checks.most_summaries, len(summaries))
+        key = _summary_key(summaries[0]) if summaries else None
+        if key is not None and key != last_key:
+            checks.compaction_calls.append(index)
+        last_key = key
+    return checks
+
+
+def _series(replay_calls: Sequence[ModelCall], checks: _CallChecks) -> dict[str, list[int]]:
+    """``series.json``'s entry of one run: input tokens and turn per call, and the calls right
+    after a compaction."""
+    return {
+        "input_tokens": [call.input_tokens for call in replay_calls],
+        "turn": [call.turn for call in replay_calls],
+        "compaction_calls": checks.compaction_calls,
+    }
+
+
+def _log_run(log: Log, run: ConversationRun, wall: float) -> None:
+    m = run.metrics
+    log(
+        f"{run.conversation} · {run.strategy}: evidence {m['evidence_available_lenient']}, "
+        f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
+        f"compactions {m['compactions']}, {wall:.1f} s"
+    )
 
 
 def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
@@ -398,8 +461,6 @@ def run_eval(
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
     counter = counter or default_counter("gpt-4o")
-    config = eval_config(window)
-    budget = config.resolve()
     runs: dict[str, list[ConversationRun]] = {name: [] for name in strategies}
     series: dict[str, Any] = {}
     replays = [replay_turns(conversation) for conversation in conversations]
@@ -407,19 +468,7 @@ def run_eval(
         progress.plan(plan_eval(conversations, strategies, replays))
     for conversation, turns in zip(conversations, replays, strict=True):
         for name in strategies:
-            task = (
-                progress.task(
-                    task_name(conversation, name),
-                    total=run_cost(name, turns, len(conversation.questions)).total,
-                )
-                if progress is not None
-                else None
-            )
-
-            def advance(units: float, detail: str, task: Any = task) -> None:
-                if progress is not None:
-                    progress.advance(task, units, detail=detail)
-
+            task, advance = _progress_task(progress, conversation, name, turns)
             run = run_conversation(
                 conversation,
                 name,
@@ -444,17 +493,50 @@ def run_eval(
         "seed": seed,
         "conversations": [c.name for c in conversations],
         "versions": _versions(),
-        "settings": {
-            "retrieval_tokens": retrieval_tokens,
-            "usable": budget.usable,
-            "trigger": budget.trigger,
-            "target": budget.target,
-            "keep_recent_tokens": budget.keep_recent_tokens,
-            "summary_max_tokens": config.summary_max_tokens,
-            "counter": counter.id,
-            "reader": "scripted" if reader is None else _model_name(reader),
-            "summarizer": "extractive" if summary_model is None else _model_name(summary_model),
-        },
+        "settings": _settings(window, retrieval_tokens, counter, reader, summary_model),
         "strategies": {name: aggregate(runs[name]) for name in strategies},
     }
     return metrics, series
+
+
+def _progress_task(
+    progress: Any, conversation: Conversation, name: str, turns: Sequence[ReplayTurn]
+) -> tuple[Any, Advance]:
+    """The progress task of one run (``None`` without progress) and how the run advances it."""
+    task = (
+        progress.task(
+            task_name(conversation, name),
+            total=run_cost(name, turns, len(conversation.questions)).total,
+        )
+        if progress is not None
+        else None
+    )
+
+    def advance(units: float, detail: str) -> None:
+        if progress is not None:
+            progress.advance(task, units, detail=detail)
+
+    return task, advance
+
+
+def _settings(
+    window: int,
+    retrieval_tokens: int,
+    counter: TokenCounter,
+    reader: BaseChatModel | None,
+    summary_model: BaseChatModel | None,
+) -> dict[str, Any]:
+    """``metrics["settings"]``: the budget the window resolves to and who reads and summarizes."""
+    config = eval_config(window)
+    budget = config.resolve()
+    return {
+        "retrieval_tokens": retrieval_tokens,
+        "usable": budget.usable,
+        "trigger": budget.trigger,
+        "target": budget.target,
+        "keep_recent_tokens": budget.keep_recent_tokens,
+        "summary_max_tokens": config.summary_max_tokens,
+        "counter": counter.id,
+        "reader": "scripted" if reader is None else _model_name(reader),
+        "summarizer": "extractive" if summary_model is None else _model_name(summary_model),
+    }

@@ -39,7 +39,7 @@ from ctx_langgraph.compaction.format import SummaryDocument
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
 from ctx_langgraph.datasets import Conversation
 from ctx_langgraph.errors import DatasetError, SummaryFormatError
-from ctx_langgraph.history._serde import message_to_row
+from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import HistoryEvent
 from ctx_langgraph.testing import MeteringChatModel
 

@@ -10,16 +10,22 @@ figure is drawn, and without it :func:`write_report` still writes the Markdown r
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any
 
 from ctx_langgraph.core.table import format_table
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from ctx_langgraph.eval._readings import (
+    CATEGORY_LABELS,
+    category_entry,
+    category_label,
+    is_number,
+    question_categories,
+    strategy_entries,
+)
+from ctx_langgraph.eval.figures import category_figure, input_tokens_figure, plots_available
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -28,17 +34,9 @@ __all__ = [
     "category_table",
     "input_tokens_figure",
     "summary_table",
+    "write_outputs",
     "write_report",
 ]
-
-CATEGORY_LABELS: dict[str, str] = {
-    "1": "1 multi-hop",
-    "2": "2 temporal",
-    "3": "3 open-domain",
-    "4": "4 single-hop",
-    "5": "5 adversarial",
-}
-"""Display names of LoCoMo's numbered question categories; other categories show verbatim."""
 
 METRIC_DEFINITIONS: dict[str, str] = {
     "evidence_available_strict": (
@@ -93,38 +91,28 @@ _MISSING = "n/a"
 _INSTALL_HINT = "pip install 'ctx-langgraph[eval]'"
 
 
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _pct(value: object) -> str:
-    if _is_number(value):
+    if is_number(value):
         return f"{value * 100:.1f}%"
     return _MISSING
 
 
 def _int(value: object) -> str:
-    if _is_number(value):
+    if is_number(value):
         return f"{round(value):,}"
     return _MISSING
 
 
 def _f1(value: object) -> str:
-    if _is_number(value):
+    if is_number(value):
         return f"{value:.3f}"
     return _MISSING
 
 
 def _seconds(value: object) -> str:
-    if _is_number(value):
+    if is_number(value):
         return f"{value:,.1f}"
     return _MISSING
-
-
-def _number(value: object) -> float:
-    if _is_number(value):
-        return float(value)
-    return math.nan
 
 
 _Column = tuple[str, str, Callable[[object], str]]
@@ -161,11 +149,6 @@ _ALL_COLUMNS: list[_Column] = [
 ]
 
 
-def _strategies(metrics: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    strategies: Mapping[str, Any] = metrics.get("strategies") or {}
-    return {str(name): entry or {} for name, entry in strategies.items()}
-
-
 def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Column]:
     def present(key: str) -> bool:
         return any(entry.get(key) is not None for entry in strategies.values())
@@ -179,7 +162,7 @@ def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Colum
 
 
 def _summary(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    strategies = _strategies(metrics)
+    strategies = strategy_entries(metrics)
     columns = _summary_columns(strategies)
     headers = ["strategy", *(title for title, _, _ in columns)]
     rows = [
@@ -189,46 +172,15 @@ def _summary(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def _category_key(order: Sequence[str]) -> Callable[[str], tuple[int, int]]:
-    def key(category: str) -> tuple[int, int]:
-        if category.isdigit():
-            return (0, int(category))
-        return (1, order.index(category))
-
-    return key
-
-
-def _categories(strategies: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    seen: list[str] = []
-    for entry in strategies.values():
-        for category in entry.get("by_category") or {}:
-            if str(category) not in seen:
-                seen.append(str(category))
-    return sorted(seen, key=_category_key(seen))
-
-
-def _category_entry(entry: Mapping[str, Any], category: str) -> Mapping[str, Any] | None:
-    by_category: Mapping[Any, Any] = entry.get("by_category") or {}
-    for key, value in by_category.items():
-        if str(key) == category:
-            found: Mapping[str, Any] = value or {}
-            return found
-    return None
-
-
-def _category_label(category: str) -> str:
-    return CATEGORY_LABELS.get(category, category)
-
-
 def _category(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    strategies = _strategies(metrics)
+    strategies = strategy_entries(metrics)
     headers = ["category", "questions", *strategies]
     rows: list[list[str]] = []
-    for category in _categories(strategies):
+    for category in question_categories(strategies):
         cells: list[str] = []
         questions: object = None
         for entry in strategies.values():
-            found = _category_entry(entry, category)
+            found = category_entry(entry, category)
             if found is None:
                 cells.append(_MISSING)
                 continue
@@ -237,13 +189,13 @@ def _category(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
             lenient = _pct(found.get("evidence_available_lenient"))
             answer = _pct(found.get("answer_in_context"))
             cells.append(f"{lenient} / {answer}")
-        rows.append([_category_label(category), _int(questions), *cells])
+        rows.append([category_label(category), _int(questions), *cells])
     return headers, rows
 
 
 def _conversation_names(metrics: Mapping[str, Any]) -> list[str]:
     names = [str(name) for name in metrics.get("conversations") or []]
-    for entry in _strategies(metrics).values():
+    for entry in strategy_entries(metrics).values():
         for name in entry.get("conversations") or {}:
             if str(name) not in names:
                 names.append(str(name))
@@ -253,7 +205,7 @@ def _conversation_names(metrics: Mapping[str, Any]) -> list[str]:
 def _per_conversation(
     metrics: Mapping[str, Any], key: str, render: Callable[[object], str]
 ) -> tuple[list[str], list[list[str]]]:
-    strategies = _strategies(metrics)
+    strategies = strategy_entries(metrics)
     headers = ["conversation", *strategies]
     rows: list[list[str]] = []
     for conversation in _conversation_names(metrics):
@@ -347,161 +299,6 @@ def category_table(metrics: dict[str, Any]) -> str:
 
 def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "conversation"
-
-
-def _color(index: int) -> str:
-    return f"C{index % 10}"
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def input_tokens_figure(
-    metrics: dict[str, Any], series: dict[str, Any], conversation: str
-) -> Figure:
-    """Input tokens of every model call of one conversation, one line per strategy.
-
-    Calls right after a compaction are marked on the line, the window is a dashed horizontal
-    line, and the usable window (``settings["usable"]``, when given) a dotted one. Every strategy of ``metrics`` is in the legend, with ``(no calls)`` when
-    ``series`` has nothing for it. Needs matplotlib (raises ``ImportError`` without it).
-    """
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
-
-    figure = _new_figure(11, 5.5)
-    axes = figure.add_subplot()
-    per_strategy: Mapping[str, Any] = series.get(conversation) or {}
-    window = metrics.get("window")
-    # the window, not a strategy that outgrows it many times over, sets the scale
-    ceiling = 2.5 * float(window) if _is_number(window) else None
-    any_compaction = False
-    for index, name in enumerate(_strategies(metrics)):
-        data: Mapping[str, Any] = per_strategy.get(name) or {}
-        tokens = [int(value) for value in data.get("input_tokens") or []]
-        label = name if tokens else f"{name} (no calls)"
-        if ceiling is not None and tokens and max(tokens) > ceiling:
-            label = f"{name} (off the scale, up to {max(tokens):,})"
-        marks = sorted(
-            {int(call) for call in data.get("compaction_calls") or [] if 0 <= call < len(tokens)}
-        )
-        any_compaction = any_compaction or bool(marks)
-        axes.plot(
-            range(1, len(tokens) + 1),
-            tokens,
-            color=_color(index),
-            linewidth=1.2,
-            marker="o" if marks else "",
-            markevery=marks if marks else None,
-            markersize=5,
-            label=label,
-        )
-    handles, _ = axes.get_legend_handles_labels()
-    if ceiling is not None:
-        axes.set_ylim(0, ceiling)
-    if _is_number(window):
-        handles.append(
-            axes.axhline(
-                window,
-                color="black",
-                linestyle="--",
-                linewidth=1,
-                label=f"window ({round(window):,} tokens)",
-            )
-        )
-    settings: Mapping[str, Any] = metrics.get("settings") or {}
-    usable = settings.get("usable")
-    if _is_number(usable) and usable != window:
-        handles.append(
-            axes.axhline(
-                usable,
-                color="black",
-                linestyle=":",
-                linewidth=1,
-                label=f"usable ({round(usable):,} tokens)",
-            )
-        )
-    if any_compaction:
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="grey",
-                marker="o",
-                linestyle="none",
-                label="call right after a compaction",
-            )
-        )
-    axes.set_title(f"Input tokens per model call, conversation {conversation}")
-    axes.set_xlabel("model call")
-    axes.set_ylabel("input tokens")
-    axes.set_ylim(bottom=0)
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    axes.grid(True, alpha=0.3)
-    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
-    return figure
-
-
-def category_figure(metrics: dict[str, Any]) -> Figure:
-    """Grouped bars per question category, one bar per strategy.
-
-    Top panel: evidence available (lenient); bottom panel: answer in context. A missing value
-    draws no bar. Needs matplotlib (raises ``ImportError`` without it).
-    """
-    from matplotlib.ticker import PercentFormatter
-
-    strategies = _strategies(metrics)
-    categories = _categories(strategies)
-    figure = _new_figure(max(8.0, 1.2 * len(categories) + 4), 7.5)
-    top, bottom = figure.subplots(2, 1, sharex=True)
-    count = max(len(strategies), 1)
-    width = 0.8 / count
-    positions = range(len(categories))
-    panels = [
-        (top, "evidence_available_lenient", "evidence available (lenient)"),
-        (bottom, "answer_in_context", "answer in context"),
-    ]
-    for axes, key, title in panels:
-        for index, (name, entry) in enumerate(strategies.items()):
-            offset = (index - (count - 1) / 2) * width
-            values = [
-                _number((_category_entry(entry, category) or {}).get(key))
-                for category in categories
-            ]
-            axes.bar(
-                [position + offset for position in positions],
-                values,
-                width,
-                color=_color(index),
-                label=name,
-            )
-        axes.set_title(title)
-        axes.set_ylim(0, 1)
-        axes.yaxis.set_major_formatter(PercentFormatter(1.0))
-        axes.grid(True, axis="y", alpha=0.3)
-    if categories:
-        bottom.set_xticks(list(positions), [_category_label(c) for c in categories])
-    else:
-        top.text(0.5, 0.5, "no question categories", ha="center", va="center")
-    bottom.set_xlabel("question category")
-    handles, _ = top.get_legend_handles_labels()
-    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
-    return figure
-
-
-def _have_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-        from matplotlib.backends import backend_agg  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _header(metrics: Mapping[str, Any]) -> list[str]:
@@ -599,7 +396,7 @@ def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     plots: list[tuple[str, Path]] = []
-    plots_missing = not _have_matplotlib()
+    plots_missing = not plots_available()
     if not plots_missing:
         conversations = _conversation_names(metrics)
         conversations += [str(c) for c in series if str(c) not in conversations]
@@ -621,3 +418,11 @@ def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path)
     written.append(report)
     written += [path for _, path in plots]
     return written
+
+
+def write_outputs(metrics: dict[str, Any], series: dict[str, Any], out: Path) -> list[Path]:
+    """``metrics.json``, ``series.json``, ``report.md`` and the plots, in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (out / "series.json").write_text(json.dumps(series) + "\n")
+    return [out / "metrics.json", out / "series.json", *write_report(metrics, series, out)]

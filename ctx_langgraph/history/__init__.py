@@ -4,10 +4,9 @@ Two backends with one interface and one conformance suite:
 :class:`SQLiteHistoryStore` (embedded default) and :class:`PostgresHistoryStore`.
 """
 
-from ctx_langgraph.history._serde import text_projection
-from ctx_langgraph.history._sql import SCHEMA_VERSION
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.postgres import PostgresHistoryStore
+from ctx_langgraph.history.rows import text_projection
 from ctx_langgraph.history.sqlite import SQLiteHistoryStore
 from ctx_langgraph.history.types import (
     DEFAULT_BRANCH,
@@ -21,6 +20,7 @@ from ctx_langgraph.history.types import (
     Scope,
     SearchPage,
 )
+from ctx_langgraph.storage.migrations import SCHEMA_VERSION
 
 __all__ = [
     "DEFAULT_BRANCH",

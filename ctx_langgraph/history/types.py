@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, messages_from_dict
 
 from ctx_langgraph.core.scope import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 
@@ -59,9 +59,7 @@ class HistoryEvent:
     @property
     def message(self) -> BaseMessage:
         """The LangChain message, rebuilt exactly as it was appended."""
-        from ctx_langgraph.history._serde import message_from_record
-
-        return message_from_record(self.content)
+        return messages_from_dict([self.content])[0]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal, get_args
 
 from langchain_core.runnables import RunnableConfig
 
-from ctx_langgraph.history.types import Scope
+from ctx_langgraph.core.scope import Scope
 
 __all__ = [
     "MemoryCandidate",

@@ -1,5 +1,11 @@
-"""One thread's prune, written once: scoped statements on the savers' documented tables
-(run by sync and async executors), and the same policy on ``InMemorySaver``'s dictionaries."""
+"""One thread's prune, written once: scoped statements on the savers' documented tables, and the
+same policy on ``InMemorySaver``'s dictionaries.
+
+The statements are yielded as calls on an executor (``call(executor, "execute", statement)``)
+and run by :func:`ctx_langgraph.core.effects.run` or :func:`~ctx_langgraph.core.effects.arun`:
+:class:`SqliteExecutor` wraps a ``sqlite3`` or ``aiosqlite`` connection,
+:class:`PostgresExecutor` a psycopg cursor, sync or async.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,13 @@ import contextlib
 import datetime as dt
 import json
 from collections import defaultdict
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.errors import RetentionError
 from ctx_langgraph.retention.policy import (
     INTERRUPT_CHANNEL,
@@ -25,7 +32,7 @@ from ctx_langgraph.retention.report import RetentionReport
 
 
 @dataclass(frozen=True)
-class _Sql:
+class Statement:
     """One statement for a backend to run; ``fetch`` says whether its rows come back, and
     ``count`` whether its row count does."""
 
@@ -33,6 +40,61 @@ class _Sql:
     params: Sequence[Any] = ()
     fetch: bool = False
     count: bool = False
+
+
+class SqliteExecutor:
+    """Runs statements on a ``sqlite3`` connection (``execute``) or an ``aiosqlite`` one
+    (``aexecute``)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, statement: Statement) -> Any:
+        cur = self.conn.execute(statement.sql, list(statement.params))
+        if statement.fetch:
+            return cur.fetchall()
+        return cur.rowcount if statement.count else None
+
+    async def aexecute(self, statement: Statement) -> Any:
+        async with self.conn.execute(statement.sql, list(statement.params)) as cur:
+            if statement.fetch:
+                return list(await cur.fetchall())
+            return cur.rowcount if statement.count else None
+
+
+class PostgresExecutor:
+    """Runs statements on a psycopg cursor (``execute``) or async cursor (``aexecute``),
+    unprepared: PostgreSQL plans each statement knowing its arrays."""
+
+    def __init__(self, cur: Any) -> None:
+        self.cur = cur
+
+    def execute(self, statement: Statement) -> Any:
+        self.cur.execute(statement.sql, list(statement.params) or None, prepare=False)
+        if statement.fetch:
+            return self.cur.fetchall()
+        return self.cur.rowcount if statement.count else None
+
+    async def aexecute(self, statement: Statement) -> Any:
+        await self.cur.execute(statement.sql, list(statement.params) or None, prepare=False)
+        if statement.fetch:
+            return await self.cur.fetchall()
+        return self.cur.rowcount if statement.count else None
+
+
+Executor = SqliteExecutor | PostgresExecutor
+
+
+def _execute(
+    executor: Executor,
+    sql: str,
+    params: Sequence[Any] = (),
+    *,
+    fetch: bool = False,
+    count: bool = False,
+) -> Flow[Any]:
+    """The statement's result: its rows with ``fetch``, its row count with ``count``."""
+    return (yield call(executor, "execute", Statement(sql, params, fetch, count)))
 
 
 Dialect = Literal["sqlite", "postgres"]
@@ -95,24 +157,115 @@ def _in(dialect: Dialect, values: Sequence[str]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join('?' * len(values))})", list(values)
 
 
-def _sql_thread_flow(
-    dialect: Dialect,
-    thread_id: str,
-    policy: RetentionPolicy,
-    now: dt.datetime,
-    dry_run: bool,
-) -> Generator[_Sql, Any, RetentionReport]:
-    """One thread's prune, as statements run in one transaction."""
-    p = "%s" if dialect == "postgres" else "?"
+def thread_ids(executor: Executor) -> Flow[list[str]]:
+    """Every thread with a checkpoint, in order."""
+    return [str(r[0]) for r in (yield from _execute(executor, _THREADS, fetch=True))]
+
+
+def _read_rows(executor: Executor, dialect: Dialect, thread_id: str) -> Flow[list[_Row]]:
+    """The thread's checkpoints (on PostgreSQL in one ``REPEATABLE READ`` snapshot); a thread
+    that uses a ``DeltaChannel`` is refused."""
     if dialect == "postgres":
-        yield _Sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    records = yield _Sql(_ROWS[dialect], (INTERRUPT_CHANNEL, thread_id), fetch=True)
+        yield from _execute(executor, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    records = yield from _execute(
+        executor, _ROWS[dialect], (INTERRUPT_CHANNEL, thread_id), fetch=True
+    )
     rows = [_row(r) for r in records]
     if any(r.delta for r in rows):
         raise RetentionError(
             f"thread {thread_id!r} uses a DeltaChannel: its values are rebuilt from older "
             "checkpoints, so they cannot be pruned by age or count"
         )
+    return rows
+
+
+def _delete_checkpoints(
+    executor: Executor, dialect: Dialect, thread_id: str, ns: str, gone: Sequence[str]
+) -> Flow[int]:
+    """Delete the namespace's ``gone`` checkpoints and their writes; how many writes went."""
+    p = "%s" if dialect == "postgres" else "?"
+    writes_deleted = 0
+    for chunk in _chunks(gone):
+        test, values = _in(dialect, chunk)
+        writes_deleted += yield from _execute(
+            executor,
+            f"DELETE FROM {_WRITES_TABLE[dialect]} WHERE thread_id = {p} AND "
+            f"checkpoint_ns = {p} AND checkpoint_id {test}",
+            [thread_id, ns, *values],
+            count=True,
+        )
+        yield from _execute(
+            executor,
+            f"DELETE FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p} "
+            f"AND checkpoint_id {test}",
+            [thread_id, ns, *values],
+        )
+    return writes_deleted
+
+
+def _unlink_orphans(
+    executor: Executor, dialect: Dialect, thread_id: str, ns: str, orphans: Sequence[str]
+) -> Flow[None]:
+    """Kept checkpoints whose parent was deleted are left with no parent."""
+    p = "%s" if dialect == "postgres" else "?"
+    for chunk in _chunks(orphans):
+        test, values = _in(dialect, chunk)
+        yield from _execute(
+            executor,
+            f"UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = {p} "
+            f"AND checkpoint_ns = {p} AND checkpoint_id {test}",
+            [thread_id, ns, *values],
+        )
+
+
+def _delete_unreferenced_blobs(
+    executor: Executor, thread_id: str, ns: str
+) -> Flow[tuple[int, int]]:
+    """PostgreSQL: a blob goes only when no kept checkpoint of the namespace references its
+    version. Returns how many blobs went and their bytes."""
+    stored = yield from _execute(
+        executor,
+        "SELECT channel, version, octet_length(blob) FROM checkpoint_blobs "
+        "WHERE thread_id = %s AND checkpoint_ns = %s",
+        (thread_id, ns),
+        fetch=True,
+    )
+    referenced = yield from _execute(
+        executor,
+        "SELECT DISTINCT v.key, v.value FROM checkpoints c CROSS JOIN LATERAL "
+        "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
+        "WHERE c.thread_id = %s AND c.checkpoint_ns = %s",
+        (thread_id, ns),
+        fetch=True,
+    )
+    live = {(str(c), str(v)) for c, v in referenced}
+    garbage: dict[str, list[str]] = defaultdict(list)
+    freed = deleted = 0
+    for channel, version, size in stored:
+        if (str(channel), str(version)) not in live:
+            garbage[str(channel)].append(str(version))
+            freed += int(size or 0)
+    for channel, versions in garbage.items():
+        deleted += yield from _execute(
+            executor,
+            "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
+            "AND channel = %s AND version = ANY(%s)",
+            (thread_id, ns, channel, versions),
+            count=True,
+        )
+    return deleted, freed
+
+
+def sql_thread_flow(
+    executor: Executor,
+    dialect: Dialect,
+    thread_id: str,
+    policy: RetentionPolicy,
+    now: dt.datetime,
+    dry_run: bool,
+) -> Flow[RetentionReport]:
+    """One thread's prune, as statements run in one transaction."""
+    rows = yield from _read_rows(executor, dialect, thread_id)
     decisions = decide(thread_id, rows, policy, now)
     removed = [d for d in decisions if not d.kept]
     freed = sum(d.bytes for d in removed)
@@ -126,55 +279,14 @@ def _sql_thread_flow(
         gone = [d.checkpoint_id for d in ns_decisions if not d.kept]
         if not gone:
             continue
-        for chunk in _chunks(gone):
-            test, values = _in(dialect, chunk)
-            writes_deleted += yield _Sql(
-                f"DELETE FROM {_WRITES_TABLE[dialect]} WHERE thread_id = {p} AND "
-                f"checkpoint_ns = {p} AND checkpoint_id {test}",
-                [thread_id, ns, *values],
-                count=True,
-            )
-            yield _Sql(
-                f"DELETE FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p} "
-                f"AND checkpoint_id {test}",
-                [thread_id, ns, *values],
-            )
-        orphans = [d.checkpoint_id for d in ns_decisions if d.kept and d.parent_id in set(gone)]
-        for chunk in _chunks(orphans):
-            test, values = _in(dialect, chunk)
-            yield _Sql(
-                f"UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE thread_id = {p} "
-                f"AND checkpoint_ns = {p} AND checkpoint_id {test}",
-                [thread_id, ns, *values],
-            )
+        writes_deleted += yield from _delete_checkpoints(executor, dialect, thread_id, ns, gone)
+        gone_ids = set(gone)
+        orphans = [d.checkpoint_id for d in ns_decisions if d.kept and d.parent_id in gone_ids]
+        yield from _unlink_orphans(executor, dialect, thread_id, ns, orphans)
         if dialect == "postgres":
-            # a blob goes only when no kept checkpoint of the namespace references its version
-            stored = yield _Sql(
-                "SELECT channel, version, octet_length(blob) FROM checkpoint_blobs "
-                "WHERE thread_id = %s AND checkpoint_ns = %s",
-                (thread_id, ns),
-                fetch=True,
-            )
-            referenced = yield _Sql(
-                "SELECT DISTINCT v.key, v.value FROM checkpoints c CROSS JOIN LATERAL "
-                "jsonb_each_text(c.checkpoint -> 'channel_versions') AS v "
-                "WHERE c.thread_id = %s AND c.checkpoint_ns = %s",
-                (thread_id, ns),
-                fetch=True,
-            )
-            live = {(str(c), str(v)) for c, v in referenced}
-            garbage: dict[str, list[str]] = defaultdict(list)
-            for channel, version, size in stored:
-                if (str(channel), str(version)) not in live:
-                    garbage[str(channel)].append(str(version))
-                    freed += int(size or 0)
-            for channel, versions in garbage.items():
-                blobs_deleted += yield _Sql(
-                    "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s "
-                    "AND channel = %s AND version = ANY(%s)",
-                    (thread_id, ns, channel, versions),
-                    count=True,
-                )
+            deleted, blob_bytes = yield from _delete_unreferenced_blobs(executor, thread_id, ns)
+            blobs_deleted += deleted
+            freed += blob_bytes
     return RetentionReport(
         False,
         tuple(decisions),
@@ -254,35 +366,6 @@ def _memory_prune(
     return RetentionReport(
         False, tuple(decisions), writes_deleted, blobs_deleted, freed, (thread_id,)
     )
-
-
-def _sqlite_run(conn: Any, stmt: _Sql) -> Any:
-    cur = conn.execute(stmt.sql, list(stmt.params))
-    if stmt.fetch:
-        return cur.fetchall()
-    return cur.rowcount if stmt.count else None
-
-
-async def _aiosqlite_run(conn: Any, stmt: _Sql) -> Any:
-    async with conn.execute(stmt.sql, list(stmt.params)) as cur:
-        if stmt.fetch:
-            return list(await cur.fetchall())
-        return cur.rowcount if stmt.count else None
-
-
-def _pg_run(cur: Any, stmt: _Sql) -> Any:
-    # unprepared: PostgreSQL plans each statement knowing its arrays
-    cur.execute(stmt.sql, list(stmt.params) or None, prepare=False)
-    if stmt.fetch:
-        return cur.fetchall()
-    return cur.rowcount if stmt.count else None
-
-
-async def _apg_run(cur: Any, stmt: _Sql) -> Any:
-    await cur.execute(stmt.sql, list(stmt.params) or None, prepare=False)
-    if stmt.fetch:
-        return await cur.fetchall()
-    return cur.rowcount if stmt.count else None
 
 
 @contextlib.contextmanager

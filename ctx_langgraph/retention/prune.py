@@ -12,20 +12,18 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctx_langgraph._flow import arun_flow, run_flow
+from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.errors import RetentionError
 from ctx_langgraph.retention._sql import (
-    _THREADS,
     Dialect,
-    _aiosqlite_run,
+    Executor,
+    PostgresExecutor,
+    SqliteExecutor,
     _apg_connection,
-    _apg_run,
     _memory_prune,
     _pg_connection,
-    _pg_run,
-    _Sql,
-    _sql_thread_flow,
-    _sqlite_run,
+    sql_thread_flow,
+    thread_ids,
 )
 from ctx_langgraph.retention.policy import RetentionPolicy
 from ctx_langgraph.retention.report import RetentionReport
@@ -139,8 +137,8 @@ class CheckpointRetention:
         saver = self.checkpointer
         if isinstance(saver, InMemorySaver):
             return sorted(saver.storage)
-        with self._sync_cursor() as run:
-            return [str(r[0]) for r in run(_Sql(_THREADS, fetch=True))]
+        with self._sync_cursor() as executor:
+            return run(thread_ids(executor))
 
     def _prune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         saver = self.checkpointer
@@ -149,9 +147,11 @@ class CheckpointRetention:
         assert self.dialect is not None
         for attempt in range(_RETRIES):
             try:
-                with self._sync_cursor(transaction=True) as run:
-                    flow = _sql_thread_flow(self.dialect, thread_id, self.policy, now, dry_run)
-                    return run_flow(flow, run)
+                with self._sync_cursor(transaction=True) as executor:
+                    flow = sql_thread_flow(
+                        executor, self.dialect, thread_id, self.policy, now, dry_run
+                    )
+                    return run(flow)
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
@@ -159,7 +159,7 @@ class CheckpointRetention:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.contextmanager
-    def _sync_cursor(self, *, transaction: bool = False) -> Iterator[Any]:
+    def _sync_cursor(self, *, transaction: bool = False) -> Iterator[Executor]:
         saver: Any = self.checkpointer
         if self.dialect == "sqlite":
             saver.setup()
@@ -168,7 +168,7 @@ class CheckpointRetention:
                 if transaction:
                     conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield lambda stmt: _sqlite_run(conn, stmt)
+                    yield SqliteExecutor(conn)
                     if transaction:
                         conn.commit()
                 except BaseException:
@@ -185,7 +185,7 @@ class CheckpointRetention:
                 conn.transaction() if transaction else contextlib.nullcontext(),
                 conn.cursor(row_factory=tuple_row) as cur,
             ):
-                yield lambda stmt: _pg_run(cur, stmt)
+                yield PostgresExecutor(cur)
 
     # ------------------------------------------------------------------ async
 
@@ -202,8 +202,8 @@ class CheckpointRetention:
         if thread_id is not None:
             threads = [thread_id]
         else:
-            async with self._async_cursor() as run:
-                threads = [str(r[0]) for r in await run(_Sql(_THREADS, fetch=True))]
+            async with self._async_cursor() as executor:
+                threads = await arun(thread_ids(executor))
         report = RetentionReport(dry_run, bytes_freed=0)
         for thread in threads:
             try:
@@ -218,9 +218,11 @@ class CheckpointRetention:
         assert self.dialect is not None
         for attempt in range(_RETRIES):
             try:
-                async with self._async_cursor(transaction=True) as run:
-                    flow = _sql_thread_flow(self.dialect, thread_id, self.policy, now, dry_run)
-                    return await arun_flow(flow, run)
+                async with self._async_cursor(transaction=True) as executor:
+                    flow = sql_thread_flow(
+                        executor, self.dialect, thread_id, self.policy, now, dry_run
+                    )
+                    return await arun(flow)
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
@@ -228,7 +230,7 @@ class CheckpointRetention:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @contextlib.asynccontextmanager
-    async def _async_cursor(self, *, transaction: bool = False) -> AsyncIterator[Any]:
+    async def _async_cursor(self, *, transaction: bool = False) -> AsyncIterator[Executor]:
         saver: Any = self.checkpointer
         if self.dialect == "sqlite":
             await saver.setup()
@@ -237,7 +239,7 @@ class CheckpointRetention:
                 if transaction:
                     await conn.execute("BEGIN IMMEDIATE")
                 try:
-                    yield lambda stmt: _aiosqlite_run(conn, stmt)
+                    yield SqliteExecutor(conn)
                     if transaction:
                         await conn.commit()
                 except BaseException:
@@ -254,8 +256,4 @@ class CheckpointRetention:
                 conn.transaction() if transaction else contextlib.nullcontext(),
                 conn.cursor(row_factory=tuple_row) as cur,
             ):
-
-                async def run(stmt: _Sql) -> Any:
-                    return await _apg_run(cur, stmt)
-
-                yield run
+                yield PostgresExecutor(cur)

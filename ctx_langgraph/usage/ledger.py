@@ -21,13 +21,22 @@ import datetime as dt
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ctx_langgraph.core.scope import Scope, ensure_scope
-from ctx_langgraph.history._ops import Op
-from ctx_langgraph.history._serde import load_text, store_text
-from ctx_langgraph.history._sql import Dialect, Stmt
-from ctx_langgraph.history.base import HistoryStore, _Call
+from ctx_langgraph.storage.codec import load_text, store_text
+from ctx_langgraph.storage.dialects import Dialect
+from ctx_langgraph.storage.runner import Database
+from ctx_langgraph.storage.statements import Op, Stmt
+from ctx_langgraph.usage.booking import (
+    TOTALS_COLUMNS,
+    BookingPlan,
+    BookingReason,
+    LedgerRecord,
+    StoredCall,
+    ledger_record,
+    plan_booking,
+)
 from ctx_langgraph.usage.prices import PriceTable
 from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
 
@@ -36,7 +45,6 @@ __all__ = ["PURPOSES", "BookedDelta", "LedgerRecord", "UsageLedger", "UsageTotal
 PURPOSES = ("answer", "summary", "retry", "lookup", "memory", "other")
 """Purposes the package itself books; any other non-empty string is accepted too."""
 
-BookingReason = Literal["new", "update", "duplicate", "stale"]
 GROUP_COLUMNS = ("tenant", "thread_id", "branch", "purpose", "provider", "model")
 
 _CALL_COLS = (
@@ -44,22 +52,6 @@ _CALL_COLS = (
     + ", ".join(COUNT_FIELDS)
     + ", cost_nano_usd, raw"
 )
-
-
-@dataclass(frozen=True)
-class LedgerRecord:
-    """What the ledger holds for one call."""
-
-    call_key: str
-    scope: Scope
-    purpose: str
-    status: UsageStatus
-    version: int
-    usage: NormalizedUsage
-    """The booked counts; ``usage.raw`` is the provider's payload for a partial or unknown
-    record, ``{}`` for a complete one."""
-    cost: float | None
-    """USD, or None when the model has no price or a needed count is unknown."""
 
 
 @dataclass(frozen=True)
@@ -95,105 +87,6 @@ class UsageTotals:
     """Calls whose cost is unknown: when above 0, ``cost`` is a lower bound."""
 
 
-@dataclass(frozen=True)
-class _Stored:
-    purpose: str
-    provider: str
-    model: str
-    status: str
-    version: int
-    counts: dict[str, int | None]
-    cost_nano: int | None
-    response_id: str | None
-    raw: dict[str, Any]
-
-    @property
-    def booked(self) -> bool:
-        return self.version >= 0
-
-
-def _record(call_key: str, scope: Scope, stored: _Stored) -> LedgerRecord:
-    usage = NormalizedUsage(
-        **stored.counts,
-        provider=stored.provider,  # type: ignore[arg-type]
-        model=stored.model or None,
-        response_id=stored.response_id,
-        complete=stored.status == "complete",
-        raw=stored.raw,
-    )
-    return LedgerRecord(
-        call_key=call_key,
-        scope=scope,
-        purpose=stored.purpose,
-        status=stored.status,  # type: ignore[arg-type]
-        version=stored.version,
-        usage=usage,
-        cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
-    )
-
-
-@dataclass(frozen=True)
-class BookingPlan:
-    stored: _Stored
-    reason: BookingReason
-    adjustments: list[tuple[tuple[str, str, str], dict[str, int]]]
-    """(purpose, provider, model) -> signed changes of the totals columns."""
-    deltas: dict[str, int]
-    cost_delta_nano: int
-
-
-def _totals_row(stored: _Stored, sign: int) -> dict[str, int]:
-    row = {name: sign * (stored.counts[name] or 0) for name in COUNT_FIELDS}
-    row["calls"] = sign
-    row["unknown_calls"] = sign * (stored.status == "unknown")
-    row["cost_nano_usd"] = sign * (stored.cost_nano or 0)
-    row["cost_unknown_calls"] = sign * (stored.cost_nano is None)
-    return row
-
-
-def plan_booking(
-    old: _Stored,
-    usage: NormalizedUsage,
-    *,
-    purpose: str,
-    status: UsageStatus,
-    version: int,
-    cost_nano: Callable[[NormalizedUsage], int | None],
-) -> BookingPlan:
-    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes."""
-    zero = dict.fromkeys(COUNT_FIELDS, 0)
-    if old.booked and version <= old.version:
-        return BookingPlan(old, "duplicate" if version == old.version else "stale", [], zero, 0)
-    previous = _record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
-    merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
-    stored = _Stored(
-        purpose=purpose,
-        provider=merged.provider,
-        model=merged.model or "",
-        status=status,
-        version=version,
-        counts={name: getattr(merged, name) for name in COUNT_FIELDS},
-        cost_nano=cost_nano(merged),
-        response_id=merged.response_id,
-        raw={} if status == "complete" else dict(usage.raw),
-    )
-    adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
-    for record, sign in ((old, -1), (stored, 1)):
-        if sign == -1 and not record.booked:
-            continue
-        key = (record.purpose, record.provider, record.model)
-        row = adjustments.setdefault(key, {})
-        for column, value in _totals_row(record, sign).items():
-            row[column] = row.get(column, 0) + value
-    deltas = {
-        name: (stored.counts[name] or 0) - ((old.counts[name] or 0) if old.booked else 0)
-        for name in COUNT_FIELDS
-    }
-    cost_delta = (stored.cost_nano or 0) - ((old.cost_nano or 0) if old.booked else 0)
-    changes = [(key, row) for key, row in adjustments.items() if any(row.values())]
-    return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)
-
-
 def _stored(value: str | None) -> str | None:
     """A text column as written: NUL bytes and lone surrogates (a provider's odd model name or
     response id) escaped, so any text is stored on both backends."""
@@ -204,8 +97,8 @@ def _loaded(value: str | None) -> str | None:
     return None if value is None else load_text(value)
 
 
-def _stored_from_row(row: Sequence[Any]) -> _Stored:
-    return _Stored(
+def _stored_from_row(row: Sequence[Any]) -> StoredCall:
+    return StoredCall(
         purpose=load_text(row[4]),
         provider=load_text(row[5]),
         model=load_text(row[6]),
@@ -221,93 +114,129 @@ def _stored_from_row(row: Sequence[Any]) -> _Stored:
     )
 
 
+_PLACEHOLDER = (
+    "INSERT INTO ctx_usage_calls (call_key, tenant, thread_id, branch, purpose, provider, model, status, "
+    "version, raw, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, '', 'unknown', -1, '{}', ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+_UPDATE_CALL = (
+    "UPDATE ctx_usage_calls SET purpose = ?, provider = ?, model = ?, status = ?, version = ?, "
+    "response_id = ?, "
+    + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
+    + ", cost_nano_usd = ?, raw = ?, updated_at = ? WHERE call_key = ?"
+)
+_ADD_TO_TOTALS = (
+    f"INSERT INTO ctx_usage_totals (tenant, thread_id, branch, purpose, provider, model, "
+    f"{', '.join(TOTALS_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, {', '.join('?' * len(TOTALS_COLUMNS))}) "
+    "ON CONFLICT (tenant, thread_id, branch, purpose, provider, model) DO UPDATE SET "
+    + ", ".join(f"{c} = ctx_usage_totals.{c} + excluded.{c}" for c in TOTALS_COLUMNS)
+)
+
+
+@dataclass(frozen=True)
+class _Event:
+    """One usage event to book: the call, its thread, its usage, purpose, status and version."""
+
+    call_key: str
+    scope: Scope
+    usage: NormalizedUsage
+    purpose: str
+    status: UsageStatus
+    version: int
+
+
 def _record_op(
     d: Dialect,
-    call_key: str,
-    scope: Scope,
-    usage: NormalizedUsage,
-    purpose: str,
-    status: UsageStatus,
-    version: int,
+    event: _Event,
     cost_nano: Callable[[NormalizedUsage], int | None],
     now: dt.datetime,
 ) -> Op[BookedDelta]:
+    """Book one event: lock the call's row, plan the booking, write the row and the totals'
+    differences, all in the caller's transaction."""
+    yield from _ensure_row(d, event, now)
+    row = yield from _lock_row(d, event.call_key)
+    owner = Scope(row[2], row[1], row[3])
+    plan = plan_booking(
+        _stored_from_row(row),
+        event.usage,
+        purpose=event.purpose,
+        status=event.status,
+        version=event.version,
+        cost_nano=cost_nano,
+    )
+    if plan.reason in ("new", "update"):
+        yield from _write_row(d, event.call_key, plan.stored, now)
+        yield from _add_to_totals(owner, plan)
+    return BookedDelta(
+        call_key=event.call_key,
+        reason=plan.reason,
+        deltas=plan.deltas,
+        cost_delta=plan.cost_delta_nano / 1e9,
+        record=ledger_record(event.call_key, owner, plan.stored),
+    )
+
+
+def _ensure_row(d: Dialect, event: _Event, now: dt.datetime) -> Op[None]:
     # A placeholder row (version -1, nothing booked) makes the row lock work for the very first
     # event too: racing workers serialize on it instead of both inserting.
     yield Stmt(
-        "INSERT INTO ctx_usage_calls (call_key, tenant, thread_id, branch, purpose, provider, model, status, "
-        "version, raw, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, '', 'unknown', -1, '{}', ?, ?) "
-        "ON CONFLICT DO NOTHING",
+        _PLACEHOLDER,
         (
-            store_text(call_key),
-            scope.tenant,
-            scope.thread_id,
-            scope.branch,
-            store_text(purpose),
-            store_text(usage.provider),
+            store_text(event.call_key),
+            event.scope.tenant,
+            event.scope.thread_id,
+            event.scope.branch,
+            store_text(event.purpose),
+            store_text(event.usage.provider),
             d.ts(now),
             d.ts(now),
         ),
     )
-    row = yield Stmt(
+
+
+def _lock_row(d: Dialect, call_key: str) -> Op[Sequence[Any]]:
+    row: Sequence[Any] = yield Stmt(
         f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?" + d.for_update,
         (store_text(call_key),),
         "one",
     )
-    owner = Scope(row[2], row[1], row[3])
-    plan = plan_booking(
-        _stored_from_row(row),
-        usage,
-        purpose=purpose,
-        status=status,
-        version=version,
-        cost_nano=cost_nano,
+    return row
+
+
+def _write_row(d: Dialect, call_key: str, stored: StoredCall, now: dt.datetime) -> Op[None]:
+    yield Stmt(
+        _UPDATE_CALL,
+        (
+            store_text(stored.purpose),
+            store_text(stored.provider),
+            store_text(stored.model),
+            stored.status,
+            stored.version,
+            _stored(stored.response_id),
+            *(stored.counts[name] for name in COUNT_FIELDS),
+            stored.cost_nano,
+            json.dumps(stored.raw, default=str),
+            d.ts(now),
+            store_text(call_key),
+        ),
     )
-    if plan.reason in ("new", "update"):
-        stored = plan.stored
+
+
+def _add_to_totals(owner: Scope, plan: BookingPlan) -> Op[None]:
+    """Book each group's signed differences into its running totals."""
+    for (purpose, provider, model), change in plan.adjustments:
         yield Stmt(
-            "UPDATE ctx_usage_calls SET purpose = ?, provider = ?, model = ?, status = ?, version = ?, "
-            "response_id = ?, "
-            + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
-            + ", cost_nano_usd = ?, raw = ?, updated_at = ? WHERE call_key = ?",
+            _ADD_TO_TOTALS,
             (
-                store_text(stored.purpose),
-                store_text(stored.provider),
-                store_text(stored.model),
-                stored.status,
-                stored.version,
-                _stored(stored.response_id),
-                *(stored.counts[name] for name in COUNT_FIELDS),
-                stored.cost_nano,
-                json.dumps(stored.raw, default=str),
-                d.ts(now),
-                store_text(call_key),
+                owner.tenant,
+                owner.thread_id,
+                owner.branch,
+                store_text(purpose),
+                store_text(provider),
+                store_text(model),
+                *(change.get(c, 0) for c in TOTALS_COLUMNS),
             ),
         )
-        columns = ["calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls"]
-        for (purpose_key, provider_key, model_key), change in plan.adjustments:
-            yield Stmt(
-                f"INSERT INTO ctx_usage_totals (tenant, thread_id, branch, purpose, provider, model, "
-                f"{', '.join(columns)}) VALUES (?, ?, ?, ?, ?, ?, {', '.join('?' * len(columns))}) "
-                "ON CONFLICT (tenant, thread_id, branch, purpose, provider, model) DO UPDATE SET "
-                + ", ".join(f"{c} = ctx_usage_totals.{c} + excluded.{c}" for c in columns),
-                (
-                    owner.tenant,
-                    owner.thread_id,
-                    owner.branch,
-                    store_text(purpose_key),
-                    store_text(provider_key),
-                    store_text(model_key),
-                    *(change.get(c, 0) for c in columns),
-                ),
-            )
-    return BookedDelta(
-        call_key=call_key,
-        reason=plan.reason,
-        deltas=plan.deltas,
-        cost_delta=plan.cost_delta_nano / 1e9,
-        record=_record(call_key, owner, plan.stored),
-    )
 
 
 def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
@@ -318,7 +247,7 @@ def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
     )
     if row is None or int(row[8]) < 0:
         return None
-    return _record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(row))
+    return ledger_record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(row))
 
 
 def _records_op(
@@ -337,7 +266,7 @@ def _records_op(
         "all",
     )
     return [
-        _record(load_text(row[0]), Scope(row[2], row[1], row[3]), _stored_from_row(row))
+        ledger_record(load_text(row[0]), Scope(row[2], row[1], row[3]), _stored_from_row(row))
         for row in rows
     ]
 
@@ -355,7 +284,7 @@ def _totals_op(
     if branch is not None:
         where.append("branch = ?")
         params.append(branch)
-    sums = ["calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls"]
+    sums = TOTALS_COLUMNS
     group = ", ".join(by)
     rows = yield Stmt(
         f"SELECT {group + ', ' if by else ''}{', '.join(f'SUM({c})' for c in sums)} FROM ctx_usage_totals"
@@ -408,7 +337,7 @@ class UsageLedger:
         ([19250], [120])
     """
 
-    def __init__(self, store: HistoryStore, *, prices: PriceTable | None = None) -> None:
+    def __init__(self, store: Database, *, prices: PriceTable | None = None) -> None:
         self.store = store
         self.prices = prices if prices is not None else PriceTable.default()
 
@@ -419,7 +348,7 @@ class UsageLedger:
         cost = price.cost(usage)
         return None if cost is None else round(cost * 1e9)
 
-    def _record_call(
+    def _booking(
         self,
         call_key: str,
         usage: NormalizedUsage,
@@ -427,25 +356,17 @@ class UsageLedger:
         purpose: str,
         status: UsageStatus | None,
         version: int,
-    ) -> _Call[BookedDelta]:
+    ) -> Op[BookedDelta]:
         if not call_key:
             raise ValueError("call_key must be a non-empty string")
         if not purpose:
             raise ValueError("purpose must be a non-empty string")
         if version < 0:
             raise ValueError(f"version must be >= 0, got {version}")
-        op = _record_op(
-            self.store.dialect,
-            call_key,
-            ensure_scope(scope),
-            usage,
-            purpose,
-            status or usage.status,
-            version,
-            self._cost_nano,
-            self.store._clock(),
+        event = _Event(
+            call_key, ensure_scope(scope), usage, purpose, status or usage.status, version
         )
-        return _Call(op, write=True)
+        return _record_op(self.store.dialect, event, self._cost_nano, self.store.clock())
 
     def record(
         self,
@@ -468,7 +389,8 @@ class UsageLedger:
             version: orders the events of one call: a higher version replaces the record, an
                 equal one is a duplicate (booked 0), a lower one is stale (booked 0).
         """
-        return self.store._run(self._record_call(call_key, usage, scope, purpose, status, version))
+        op = self._booking(call_key, usage, scope, purpose, status, version)
+        return self.store.run(op, write=True)
 
     async def arecord(
         self,
@@ -481,29 +403,27 @@ class UsageLedger:
         version: int = 0,
     ) -> BookedDelta:
         """Async twin of :meth:`record`."""
-        return await self.store._arun(
-            self._record_call(call_key, usage, scope, purpose, status, version)
-        )
+        op = self._booking(call_key, usage, scope, purpose, status, version)
+        return await self.store.arun(op, write=True)
 
     def get(self, call_key: str) -> LedgerRecord | None:
         """The record of one call, or None."""
-        return self.store._run(_Call(_get_op(self.store.dialect, call_key), write=False))
+        return self.store.run(_get_op(self.store.dialect, call_key))
 
     async def aget(self, call_key: str) -> LedgerRecord | None:
         """Async twin of :meth:`get`."""
-        return await self.store._arun(_Call(_get_op(self.store.dialect, call_key), write=False))
+        return await self.store.arun(_get_op(self.store.dialect, call_key))
 
-    def _records_call(
+    def _records_query(
         self,
         scope: Scope | str,
         branch: str | None,
         purpose: str | None,
         limit: int | None,
-    ) -> _Call[list[LedgerRecord]]:
+    ) -> Op[list[LedgerRecord]]:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        op = _records_op(self.store.dialect, ensure_scope(scope), branch, purpose, limit)
-        return _Call(op, write=False)
+        return _records_op(self.store.dialect, ensure_scope(scope), branch, purpose, limit)
 
     def records(
         self,
@@ -526,7 +446,7 @@ class UsageLedger:
             >>> [(r.call_key, r.purpose) for r in ledger.records("t", purpose="answer")]
             [('call-0', 'answer'), ('call-2', 'answer')]
         """
-        return self.store._run(self._records_call(scope, branch, purpose, limit))
+        return self.store.run(self._records_query(scope, branch, purpose, limit))
 
     async def arecords(
         self,
@@ -537,17 +457,17 @@ class UsageLedger:
         limit: int | None = None,
     ) -> list[LedgerRecord]:
         """Async twin of :meth:`records`."""
-        return await self.store._arun(self._records_call(scope, branch, purpose, limit))
+        return await self.store.arun(self._records_query(scope, branch, purpose, limit))
 
-    def _totals_call(
+    def _totals_query(
         self, scope: Scope | str | None, by: Sequence[str], branch: str | None
-    ) -> _Call[list[UsageTotals]]:
+    ) -> Op[list[UsageTotals]]:
         by = tuple(by)
         unknown = [column for column in by if column not in GROUP_COLUMNS]
         if unknown:
             raise ValueError(f"cannot group usage totals by {unknown}; choose from {GROUP_COLUMNS}")
         resolved = None if scope is None else ensure_scope(scope)
-        return _Call(_totals_op(self.store.dialect, resolved, branch, by), write=False)
+        return _totals_op(self.store.dialect, resolved, branch, by)
 
     def totals(
         self,
@@ -559,7 +479,7 @@ class UsageLedger:
         """Running totals of a thread (every branch unless ``branch``), or of the whole ledger
         when ``scope`` is None, grouped by any of ``tenant, thread_id, branch, purpose,
         provider, model`` (one row without ``by``)."""
-        return self.store._run(self._totals_call(scope, by, branch))
+        return self.store.run(self._totals_query(scope, by, branch))
 
     async def atotals(
         self,
@@ -569,7 +489,7 @@ class UsageLedger:
         branch: str | None = None,
     ) -> list[UsageTotals]:
         """Async twin of :meth:`totals`."""
-        return await self.store._arun(self._totals_call(scope, by, branch))
+        return await self.store.arun(self._totals_query(scope, by, branch))
 
 
 def call_key_for(

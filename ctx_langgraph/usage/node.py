@@ -15,24 +15,33 @@ alone. A usage payload that cannot be read is booked as ``unknown`` and never st
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph._flow import arun_flow, run_flow
 from ctx_langgraph.core.digest import extend_digest
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history.types import AppendResult
 from ctx_langgraph.providers import applied_edits
+from ctx_langgraph.state import (
+    Baseline,
+    ContextReport,
+    LastUsage,
+    ProviderEdits,
+    ProviderEditTotals,
+    RecordedDigest,
+    RecordedReply,
+)
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
-from ctx_langgraph.usage.types import NormalizedUsage, UsageStatus
+from ctx_langgraph.usage.types import NormalizedUsage
 
 if TYPE_CHECKING:  # (the history store imports this package's ledger)
     from ctx_langgraph.history.base import HistoryStore
@@ -42,126 +51,159 @@ __all__ = ["UsageNode", "make_usage_node"]
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class _Booking:
-    call_key: str
-    usage: NormalizedUsage
-    scope: Scope
-    purpose: str
-    status: UsageStatus
-
-    def options(self) -> dict[str, Any]:
-        """Keyword arguments of ``UsageLedger.record`` for this booking."""
-        return {
-            "scope": self.scope,
-            "purpose": self.purpose,
-            "status": self.status,
-            "version": FINAL_VERSION,
-        }
+def _new_reply(messages: Sequence[BaseMessage], context: ContextReport) -> AIMessage | None:
+    """The reply to book: the last message, when it is a reply not booked yet."""
+    if not messages or not isinstance(messages[-1], AIMessage):
+        return None
+    reply = messages[-1]
+    if context.get("last_usage_message_id") == reply.id:
+        return None  # this reply was booked already (the node re-ran after a resume)
+    return reply
 
 
-@dataclass(frozen=True)
-class _RecordReply:
-    scope: Scope
-    reply: AIMessage
+def _record_reply(store: HistoryStore, scope: Scope, reply: AIMessage) -> Flow[RecordedReply]:
+    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise)."""
+    assert reply.id is not None
+    try:
+        results: list[AppendResult] = yield call(store, "append", scope, [reply])
+    except HistoryStoreError as exc:  # the next ctx_budget records it (and says so)
+        log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
+        return {"id": reply.id, "error": str(exc)[:300]}
+    return {"id": reply.id, "seq": results[0].seq, "status": results[0].status}
+
+
+def _read_usage(reply: AIMessage) -> NormalizedUsage:
+    """The reply's usage; an unreadable payload is booked as unknown, never raised."""
+    try:
+        return normalize_usage(reply)
+    except ContextManagementError as exc:
+        log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
+        return NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
+
+
+def _recorded(
+    messages: Sequence[BaseMessage], context: ContextReport, recorded: RecordedReply
+) -> ContextReport:
+    """What recording the reply changes: the state is recorded through it now, so
+    ``ctx_budget`` starts after it, and an edit of the reply by id is noticed against the
+    extended checksum."""
+    update: ContextReport = {"recorded_reply": recorded}
+    if (
+        "seq" in recorded
+        and len(messages) > 1
+        and (messages[-2].id == context.get("recorded_through_id"))
+    ):
+        reply = messages[-1]
+        update["recorded_through_id"] = reply.id
+        saved = cast("dict[str, Any] | None", context.get("recorded_digest"))
+        update["recorded_digest"] = cast(RecordedDigest, extend_digest(saved, [reply]))
+    return update
+
+
+def _provider_edits(reply: AIMessage, context: ContextReport) -> ContextReport:
+    """Anthropic context editing: what the provider cleared from this request (the client
+    keeps the full history; the measured input is after the edits)."""
+    edits = applied_edits(reply)
+    if not edits and not context.get("provider_edits"):
+        return {}
+    cleared_tokens = sum(int(edit.get("cleared_input_tokens") or 0) for edit in edits)
+    cleared_uses = sum(int(edit.get("cleared_tool_uses") or 0) for edit in edits)
+    this: ProviderEdits = {
+        "message_id": reply.id,
+        "applied_edits": edits,
+        "cleared_input_tokens": cleared_tokens,
+        "cleared_tool_uses": cleared_uses,
+    }
+    if not edits:
+        return {"provider_edits": this}
+    totals: Mapping[str, Any] = context.get("provider_edits_total") or {}
+    running: ProviderEditTotals = {
+        "replies": int(totals.get("replies", 0)) + 1,
+        "cleared_input_tokens": int(totals.get("cleared_input_tokens", 0)) + cleared_tokens,
+        "cleared_tool_uses": int(totals.get("cleared_tool_uses", 0)) + cleared_uses,
+    }
+    return {"provider_edits": this, "provider_edits_total": running}
+
+
+def _baseline(
+    messages: Sequence[BaseMessage], context: ContextReport, booked: BookedDelta
+) -> ContextReport:
+    """The next estimate's starting point: only a complete usage report of a request made
+    in the current projection epoch moves it."""
+    measured = booked.record.usage
+    epoch = int(context.get("projection_epoch", 0))
+    request = context.get("request") or {}
+    if (
+        int(request.get("epoch", epoch)) != epoch
+        or booked.record.status != "complete"
+        or measured.input_total is None
+    ):
+        return {}
+    before = messages[-2].id if len(messages) > 1 else None
+    baseline: Baseline = {
+        "measured_input_tokens": measured.input_total,
+        "input_through_message_id": request.get("input_through_message_id", before),
+        "projection_epoch": epoch,
+        "model": measured.model,
+        "response_id": measured.response_id,
+        "reply_message_id": messages[-1].id,
+    }
+    return {"baseline": baseline}
+
+
+def _last_usage(reply: AIMessage, context: ContextReport, booked: BookedDelta) -> ContextReport:
+    """The booking as the state shows it; ``stale`` when the request predates the epoch."""
+    measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
+    epoch = int(context.get("projection_epoch", 0))
+    request_epoch = int((context.get("request") or {}).get("epoch", epoch))
+    last: LastUsage = {
+        "call_key": booked.call_key,
+        "status": booked.record.status,
+        "input_total": measured.input_total,
+        "output": measured.output,
+        "booked": booked.reason,
+        "stale": request_epoch != epoch,
+    }
+    return {"last_usage_message_id": reply.id, "last_usage": last}
 
 
 def _usage_flow(
-    state: dict[str, Any], config: RunnableConfig | None, purpose: str, record: bool = False
-) -> Generator[_Booking | _RecordReply, Any, dict[str, Any]]:
-    messages: list[BaseMessage] = state.get("messages") or []
-    context: dict[str, Any] = state.get("context") or {}
-    if not messages or not isinstance(messages[-1], AIMessage):
+    state: dict[str, Any],
+    config: RunnableConfig | None,
+    ledger: UsageLedger,
+    purpose: str,
+    store: HistoryStore | None = None,
+) -> Flow[dict[str, Any]]:
+    """The ``ctx_usage`` steps: record the reply, book its usage, report and move the baseline."""
+    messages: Sequence[BaseMessage] = state.get("messages") or []
+    context: ContextReport = state.get("context") or ContextReport()
+    reply = _new_reply(messages, context)
+    if reply is None:
         return {}
-    reply = messages[-1]
-    if context.get("last_usage_message_id") == reply.id:
-        return {}  # this reply was booked already (the node re-ran after a resume)
-    recorded: dict[str, Any] = {}
-    if record and reply.id:
-        try:
-            results: list[AppendResult] = yield _RecordReply(
-                scope_from_config(config, context), reply
-            )
-            recorded = {"id": reply.id, "seq": results[0].seq, "status": results[0].status}
-        except HistoryStoreError as exc:  # the next ctx_budget records it (and says so)
-            log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
-            recorded = {"id": reply.id, "error": str(exc)[:300]}
-    try:
-        usage = normalize_usage(reply)
-    except ContextManagementError as exc:
-        log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
-        usage = NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
-    booked: BookedDelta = yield _Booking(
-        call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"),
+    scope = scope_from_config(config, cast("dict[str, Any]", context))
+    update: ContextReport = {}
+    if store is not None and reply.id:
+        recorded = yield from _record_reply(store, scope, reply)
+        update |= _recorded(messages, context, recorded)
+    usage = _read_usage(reply)
+    key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
+    booked: BookedDelta = yield call(
+        ledger,
+        "record",
+        key,
         usage,
-        scope_from_config(config, context),
-        purpose,
-        usage.status,
+        scope=scope,
+        purpose=purpose,
+        status=usage.status,
+        version=FINAL_VERSION,
     )
-    measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
-    epoch = int(context.get("projection_epoch", 0))
-    request = context.get("request") or {}
-    request_epoch = int(request.get("epoch", epoch))
-    update: dict[str, Any] = {}
-    if recorded:
-        update["recorded_reply"] = recorded
-        if (
-            "seq" in recorded
-            and len(messages) > 1
-            and (messages[-2].id == context.get("recorded_through_id"))
-        ):
-            # the state is recorded through the reply now: ctx_budget starts after it, and an
-            # edit of the reply by id is noticed against this checksum
-            update["recorded_through_id"] = reply.id
-            update["recorded_digest"] = extend_digest(context.get("recorded_digest"), [reply])
-    update |= {
-        "last_usage_message_id": reply.id,
-        "last_usage": {
-            "call_key": booked.call_key,
-            "status": booked.record.status,
-            "input_total": measured.input_total,
-            "output": measured.output,
-            "booked": booked.reason,
-            "stale": request_epoch != epoch,
-        },
-    }
-    edits = applied_edits(reply)
-    if edits or context.get("provider_edits"):
-        # Anthropic context editing: what the provider cleared from this request (the client
-        # keeps the full history; the measured input below is after the edits)
-        totals = dict(context.get("provider_edits_total") or {})
-        cleared_tokens = sum(int(edit.get("cleared_input_tokens") or 0) for edit in edits)
-        cleared_uses = sum(int(edit.get("cleared_tool_uses") or 0) for edit in edits)
-        update["provider_edits"] = {
-            "message_id": reply.id,
-            "applied_edits": edits,
-            "cleared_input_tokens": cleared_tokens,
-            "cleared_tool_uses": cleared_uses,
-        }
-        if edits:
-            update["provider_edits_total"] = {
-                "replies": int(totals.get("replies", 0)) + 1,
-                "cleared_input_tokens": int(totals.get("cleared_input_tokens", 0)) + cleared_tokens,
-                "cleared_tool_uses": int(totals.get("cleared_tool_uses", 0)) + cleared_uses,
-            }
-    if (
-        request_epoch == epoch
-        and booked.record.status == "complete"
-        and measured.input_total is not None
-    ):
-        before = messages[-2].id if len(messages) > 1 else None
-        update["baseline"] = {
-            "measured_input_tokens": measured.input_total,
-            "input_through_message_id": request.get("input_through_message_id", before),
-            "projection_epoch": epoch,
-            "model": measured.model,
-            "response_id": measured.response_id,
-            "reply_message_id": reply.id,
-        }
+    update |= _last_usage(reply, context, booked)
+    update |= _provider_edits(reply, context)
+    update |= _baseline(messages, context, booked)
     return {"context": update}
 
 
-@dataclass
+@dataclass(frozen=True)
 class UsageNode:
     """The ``ctx_usage`` node (use :func:`make_usage_node`)."""
 
@@ -170,28 +212,11 @@ class UsageNode:
     store: HistoryStore | None = None
     """Where the reply is recorded as soon as it arrives (None: the next ``ctx_budget`` does)."""
 
-    def _serve(self, request: _Booking | _RecordReply) -> Any:
-        if isinstance(request, _RecordReply):
-            assert self.store is not None
-            return self.store.append(request.scope, [request.reply])
-        return self.ledger.record(request.call_key, request.usage, **request.options())
-
-    async def _aserve(self, request: _Booking | _RecordReply) -> Any:
-        if isinstance(request, _RecordReply):
-            assert self.store is not None
-            return await self.store.aappend(request.scope, [request.reply])
-        return await self.ledger.arecord(request.call_key, request.usage, **request.options())
-
-    def _flow(
-        self, state: dict[str, Any], config: RunnableConfig | None
-    ) -> Generator[_Booking | _RecordReply, Any, dict[str, Any]]:
-        return _usage_flow(state, config, self.purpose, record=self.store is not None)
-
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run_flow(self._flow(state, config), self._serve)
+        return run(_usage_flow(state, config, self.ledger, self.purpose, self.store))
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun_flow(self._flow(state, config), self._aserve)
+        return await arun(_usage_flow(state, config, self.ledger, self.purpose, self.store))
 
 
 def make_usage_node(

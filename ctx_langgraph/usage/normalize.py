@@ -429,39 +429,77 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
     source = _as_mapping(source)
     if isinstance(source, BaseMessage):
         return _from_message(source, wanted)
-    source = _read_mapping(source, "usage")
-    model = _name(source.get("model"))
-    response_id = _name(source.get("id"))
-    kind = _name(source.get("object")) or _name(source.get("type"))
+    return _from_payload(_read_mapping(source, "usage"), wanted)
+
+
+def _kind(source: dict[Any, Any]) -> str | None:
+    """The payload's ``object`` (OpenAI) or ``type`` (Anthropic, OpenAI Responses)."""
+    return _name(source.get("object")) or _name(source.get("type"))
+
+
+def _openai_format(source: dict[Any, Any]) -> str | None:
+    """``openai_responses`` or ``openai_chat`` for an OpenAI response (or chunk), else None."""
+    kind = _kind(source)
     if kind == "response" or (kind is None and "output" in source and "usage" in source):
-        openai_format: str | None = "openai_responses"
-    elif kind in ("chat.completion", "chat.completion.chunk"):
-        openai_format = "openai_chat"
-    else:
-        openai_format = None
-    if openai_format is not None:
-        usage = source.get("usage")
-        if usage is None:  # a response still in progress, or a chunk before the usage chunk
-            return NormalizedUsage(
-                provider="openai",
-                model=model,
-                response_id=response_id,
-                complete=False,
-                raw=dict(source),
-            )
-        return _from_usage(
-            usage,
-            provider=wanted or "openai",
-            path="usage.",
+        return "openai_responses"
+    if kind in ("chat.completion", "chat.completion.chunk"):
+        return "openai_chat"
+    return None
+
+
+def _from_openai_response(
+    source: dict[Any, Any],
+    fmt: str,
+    provider: Provider | None,
+    model: str | None,
+    response_id: str | None,
+) -> NormalizedUsage:
+    """An OpenAI Responses or Chat Completions response: its usage, or not complete yet."""
+    usage = source.get("usage")
+    if usage is None:  # a response still in progress, or a chunk before the usage chunk
+        return NormalizedUsage(
+            provider="openai",
             model=model,
             response_id=response_id,
-            complete=_finished(source.get("status")),
-            fmt=openai_format,
+            complete=False,
+            raw=dict(source),
         )
-    if kind == "message" and "usage" in source:
+    return _from_usage(
+        usage,
+        provider=provider or "openai",
+        path="usage.",
+        model=model,
+        response_id=response_id,
+        complete=_finished(source.get("status")),
+        fmt=fmt,
+    )
+
+
+def _from_gemini_response(
+    source: dict[Any, Any], key: str, provider: Provider | None, model: str | None
+) -> NormalizedUsage:
+    """A Gemini response: its ``usage_metadata`` (``usageMetadata`` in the REST payload)."""
+    return _from_usage(
+        source[key],
+        provider=provider or "google",
+        path=f"{key}.",
+        fmt="gemini",
+        model=model or _name(source.get("model_version")) or _name(source.get("modelVersion")),
+        response_id=_name(source.get("response_id")) or _name(source.get("responseId")),
+    )
+
+
+def _from_payload(source: dict[Any, Any], provider: Provider | None) -> NormalizedUsage:
+    """A provider's response, by the keys that tell which one, or a bare usage object."""
+    model = _name(source.get("model"))
+    response_id = _name(source.get("id"))
+    openai_format = _openai_format(source)
+    if openai_format is not None:
+        return _from_openai_response(source, openai_format, provider, model, response_id)
+    if _kind(source) == "message" and "usage" in source:
         return _from_usage(
             source["usage"],
-            provider=wanted or "anthropic",
+            provider=provider or "anthropic",
             path="usage.",
             model=model,
             response_id=response_id,
@@ -469,18 +507,9 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
         )
     for key in ("usage_metadata", "usageMetadata"):
         if key in source:
-            return _from_usage(
-                source[key],
-                provider=wanted or "google",
-                path=f"{key}.",
-                fmt="gemini",
-                model=model
-                or _name(source.get("model_version"))
-                or _name(source.get("modelVersion")),
-                response_id=_name(source.get("response_id")) or _name(source.get("responseId")),
-            )
+            return _from_gemini_response(source, key, provider, model)
     if "usage" in source and isinstance(source["usage"], Mapping):
         return _from_usage(
-            source["usage"], provider=wanted, path="usage.", model=model, response_id=response_id
+            source["usage"], provider=provider, path="usage.", model=model, response_id=response_id
         )
-    return _from_usage(source, provider=wanted, path="")
+    return _from_usage(source, provider=provider, path="")

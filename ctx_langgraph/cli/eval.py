@@ -1,7 +1,7 @@
-"""``ctx-langgraph eval`` and ``ctx-langgraph demo``: the harness on the command line.
+"""``ctx-langgraph eval``: the harness on the command line.
 
-Arguments are checked before any work starts (see :mod:`ctx_langgraph._cli_args`): a bad
-value, file or dataset is a :class:`~ctx_langgraph._cli_args.UsageError` or a
+Arguments are checked before any work starts (see :mod:`ctx_langgraph.cli.args`): a bad
+value, file or dataset is a :class:`~ctx_langgraph.cli.args.UsageError` or a
 :class:`~ctx_langgraph.errors.DatasetError`, which ``ctx_langgraph.cli.main`` prints as one
 line with exit status 2.
 """
@@ -9,63 +9,30 @@ line with exit status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ctx_langgraph._cli_args import (
+from ctx_langgraph.cli.args import (
+    MIN_WINDOW,
     UsageError,
     int_between,
-    new_sqlite_file,
     one_line,
     output_dir,
     positive_int,
+    strategies,
+    window,
 )
 from ctx_langgraph.datasets import Conversation, load_locomo
-from ctx_langgraph.errors import DatasetError, HistoryStoreError
+from ctx_langgraph.errors import DatasetError
+from ctx_langgraph.eval.report import write_outputs
 from ctx_langgraph.eval.synthetic import MAX_TURNS
 from ctx_langgraph.lookup import MIN_MAX_TOKENS
 
-__all__ = ["MIN_WINDOW", "add_demo_parser", "add_eval_parser", "compare", "strategies", "window"]
+__all__ = ["add_eval_parser", "load_dataset", "run_eval_command"]
 
 FORMATS = ("locomo", "trace", "synthetic")
-
-MIN_WINDOW = 1024
-"""The smallest ``--window``: below it the output reserve and the compaction target leave the
-offline summary less room than its empty skeleton takes. Whether a conversation fits a given
-window still depends on its largest turn and its tool schemas."""
-
-
-def window(text: str) -> int:
-    """``--window``: tokens, at least :data:`MIN_WINDOW`, and a budget that resolves."""
-    from ctx_langgraph.eval.strategies import eval_config
-
-    tokens = int_between(MIN_WINDOW, what="tokens of context window")(text)
-    try:
-        eval_config(tokens).resolve()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(
-            f"no budget fits a {tokens:,}-token window: {exc}"
-        ) from None
-    return tokens
-
-
-def strategies(text: str) -> list[str]:
-    """``--strategies``: ``all`` or comma-separated strategy names."""
-    from ctx_langgraph.eval.strategies import STRATEGIES
-
-    if text.strip() == "all":
-        return list(STRATEGIES)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in STRATEGIES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown strategies {unknown or [text]}; choose all or a comma-separated list of "
-            f"{', '.join(STRATEGIES)}"
-        )
-    return list(dict.fromkeys(names))
 
 
 def _files(path: Path, suffix: str) -> list[Path]:
@@ -145,16 +112,6 @@ def _model(spec: str | None, option: str = "--reader") -> Any:
             f"{option} {spec!r}: cannot make this chat model ({type(exc).__name__}: "
             f"{one_line(exc)}); use offline, auto, or provider:model such as openai:gpt-4o-mini"
         ) from None
-
-
-def write_outputs(metrics: dict[str, Any], series: dict[str, Any], out: Path) -> list[Path]:
-    """``metrics.json``, ``series.json``, ``report.md`` and the plots, in ``out``."""
-    from ctx_langgraph.eval.report import write_report
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    (out / "series.json").write_text(json.dumps(series) + "\n")
-    return [out / "metrics.json", out / "series.json", *write_report(metrics, series, out)]
 
 
 def _progress(quiet: bool, stream: TextIO) -> Any:
@@ -305,125 +262,3 @@ def add_eval_parser(commands: Any) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output on stderr")
     parser.set_defaults(run=run_eval_command)
-
-
-# --------------------------------------------------------------------------- demo
-
-
-def _demo_db(db: Path) -> None:
-    """Create the demo's history store now, so a file SQLite cannot use fails before the run."""
-    from ctx_langgraph.history import SQLiteHistoryStore
-
-    try:
-        with SQLiteHistoryStore.from_path(db) as store:
-            store.setup()
-    except HistoryStoreError as exc:
-        raise UsageError(f"--db {str(db)!r}: {exc}") from None
-
-
-def compare(text: str) -> tuple[str, ...]:
-    """``--compare``: ``peers``, ``all``, ``none``, or comma-separated strategy names."""
-    from ctx_langgraph.eval.demo import compared_strategies
-
-    try:
-        names = compared_strategies(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not names and text.strip() != "none":
-        raise argparse.ArgumentTypeError(
-            f"no strategy in {text!r}; choose peers, all, none or comma-separated names"
-        )
-    return names
-
-
-def run_demo_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Check the history file, then run the demo.
-
-    Raises:
-        UsageError: ``--db`` cannot hold a history store, or a checkpoints file of an earlier
-            run lies beside it.
-    """
-    out = out or sys.stdout
-    from ctx_langgraph.eval.demo import run_demo
-
-    if args.db:
-        checkpoints = Path(args.db).with_suffix(".checkpoints.sqlite")
-        if checkpoints.exists() and checkpoints.stat().st_size > 0:
-            raise UsageError(
-                f"--db {str(args.db)!r}: its checkpoints file {str(checkpoints)!r} is left from "
-                "an earlier run; pass a new path or delete that file"
-            )
-        _demo_db(Path(args.db))
-    return run_demo(
-        db=Path(args.db) if args.db else None,
-        out_dir=Path(args.out),
-        turns=args.turns,
-        seed=args.seed,
-        window=args.window,
-        quiet=args.quiet,
-        compare=() if args.no_compare else args.compare,
-        out=out,
-    )
-
-
-_DEMO_DESCRIPTION = """\
-The context-managed agent (create_context_agent with the history lookup tool) on a
-generated tool-heavy support session, offline: a replayed model answers, so no API key
-and no network are needed. What the context management does (a compaction starting and
-what it covered, tool outputs capped on entry) is printed as it happens, unless --quiet;
-the history goes to a SQLite file (--db, else a temporary one).
-
-Then the same session is replayed through the strategies --compare names (ours with the
-lookup tool, the two peers and the full history by default; all seven with --compare all;
-none with --no-compare); their summary table is printed and the report (metrics.json,
-series.json, report.md, plots) is written into --out."""
-
-_DEMO_EXAMPLES = """\
-examples:
-  ctx-langgraph demo
-  ctx-langgraph demo --turns 100 --no-compare --db history.sqlite
-  ctx-langgraph demo --window 8192 --compare all --out demo-report --quiet"""
-
-
-def add_demo_parser(commands: Any) -> None:
-    from ctx_langgraph.eval.demo import DEFAULT_TURNS
-
-    parser = commands.add_parser(
-        "demo",
-        help="the context-managed agent through a generated tool-heavy session, offline, "
-        "then the strategies side by side on the same session",
-        description=_DEMO_DESCRIPTION,
-        epilog=_DEMO_EXAMPLES,
-    )
-    parser.add_argument(
-        "--turns",
-        type=int_between(1, MAX_TURNS),
-        default=DEFAULT_TURNS,
-        help="turns of the session",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the generated session")
-    parser.add_argument(
-        "--window", type=window, default=4096, metavar="TOKENS", help="context window in tokens"
-    )
-    parser.add_argument(
-        "--db",
-        type=new_sqlite_file,
-        metavar="PATH",
-        help="a new SQLite history file to keep (default: a temporary one)",
-    )
-    parser.add_argument(
-        "--out", type=output_dir, default="ctx-demo-out", metavar="DIR", help="report directory"
-    )
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument(
-        "--compare",
-        type=compare,
-        default="peers",
-        metavar="NAMES",
-        help="the strategies to compare: peers, all, none, or comma-separated names",
-    )
-    which.add_argument(
-        "--no-compare", action="store_true", help="skip the comparison (--compare none)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no per-turn events, no progress")
-    parser.set_defaults(run=run_demo_command)

@@ -1,10 +1,10 @@
-"""Messages to rows and back: exact serialization plus a searchable text projection."""
+"""Messages to rows and back: exact serialization plus a searchable text projection, and the
+history tables' rows read back as records."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,74 +23,25 @@ from langchain_core.messages import (
 )
 
 from ctx_langgraph.core.text import search_document
+from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent, KeyFact, Scope
+from ctx_langgraph.storage.codec import dumps, json_text, load_names, load_text, store_text
+from ctx_langgraph.storage.dialects import Dialect
 
 __all__ = [
+    "BRANCH_COLS",
+    "CHECKPOINT_COLS",
+    "EVENT_COLS",
     "EventRow",
+    "checkpoint_from_row",
+    "event_from_row",
     "expand_record",
-    "json_text",
-    "load_names",
-    "load_text",
     "message_from_record",
     "message_to_row",
-    "store_names",
-    "store_text",
+    "optional_text",
+    "record_of",
+    "stored_optional",
     "text_projection",
 ]
-
-_ESCAPE = "\ufdd0"
-"""Starts a stored text that holds escapes: a Unicode noncharacter, never in ordinary text.
-Each character neither backend can store (NUL, a lone surrogate), and the marker itself, is
-written as the marker and four hex digits. A text without them is stored unchanged."""
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff\ufdd0]")
-_UNSTORABLE_NAME = re.compile("[\x00\ud800-\udfff\ufdd0|]")  # '|' separates stored names
-_ESCAPED = re.compile("\ufdd0([0-9a-f]{4})")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape(value: str, unstorable: re.Pattern[str]) -> str:
-    if unstorable.search(value) is None:
-        return value
-    return _ESCAPE + unstorable.sub(lambda m: f"{_ESCAPE}{ord(m.group()):04x}", value)
-
-
-def store_text(value: str) -> str:
-    """A text as a column holds it on both backends: unchanged, unless it has a NUL byte or a
-    lone surrogate (which PostgreSQL, or UTF-8 itself, cannot store); :func:`load_text` undoes it.
-
-    Example:
-        >>> store_text("plain") == "plain", load_text(store_text("a\\x00b\\ud800")) == "a\\x00b\\ud800"
-        (True, True)
-    """
-    return _escape(value, _UNSTORABLE)
-
-
-def load_text(stored: str) -> str:
-    """The text :func:`store_text` stored."""
-    if not stored.startswith(_ESCAPE):
-        return stored
-    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), stored[1:])
-
-
-def store_names(names: Sequence[str]) -> str:
-    """Tool names as one column, ``|a|b|``, so a name is found as the substring ``|name|``
-    (:func:`store_names` of ``[name]``); a ``|`` inside a name is escaped."""
-    if not names:
-        return ""
-    return "|" + "|".join(_escape(name, _UNSTORABLE_NAME) for name in names) + "|"
-
-
-def load_names(stored: str) -> tuple[str, ...]:
-    """The names :func:`store_names` stored."""
-    return tuple(load_text(name) for name in stored.split("|") if name)
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON that both backends store: NUL is escaped by JSON itself; a lone surrogate
-    makes the whole document ASCII (``\\udXXX`` escapes), which reads back exactly."""
-    text = _dumps(value)
-    if _SURROGATE.search(text) is not None:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
-    return text
 
 
 _COMPACT = "~"
@@ -167,10 +118,6 @@ class EventRow:
     """The search document of ``text`` (None: the full-text engines index ``text`` itself)."""
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 def _block_text(block: Any) -> str:
     if isinstance(block, str):
         return block
@@ -182,7 +129,7 @@ def _block_text(block: Any) -> str:
         if isinstance(value, str):
             return value
     if kind in ("tool_use", "server_tool_use", "tool_call"):
-        return f"{block.get('name', '')}({_dumps(block.get('input', block.get('args', {})))})"
+        return f"{block.get('name', '')}({dumps(block.get('input', block.get('args', {})))})"
     if kind in ("image", "image_url", "file", "audio", "video", "document"):
         return f"[{kind}]"
     if kind == "tool_result":
@@ -211,7 +158,7 @@ def text_projection(message: BaseMessage) -> str:
     if isinstance(message, AIMessage):
         seen_in_blocks = {p for p in parts}
         for call in message.tool_calls:
-            rendered = f"{call['name']}({_dumps(call['args'])})"
+            rendered = f"{call['name']}({dumps(call['args'])})"
             if rendered not in seen_in_blocks:
                 parts.append(rendered)
     return "\n".join(parts)
@@ -261,3 +208,85 @@ def message_to_row(message: BaseMessage) -> EventRow:
 def message_from_record(record: dict[str, Any]) -> BaseMessage:
     """Rebuild a message from its ``message_to_dict`` record."""
     return messages_from_dict([record])[0]
+
+
+# --------------------------------------------------------------------------- rows read back
+
+EVENT_COLS = (
+    "e.seq, e.event_id, e.branch, e.role, e.name, e.content, e.text, e.tool_call_ids, "
+    "e.tool_names, e.revision, e.visible, e.created_at"
+)
+
+
+BRANCH_COLS = (
+    "branch, parent_branch, fork_seq, head_seq, active_checkpoint_id, active_generation, created_at"
+)
+
+
+CHECKPOINT_COLS = (
+    "id, tenant, thread_id, branch, generation, parent_id, first_seq, covered_through_seq, "
+    "first_kept_event_id, source_revision, range_hash, summary_text, provider_state, "
+    "format_version, summarizer_id, key_facts, summary_tokens, status, error, metadata, "
+    "created_at, committed_at"
+)
+
+
+def optional_text(stored: str | None) -> str | None:
+    """The text :func:`stored_optional` stored (None stays None)."""
+    return None if stored is None else load_text(stored)
+
+
+def stored_optional(value: str | None) -> str | None:
+    """An optional text as a column holds it (see :func:`~ctx_langgraph.storage.codec.store_text`)."""
+    return None if value is None else store_text(value)
+
+
+def event_from_row(d: Dialect, row: Sequence[Any]) -> HistoryEvent:
+    """An event read with :data:`EVENT_COLS`."""
+    text = load_text(row[6])
+    return HistoryEvent(
+        seq=int(row[0]),
+        event_id=load_text(row[1]),
+        branch=row[2],
+        role=load_text(row[3]),
+        name=optional_text(row[4]),
+        content=expand_record(json.loads(row[5]), text),
+        text=text,
+        tool_call_ids=tuple(json.loads(row[7])),
+        tool_names=load_names(row[8]),
+        revision=int(row[9]),
+        visible=bool(row[10]),
+        created_at=d.from_ts(row[11]),
+    )
+
+
+def checkpoint_from_row(d: Dialect, row: Sequence[Any]) -> CompactionCheckpoint:
+    """A summary version read with :data:`CHECKPOINT_COLS`."""
+    return CompactionCheckpoint(
+        id=row[0],
+        scope=Scope(row[2], row[1], row[3]),
+        generation=int(row[4]),
+        parent_id=row[5],
+        first_seq=int(row[6]),
+        covered_through_seq=int(row[7]),
+        first_kept_event_id=optional_text(row[8]),
+        source_revision=int(row[9]),
+        range_hash=row[10],
+        summary_text=optional_text(row[11]),
+        provider_state=None if row[12] is None else json.loads(row[12]),
+        format_version=int(row[13]),
+        summarizer_id=optional_text(row[14]),
+        key_facts=tuple(KeyFact.from_json(item) for item in json.loads(row[15])),
+        summary_tokens=None if row[16] is None else int(row[16]),
+        status=row[17],
+        error=optional_text(row[18]),
+        metadata=json.loads(row[19]),
+        created_at=d.from_ts(row[20]),
+        committed_at=None if row[21] is None else d.from_ts(row[21]),
+    )
+
+
+def record_of(content: str, text: str | None) -> dict[str, Any]:
+    """The full message record of a stored content column and its text (None: stored whole)."""
+    stored: dict[str, Any] = json.loads(content)
+    return stored if text is None else expand_record(stored, load_text(text))

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = [
+    "MIN_WINDOW",
     "ArgumentParser",
     "HelpFormatter",
     "UsageError",
     "age",
     "check_postgres",
+    "compare",
     "existing_file",
     "existing_path",
     "int_between",
@@ -32,6 +34,8 @@ __all__ = [
     "output_file",
     "positive_int",
     "sqlite_tables",
+    "strategies",
+    "window",
 ]
 
 
@@ -263,3 +267,57 @@ def check_postgres(
         ) from None
     if not (found and found[0]):
         raise UsageError(f"{option}: PostgreSQL at {server} has no {table!r} table{hint}")
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+MIN_WINDOW = 1024
+"""The smallest ``--window``: below it the output reserve and the compaction target leave the
+offline summary less room than its empty skeleton takes. Whether a conversation fits a given
+window still depends on its largest turn and its tool schemas."""
+
+
+def window(text: str) -> int:
+    """``--window``: tokens, at least :data:`MIN_WINDOW`, and a budget that resolves."""
+    from ctx_langgraph.eval.strategies import eval_config
+
+    tokens = int_between(MIN_WINDOW, what="tokens of context window")(text)
+    try:
+        eval_config(tokens).resolve()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"no budget fits a {tokens:,}-token window: {exc}"
+        ) from None
+    return tokens
+
+
+def strategies(text: str) -> list[str]:
+    """``--strategies``: ``all`` or comma-separated strategy names."""
+    from ctx_langgraph.eval.strategies import STRATEGIES
+
+    if text.strip() == "all":
+        return list(STRATEGIES)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategies {unknown or [text]}; choose all or a comma-separated list of "
+            f"{', '.join(STRATEGIES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def compare(text: str) -> tuple[str, ...]:
+    """``--compare``: ``peers``, ``all``, ``none``, or comma-separated strategy names."""
+    from ctx_langgraph.eval.demo import compared_strategies
+
+    try:
+        names = compared_strategies(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not names and text.strip() != "none":
+        raise argparse.ArgumentTypeError(
+            f"no strategy in {text!r}; choose peers, all, none or comma-separated names"
+        )
+    return names

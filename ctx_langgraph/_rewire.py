@@ -1,0 +1,247 @@
+"""How :func:`~ctx_langgraph.integration.add_context_management` changes an existing graph.
+
+Two things LangGraph's public graph API cannot do are done here: the model node is wrapped so a
+provider's context-length error compacts the view and calls the node once more
+(:class:`OverflowRetry`, one logic for sync and async on :mod:`ctx_langgraph.core.effects`), and
+the edges into and out of the model node are moved onto ``ctx_budget`` and ``ctx_usage``
+(:func:`splice`: the one function that writes the builder's own attributes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Generator, Hashable
+from dataclasses import dataclass
+from inspect import isclass
+from typing import Annotated, Any, NamedTuple, get_type_hints
+
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import patch_config
+from langgraph.graph import StateGraph
+from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+from ctx_langgraph._checkpoint_safe import checkpoint_safe
+from ctx_langgraph._overflow import OverflowStep, Recovered, merge_recovery, retry_on_overflow
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.state import ContextReport, merge_context
+
+__all__ = [
+    "CTX_BUDGET",
+    "CTX_COMPACT",
+    "CTX_USAGE",
+    "ModelNode",
+    "OverflowRetry",
+    "guarded_model_node",
+    "overflow_calls",
+    "splice",
+]
+
+log = logging.getLogger("ctx_langgraph.integration")
+
+CTX_BUDGET = "ctx_budget"
+CTX_COMPACT = "ctx_compact"
+CTX_USAGE = "ctx_usage"
+
+Builder = StateGraph[Any, Any, Any, Any]
+
+
+class ModelNode(NamedTuple):
+    """What replaces the model node: its runnable, and its input schema when that changes."""
+
+    runnable: Runnable[Any, Any]
+    input_schema: Any = None
+    """A schema of the node's channels plus ``context`` (None: the node's own schema)."""
+    channels: dict[str, Any] | None = None
+    """The channels of ``input_schema``, as LangGraph keeps them per schema."""
+
+
+def splice(builder: Builder, model_node: str, replacement: ModelNode) -> None:
+    """Route ``model_node``'s edges through ``ctx_budget`` (in) and ``ctx_usage`` (out), and
+    put ``replacement`` in the node's place.
+
+    ``StateGraph`` has public methods to add nodes and edges but none to change them
+    (``add_node`` refuses a name already taken; an edge cannot be removed or redirected), so
+    this is the one function that writes the builder's own attributes: ``edges`` and
+    ``waiting_edges`` (sets of ``(start, end)`` and ``((start, ...), end)``), ``branches``
+    (``{source: {name: BranchSpec}}``, a NamedTuple whose ``ends`` maps a path's results to
+    nodes, or is None when ``path`` returns node names), ``nodes`` (``{name: StateNodeSpec}``, a
+    dataclass with ``runnable`` and ``input_schema``) and ``schemas`` (``{schema: {key:
+    channel}}``); the rest of the wiring only reads ``nodes``, ``channels`` and ``schemas``.
+    Checked against langgraph 1.2.24. If langgraph renames or reshapes one of these, adding
+    context management raises here (``AttributeError``, ``TypeError``) or the compiled graph
+    keeps the user's edges around our nodes: the wiring tests (tests/test_integration.py) and
+    the Mermaid snapshots (tests/test_graphs.py) fail.
+    """
+
+    def start(node: str) -> str:
+        return CTX_USAGE if node == model_node else node
+
+    def end(node: Any) -> Any:
+        return CTX_BUDGET if node == model_node else node
+
+    def rename(result: Any) -> Any:
+        return [end(r) for r in result] if isinstance(result, list | tuple) else end(result)
+
+    builder.edges = {(start(a), end(b)) for a, b in builder.edges}
+    builder.waiting_edges = {(tuple(map(start, a)), end(b)) for a, b in builder.waiting_edges}
+    for branches in builder.branches.values():
+        for name, spec in list(branches.items()):
+            if spec.ends is not None:
+                ends: dict[Hashable, str] = {key: end(node) for key, node in spec.ends.items()}
+                branches[name] = spec._replace(ends=ends)
+            else:
+                branches[name] = spec._replace(path=spec.path | RunnableLambda(rename))
+    if model_node in builder.branches:
+        builder.branches[CTX_USAGE] = builder.branches.pop(model_node)
+    node = builder.nodes[model_node]
+    if replacement.input_schema is None:
+        builder.nodes[model_node] = dataclasses.replace(node, runnable=replacement.runnable)
+        return
+    builder.schemas[replacement.input_schema] = replacement.channels or {}
+    builder.nodes[model_node] = dataclasses.replace(
+        node, runnable=replacement.runnable, input_schema=replacement.input_schema
+    )
+
+
+def overflow_calls(target: Any, steps: Generator[OverflowStep, Any, Recovered]) -> Flow[Recovered]:
+    """The overflow recovery's steps as effects: each is ``target.serve(step)``, awaited as
+    ``target.aserve(step)`` when run by :func:`~ctx_langgraph.core.effects.arun`; an error is
+    thrown back into the steps at the step that raised it."""
+    result: Any = None
+    error: Exception | None = None
+    try:
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(result)
+            except StopIteration as stop:
+                recovered: Recovered = stop.value
+                return recovered
+            try:
+                result, error = (yield call(target, "serve", step)), None
+            except Exception as exc:
+                result, error = None, exc
+    finally:
+        steps.close()
+
+
+@dataclass(frozen=True)
+class OverflowRetry:
+    """The user's model node, compacting the view and calling the node once more when the
+    provider rejects the request as too long (one logic for sync and async:
+    :func:`~ctx_langgraph._overflow.retry_on_overflow`). Shared by every thread of the graph."""
+
+    node: Runnable[Any, Any]
+    compact: Runnable[Any, Any]
+    budget: Runnable[Any, Any]
+    counter: TokenCounter
+    own_context: bool
+    """The node's input has the ``context`` channel itself (else it is read for the recovery
+    only, and the node gets its input as before)."""
+    coerce: Callable[..., Any] | None
+    """Builds the node's input from the channel values, as LangGraph does for a pydantic or
+    dataclass state; None for a dict state."""
+
+    def _node_input(self, state: dict[str, Any], step: OverflowStep) -> Any:
+        kind, view = step
+        values = dict(state)
+        if kind == "retry":
+            values["messages"] = view["messages"]
+            if self.own_context:
+                values["context"] = view["context"]
+        if not self.own_context:
+            values.pop("context", None)
+        return self.coerce(**values) if self.coerce is not None else values
+
+    def served(
+        self, step: OverflowStep, state: dict[str, Any], config: RunnableConfig
+    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig]:
+        """What serves a step: the runnable, its input and its config."""
+        kind, view = step
+        if kind == "compact":
+            return self.compact, view, patch_config(config, run_name=CTX_COMPACT)
+        if kind == "budget":
+            return self.budget, view, patch_config(config, run_name=CTX_BUDGET)
+        return self.node, self._node_input(state, step), config
+
+    def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[Recovered]:
+        view = {"messages": state.get("messages"), "context": state.get("context")}
+        steps = retry_on_overflow(view, self.counter)
+        return overflow_calls(RetryCall(self, state, config), steps)
+
+    def invoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
+        outcome = run(self._flow(state, config))
+        return checkpoint_safe(merge_recovery(outcome.result, outcome.update))
+
+    async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
+        outcome = await arun(self._flow(state, config))
+        return checkpoint_safe(merge_recovery(outcome.result, outcome.update))
+
+
+@dataclass(frozen=True)
+class RetryCall:
+    """One call of the wrapped model node: serves the recovery's steps for its state."""
+
+    retry: OverflowRetry
+    state: dict[str, Any]
+    config: RunnableConfig
+
+    def serve(self, step: OverflowStep) -> Any:
+        runnable, payload, config = self.retry.served(step, self.state, self.config)
+        return runnable.invoke(payload, config)
+
+    async def aserve(self, step: OverflowStep) -> Any:
+        runnable, payload, config = self.retry.served(step, self.state, self.config)
+        return await runnable.ainvoke(payload, config)
+
+
+def with_context_schema(builder: Builder, model_node: str, channels: dict[str, Any]) -> Any:
+    """A schema of the node's channels plus ``context``, made at run time."""
+    try:
+        hints = get_type_hints(builder.nodes[model_node].input_schema, include_extras=True)
+    except Exception:  # an unresolvable annotation: the channels are what matter
+        hints = {}
+    fields: dict[str, Any] = {name: hints.get(name, Any) for name in channels}
+    fields.setdefault("context", Annotated[ContextReport, merge_context])
+    typed_dict: Any = TypedDict  # a schema made at run time
+    return typed_dict(f"{model_node}_input_with_context", fields, total=False)
+
+
+def guarded_model_node(
+    builder: Builder,
+    model_node: str,
+    runnable: Runnable[Any, Any],
+    *,
+    compact: Runnable[Any, Any],
+    budget: Runnable[Any, Any],
+    counter: TokenCounter,
+) -> ModelNode:
+    """``runnable`` (the model node's) wrapped in :class:`OverflowRetry`. The wrapper reads the
+    node's channels as a dict, plus the ``context`` channel when the node does not read it (taken
+    out again, and the node's own state class built, before the node is called)."""
+    schema = builder.nodes[model_node].input_schema
+    channels = builder.schemas[schema]
+    if "messages" not in channels:
+        log.warning(
+            "ctx-langgraph: node %r does not read 'messages'; it is not retried after a "
+            "provider's context-length error",
+            model_node,
+        )
+        return ModelNode(runnable)
+    own_context = "context" in channels
+    coerce = (
+        schema
+        if isclass(schema) and (issubclass(schema, BaseModel) or dataclasses.is_dataclass(schema))
+        else None
+    )
+    guard = OverflowRetry(runnable, compact, budget, counter, own_context, coerce)
+    wrapped = RunnableCallable(
+        guard.invoke, guard.ainvoke, name=model_node, trace=False, recurse=False
+    )
+    if own_context and coerce is None:
+        return ModelNode(wrapped)
+    with_context = with_context_schema(builder, model_node, channels)
+    return ModelNode(wrapped, with_context, {"context": builder.channels["context"], **channels})

@@ -1,0 +1,118 @@
+"""Step 6 of ``ctx_budget``: the decision (docs/design.md §2, §5).
+
+``compact`` above the trigger (or when an edit took the summary away, or the provider compacted),
+``precompact`` between the pre-compaction threshold and the trigger, ``proceed`` otherwise, and
+:class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can make the request fit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.budget.estimate import BudgetEstimate
+from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.errors import ContextBudgetExceeded
+from ctx_langgraph.state import BudgetDecision, CompactionReport, ContextReport
+from ctx_langgraph.view.markers import is_summary
+
+__all__ = ["decide", "decision"]
+
+
+def decide(s: BudgetSettings, turn: Turn) -> None:
+    """6. Decide, on the view as the estimate counted it."""
+    assert turn.estimate is not None
+    turn.decision, turn.fallback = decision(s, turn, turn.view, turn.estimate)
+
+
+def _backing_off(context: ContextReport) -> bool:
+    """After a failure the configured summarizer waits (model calls and time, see CompactNode)."""
+    backoff = context.get("summarizer_backoff")
+    if not backoff:
+        return False
+    return int(context.get("budget_passes") or 0) < int(
+        backoff.get("retry_after_pass") or 0
+    ) or time.time() < float(backoff.get("retry_at") or 0)
+
+
+def _tried(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
+    """A compaction that did not commit on this very view is not retried in a loop."""
+    last = context.get("compaction") or {}
+    return (
+        last.get("epoch") == int(context.get("projection_epoch", 0))
+        and last.get("at_message_id") == (view[-1].id if view else None)
+        and last.get("status") != "committed"
+    )
+
+
+def decision(
+    s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
+) -> tuple[BudgetDecision, bool]:
+    """The decision, and whether the configured summarizer is backing off after failures."""
+    budget, context = s.budget, turn.context
+    backing_off = _backing_off(context)
+    can_compact = s.compact_node is not None and not _tried(context, view)
+    if context.get("rebuild") and can_compact and not backing_off:
+        return "compact", False  # an edit took the summary away: rebuild it from the raw history
+    if context.get("server_compaction") and can_compact and not backing_off:
+        return "compact", False  # the provider compacted: record the coverage it implies
+    if estimate.total <= budget.trigger:
+        precompaction = context.get("precompaction")
+        started = precompaction.get("epoch") if precompaction else None
+        if (
+            budget.precompact is not None
+            and s.compact_node is not None
+            and estimate.total > budget.precompact
+            and started != int(context.get("projection_epoch", 0))
+            and not backing_off
+        ):
+            return "precompact", False  # ctx_compact builds a candidate in the background
+        return "proceed", False
+    largest = _check_floor(s, turn, view, estimate)
+    if can_compact:
+        if not backing_off:
+            return "compact", False
+        if estimate.total > budget.usable:
+            return "compact", True  # cannot wait: the offline summarizer covers the span
+    if estimate.total <= budget.usable:
+        return "proceed", False  # over the trigger but fits: compaction waits or is not wired
+    last: CompactionReport = context.get("compaction") or {}
+    raise ContextBudgetExceeded(
+        estimate=estimate.total,
+        usable=budget.usable,
+        window=budget.context_window,
+        reserve=budget.output_reserve,
+        largest=largest,
+        advice="No cut can make this request fit"
+        if s.compact_node is not None
+        else "Compaction is not wired (compact_node=None)"
+        + f" (last compaction: {last.get('status', 'not tried')}, "
+        f"{'; '.join(last.get('problems') or [])[:300] or 'no problem noted'}): lower "
+        "keep_recent_tokens or tool_output_cap_tokens, or use a model with a larger window.",
+    )
+
+
+def _check_floor(
+    s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
+) -> int:
+    """What compaction can never remove (system messages, overhead, the newest message) must
+    fit; returns the largest message's tokens (for the error's advice)."""
+    budget, counter = s.budget, turn.counter
+    pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(view[-1:])
+    largest = max((s.cache.count(counter, m) for m in view), default=0)
+    floor = s.overhead_tokens + sum(s.cache.count(counter, m) for m in pinned)
+    if floor + s.config.margin(floor) > budget.usable:
+        raise ContextBudgetExceeded(
+            estimate=estimate.total,
+            usable=budget.usable,
+            window=budget.context_window,
+            reserve=budget.output_reserve,
+            largest=largest,
+            advice="No cut can make this request fit: even with all history compacted, the system "
+            "prompt, the tool schemas and the newest message are over the usable window. Shorten "
+            "the newest message or the system prompt, lower tool_output_cap_tokens, or use a "
+            "model with a larger window.",
+        )
+    return largest

@@ -1,0 +1,188 @@
+"""Steps 1a-1f of ``ctx_budget``: keep the view in step with the history store (docs/design.md §3).
+
+The store is the source of truth and the state a cache of it: edits made there (deletes, hides,
+revisions), the pinned rules, a provider's server-side compaction, a summary another worker
+committed, the projection for the model's provider, and a view every provider accepts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, message_to_dict
+
+from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.errors import MemoryStoreError
+from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
+from ctx_langgraph.providers import server_compaction_item
+from ctx_langgraph.view.markers import SUMMARY_FLAG, is_flagged, is_summary, is_synthetic
+from ctx_langgraph.view.pinned import pin
+from ctx_langgraph.view.repair import repair_tool_pairs
+from ctx_langgraph.view.summary import rewrite_view
+
+__all__ = [
+    "apply_store_summary",
+    "note_server_compaction",
+    "pin_rules",
+    "project_for_provider",
+    "reconcile_edits",
+    "repair_view",
+]
+
+log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+
+
+def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """1a. An event was deleted, hidden or revised in the store since this state last looked:
+    the view drops it (or takes the revision), and a summary that covered it goes too."""
+    context = turn.context
+    turn.head = head = yield call(s.store, "branch_info", turn.scope)
+    edits = head.edit_version if head is not None else 0
+    since = context.get("edit_version")
+    if head is not None and since not in (None, edits):
+        if s.memory is not None:
+            # edits made elsewhere (another process, a store without this memory attached)
+            # reach the memory here: what their events taught it is invalidated
+            edited = yield call(s.store, "edits_since", turn.scope, int(since or 0))
+            sources = [seq for _version, _branch, seq, kind in edited if kind != "show"]
+            try:
+                yield call(s.memory, "invalidate_events", turn.scope, seqs=sources)
+            except MemoryStoreError as exc:
+                log.warning("ctx-langgraph: long-term memory not invalidated: %s", exc)
+        turn.messages, dropped_summary = yield from _without_edited(
+            s, turn.scope, turn.messages, head
+        )
+        turn.note("history edited")
+        if dropped_summary:
+            context["active_checkpoint_id"] = head.active_checkpoint_id
+            context["active_generation"] = head.active_generation
+            context["covered_through_seq"] = 0
+            context["rebuild"] = True  # history before the view has no summary: compact it again
+    context["edit_version"] = edits
+
+
+def pin_rules(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """The pinned rules, re-read every turn, first in the view."""
+    if s.pinned_rules is None:
+        return
+    rules: str | None = yield call(s.pinned_rules, "load")
+    turn.messages, changed = pin(turn.messages, rules)
+    if changed:
+        turn.note("pinned rules changed")
+
+
+def note_server_compaction(turn: Turn) -> None:
+    """1b. A reply carrying a server-side compaction item (OpenAI's context_management): the
+    provider compacted everything before it; ``ctx_compact`` records that coverage.
+    (``ctx_usage`` records a reply as it arrives: it saw the first append.)"""
+    by_id = turn.by_id
+    first_seen = [m for m in turn.fresh if m.id in by_id and by_id[m.id].status == "appended"]
+    reply = turn.context.get("recorded_reply") or {}
+    if reply.get("status") == "appended" and reply.get("id") not in by_id:
+        recorded_reply = next((m for m in reversed(turn.messages) if m.id == reply["id"]), None)
+        first_seen += [recorded_reply] if recorded_reply is not None else []
+    for message in first_seen:
+        item = server_compaction_item(message)
+        if item is not None:
+            turn.context["server_compaction"] = {"message_id": message.id, "item": item}
+            turn.reasons.append("provider compacted")
+
+
+def apply_store_summary(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """1d. The store is the source of truth: a summary committed there but missing from the
+    state (a crash between the store commit and the checkpoint, or another worker) is applied."""
+    context, head = turn.context, turn.head
+    if head is None or head.active_generation <= int(context.get("active_generation", 0)):
+        return
+    active = yield call(s.store, "get_active", turn.scope)
+    if active is not None and any(m.id == active.first_kept_event_id for m in turn.messages):
+        turn.messages, _removed = rewrite_view(turn.messages, active, s.provider)
+        turn.note("state reconciled with the store")
+        context["projected_for"] = s.provider
+        context["active_checkpoint_id"] = active.id
+        context["active_generation"] = active.generation
+        context["covered_through_seq"] = active.covered_through_seq
+
+
+def project_for_provider(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """1e. The model's provider changed since the view was projected: its opaque window (or the
+    readable summary, when the thread comes back to the provider that has a window) is swapped
+    for this provider's projection of the active summary."""
+    projected = turn.context.get("projected_for")
+    if projected is None or projected == s.provider or turn.head is None:
+        return
+    active = yield call(s.store, "get_active", turn.scope)
+    if active is not None:
+        turn.messages, _removed = rewrite_view(turn.messages, active, s.provider)
+        turn.note(f"provider changed ({projected} -> {s.provider})")
+    turn.context["projected_for"] = s.provider
+
+
+def repair_view(turn: Turn) -> None:
+    """1f. The view is provider-valid whatever the input: a dangling tool call gets a stand-in
+    result, a stray tool result leaves the view (the store keeps both as they happened)."""
+    turn.messages, repairs = repair_tool_pairs(turn.messages)
+    if not repairs:
+        return
+    turn.note("tool calls repaired")
+    totals = turn.context.get("repairs") or {"dangling_tool_calls": 0, "orphan_tool_results": 0}
+    turn.context["repairs"] = {
+        "dangling_tool_calls": int(totals.get("dangling_tool_calls", 0))
+        + repairs.dangling_tool_calls,
+        "orphan_tool_results": int(totals.get("orphan_tool_results", 0))
+        + repairs.orphan_tool_results,
+    }
+
+
+def _recorded(message: BaseMessage) -> bool:
+    return bool(message.id) and message.type != "system" and not is_synthetic(message)
+
+
+def _without_edited(
+    s: BudgetSettings, scope: Scope, messages: Sequence[BaseMessage], head: BranchInfo
+) -> Flow[tuple[list[BaseMessage], bool]]:
+    """The view without deleted or hidden events, with revised ones as stored now, and without
+    a summary the store no longer has active. Returns it and whether the summary was dropped."""
+    # one range read from the view's oldest surviving message to the head (the view is the
+    # thread's tail), instead of one lookup per message
+    stored: dict[str, HistoryEvent] = {}
+    for probe in filter(_recorded, messages):
+        first: HistoryEvent | None = yield call(
+            s.store, "get_event", scope, str(probe.id), include_hidden=True
+        )
+        if first is not None:
+            rows: list[HistoryEvent] = yield call(
+                s.store,
+                "read_events",
+                scope,
+                from_seq=first.seq,
+                to_seq=head.head_seq,
+                include_hidden=True,
+            )
+            stored = {row.event_id: row for row in rows}
+            break
+    kept: list[BaseMessage] = []
+    dropped_summary = False
+    for message in messages:
+        if is_summary(message):
+            flag = message.additional_kwargs.get(SUMMARY_FLAG) or {}
+            if flag.get("checkpoint_id") == head.active_checkpoint_id:
+                kept.append(message)
+            else:
+                dropped_summary = True
+            continue
+        if not _recorded(message):
+            kept.append(message)
+            continue
+        event = stored.get(str(message.id))
+        if event is None:  # outside the range read: deleted, or out of seq order
+            event = yield call(s.store, "get_event", scope, str(message.id), include_hidden=True)
+        if event is None or not event.visible:
+            continue  # deleted or hidden: it leaves the view
+        if not is_flagged(message) and event.content != message_to_dict(message):
+            kept.append(event.message)  # revised: the view takes the stored revision
+        else:
+            kept.append(message)
+    return kept, dropped_summary

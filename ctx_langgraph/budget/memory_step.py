@@ -1,0 +1,126 @@
+"""Step 1c of ``ctx_budget``, and its share of step 5: long-term memory in the view.
+
+The user's new messages go through the memory's extractor; its live records are recalled into
+the view every turn under their own budget, and the memory message gives up what the rest of
+the request needs (it never pushes a request over the usable window).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.budget.measure import estimate_view, fingerprint
+from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.streaming import not_streamed
+from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
+from ctx_langgraph.memory.store import LongTermMemory, MemoryChange, place_memory
+from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
+from ctx_langgraph.state import ContextReport
+from ctx_langgraph.view.markers import MEMORY_FLAG, is_memory_message, is_synthetic
+
+__all__ = ["UnstreamedMemory", "fit_memory", "learn_and_recall"]
+
+log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+
+
+@dataclass(frozen=True)
+class UnstreamedMemory:
+    """The memory's ``observe`` with its model calls kept out of the graph's message stream
+    (a model-backed extractor is not the agent's reply)."""
+
+    memory: LongTermMemory
+
+    def observe(
+        self, scopes: MemoryScopes, messages: list[BaseMessage], *, seqs: dict[str, int]
+    ) -> list[MemoryChange]:
+        with not_streamed():
+            return self.memory.observe(scopes, messages, seqs=seqs)
+
+    async def aobserve(
+        self, scopes: MemoryScopes, messages: list[BaseMessage], *, seqs: dict[str, int]
+    ) -> list[MemoryChange]:
+        with not_streamed():
+            return await self.memory.aobserve(scopes, messages, seqs=seqs)
+
+
+def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """1c. Learn from the user's new messages, recall the live records into the view."""
+    memory = s.memory
+    if memory is None:
+        return
+    info = turn.memory_info
+    scopes = memory.scopes(turn.run_config, turn.scope)
+    by_id = turn.by_id
+    said = [
+        m
+        for m in turn.fresh
+        if m.type == "human" and m.id in by_id and by_id[m.id].status != "duplicate"
+    ]
+    if said:
+        seqs = {str(m.id): by_id[m.id].seq for m in said if m.id}
+        try:
+            changes = yield call(UnstreamedMemory(memory), "observe", scopes, said, seqs=seqs)
+            info["changes"] = [
+                {"action": c.action, "id": c.record.id, "superseded": list(c.superseded)}
+                for c in changes
+            ]
+        except (MemoryExtractionError, MemoryStoreError) as exc:
+            log.warning("ctx-langgraph: long-term memory not updated: %s", exc)
+            info["error"] = str(exc)
+    query = next(
+        (m.text for m in reversed(turn.messages) if m.type == "human" and not is_synthetic(m)),
+        "",
+    )
+    try:
+        turn.records = yield call(memory, "recall", scopes, query)
+    except MemoryStoreError as exc:  # the view keeps the memory it had
+        log.warning("ctx-langgraph: long-term memory not loaded: %s", exc)
+        info["error"] = str(exc)
+    if turn.records is not None:
+        loaded = memory.render(turn.records, turn.counter, s.memory_allowance())
+        turn.messages, changed = place_memory(turn.messages, loaded)
+        if changed:
+            turn.note("memory changed")
+
+
+def fit_memory(s: BudgetSettings, turn: Turn) -> None:
+    """5. Memory never pushes a request over the budget: it gives up what the rest needs."""
+    if turn.records is None:
+        return
+    assert turn.estimate is not None
+    shrunk = _shrink_memory(s, turn, turn.records)
+    if shrunk:
+        turn.rewritten = True
+        turn.fingerprint = fingerprint(turn.view, s.overhead_text, s.model_id)
+        if "memory changed" not in turn.reasons:  # (the estimate is a recount already)
+            turn.reasons.append("memory changed")
+            turn.epoch += 1
+            turn.context["projection_epoch"] = turn.epoch
+    message = next((m for m in turn.view if is_memory_message(m)), None)
+    turn.memory_info["loaded"] = message.additional_kwargs[MEMORY_FLAG]["items"] if message else 0
+    turn.memory_info["tokens"] = s.cache.count(turn.counter, message) if message else 0
+
+
+def _shrink_memory(s: BudgetSettings, turn: Turn, records: list[MemoryRecord]) -> bool:
+    """Shrink (or drop) the memory message until the request fits the usable window."""
+    assert s.memory is not None and turn.estimate is not None
+    view: Sequence[BaseMessage] = turn.view
+    estimate = turn.estimate
+    shrunk = False
+    for _ in range(4):
+        current = next((m for m in view if is_memory_message(m)), None)
+        if current is None or estimate.total <= s.budget.usable:
+            break
+        room = s.cache.count(turn.counter, current) - (estimate.total - s.budget.usable)
+        smaller = s.memory.render(records, turn.counter, room - 1) if room > 16 else None
+        view, _changed = place_memory(view, smaller)
+        shrunk = True
+        recount: ContextReport = {**turn.context, "projection_epoch": -1}
+        estimate = estimate_view(s, turn.counter, view, recount)
+    turn.view, turn.estimate = list(view), estimate
+    return shrunk

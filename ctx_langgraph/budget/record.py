@@ -1,0 +1,130 @@
+"""Step 1 of ``ctx_budget``: record every message the history store has not seen (docs/design.md §2).
+
+Idempotent: the scan starts after the last message recorded (``recorded_through_id``); the
+summary message and the view's own previews are never recorded. A message recorded before and
+replaced by id since (an edit sent with the input, or ``update_state``) is recorded as a
+revision; a state forked from an older checkpoint starts a new branch at the fork point.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from langchain_core.messages import BaseMessage, message_to_dict
+
+from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.core.digest import digest
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.errors import EventConflict
+from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
+from ctx_langgraph.view.markers import is_flagged, is_synthetic
+
+__all__ = ["record"]
+
+log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+
+
+def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
+    """Record the new messages (and the revisions of edited ones); fills ``turn.fresh``,
+    ``turn.prefix``, ``turn.checksum`` and ``turn.by_id``."""
+    context, messages = turn.context, turn.messages
+    start = 0
+    turn.recorded_through = recorded_through = context.get("recorded_through_id")
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].id == recorded_through:
+            start = index + 1
+            break
+    # (previews of capped or cleared results stand for events recorded under their id)
+    recorded = [m for m in messages[start:] if not is_synthetic(m)]
+    turn.fresh = fresh = [m for m in recorded if not is_flagged(m)]
+    # a message recorded before and since replaced by id with other content (add_messages
+    # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
+    turn.prefix = prefix = [m for m in messages[:start] if m.id and not is_flagged(m)]
+    turn.checksum = checksum = digest(prefix)
+    saved = context.get("recorded_digest")
+    revised_in_state: list[BaseMessage] = []
+    if (
+        saved is not None
+        and saved.get("first") == (prefix[0].id if prefix else None)
+        and saved.get("count") == len(prefix)
+        and saved.get("value") != checksum
+    ):
+        revised_in_state = yield from _edited_in_state(s, turn.scope, prefix)
+    if fresh and recorded_through is not None:
+        yield from _fork_if_diverged(s, turn, str(recorded_through), recorded)
+    results: list[AppendResult] = (
+        (yield call(s.store, "append", turn.scope, fresh)) if fresh else []
+    )
+    if revised_in_state:
+        try:
+            results += yield call(s.store, "append", turn.scope, revised_in_state)
+        except EventConflict as exc:  # an event this branch shares with its parent
+            log.warning("ctx-langgraph: an edited message was not recorded: %s", exc)
+            context["record_error"] = str(exc)[:300]
+    turn.by_id = {r.event_id: r for r in results}
+    if any(r.status == "revised" for r in results):
+        turn.reasons.append("edited message")
+
+
+def _fork_if_diverged(
+    s: BudgetSettings, turn: Turn, recorded_through: str, recorded: Sequence[BaseMessage]
+) -> Flow[None]:
+    """The store's branch may have moved past what this state recorded. Replaying the same
+    messages (a resumed run) is fine; different ones mean the state was forked from an older
+    checkpoint (time travel, update_state, Studio's edit-and-rerun): they start a new branch at
+    the fork point, sharing the earlier events and summaries, never seeing the other
+    timeline's."""
+    scope = turn.scope
+    known = yield call(s.store, "get_event", scope, recorded_through, include_hidden=True)
+    head = yield call(s.store, "branch_info", scope)
+    if known is None or head is None or head.head_seq <= known.seq:
+        return
+    after: list[HistoryEvent] = yield call(
+        s.store,
+        "read_events",
+        scope,
+        from_seq=known.seq + 1,
+        to_seq=known.seq + len(recorded),
+        include_hidden=False,
+    )
+    # the store may hold only the first of them (a run that died after recording part of a
+    # turn): those must be the same messages; the rest are new
+    overlap = min(len(recorded), head.head_seq - known.seq)
+    replay = len(after) == overlap and all(
+        event.event_id == message.id
+        and (is_flagged(message) or event.content == message_to_dict(message))
+        for event, message in zip(after, recorded[:overlap], strict=True)
+    )
+    if not replay:
+        fork = scope.on_branch(f"{scope.branch}~{known.seq}-{uuid.uuid4().hex[:8]}")
+        yield call(s.store, "create_branch", fork, scope.branch, known.seq)
+        turn.scope = fork
+        turn.context["branch"] = fork.branch
+        turn.reasons.append("fork")
+
+
+def _edited_in_state(
+    s: BudgetSettings, scope: Scope, prefix: Sequence[BaseMessage]
+) -> Flow[list[BaseMessage]]:
+    """The recorded messages whose content in the state differs from the store's (one range
+    read from the oldest of them)."""
+    first: HistoryEvent | None = None
+    for probe in prefix:
+        first = yield call(s.store, "get_event", scope, str(probe.id), include_hidden=True)
+        if first is not None:
+            break
+    if first is None:
+        return []
+    head = yield call(s.store, "branch_info", scope)
+    to_seq = head.head_seq if head else first.seq
+    rows: list[HistoryEvent] = yield call(
+        s.store, "read_events", scope, from_seq=first.seq, to_seq=to_seq, include_hidden=False
+    )
+    stored = {row.event_id: row for row in rows}
+    return [
+        m
+        for m in prefix
+        if (event := stored.get(str(m.id))) is not None and event.content != message_to_dict(m)
+    ]

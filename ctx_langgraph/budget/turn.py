@@ -1,0 +1,99 @@
+"""What one ``ctx_budget`` pass works with: the node's settings (shared by every thread, never
+changed after construction) and the turn (one pass of one thread, thrown away after it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctx_langgraph.budget.counters import CountCache, TokenCounter
+from ctx_langgraph.budget.estimate import BudgetEstimate
+from ctx_langgraph.budget.provider_count import ProviderCountHook
+from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import AppendResult, BranchInfo, Scope
+from ctx_langgraph.memory.store import LongTermMemory
+from ctx_langgraph.memory.types import MemoryRecord
+from ctx_langgraph.rules import PinnedRules
+from ctx_langgraph.state import BudgetDecision, ContextReport, MemoryReport
+
+__all__ = ["BudgetSettings", "Turn"]
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """The node's configuration, resolved once: what every step reads, for every thread."""
+
+    store: HistoryStore
+    config: ContextConfig
+    budget: ResolvedBudget
+    counter: TokenCounter
+    """The configured counter; an approximate one is copied per pass with the thread's
+    calibration (see :mod:`ctx_langgraph.budget.calibration`)."""
+    cache: CountCache
+    """Per-message counts, shared by the threads: keyed by counter id (the calibration
+    included) and content, so a thread only ever reads counts of its own counter state."""
+    tools: Sequence[Any]
+    compact_node: str | None
+    provider_count: ProviderCountHook | None
+    exact_count_above: float
+    pinned_rules: PinnedRules | None
+    memory: LongTermMemory | None
+    overhead_text: str
+    """The tool schemas and the node's own system prompt, as the fingerprint hashes them."""
+    overhead_tokens: int
+    """Their tokens: what every request carries besides the messages."""
+    model_id: str
+    provider: str
+
+    def memory_allowance(self) -> int:
+        """The memory message's budget: its own cap, and never more than a quarter of the window."""
+        assert self.memory is not None
+        return min(self.memory.max_tokens, max(0, self.budget.usable // 4))
+
+
+@dataclass
+class Turn:
+    """The working data of one pass; each step reads it and fills in its part."""
+
+    messages: Sequence[BaseMessage]
+    """The view as the steps rewrite it (the state's messages at the start)."""
+    context: ContextReport
+    """A copy of the state's ``context``; steps note what the update carries over."""
+    run_config: RunnableConfig | None
+    scope: Scope
+    counter: TokenCounter
+    """The counter of this thread (its calibration restored from ``context``)."""
+    epoch: int
+    reasons: list[str] = field(default_factory=list)
+    """Why the projection epoch moves this pass."""
+    recorded_through: str | None = None
+    fresh: list[BaseMessage] = field(default_factory=list)
+    """New messages to record (not previews, not synthetic)."""
+    prefix: list[BaseMessage] = field(default_factory=list)
+    """The recorded part of the state (messages before the first new one)."""
+    checksum: int = 0
+    by_id: dict[str, AppendResult] = field(default_factory=dict)
+    head: BranchInfo | None = None
+    rewritten: bool = False
+    """The view changed beyond replacements: the update replaces all messages."""
+    replacements: dict[str, BaseMessage] = field(default_factory=dict)
+    """Capped or cleared tool results, by id."""
+    records: list[MemoryRecord] | None = None
+    memory_info: MemoryReport = field(default_factory=lambda: MemoryReport())
+    view: Sequence[BaseMessage] = ()
+    """The view after the replacements: what the estimate counts."""
+    fingerprint: str = ""
+    estimate: BudgetEstimate | None = None
+    decision: BudgetDecision = "proceed"
+    fallback: bool = False
+    """The configured summarizer is backing off: the offline one covers the span."""
+
+    def note(self, reason: str) -> None:
+        """The view changed for ``reason``: the update replaces it, the epoch moves."""
+        self.rewritten = True
+        self.reasons.append(reason)

@@ -1,0 +1,137 @@
+"""The report step of ``ctx_compact``: the state update each outcome leaves (docs/design.md §6).
+
+A commit rewrites the view (system prompt + summary message + the uncovered tail) and bumps the
+projection epoch; every other outcome only says in ``context["compaction"]`` what happened, so
+that ``ctx_budget`` does not send the same view back to a failed compaction at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from ctx_langgraph.compaction.summarize import Attempts
+from ctx_langgraph.errors import CompactionFailed
+from ctx_langgraph.history.types import CompactionCheckpoint
+from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
+from ctx_langgraph.view.summary import rewrite_view
+
+__all__ = [
+    "failed",
+    "next_backoff",
+    "not_recorded",
+    "nothing_to_cover",
+    "precompacting",
+    "rewritten",
+]
+
+log = logging.getLogger(__name__)
+
+
+def nothing_to_cover(info: CompactionReport, *, rebuild: bool = False) -> dict[str, Any]:
+    """No cut in the view (and, for a rebuild, no history before it)."""
+    context: ContextReport = {"compaction": {**info, "status": "nothing_to_cover"}}
+    if rebuild:
+        context = {"rebuild": False, **context}
+    return {"context": context}
+
+
+def not_recorded(info: CompactionReport, message_id: object) -> dict[str, Any]:
+    """The last covered message is not in the history store: nothing can be covered yet."""
+    error = f"message {message_id!r} is not in the history store"
+    report: CompactionReport = {**info, "status": "not_recorded", "error": error}
+    context: ContextReport = {"compaction": report}
+    return {"context": context}
+
+
+def rewritten(
+    messages: Sequence[BaseMessage],
+    checkpoint: CompactionCheckpoint,
+    provider: str | None,
+    epoch: int,
+    info: CompactionReport,
+    status: str,
+) -> dict[str, Any]:
+    """The state after a commit: system prompt + summary message + the uncovered tail."""
+    view, removed = rewrite_view(messages, checkpoint, provider)
+    context: ContextReport = {
+        "projection_epoch": epoch + 1,
+        "baseline": None,
+        "rebuild": False,
+        "server_compaction": None,
+        "projected_for": provider,
+        "active_checkpoint_id": checkpoint.id,
+        "active_generation": checkpoint.generation,
+        "covered_through_seq": checkpoint.covered_through_seq,
+        "compaction": {
+            **info,
+            "status": status,
+            "generation": checkpoint.generation,
+            "covered_through_seq": checkpoint.covered_through_seq,
+            "summary_tokens": checkpoint.summary_tokens,
+            "removed_messages": removed,
+        },
+    }
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view], "context": context}
+
+
+def next_backoff(context: ContextReport, backoff_s: float, summarizer_id: str) -> SummarizerBackoff:
+    """When the configured summarizer is tried again after one more failure in a row: after
+    a doubling number of model calls and seconds (``compaction_backoff_s``)."""
+    last = context.get("summarizer_backoff")
+    failures = int((last.get("failures") if last else 0) or 0) + 1
+    step = 2 ** min(failures - 1, 5)
+    wait_s = backoff_s * step
+    passes = int(context.get("budget_passes") or 0)
+    log.warning(
+        "ctx-langgraph: the summarizer %s failed (%d compactions in a row); it is tried "
+        "again after %d model calls and %.0fs",
+        summarizer_id,
+        failures,
+        step + 1,
+        wait_s,
+    )
+    return {
+        "failures": failures,
+        "retry_after_pass": passes + 1 + step,
+        "retry_at": time.time() + wait_s,
+    }
+
+
+def failed(run: Attempts, estimate: int, usable: int, backoff: ContextReport) -> dict[str, Any]:
+    """Every try failed: proceed uncompacted when the request fits, else raise.
+
+    Raises:
+        CompactionFailed: the request is over the usable window (the fallback failed too).
+    """
+    if estimate > usable:  # the fallback failed too: nothing left to try
+        raise CompactionFailed(
+            attempts=run.count, problems=run.problems, estimate=estimate, usable=usable
+        )
+    log.warning(
+        "ctx-langgraph: compaction failed, proceeding uncompacted (the request fits): %s",
+        run.problems[-1:] or run.problems,
+    )
+    report: CompactionReport = {
+        **run.info,
+        "status": "failed",
+        "attempts": run.count,
+        "problems": run.problems[-5:],
+    }
+    context: ContextReport = {"compaction": report, **backoff}
+    return {"context": context}
+
+
+def precompacting(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The update that says a background pre-compaction started (None: no pre-compaction)."""
+    context: ContextReport = state.get("context") or ContextReport()
+    if (context.get("budget") or {}).get("decision") != "precompact":
+        return None
+    epoch = int(context.get("projection_epoch", 0))
+    started: ContextReport = {"precompaction": {"epoch": epoch, "status": "started"}}
+    return {"context": started}

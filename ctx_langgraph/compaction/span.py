@@ -1,0 +1,137 @@
+"""The first steps of ``ctx_compact``: read what the state asks for and find the span to cover.
+
+The span runs from the active summary's cursor + 1 through the event before the cut
+(docs/design.md §6). The cut is chosen in the working view
+(:func:`~ctx_langgraph.compaction.choose_cut`), or is where a provider's server-side compaction
+happened; when an edit took the summary away and the view is too short to cut, the span is the
+store's history before the view (a rebuild), and the whole view stays verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctx_langgraph.budget.counters import CountCache, TokenCounter
+from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
+from ctx_langgraph.compaction.report import not_recorded, nothing_to_cover
+from ctx_langgraph.config import ResolvedBudget
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.scope import Scope, scope_from_config
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import HistoryEvent
+from ctx_langgraph.state import BudgetReport, CompactionReport, ContextReport, ServerCompaction
+
+__all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the state asks of one compaction."""
+
+    messages: Sequence[BaseMessage]
+    context: ContextReport
+    scope: Scope
+    epoch: int
+    """The projection epoch the view was built in."""
+    estimate: int
+    """The budget's estimate of the request (0: none)."""
+    must_fit: bool
+    """The request is over the usable window: if the configured summarizer fails, the offline
+    one covers the span (at once while it is backing off)."""
+    backing_off: bool
+    """The budget says the configured summarizer is backing off."""
+    server: ServerCompaction | None
+    """``context["server_compaction"]``: where the provider compacted the conversation itself."""
+
+    def report(self) -> CompactionReport:
+        """Where this attempt happened: the budget does not send the same view back to a
+        failed compaction."""
+        return {
+            "epoch": self.epoch,
+            "at_message_id": self.messages[-1].id if self.messages else None,
+        }
+
+
+@dataclass(frozen=True)
+class Span:
+    """What the summary covers: through ``through_seq``, keeping ``first_kept_id`` on."""
+
+    through_seq: int
+    first_kept_id: str
+    kind: str
+    """The cut's kind (``user_turn``, ``assistant_boundary``, ``last_group``, ``server``), or
+    ``rebuild``."""
+    cut: CutPoint | None
+    """The cut in the view (None for a rebuild)."""
+
+
+def read_turn(
+    state: dict[str, Any], config: RunnableConfig | None, usable: int, *, commit: bool
+) -> Turn:
+    """The state's messages and context, as this compaction reads them."""
+    messages: Sequence[BaseMessage] = state.get("messages") or []
+    context = cast(ContextReport, dict(state.get("context") or {}))
+    budget = context.get("budget") or BudgetReport()
+    estimate = int(budget.get("total") or 0)
+    return Turn(
+        messages=messages,
+        context=context,
+        scope=scope_from_config(config, cast("dict[str, Any]", context)),
+        epoch=int(context.get("projection_epoch", 0)),
+        estimate=estimate,
+        must_fit=commit and estimate > usable,
+        backing_off=budget.get("summarizer") == "fallback",
+        server=context.get("server_compaction"),
+    )
+
+
+def choose_span_cut(
+    turn: Turn, budget: ResolvedBudget, counter: TokenCounter, cache: CountCache
+) -> CutPoint | None:
+    """The cut: where the provider compacted, else the one that keeps the recent tokens."""
+    messages, server = turn.messages, turn.server
+    keep_recent = budget.keep_recent_tokens
+    if turn.must_fit:  # the kept tail alone may be too much: cut deeper
+        keep_recent = max(0, keep_recent - (turn.estimate - budget.target))
+    server_at = next(
+        (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),
+        None,
+    )
+    start = first_coverable(messages)
+    if server_at is not None and server_at > start:
+        # the provider compacted everything before this reply: cover exactly that
+        return CutPoint(start, server_at, "server", 0, 0)
+    counts = [cache.count(counter, m) for m in messages]
+    return choose_cut(messages, counts, keep_recent_tokens=keep_recent)
+
+
+def locate_span(
+    turn: Turn, cut: CutPoint | None, store: HistoryStore
+) -> Flow[Span | dict[str, Any]]:
+    """The span in the store's seqs, or the report of why there is none."""
+    messages, info = turn.messages, turn.report()
+    if cut is None and turn.context.get("rebuild"):
+        # an edit took the summary away and the view is too short to cut: cover the store's
+        # history before the view, keeping the whole view verbatim
+        start = first_coverable(messages)
+        first = messages[start] if start < len(messages) else None
+        found: HistoryEvent | None = None
+        if first is not None and first.id:
+            found = yield call(store, "get_event", turn.scope, str(first.id))
+        if first is None or found is None or found.seq <= 1:
+            return nothing_to_cover(info, rebuild=True)
+        return Span(found.seq - 1, str(first.id), "rebuild", None)
+    if cut is None:
+        return nothing_to_cover(info)
+    last_covered = messages[cut.index - 1]
+    event: HistoryEvent | None = None
+    if last_covered.id:
+        event = yield call(store, "get_event", turn.scope, str(last_covered.id))
+    if event is None:
+        return not_recorded(info, last_covered.id)
+    return Span(event.seq, str(messages[cut.index].id), cut.kind, cut)

@@ -1,0 +1,256 @@
+"""The summarize step of ``ctx_compact``: the summary text of a span, validated, within bounds.
+
+The configured summarizer gets ``compaction_attempts`` tries within ``compaction_timeout_s``;
+each answer is validated (real token length <= cap, sections, key-fact sources) and an invalid
+one is never truncated and committed (docs/design.md §6). When it fails (or is backing off)
+and the request would not fit, the offline fallback covers the span. Every summarizer call
+runs with a timeout and tagged so that it is not streamed as the agent's reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
+from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.streaming import not_streamed
+from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent
+from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
+
+__all__ = [
+    "Attempts",
+    "SummaryPlan",
+    "TimedSummarizer",
+    "Written",
+    "summarize_span",
+    "write_summary",
+]
+
+log = logging.getLogger(__name__)
+
+FALLBACK_MIN_S = 30.0
+"""The least time the offline fallback summarizer gets, whatever ``compaction_timeout_s`` is."""
+
+
+@dataclass
+class Attempts:
+    """The bookkeeping of one compaction run (all its rounds): tries made, problems met, and
+    the report's fields so far (``epoch``, ``at_message_id``, ``fallback``, ``provider``...)."""
+
+    info: CompactionReport
+    deadline: float
+    problems: list[str] = field(default_factory=list)
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the summarize step produced: the valid text (None: every try failed), the
+    summarizer that wrote it, and the configured summarizer's failures in a row."""
+
+    text: str | None
+    summarizer: Summarizer
+    backoff: ContextReport
+    """``summarizer_backoff`` when the configured summarizer was tried (None: it succeeded)."""
+
+
+@dataclass(frozen=True)
+class TimedSummarizer:
+    """A summarizer call bounded by ``timeout_s`` and tagged not to be streamed."""
+
+    summarizer: Summarizer
+    timeout_s: float
+
+    def _timed_out(self) -> TimeoutError:
+        return TimeoutError(f"summarizer took longer than {self.timeout_s:.1f}s")
+
+    def summarize(self, request: SummaryRequest) -> str:
+        # (not a `with` block: its exit would wait for a summarizer that hangs)
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        try:
+            # the run's context (its config and callbacks: the ledger handler) goes along,
+            # tagged so that the summary is not streamed as if it were the agent's reply
+            with not_streamed():
+                run = contextvars.copy_context().run
+            future = pool.submit(run, self.summarizer.summarize, request)
+            try:
+                return future.result(timeout=self.timeout_s)
+            except concurrent.futures.TimeoutError:
+                raise self._timed_out() from None
+        finally:
+            pool.shutdown(wait=False)
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        try:
+            with not_streamed():  # (the task wait_for makes copies this context)
+                pending = asyncio.ensure_future(self.summarizer.asummarize(request))
+            return await asyncio.wait_for(pending, self.timeout_s)
+        except asyncio.TimeoutError:
+            raise self._timed_out() from None
+
+
+def _batches(
+    events: Sequence[HistoryEvent], tokens: Sequence[int], budget: int
+) -> list[list[HistoryEvent]]:
+    """Ordered batches of events whose tokens fit ``budget`` each (a giant event gets its own)."""
+    batches: list[list[HistoryEvent]] = [[]]
+    used = 0
+    for event, count in zip(events, tokens, strict=True):
+        if batches[-1] and used + count > budget:
+            batches.append([])
+            used = 0
+        batches[-1].append(event)
+        used += count
+    return [batch for batch in batches if batch]
+
+
+def _span_batches(
+    summarizer: Summarizer,
+    previous: SummaryDocument | None,
+    events: list[HistoryEvent],
+    cap: int,
+    counter: TokenCounter,
+) -> list[list[HistoryEvent]]:
+    """The span in one batch, or in ordered batches that fit the summarizer's window."""
+    window = getattr(summarizer, "window_tokens", None)
+    if not window:
+        return [events]
+    room = window - cap - (counter.count_text(previous.render()) if previous else 0)
+    room = max(room, window // 4)
+    return _batches(events, [counter.count_text(e.text) + 8 for e in events], room) or [events]
+
+
+def summarize_span(
+    summarizer: Summarizer,
+    previous: SummaryDocument | None,
+    snapshot: CoverageSnapshot,
+    cap: int,
+    counter: TokenCounter,
+    deadline: float,
+) -> Flow[str]:
+    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
+    batches = _span_batches(summarizer, previous, list(snapshot.events), cap, counter)
+    text = ""
+    for batch in batches:
+        request = SummaryRequest(
+            previous=previous,
+            events=batch,
+            covered_through_seq=batch[-1].seq if batch else snapshot.covered_through_seq,
+            cap_tokens=cap,
+            counter=counter,
+        )
+        timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()))
+        text = yield call(timed, "summarize", request)
+        if batch is not batches[-1]:  # the rolling summary carries into the next batch
+            previous = SummaryDocument.parse(text)
+    return text
+
+
+def _attempt(
+    summarizer: Summarizer,
+    previous: SummaryDocument | None,
+    snapshot: CoverageSnapshot,
+    cap: int,
+    counter: TokenCounter,
+    deadline: float,
+    problems: list[str],
+) -> Flow[str | None]:
+    """One summarizer attempt: its valid text, or None with the problem noted."""
+    number = len(problems) + 1
+    try:
+        text: object = yield from summarize_span(
+            summarizer, previous, snapshot, cap, counter, deadline
+        )
+    except Exception as exc:  # the summarizer raised or timed out: a failed attempt
+        problems.append(f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300])
+        return None
+    if not isinstance(text, str):
+        problems.append(
+            f"attempt {number} ({summarizer.id}): returned {type(text).__name__}, not text"
+        )
+        return None
+    found = validate_summary(
+        text, cap_tokens=cap, counter=counter, covered_through_seq=snapshot.covered_through_seq
+    )
+    if found:
+        problems.append(f"attempt {number} ({summarizer.id}): " + "; ".join(found)[:300])
+        return None
+    return text
+
+
+@dataclass(frozen=True)
+class SummaryPlan:
+    """Who summarizes and within what: the configured summarizer and its bounds, the offline
+    fallback, and whether the fallback is called for (the request would not fit)."""
+
+    summarizer: Summarizer
+    fallback: Summarizer
+    attempts: int
+    """How many tries the configured summarizer gets (``compaction_attempts``)."""
+    fallback_s: float
+    """The time the fallback gets (at least :data:`FALLBACK_MIN_S`)."""
+    cap: int
+    counter: TokenCounter
+    backing_off: bool
+    """The configured summarizer failed lately: it is not tried now."""
+    must_fit: bool
+    """The request is over the usable window: it cannot go on uncompacted."""
+    estimate: int
+    usable: int
+
+
+def write_summary(
+    plan: SummaryPlan,
+    previous: SummaryDocument | None,
+    snapshot: CoverageSnapshot,
+    run: Attempts,
+    backoff: Callable[[], SummarizerBackoff],
+) -> Flow[Written]:
+    """The configured summarizer's tries, then the fallback's when it failed and must.
+
+    ``backoff`` gives the configured summarizer's next backoff when all its tries failed.
+    """
+    text = None
+    written_backoff: ContextReport = {}  # the configured summarizer's failures in a row
+    if not plan.backing_off:
+        while run.count < plan.attempts and time.monotonic() < run.deadline:
+            run.count += 1
+            text = yield from _attempt(
+                plan.summarizer,
+                previous,
+                snapshot,
+                plan.cap,
+                plan.counter,
+                run.deadline,
+                run.problems,
+            )
+            if text is not None:
+                break
+        written_backoff = {"summarizer_backoff": None if text is not None else backoff()}
+    if text is not None or not (plan.must_fit or plan.backing_off):
+        return Written(text, plan.summarizer, written_backoff)
+    used = plan.fallback
+    run.info["fallback"] = used.id
+    log.warning(
+        "ctx-langgraph: the summarizer %s failed or is backing off and the request "
+        "would not fit (%d tokens > %d usable): the %s summarizer covers the span",
+        plan.summarizer.id,
+        plan.estimate,
+        plan.usable,
+        used.id,
+    )
+    run.count += 1
+    # (offline and bounded: only a loaded machine makes it slow, so it gets time)
+    deadline = time.monotonic() + plan.fallback_s
+    text = yield from _attempt(
+        used, previous, snapshot, plan.cap, plan.counter, deadline, run.problems
+    )
+    return Written(text, used, written_backoff)

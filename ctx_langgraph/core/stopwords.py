@@ -1,0 +1,22 @@
+"""The glue words a ranked search ignores: a natural-language question's glue words select nothing.
+
+Shared by the history lookup's ranked search and long-term memory's recall ranking.
+
+Example:
+    >>> from ctx_langgraph.core.text import query_terms
+    >>> [t for t in query_terms("What is the order id of the user?") if t not in STOPWORDS]
+    ['order', 'id', 'user']
+"""
+
+from __future__ import annotations
+
+__all__ = ["STOPWORDS"]
+
+_GLUE_WORDS = (
+    "a an and are as at be been by can could did do does for from had has have how i if in "
+    "into is it its me my of on or our she he so than that the their them then there these "
+    "they this those to us was we were what when where which while who whom why will with "
+    "would you your after before about his her him s t"
+)
+STOPWORDS = frozenset(_GLUE_WORDS.split(" "))
+"""Words a ranked search ignores: a natural-language question's glue words select nothing."""

@@ -1,0 +1,241 @@
+"""The history store's public event methods (append, read, revisions, the edit log, hide, show,
+delete), each a thin call of one operation of :mod:`ctx_langgraph.history.events`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.history import events as event_ops
+from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history.args import id_list
+from ctx_langgraph.history.rows import message_to_row
+from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
+from ctx_langgraph.storage.statements import Op
+
+__all__ = ["EventsAPI"]
+
+
+class EventsAPI(StoreBase):
+    """Append, read and edit a branch's events."""
+
+    @staticmethod
+    def _revised(results: list[AppendResult]) -> list[str]:
+        return [r.event_id for r in results if r.status == "revised"]
+
+    def _append(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage] | BaseMessage,
+        created_at: dt.datetime | Sequence[dt.datetime] | None,
+    ) -> Op[list[AppendResult]]:
+        scope = checked_scope(scope)
+        if isinstance(messages, BaseMessage):
+            messages = [messages]
+        rows = [message_to_row(message) for message in messages]
+        now = self.clock()
+        if created_at is None:
+            created = [now] * len(rows)
+        elif isinstance(created_at, dt.datetime):
+            created = [created_at] * len(rows)
+        else:
+            created = list(created_at)
+            if len(created) != len(rows):
+                raise ValueError(f"got {len(rows)} messages but {len(created)} created_at values")
+        for when in created:
+            if not isinstance(when, dt.datetime):
+                raise TypeError(f"created_at must be a datetime, got {type(when).__name__}")
+            try:  # stored as UTC and read back as a UTC datetime
+                when.astimezone(dt.timezone.utc)
+            except OverflowError:
+                raise ValueError(
+                    f"created_at {when.isoformat()} is outside the years 1 to 9999 in UTC"
+                ) from None
+        return event_ops.append(self.dialect, scope, rows, created, now)
+
+    def append(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage] | BaseMessage,
+        *,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> list[AppendResult]:
+        """Record messages at the end of a branch, in one transaction.
+
+        Idempotent by message id: a message already recorded (here or, for a branch, in the
+        shared part of its parent) with the same content is a ``duplicate`` and keeps its seq;
+        with changed content it becomes a new ``revision`` of the same seq. New messages get
+        consecutive seqs with no gap, even with concurrent appenders.
+
+        Args:
+            scope: the branch to append to, or a bare thread id.
+            messages: LangChain messages; one without an id gets a fresh UUID.
+            created_at: when the messages happened (one value, or one per message); now by default.
+
+        Returns:
+            One :class:`AppendResult` per message, in order.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     [r.seq for r in store.append("t1", [HumanMessage("hi", id="m1"), HumanMessage("yo", id="m2")])]
+            ...     store.append("t1", [HumanMessage("hi", id="m1")])[0].status
+            [1, 2]
+            'duplicate'
+        """
+        results = self.run(self._append(scope, messages, created_at), write=True)
+        if self._edit_listeners and (revised := self._revised(results)):
+            self.notify_edited(checked_scope(scope), revised, "revised")
+        return results
+
+    async def aappend(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage] | BaseMessage,
+        *,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> list[AppendResult]:
+        """Async twin of :meth:`append`."""
+        results = await self.arun(self._append(scope, messages, created_at), write=True)
+        if self._edit_listeners and (revised := self._revised(results)):
+            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        return results
+
+    def read_events(
+        self,
+        scope: Scope | str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        limit: int | None = None,
+        include_hidden: bool = False,
+    ) -> list[HistoryEvent]:
+        """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
+        op = event_ops.read_events(
+            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+        )
+        return self.run(op)
+
+    async def aread_events(
+        self,
+        scope: Scope | str,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        limit: int | None = None,
+        include_hidden: bool = False,
+    ) -> list[HistoryEvent]:
+        """Async twin of :meth:`read_events`."""
+        op = event_ops.read_events(
+            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+        )
+        return await self.arun(op)
+
+    def get_event(
+        self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
+    ) -> HistoryEvent | None:
+        """One event by message id in the branch's view, or None."""
+        op = event_ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
+        return self.run(op)
+
+    async def aget_event(
+        self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
+    ) -> HistoryEvent | None:
+        """Async twin of :meth:`get_event`."""
+        op = event_ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
+        return await self.arun(op)
+
+    def event_revisions(
+        self, scope: Scope | str, event_id: str
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Earlier revisions of an event, oldest first, as (revision, message record)."""
+        op = event_ops.event_revisions(self.dialect, checked_scope(scope), event_id)
+        return self.run(op)
+
+    async def aevent_revisions(
+        self, scope: Scope | str, event_id: str
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """Async twin of :meth:`event_revisions`."""
+        op = event_ops.event_revisions(self.dialect, checked_scope(scope), event_id)
+        return await self.arun(op)
+
+    def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
+        """The thread's edit log after edit version ``version`` (every branch), oldest first, as
+        ``(edit_version, branch, seq, kind)`` with ``kind`` ``"hide"``, ``"show"``,
+        ``"delete"`` or ``"revise"``. ``branch_info(...).edit_version`` is the newest version.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage("a", id="m1"), HumanMessage("b", id="m2")])
+            ...     _ = store.delete_events("t", ["m2"])
+            ...     store.edits_since("t", 0)
+            [(1, 'main', 2, 'delete')]
+        """
+        return self.run(event_ops.edits_since(self.dialect, checked_scope(scope), version))
+
+    async def aedits_since(
+        self, scope: Scope | str, version: int
+    ) -> list[tuple[int, str, int, str]]:
+        """Async twin of :meth:`edits_since`."""
+        op = event_ops.edits_since(self.dialect, checked_scope(scope), version)
+        return await self.arun(op)
+
+    def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Hide events from reads and search (kept for audit); returns how many changed.
+
+        An event inherited from a parent branch is one shared row: hiding it hides it in every
+        branch that shares it. Candidates covering a hidden event become stale.
+        """
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.hide_events(self.dialect, checked_scope(scope), ids, self.clock())
+        changed = self.run(op, write=True)
+        self.notify_edited(checked_scope(scope), ids, "hidden")
+        return changed
+
+    async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Async twin of :meth:`hide_events`."""
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.hide_events(self.dialect, checked_scope(scope), ids, self.clock())
+        changed = await self.arun(op, write=True)
+        await self.anotify_edited(checked_scope(scope), ids, "hidden")
+        return changed
+
+    def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Make hidden events visible again; returns how many changed."""
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.show_events(self.dialect, checked_scope(scope), ids, self.clock())
+        return self.run(op, write=True)
+
+    async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Async twin of :meth:`show_events`."""
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.show_events(self.dialect, checked_scope(scope), ids, self.clock())
+        return await self.arun(op, write=True)
+
+    def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Delete events and their earlier revisions for good; returns how many were deleted.
+
+        Seqs are never reused. Candidates covering a deleted event become stale.
+        """
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.delete_events(self.dialect, checked_scope(scope), ids, self.clock())
+        changed = self.run(op, write=True)
+        self.notify_edited(checked_scope(scope), ids, "deleted")
+        return changed
+
+    async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+        """Async twin of :meth:`delete_events`."""
+        ids = id_list("event_ids", event_ids)
+        op = event_ops.delete_events(self.dialect, checked_scope(scope), ids, self.clock())
+        changed = await self.arun(op, write=True)
+        await self.anotify_edited(checked_scope(scope), ids, "deleted")
+        return changed

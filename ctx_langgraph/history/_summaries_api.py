@@ -1,0 +1,186 @@
+"""The history store's public summary methods (snapshot, candidates, compare-and-swap commit,
+failed marks, the active summary, versions, pruning), each a thin call of one operation of
+:mod:`ctx_langgraph.history.summaries`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.history import summaries as summary_ops
+from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, KeyFact, Scope
+from ctx_langgraph.storage.statements import Op
+
+__all__ = ["SummariesAPI"]
+
+
+def _checkpoint_id(candidate: CompactionCheckpoint | str) -> str:
+    return candidate.id if isinstance(candidate, CompactionCheckpoint) else candidate
+
+
+class SummariesAPI(StoreBase):
+    """Compaction checkpoints: build, commit and read summary versions."""
+
+    def snapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
+        """Fix the span a new summary will cover: from the active summary's cursor + 1 through
+        ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
+        :meth:`create_candidate` and :meth:`commit_candidate`."""
+        return self.run(summary_ops.snapshot(self.dialect, checked_scope(scope), through_seq))
+
+    async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
+        """Async twin of :meth:`snapshot`."""
+        return await self.arun(
+            summary_ops.snapshot(self.dialect, checked_scope(scope), through_seq)
+        )
+
+    def _create_candidate(
+        self, snapshot: CoverageSnapshot, **content: Any
+    ) -> Op[CompactionCheckpoint]:
+        content["key_facts"] = tuple(content.get("key_facts") or ())
+        return summary_ops.create_candidate(
+            self.dialect, snapshot, summary_ops.CandidateContent(**content), self.clock()
+        )
+
+    def create_candidate(
+        self,
+        snapshot: CoverageSnapshot,
+        *,
+        summary_text: str | None,
+        key_facts: Sequence[KeyFact] = (),
+        first_kept_event_id: str | None = None,
+        summarizer_id: str | None = None,
+        summary_tokens: int | None = None,
+        format_version: int = 1,
+        provider_state: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> CompactionCheckpoint:
+        """Store a candidate summary built from ``snapshot`` (status ``candidate``, not yet active).
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage(f"step {n}", id=f"m{n}") for n in range(10)])
+            ...     snap = store.snapshot("t", through_seq=6)
+            ...     cand = store.create_candidate(snap, summary_text="Steps 0-5 done.")
+            ...     active = store.commit_candidate(cand)
+            ...     active.status, active.generation, active.covered_through_seq
+            ('active', 1, 6)
+        """
+        call = self._create_candidate(
+            snapshot,
+            summary_text=summary_text,
+            key_facts=key_facts,
+            first_kept_event_id=first_kept_event_id,
+            summarizer_id=summarizer_id,
+            summary_tokens=summary_tokens,
+            format_version=format_version,
+            provider_state=provider_state,
+            metadata=metadata,
+        )
+        return self.run(call, write=True)
+
+    async def acreate_candidate(
+        self,
+        snapshot: CoverageSnapshot,
+        *,
+        summary_text: str | None,
+        key_facts: Sequence[KeyFact] = (),
+        first_kept_event_id: str | None = None,
+        summarizer_id: str | None = None,
+        summary_tokens: int | None = None,
+        format_version: int = 1,
+        provider_state: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> CompactionCheckpoint:
+        """Async twin of :meth:`create_candidate`."""
+        call = self._create_candidate(
+            snapshot,
+            summary_text=summary_text,
+            key_facts=key_facts,
+            first_kept_event_id=first_kept_event_id,
+            summarizer_id=summarizer_id,
+            summary_tokens=summary_tokens,
+            format_version=format_version,
+            provider_state=provider_state,
+            metadata=metadata,
+        )
+        return await self.arun(call, write=True)
+
+    def commit_candidate(self, candidate: CompactionCheckpoint | str) -> CompactionCheckpoint:
+        """Make a candidate the active summary, by compare-and-swap on the active generation.
+
+        In one transaction: the branch's active pointer moves to the candidate, the candidate
+        becomes ``active`` and the previous one ``superseded``. Committing an already active
+        candidate again returns it unchanged.
+
+        Raises:
+            CompactionConflict: another candidate was committed since the snapshot (this one is
+                marked ``failed``).
+            StaleCandidate: an event at or below the covered seq was revised, hidden or deleted
+                since the snapshot (this one is marked ``failed``).
+        """
+        op = summary_ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self.clock())
+        return self.run(op, write=True)
+
+    async def acommit_candidate(
+        self, candidate: CompactionCheckpoint | str
+    ) -> CompactionCheckpoint:
+        """Async twin of :meth:`commit_candidate`."""
+        op = summary_ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self.clock())
+        return await self.arun(op, write=True)
+
+    def mark_failed(
+        self, candidate: CompactionCheckpoint | str, reason: str
+    ) -> CompactionCheckpoint:
+        """Mark a candidate ``failed`` with a reason; the active summary is untouched."""
+        op = summary_ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
+        return self.run(op, write=True)
+
+    async def amark_failed(
+        self, candidate: CompactionCheckpoint | str, reason: str
+    ) -> CompactionCheckpoint:
+        """Async twin of :meth:`mark_failed`."""
+        op = summary_ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
+        return await self.arun(op, write=True)
+
+    def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
+        """The branch's active summary (possibly inherited from its parent), or None."""
+        return self.run(summary_ops.get_active(self.dialect, checked_scope(scope)))
+
+    async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
+        """Async twin of :meth:`get_active`."""
+        return await self.arun(summary_ops.get_active(self.dialect, checked_scope(scope)))
+
+    def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
+        """One summary version by id, whatever its status."""
+        return self.run(summary_ops.get_checkpoint(self.dialect, checkpoint_id))
+
+    async def aget_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
+        """Async twin of :meth:`get_checkpoint`."""
+        return await self.arun(summary_ops.get_checkpoint(self.dialect, checkpoint_id))
+
+    def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
+        """Every summary version created on the branch, newest generation first."""
+        return self.run(summary_ops.list_versions(self.dialect, checked_scope(scope)))
+
+    async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
+        """Async twin of :meth:`list_versions`."""
+        return await self.arun(summary_ops.list_versions(self.dialect, checked_scope(scope)))
+
+    def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
+        """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.
+
+        The active version, and any version another branch still uses as its active summary,
+        are never deleted. Returns how many versions were deleted.
+        """
+        op = summary_ops.prune_versions(self.dialect, checked_scope(scope), keep, self.clock())
+        return self.run(op, write=True)
+
+    async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
+        """Async twin of :meth:`prune_versions`."""
+        op = summary_ops.prune_versions(self.dialect, checked_scope(scope), keep, self.clock())
+        return await self.arun(op, write=True)

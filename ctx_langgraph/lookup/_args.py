@@ -1,0 +1,299 @@
+"""What the model may ask the history lookup for, checked and bounded before a store is asked.
+
+Seq bounds are clamped to what a store holds, times read in UTC, names capped in length and
+refused with characters no database can hold. What does not fit raises a ``ToolException``
+whose message says how to call the tool.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+from langchain_core.tools import ToolException
+from pydantic import BaseModel, Field
+
+from ctx_langgraph.core.text import query_terms
+
+MAX_QUERY_CHARS = 200
+"""Longer queries are refused: the search cursor carries the query on every page."""
+MAX_NAME_CHARS = 200
+"""Longer tool names are refused (providers allow 64 characters)."""
+MAX_HANDLE_CHARS = 1000
+"""Longer handles are refused: a handle cursor carries the event id."""
+MAX_TIME_CHARS = 64
+"""Longer ``since``/``until`` values are refused before they are parsed."""
+SEQ_MAX = 2**63 - 1
+"""The largest seq a store can hold (a signed 64-bit column)."""
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""Characters no database text can hold: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
+HANDLE_PREFIX = "history:"
+FETCH = 20
+"""Hits asked of the store at a time; a page keeps asking while it has room."""
+
+ROLES = {
+    "user": "human",
+    "human": "human",
+    "assistant": "ai",
+    "ai": "ai",
+    "tool": "tool",
+    "system": "system",
+}
+
+
+class LookupArgs(BaseModel):
+    """What the model may ask for. The scope is not here: it comes from the run."""
+
+    query: str | None = Field(
+        None,
+        description="Words to find (an id, number, path, name); records with every word, else "
+        "the best partial matches. The current turn's messages are left out.",
+    )
+    min_seq: int | None = Field(None, description="Only records with seq >= min_seq.")
+    max_seq: int | None = Field(None, description="Only records with seq <= max_seq.")
+    since: str | None = Field(
+        None, description="Only records at or after this ISO-8601 time (UTC if no offset)."
+    )
+    until: str | None = Field(None, description="Only records before this ISO-8601 time.")
+    role: str | None = Field(None, description="user, assistant, tool or system.")
+    tool_name: str | None = Field(None, description="Only results of and calls to this tool.")
+    handle: str | None = Field(
+        None, description='"history:<event_id>": read that record\'s full text, page by page.'
+    )
+    cursor: str | None = Field(
+        None, description="A next_cursor (or a cut record's cursor), passed alone: the next page."
+    )
+    newest_first: bool = Field(False, description="Most recent records first.")
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def shown(value: str, limit: int = 60) -> str:
+    """``value`` quoted in a message to the model: escaped (no NUL, no lone surrogate) and cut
+    when long, so a message stays short whatever was passed."""
+    return repr(value[:limit]) + ("..." if len(value) > limit else "")
+
+
+def plain_text(text: str, limit: int = 200) -> str:
+    """``text`` fit for a message to the model: no NUL or lone surrogate, at most ``limit``."""
+    text = UNSTORABLE.sub("?", text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _shown_value(value: object) -> str:
+    if isinstance(value, dt.datetime):
+        value = value.isoformat()
+    return shown(value) if isinstance(value, str) else repr(value)
+
+
+def handle_of(event_id: str) -> str:
+    """An event's handle as a message names it (cut when long)."""
+    return plain_text(HANDLE_PREFIX + event_id, 100)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def seq_bound(seq: int) -> int:
+    """A seq bound clamped into ``[0, SEQ_MAX]``: the same records match (seqs run from 1 and
+    never reach ``SEQ_MAX``), and every store can bind it."""
+    return min(max(seq, 0), SEQ_MAX)
+
+
+def checked_int(value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError("expected an integer in range")
+    return value
+
+
+def checked_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _too_long(name: str, value: str, limit: int, hint: str) -> ToolException:
+    return ToolException(f"{name} is {len(value)} characters long; the limit is {limit}: {hint}.")
+
+
+def _exact_name(name: str, value: str, limit: int, hint: str) -> str:
+    """A name matched exactly (a tool name, an event id): bounded, and without characters no
+    stored name has (NUL, lone surrogates), which no database could even be asked about."""
+    if len(value) > limit:
+        raise _too_long(name, value, limit, hint)
+    if UNSTORABLE.search(value):
+        raise ToolException(
+            f"{name}={shown(value)} contains a NUL or an unpaired surrogate character, which "
+            f"no recorded name has: {hint}."
+        )
+    return value
+
+
+def _query(value: str) -> str | None:
+    query = value.strip()
+    if not query:
+        return None
+    if len(query) > MAX_QUERY_CHARS:
+        raise _too_long("query", query, MAX_QUERY_CHARS, "search for a few distinctive words")
+    # NUL and lone surrogates are not letters: the search skips them like punctuation
+    searched = UNSTORABLE.sub(" ", query)
+    if not query_terms(searched):
+        raise ToolException(
+            f"query={shown(query)} has no searchable words: search for words or numbers (an "
+            "id, a name, a path), or leave query out."
+        )
+    return searched
+
+
+def _tool_name(value: str) -> str | None:
+    name = value.strip()
+    hint = "pass the tool's name as its calls give it, or leave tool_name out"
+    return _exact_name("tool_name", name, MAX_NAME_CHARS, hint) or None
+
+
+def _parse_time(name: str, value: str) -> dt.datetime:
+    """An ISO-8601 time in UTC (no offset means UTC). A time beyond the calendar's ends once
+    in UTC (year 1 at +23:00) is that end: it selects the same records."""
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
+    try:
+        if len(text) > MAX_TIME_CHARS:
+            raise ValueError("too long")
+        moment = dt.datetime.fromisoformat(text)
+    except (ValueError, TypeError, OverflowError):
+        raise ToolException(
+            f"{name}={shown(value)} is not an ISO-8601 time: use e.g. 2024-05-01 or "
+            "2024-05-01T14:30:00Z."
+        ) from None
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=dt.timezone.utc)
+    offset = moment.utcoffset() or dt.timedelta()
+    try:
+        return moment.astimezone(dt.timezone.utc)
+    except OverflowError:
+        end = dt.datetime.min if offset > dt.timedelta() else dt.datetime.max
+        return end.replace(tzinfo=dt.timezone.utc)
+
+
+def event_id_of(handle: str) -> str:
+    """The event id a ``history:<event_id>`` handle names, checked."""
+    event_id = handle.strip()
+    if event_id.startswith(HANDLE_PREFIX):
+        event_id = event_id[len(HANDLE_PREFIX) :].strip()
+    hint = 'pass "history:<event_id>" as a record gave it'
+    if not event_id:
+        raise ToolException(f"handle {shown(handle)} names no record: {hint}.")
+    return _exact_name("handle", event_id, MAX_HANDLE_CHARS, hint)
+
+
+# --------------------------------------------------------------------------- filters
+
+
+@dataclass(frozen=True)
+class Filters:
+    """A lookup's filters, checked and normalized (seq bounds clamped, times in UTC); a cursor
+    carries them and they are checked again when it comes back."""
+
+    query: str | None = None
+    min_seq: int | None = None
+    max_seq: int | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    role: str | None = None
+    """The store's role name (``human``, ``ai``, ``tool``, ``system``)."""
+    tool_name: str | None = None
+    newest_first: bool = False
+
+    def search_options(self, after_seq: int | None) -> dict[str, Any]:
+        """The store search for the hits past ``after_seq`` (in this lookup's order)."""
+        min_seq, max_seq = self.min_seq, self.max_seq
+        if after_seq is not None and self.newest_first:
+            max_seq = after_seq - 1 if max_seq is None else min(max_seq, after_seq - 1)
+        elif after_seq is not None:
+            min_seq = after_seq + 1 if min_seq is None else max(min_seq, after_seq + 1)
+        return {
+            "query": self.query,
+            "min_seq": None if min_seq is None else seq_bound(min_seq),
+            "max_seq": None if max_seq is None else seq_bound(max_seq),
+            "since": self.since,
+            "until": self.until,
+            "roles": self.role,
+            "tool_name": self.tool_name,
+            "newest_first": self.newest_first,
+            "limit": FETCH,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, dt.datetime):
+                value = value.isoformat()
+            if value is not None and value is not False:
+                data[item.name] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> Filters:
+        """The filters a cursor carries, checked as the arguments are (raises ValueError or
+        ToolException when they are not what this tool writes)."""
+        if not isinstance(data, dict) or not set(data) <= {item.name for item in fields(cls)}:
+            raise ValueError("unexpected filters")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name in ("min_seq", "max_seq"):
+                values[name] = checked_int(value, 0, SEQ_MAX)
+            elif name in ("since", "until"):
+                values[name] = _parse_time(name, checked_str(value))
+            elif name == "newest_first":
+                if not isinstance(value, bool):
+                    raise ValueError("newest_first is not a boolean")
+                values[name] = value
+            elif name == "role":
+                if value not in ROLES.values():
+                    raise ValueError("unknown role")
+                values[name] = value
+            elif name == "query":
+                values[name] = _query(checked_str(value))
+            else:
+                values[name] = _tool_name(checked_str(value))
+        return cls(**values)
+
+
+def filters_of(args: LookupArgs) -> Filters:
+    """The model's filters, checked and normalized."""
+    role = None
+    if args.role is not None and args.role.strip():
+        role = ROLES.get(args.role.strip().lower())
+        if role is None:
+            raise ToolException(
+                f"role={shown(args.role)} is unknown: use user, assistant, tool or system (or "
+                "leave role out)."
+            )
+    return Filters(
+        query=None if args.query is None else _query(args.query),
+        min_seq=None if args.min_seq is None else seq_bound(args.min_seq),
+        max_seq=None if args.max_seq is None else seq_bound(args.max_seq),
+        since=None if args.since is None else _parse_time("since", args.since),
+        until=None if args.until is None else _parse_time("until", args.until),
+        role=role,
+        tool_name=None if args.tool_name is None else _tool_name(args.tool_name),
+        newest_first=args.newest_first,
+    )
+
+
+def resumed(saved: Filters, given: Filters) -> Filters:
+    """The cursor's filters; a filter also given must say the same."""
+    for item in fields(Filters):
+        value = getattr(given, item.name)
+        if value is not None and value is not False and value != getattr(saved, item.name):
+            raise ToolException(
+                f"the cursor continues a lookup with {item.name}="
+                f"{_shown_value(getattr(saved, item.name))}, not {_shown_value(value)}: pass the "
+                "cursor alone to get its next page, or leave the cursor out to start a new lookup."
+            )
+    return saved

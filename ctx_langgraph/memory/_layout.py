@@ -1,0 +1,178 @@
+"""Where memory records live on a LangGraph ``BaseStore``, and the batches that read and write them.
+
+Records live under ``(root, tenant, scope, owner)``: one namespace per user, project or thread
+of one tenant, so a tenant's records are never read under another's prefix. Each namespace has
+a version token under ``(root + "_meta", tenant, scope, owner)``, stamped anew on every write,
+so a process keeps a namespace's active records between turns until another one writes.
+
+Every read and write is a flow step that yields ``call(store, "batch", ops)``: run with
+:func:`ctx_langgraph.core.effects.run` it calls ``store.batch``, with
+:func:`~ctx_langgraph.core.effects.arun` it awaits ``store.abatch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
+
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.text import query_terms
+from ctx_langgraph.errors import MemoryStoreError
+from ctx_langgraph.memory.types import RECORD_FORMAT, MemoryRecord
+
+Namespace = tuple[str, ...]
+
+
+class Entry(NamedTuple):
+    """An active record, the words its key and content are ranked by, its normalized content."""
+
+    record: MemoryRecord
+    terms: frozenset[str]
+    norm: str
+
+
+def label(value: str) -> str:
+    """A namespace label for any id (LangGraph labels cannot hold '.' or NUL)."""
+    return value.replace("%", "%25").replace(".", "%2E").replace("\x00", "%00")
+
+
+def norm(text: str) -> str:
+    """``text``'s words, lower-cased and single-spaced: two contents that say the same."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def entry(record: MemoryRecord) -> Entry:
+    terms = frozenset(query_terms(f"{record.key or ''} {record.content}"))
+    return Entry(record, terms, norm(record.content))
+
+
+class _OffTheLoop:
+    """A sync-only store (``SqliteStore``) run by the async driver: its batch in a thread."""
+
+    def __init__(self, store: BaseStore) -> None:
+        self.store = store
+
+    def batch(self, ops: list[Op]) -> list[Any]:
+        return self.store.batch(ops)
+
+    async def abatch(self, ops: list[Op]) -> list[Any]:
+        return await asyncio.to_thread(self.store.batch, ops)
+
+
+def batch(store: BaseStore, ops: list[Op]) -> Flow[list[Any]]:
+    """The results of ``ops``, run as one batch; a store failure is a ``MemoryStoreError``."""
+    try:
+        try:
+            results: list[Any] = yield call(store, "batch", ops)
+        except NotImplementedError:  # a sync-only store (SqliteStore): off the loop
+            results = yield call(_OffTheLoop(store), "batch", ops)
+    except Exception as exc:
+        raise MemoryStoreError(f"the memory store failed: {exc!r:.300}") from exc
+    return results
+
+
+class RecordSpace:
+    """The namespaces of one memory under ``root`` on ``store``, and this process's cache of
+    their active records (at most ``cache_namespaces`` namespaces, least recently used out)."""
+
+    def __init__(self, store: BaseStore, root: str, page_size: int, cache_namespaces: int) -> None:
+        self.store = store
+        self.root = root
+        self.page_size = page_size
+        self.cache_namespaces = cache_namespaces
+        self.cache: OrderedDict[Namespace, tuple[str, list[Entry]]] = OrderedDict()
+
+    def namespace(self, tenant: str, kind: str, owner: str) -> Namespace:
+        return (self.root, label(tenant), kind, label(owner))
+
+    def tenant_prefix(self, tenant: str) -> Namespace:
+        return (self.root, label(tenant))
+
+    def of(self, record: MemoryRecord) -> Namespace:
+        return self.namespace(record.tenant, record.scope, record.owner)
+
+    def _meta(self, namespace: Namespace) -> Namespace:
+        """Where a namespace's version token lives (outside the records' prefix)."""
+        return (f"{self.root}_meta", *namespace[1:])
+
+    def search(self, prefix: Namespace, filter: dict[str, Any]) -> Flow[list[MemoryRecord]]:
+        """Every record of this memory under ``prefix`` matching ``filter``, page by page."""
+        records: list[MemoryRecord] = []
+        offset = 0
+        while True:
+            ours = {"format": RECORD_FORMAT, **filter}  # items others put here are not read
+            op = SearchOp(prefix, filter=ours, limit=self.page_size, offset=offset)
+            [items] = yield from batch(self.store, [op])
+            records += [_read(item) for item in items]
+            if len(items) < self.page_size:
+                return records
+            offset += len(items)
+
+    def write(
+        self, puts: Sequence[MemoryRecord], deletes: Sequence[MemoryRecord] = ()
+    ) -> Flow[None]:
+        """Write records in one batch and stamp every touched namespace with a new version
+        token, so every process re-reads it. This process's own cache of a namespace takes the
+        change in place when the token it read is still the store's at the write (nobody else
+        wrote in between); otherwise it is dropped."""
+        touched = sorted({self.of(r) for r in (*puts, *deletes)})
+        if not touched:
+            return
+        cached = [ns for ns in touched if ns in self.cache]
+        tokens = {ns: uuid.uuid4().hex for ns in touched}
+        ops: list[Op] = [GetOp(self._meta(ns), "version") for ns in cached]
+        ops += [PutOp(self.of(r), r.id, None) for r in deletes]
+        ops += [PutOp(self.of(r), r.id, r.to_json()) for r in puts]
+        ops += [
+            PutOp(self._meta(ns), "version", {"token": tokens[ns]}, index=False) for ns in touched
+        ]
+        results = yield from batch(self.store, ops)
+        changed = {r.id for r in (*puts, *deletes)}
+        for namespace, item in zip(cached, results, strict=False):
+            seen = item.value.get("token") if item is not None else None
+            cached_entry = self.cache.get(namespace)
+            if cached_entry is None or seen != cached_entry[0]:
+                self.cache.pop(namespace, None)
+                continue
+            kept = [e for e in cached_entry[1] if e.record.id not in changed]
+            kept += [entry(r) for r in puts if r.status == "active" and self.of(r) == namespace]
+            self.cache[namespace] = (tokens[namespace], kept)
+
+    def active(self, namespaces: Sequence[Namespace]) -> Flow[dict[Namespace, list[Entry]]]:
+        """The active records of each namespace with their search terms; from this process's
+        cache when the namespace's version token has not moved."""
+        if not namespaces:
+            return {}
+        ops: list[Op] = [GetOp(self._meta(ns), "version") for ns in namespaces]
+        items = yield from batch(self.store, ops)
+        found: dict[Namespace, list[Entry]] = {}
+        for namespace, item in zip(namespaces, items, strict=True):
+            token = item.value.get("token") if item is not None else None
+            cached = self.cache.get(namespace)
+            if token is not None and cached is not None and cached[0] == token:
+                self.cache.move_to_end(namespace)
+                found[namespace] = cached[1]
+                continue
+            records = yield from self.search(namespace, {"status": "active"})
+            entries = [entry(record) for record in records]
+            if token is not None:
+                self.cache[namespace] = (str(token), entries)
+                while len(self.cache) > self.cache_namespaces:
+                    self.cache.popitem(last=False)
+            found[namespace] = entries
+        return found
+
+
+def _read(item: Item) -> MemoryRecord:
+    try:
+        return MemoryRecord.from_json(item.value)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MemoryStoreError(
+            f"memory record {item.key!r} in {item.namespace} cannot be read: {exc!r}"
+        ) from exc

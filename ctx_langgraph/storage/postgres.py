@@ -1,0 +1,255 @@
+"""The production database: PostgreSQL through psycopg 3 and psycopg_pool.
+
+The same driver as ``langgraph-checkpoint-postgres``, so one database can serve both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+except ImportError as missing:  # the postgres extra is not installed
+    _MISSING_DRIVER: ImportError | None = missing
+else:
+    _MISSING_DRIVER = None
+
+from ctx_langgraph.core.effects import arun, run
+from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
+from ctx_langgraph.storage.dialects import POSTGRES, to_pyformat
+from ctx_langgraph.storage.runner import Database, bind, utcnow
+from ctx_langgraph.storage.statements import DeferredError, Op, Stmt
+
+__all__ = ["PostgresDatabase"]
+
+T = TypeVar("T")
+Self = TypeVar("Self", bound="PostgresDatabase")
+
+
+def _where(conninfo: str) -> str:
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "the configured server"
+    return (
+        f"{params.get('host', 'localhost')}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+    )
+
+
+class _Statements:
+    """Runs the statements of one transaction on its cursor."""
+
+    __slots__ = ("cur", "db")
+
+    def __init__(self, db: PostgresDatabase, cur: Any) -> None:
+        self.db = db
+        self.cur = cur
+
+    def execute(self, stmt: Stmt) -> Any:
+        return self.db._run_statement(self.cur, stmt)
+
+    async def aexecute(self, stmt: Stmt) -> Any:
+        return await self.db._arun_statement(self.cur, stmt)
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database (tsvector + GIN full-text search).
+
+    Connections come from a pool opened on first use; connecting is bounded by
+    ``connect_timeout``, so a server that is down gives
+    :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging. The async
+    runs use an ``AsyncConnectionPool`` bound to the running event loop.
+    """
+
+    dialect = POSTGRES
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        if _MISSING_DRIVER is not None:
+            raise ImportError(
+                f"{type(self).__name__} needs psycopg and psycopg_pool: "
+                "pip install 'ctx-langgraph[postgres]'"
+            ) from _MISSING_DRIVER
+        super().__init__(clock=clock)
+        self.conninfo = conninfo
+        self.connect_timeout = connect_timeout
+        self._pool_size = (min_size, max_size)
+        self._pool: ConnectionPool | None = None
+        self._apool: AsyncConnectionPool | None = None
+        self._apool_loop: asyncio.AbstractEventLoop | None = None
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def from_conn_string(
+        cls: type[Self],
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> Self:
+        """A store for a libpq connection string or URL (``postgresql://user@host:port/db``).
+
+        Args:
+            conninfo: the connection string.
+            min_size: connections the pool keeps open.
+            max_size: most connections the pool opens at once.
+            connect_timeout: seconds to wait for a connection before raising HistoryStoreError.
+        """
+        return cls(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            clock=clock,
+        )
+
+    # ------------------------------------------------------------------ pools
+
+    def _pool_kwargs(self) -> dict[str, Any]:
+        return {"connect_timeout": max(1, round(self.connect_timeout)), "autocommit": False}
+
+    def _unreachable(self, exc: BaseException) -> HistoryStoreError:
+        return HistoryStoreError(
+            f"cannot reach the PostgreSQL history store at {_where(self.conninfo)} within "
+            f"{self.connect_timeout:g}s: {exc}"
+        )
+
+    def _driver_error(self, exc: psycopg.Error) -> HistoryStoreError:
+        # SQLSTATE class 08 (or none at all) is a lost or refused connection.
+        if isinstance(exc, psycopg.OperationalError) and (exc.sqlstate or "08").startswith("08"):
+            return self._unreachable(exc)
+        return HistoryStoreError(f"PostgreSQL history store error: {exc}")
+
+    def _sync_pool(self) -> ConnectionPool:
+        with self._pool_lock:
+            if self._pool is None:
+                pool = ConnectionPool(
+                    self.conninfo,
+                    min_size=self._pool_size[0],
+                    max_size=self._pool_size[1],
+                    kwargs=self._pool_kwargs(),
+                    timeout=self.connect_timeout,
+                    open=False,
+                )
+                try:
+                    pool.open(wait=True, timeout=self.connect_timeout)
+                except (PoolTimeout, psycopg.Error) as exc:
+                    pool.close()
+                    raise self._unreachable(exc) from exc
+                self._pool = pool
+            return self._pool
+
+    async def _async_pool(self) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        if self._apool is None or self._apool_loop is not loop:
+            pool = AsyncConnectionPool(
+                self.conninfo,
+                min_size=self._pool_size[0],
+                max_size=self._pool_size[1],
+                kwargs=self._pool_kwargs(),
+                timeout=self.connect_timeout,
+                open=False,
+            )
+            try:
+                await pool.open(wait=True, timeout=self.connect_timeout)
+            except (PoolTimeout, psycopg.Error) as exc:
+                await pool.close()
+                raise self._unreachable(exc) from exc
+            self._apool, self._apool_loop = pool, loop
+        return self._apool
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    async def aclose(self) -> None:
+        if self._apool is not None and self._apool_loop is asyncio.get_running_loop():
+            await self._apool.close()
+        self._apool = self._apool_loop = None
+        self.close()
+
+    # ------------------------------------------------------------------ execution
+
+    @staticmethod
+    def _run_statement(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
+        sql = to_pyformat(stmt.sql)
+        if stmt.many is not None:
+            if stmt.many:
+                cur.executemany(sql, stmt.many)
+            return cur.rowcount
+        cur.execute(sql, tuple(stmt.params))
+        if stmt.fetch == "one":
+            return cur.fetchone()
+        if stmt.fetch == "all":
+            return cur.fetchall()
+        if stmt.fetch == "rowcount":
+            return cur.rowcount
+        return None
+
+    @staticmethod
+    async def _arun_statement(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
+        sql = to_pyformat(stmt.sql)
+        if stmt.many is not None:
+            if stmt.many:
+                await cur.executemany(sql, stmt.many)
+            return cur.rowcount
+        await cur.execute(sql, tuple(stmt.params))
+        if stmt.fetch == "one":
+            return await cur.fetchone()
+        if stmt.fetch == "all":
+            return await cur.fetchall()
+        if stmt.fetch == "rowcount":
+            return cur.rowcount
+        return None
+
+    def _execute(self, op: Op[T], *, write: bool) -> T:
+        pool = self._sync_pool()
+        deferred: DeferredError | None = None
+        try:
+            with pool.connection(timeout=self.connect_timeout) as conn, conn.cursor() as cur:
+                try:
+                    return run(bind(op, _Statements(self, cur)))
+                except DeferredError as exc:
+                    deferred = exc  # leaving the block commits what the operation wrote
+        except PoolTimeout as exc:
+            op.close()
+            raise self._unreachable(exc) from exc
+        except ContextManagementError:
+            raise
+        except psycopg.Error as exc:
+            raise self._driver_error(exc) from exc
+        raise deferred.error from None
+
+    async def _aexecute(self, op: Op[T], *, write: bool) -> T:
+        pool = await self._async_pool()
+        deferred: DeferredError | None = None
+        try:
+            async with pool.connection(timeout=self.connect_timeout) as conn, conn.cursor() as cur:
+                try:
+                    return await arun(bind(op, _Statements(self, cur)))
+                except DeferredError as exc:
+                    deferred = exc
+        except PoolTimeout as exc:
+            op.close()
+            raise self._unreachable(exc) from exc
+        except ContextManagementError:
+            raise
+        except psycopg.Error as exc:
+            raise self._driver_error(exc) from exc
+        raise deferred.error from None

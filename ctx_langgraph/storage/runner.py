@@ -1,0 +1,181 @@
+"""The one runner: a database handle that runs an operation in one transaction, sync or async.
+
+An operation (:data:`~ctx_langgraph.storage.statements.Op`) yields statements; the runner binds
+each to its open transaction as a :mod:`ctx_langgraph.core.effects` call
+(``call(statements, "execute", stmt)``), so one driver runs it, sync or async. Before the first
+operation the runner checks the schema version (everything but :meth:`Database.setup`). A
+backend (:class:`~ctx_langgraph.storage.sqlite.SQLiteDatabase`,
+:class:`~ctx_langgraph.storage.postgres.PostgresDatabase`) implements only
+:meth:`Database._execute` and :meth:`Database._aexecute`: open a transaction, run the bound
+operation, commit or roll back.
+
+Example:
+    >>> from ctx_langgraph.storage.sqlite import SQLiteDatabase
+    >>> from ctx_langgraph.storage.statements import Stmt
+    >>> def tables():
+    ...     rows = yield Stmt("SELECT name FROM sqlite_master WHERE name LIKE 'ctx_usage%' ORDER BY name", (), "all")
+    ...     return [row[0] for row in rows]
+    >>> with SQLiteDatabase.from_path(":memory:") as db:
+    ...     _ = db.setup()
+    ...     db.run(tables())
+    ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_totals']
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.errors import HistoryStoreError
+from ctx_langgraph.storage import migrations
+from ctx_langgraph.storage.dialects import Dialect
+from ctx_langgraph.storage.migrations import SCHEMA_VERSION
+from ctx_langgraph.storage.statements import Op, Stmt
+
+__all__ = ["Database", "StatementExecutor", "bind", "utcnow"]
+
+T = TypeVar("T")
+Self = TypeVar("Self", bound="Database")
+
+
+def utcnow() -> dt.datetime:
+    """Now, in UTC (the default clock)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class StatementExecutor(Protocol):
+    """Runs one statement on an open transaction (``execute``, or awaited ``aexecute``)."""
+
+    def execute(self, stmt: Stmt) -> Any: ...
+
+    async def aexecute(self, stmt: Stmt) -> Any: ...
+
+
+def bind(op: Op[T], statements: StatementExecutor | Any) -> Flow[T]:
+    """``op`` as an effect flow: each statement it yields becomes
+    ``call(statements, "execute", stmt)``, its result is sent back into ``op``."""
+    try:
+        stmt = next(op)
+        while True:
+            stmt = op.send((yield call(statements, "execute", stmt)))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    finally:
+        op.close()
+
+
+class Database(abc.ABC):
+    """A database handle: runs operations in transactions, creates and migrates the tables.
+
+    Call :meth:`setup` once to create or migrate the tables; every other operation checks the
+    schema version first (once per handle).
+    """
+
+    dialect: Dialect
+
+    def __init__(self, *, clock: Callable[[], dt.datetime] = utcnow) -> None:
+        self.clock = clock
+        """What "now" is for the rows this handle writes."""
+        self._schema_checked = False
+
+    # ------------------------------------------------------------------ backend hooks
+
+    @abc.abstractmethod
+    def _execute(self, op: Op[T], *, write: bool) -> T:
+        """Run ``op`` in one transaction (a write transaction when ``write``)."""
+
+    @abc.abstractmethod
+    async def _aexecute(self, op: Op[T], *, write: bool) -> T:
+        """Async twin of :meth:`_execute`."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connections."""
+
+    async def aclose(self) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ running
+
+    def _schema_error(self, version: int) -> HistoryStoreError | None:
+        expected = SCHEMA_VERSION
+        if version == expected:
+            return None
+        if version < expected:
+            return HistoryStoreError(
+                f"the {self.dialect.name} history store schema is at version {version}, this "
+                f"ctx-langgraph needs version {expected}: call setup() (or asetup()) first"
+            )
+        return HistoryStoreError(
+            f"the {self.dialect.name} history store schema is at version {version}, newer than "
+            f"this ctx-langgraph understands ({expected}); upgrade ctx-langgraph"
+        )
+
+    def run(self, op: Op[T], *, write: bool = False) -> T:
+        """Run the operation ``op`` in one transaction (a write transaction when ``write``) and
+        return its result."""
+        if not self._schema_checked:
+            error = self._schema_error(
+                self._execute(migrations.schema_version(self.dialect), write=False)
+            )
+            if error:
+                raise error
+            self._schema_checked = True
+        return self._execute(op, write=write)
+
+    async def arun(self, op: Op[T], *, write: bool = False) -> T:
+        """Async twin of :meth:`run`."""
+        if not self._schema_checked:
+            version = await self._aexecute(migrations.schema_version(self.dialect), write=False)
+            error = self._schema_error(version)
+            if error:
+                raise error
+            self._schema_checked = True
+        return await self._aexecute(op, write=write)
+
+    # ------------------------------------------------------------------ schema
+
+    def setup(self) -> int:
+        """Create or migrate the tables (idempotent, safe to call from several processes).
+
+        Returns:
+            The schema version now in the database.
+        """
+        version = self._execute(migrations.setup(self.dialect), write=True)
+        self._schema_checked = True
+        return version
+
+    async def asetup(self) -> int:
+        """Async twin of :meth:`setup`."""
+        version = await self._aexecute(migrations.setup(self.dialect), write=True)
+        self._schema_checked = True
+        return version
+
+    # ------------------------------------------------------------------ context managers
+
+    def __enter__(self: Self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self: Self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

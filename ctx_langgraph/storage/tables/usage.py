@@ -1,0 +1,76 @@
+"""The usage ledger's tables: one row per real model call, running totals per key."""
+
+from __future__ import annotations
+
+from ctx_langgraph.storage.tables import Steps
+
+__all__ = ["POSTGRES", "SQLITE"]
+
+
+def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
+    """Version 2: the usage ledger (one row per real call, running totals per key)."""
+    counts = ", ".join(
+        f"{name} {integer}"
+        for name in (
+            "input_total",
+            "input_uncached",
+            "cache_read",
+            "cache_write",
+            "output",
+            "reasoning",
+        )
+    )
+    total_counts = ", ".join(
+        f"{name} {integer} NOT NULL DEFAULT 0"
+        for name in (
+            "input_total",
+            "input_uncached",
+            "cache_read",
+            "cache_write",
+            "output",
+            "reasoning",
+        )
+    )
+    return [
+        f"""CREATE TABLE ctx_usage_calls (
+            call_key TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            status TEXT NOT NULL,
+            version {integer} NOT NULL,
+            response_id TEXT,
+            {counts},
+            cost_nano_usd {integer},
+            raw TEXT NOT NULL,
+            created_at {timestamp} NOT NULL,
+            updated_at {timestamp} NOT NULL
+        )""",
+        "CREATE INDEX ctx_usage_calls_by_thread ON ctx_usage_calls (tenant, thread_id, branch)",
+        f"""CREATE TABLE ctx_usage_totals (
+            tenant TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            calls {integer} NOT NULL DEFAULT 0,
+            unknown_calls {integer} NOT NULL DEFAULT 0,
+            {total_counts},
+            cost_nano_usd {integer} NOT NULL DEFAULT 0,
+            cost_unknown_calls {integer} NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, thread_id, branch, purpose, provider, model)
+        )""",
+    ]
+
+
+SQLITE: Steps = {
+    2: list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
+}
+
+POSTGRES: Steps = {
+    2: list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
+}

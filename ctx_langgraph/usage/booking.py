@@ -1,0 +1,147 @@
+"""What one usage event books, decided without I/O: the record as stored, and the signed
+changes of the running totals (the new known values minus what was booked before).
+
+:class:`~ctx_langgraph.usage.ledger.UsageLedger` reads the stored record under a row lock,
+asks :func:`plan_booking` what to write, and writes it in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
+
+__all__ = [
+    "TOTALS_COLUMNS",
+    "BookingPlan",
+    "BookingReason",
+    "LedgerRecord",
+    "StoredCall",
+    "ledger_record",
+    "plan_booking",
+]
+
+BookingReason = Literal["new", "update", "duplicate", "stale"]
+TOTALS_COLUMNS = ("calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls")
+"""The running totals of a group, each changed by a signed difference."""
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """What the ledger holds for one call."""
+
+    call_key: str
+    scope: Scope
+    purpose: str
+    status: UsageStatus
+    version: int
+    usage: NormalizedUsage
+    """The booked counts; ``usage.raw`` is the provider's payload for a partial or unknown
+    record, ``{}`` for a complete one."""
+    cost: float | None
+    """USD, or None when the model has no price or a needed count is unknown."""
+
+
+@dataclass(frozen=True)
+class StoredCall:
+    """A call's row as the ledger stores it (``version`` -1: a placeholder, nothing booked)."""
+
+    purpose: str
+    provider: str
+    model: str
+    status: str
+    version: int
+    counts: dict[str, int | None]
+    cost_nano: int | None
+    response_id: str | None
+    raw: dict[str, Any]
+
+    @property
+    def booked(self) -> bool:
+        return self.version >= 0
+
+
+def ledger_record(call_key: str, scope: Scope, stored: StoredCall) -> LedgerRecord:
+    """The public record of a stored call."""
+    usage = NormalizedUsage(
+        **stored.counts,
+        provider=stored.provider,  # type: ignore[arg-type]
+        model=stored.model or None,
+        response_id=stored.response_id,
+        complete=stored.status == "complete",
+        raw=stored.raw,
+    )
+    return LedgerRecord(
+        call_key=call_key,
+        scope=scope,
+        purpose=stored.purpose,
+        status=stored.status,  # type: ignore[arg-type]
+        version=stored.version,
+        usage=usage,
+        cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
+    )
+
+
+@dataclass(frozen=True)
+class BookingPlan:
+    stored: StoredCall
+    reason: BookingReason
+    adjustments: list[tuple[tuple[str, str, str], dict[str, int]]]
+    """(purpose, provider, model) -> signed changes of the totals columns."""
+    deltas: dict[str, int]
+    cost_delta_nano: int
+
+
+def _totals_row(stored: StoredCall, sign: int) -> dict[str, int]:
+    row = {name: sign * (stored.counts[name] or 0) for name in COUNT_FIELDS}
+    row["calls"] = sign
+    row["unknown_calls"] = sign * (stored.status == "unknown")
+    row["cost_nano_usd"] = sign * (stored.cost_nano or 0)
+    row["cost_unknown_calls"] = sign * (stored.cost_nano is None)
+    return row
+
+
+def plan_booking(
+    old: StoredCall,
+    usage: NormalizedUsage,
+    *,
+    purpose: str,
+    status: UsageStatus,
+    version: int,
+    cost_nano: Callable[[NormalizedUsage], int | None],
+) -> BookingPlan:
+    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes."""
+    zero = dict.fromkeys(COUNT_FIELDS, 0)
+    if old.booked and version <= old.version:
+        return BookingPlan(old, "duplicate" if version == old.version else "stale", [], zero, 0)
+    previous = ledger_record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
+    merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
+    stored = StoredCall(
+        purpose=purpose,
+        provider=merged.provider,
+        model=merged.model or "",
+        status=status,
+        version=version,
+        counts={name: getattr(merged, name) for name in COUNT_FIELDS},
+        cost_nano=cost_nano(merged),
+        response_id=merged.response_id,
+        raw={} if status == "complete" else dict(usage.raw),
+    )
+    adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
+    for record, sign in ((old, -1), (stored, 1)):
+        if sign == -1 and not record.booked:
+            continue
+        key = (record.purpose, record.provider, record.model)
+        row = adjustments.setdefault(key, {})
+        for column, value in _totals_row(record, sign).items():
+            row[column] = row.get(column, 0) + value
+    deltas = {
+        name: (stored.counts[name] or 0) - ((old.counts[name] or 0) if old.booked else 0)
+        for name in COUNT_FIELDS
+    }
+    cost_delta = (stored.cost_nano or 0) - ((old.cost_nano or 0) if old.booked else 0)
+    changes = [(key, row) for key, row in adjustments.items() if any(row.values())]
+    return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)

@@ -1,0 +1,142 @@
+"""The usage ledger's rows of one thread, as whole-thread operations compose them: delete,
+export and import (pure operation generators; the caller runs them in its transaction).
+
+An exported call is its ``ctx_usage_calls`` row without the tenant and thread id (the document
+names those once), times as ISO-8601 text; an exported total is its ``ctx_usage_totals`` row the
+same way. Import writes them back unchanged: the totals were booked by difference when the calls
+were recorded, so they are copied, not recomputed (docs/design.md §7).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.storage.dialects import Dialect
+from ctx_langgraph.storage.statements import Op, Stmt, marks
+
+__all__ = [
+    "CALL_COLUMNS",
+    "LEDGER_TABLES",
+    "TOTAL_COLUMNS",
+    "delete_rows",
+    "export_rows",
+    "import_rows",
+]
+
+LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals")
+"""The ledger's tables, in the order a thread's rows are deleted from them."""
+CALL_COLUMNS = (
+    "call_key",
+    "branch",
+    "purpose",
+    "provider",
+    "model",
+    "status",
+    "version",
+    "response_id",
+    "input_total",
+    "input_uncached",
+    "cache_read",
+    "cache_write",
+    "output",
+    "reasoning",
+    "cost_nano_usd",
+    "raw",
+    "created_at",
+    "updated_at",
+)
+"""The fields of an exported call, in column order."""
+TOTAL_COLUMNS = (
+    "branch",
+    "purpose",
+    "provider",
+    "model",
+    "calls",
+    "unknown_calls",
+    "input_total",
+    "input_uncached",
+    "cache_read",
+    "cache_write",
+    "output",
+    "reasoning",
+    "cost_nano_usd",
+    "cost_unknown_calls",
+)
+"""The fields of an exported total, in column order (the first four are its group)."""
+_TIMES = frozenset({"created_at", "updated_at"})
+_CALLS = ", ".join(CALL_COLUMNS)
+_TOTALS = ", ".join(TOTAL_COLUMNS)
+
+
+def delete_rows(scope: Scope) -> Op[dict[str, int]]:
+    """Delete the ledger's rows of one thread (every branch). Returns the rows deleted per table."""
+    deleted: dict[str, int] = {}
+    for table in LEDGER_TABLES:
+        deleted[table] = yield Stmt(
+            f"DELETE FROM {table} WHERE tenant = ? AND thread_id = ?",
+            (scope.tenant, scope.thread_id),
+            "rowcount",
+        )
+    return deleted
+
+
+def export_rows(d: Dialect, scope: Scope) -> Op[dict[str, list[dict[str, Any]]]]:
+    """The ledger's rows of one thread as the ``"ledger"`` part of a thread export:
+    ``{"calls": [...], "totals": [...]}``."""
+    key = (scope.tenant, scope.thread_id)
+    calls = yield Stmt(
+        f"SELECT {_CALLS} FROM ctx_usage_calls WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY created_at, call_key",
+        key,
+        "all",
+    )
+    totals = yield Stmt(
+        f"SELECT {_TOTALS} FROM ctx_usage_totals WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY branch, purpose, provider, model",
+        key,
+        "all",
+    )
+    return {
+        "calls": [_exported_call(d, row) for row in calls],
+        "totals": [dict(zip(TOTAL_COLUMNS, row, strict=True)) for row in totals],
+    }
+
+
+def _exported_call(d: Dialect, row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        name: _iso(d, value) if name in _TIMES else value
+        for name, value in zip(CALL_COLUMNS, row, strict=True)
+    }
+
+
+def _iso(d: Dialect, value: Any) -> str | None:
+    return None if value is None else d.from_ts(value).isoformat()
+
+
+def _when(d: Dialect, value: str | None) -> Any:
+    return None if value is None else d.ts(dt.datetime.fromisoformat(value))
+
+
+def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
+    """Write the ``"ledger"`` part of a checked thread export as ``scope``'s thread's rows.
+    Returns the number of calls written."""
+    key = (scope.tenant, scope.thread_id)
+    if ledger["calls"]:
+        yield Stmt(
+            f"INSERT INTO ctx_usage_calls (tenant, thread_id, {_CALLS}) "
+            f"VALUES ({marks(len(CALL_COLUMNS) + 2)})",
+            many=[
+                (*key, *(_when(d, call[n]) if n in _TIMES else call[n] for n in CALL_COLUMNS))
+                for call in ledger["calls"]
+            ],
+        )
+    if ledger["totals"]:
+        yield Stmt(
+            f"INSERT INTO ctx_usage_totals (tenant, thread_id, {_TOTALS}) "
+            f"VALUES ({marks(len(TOTAL_COLUMNS) + 2)})",
+            many=[(*key, *(total[n] for n in TOTAL_COLUMNS)) for total in ledger["totals"]],
+        )
+    return len(ledger["calls"])
