@@ -183,7 +183,7 @@ class ContextBudgetExceeded(ContextManagementError):
 class ProviderCountError(ContextManagementError):
     """The provider could not count a request's input tokens.
 
-    Raised by the provider count hooks (:mod:`ctx_langgraph.budget.provider_count`) on any
+    Raised by the provider count hooks (:mod:`ctx_langgraph.providers.count`) on any
     failure: an HTTP error reply, a timeout or lost connection, or a reply without a usable
     ``input_tokens`` number. ``provider`` names the provider (``anthropic``, ``openai``),
     ``status_code`` is the HTTP status when there was a reply, and ``reason`` says what went

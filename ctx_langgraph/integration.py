@@ -52,13 +52,13 @@ from ctx_langgraph._rewire import (
 )
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.node import make_budget_node, make_budget_router
-from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
+from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler

@@ -40,7 +40,6 @@ from ctx_langgraph._overflow import apply_update as _apply
 from ctx_langgraph._rewire import CTX_COMPACT, overflow_calls
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.node import BudgetNode
-from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.node import CompactNode
 from ctx_langgraph.compaction.protocol import Summarizer
@@ -49,6 +48,7 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
+from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler

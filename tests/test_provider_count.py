@@ -19,12 +19,12 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from ctx_langgraph import errors
-from ctx_langgraph.budget.provider_count import (
+from ctx_langgraph.errors import ContextManagementError, ProviderCountError
+from ctx_langgraph.providers.count import (
     AnthropicCountHook,
     OpenAIResponsesCountHook,
     ProviderCountHook,
 )
-from ctx_langgraph.errors import ContextManagementError, ProviderCountError
 
 ANTHROPIC_PATH = "/v1/messages/count_tokens"
 OPENAI_PATH = "/v1/responses/input_tokens"

@@ -11,7 +11,7 @@ from ctx_langgraph.budget.counters import (
 )
 from ctx_langgraph.budget.estimate import BudgetEstimate, estimate_next_request
 from ctx_langgraph.budget.node import BudgetNode, make_budget_node, make_budget_router
-from ctx_langgraph.budget.provider_count import (
+from ctx_langgraph.providers.count import (
     AnthropicCountHook,
     OpenAIResponsesCountHook,
     ProviderCountHook,

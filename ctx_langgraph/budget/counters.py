@@ -23,6 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctx_langgraph.view.markers import PROVIDER_TOKENS
+
 __all__ = [
     "ApproximateCounter",
     "CountCache",
@@ -355,11 +357,6 @@ class ApproximateCounter(_RenderingCounter):
         )
         self.calibrations += 1
         return self.chars_per_token
-
-
-PROVIDER_TOKENS = "ctx_provider_tokens"
-"""``additional_kwargs`` key of a message whose size a provider reported (an opaque compaction
-item): counted as that, whatever the counter would make of its ciphertext."""
 
 
 class CountCache:

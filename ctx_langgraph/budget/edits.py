@@ -16,9 +16,9 @@ from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.errors import MemoryStoreError
 from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
-from ctx_langgraph.providers import server_compaction_item
 from ctx_langgraph.view.markers import SUMMARY_FLAG, is_flagged, is_summary, is_synthetic
 from ctx_langgraph.view.pinned import pin
+from ctx_langgraph.view.provider_items import server_compaction_item
 from ctx_langgraph.view.repair import repair_tool_pairs
 from ctx_langgraph.view.summary import rewrite_view
 

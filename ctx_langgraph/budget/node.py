@@ -58,7 +58,6 @@ from ctx_langgraph.budget.edits import (
 from ctx_langgraph.budget.estimate import BudgetEstimate
 from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request, estimate_view
 from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
-from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.budget.record import record
 from ctx_langgraph.budget.report import budget_update
 from ctx_langgraph.budget.trim import apply_replacements, cap_tool_results, clear_old_tool_results
@@ -69,6 +68,7 @@ from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers import provider_key
+from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
 

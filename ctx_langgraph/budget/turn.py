@@ -12,12 +12,12 @@ from langchain_core.runnables import RunnableConfig
 
 from ctx_langgraph.budget.counters import CountCache, TokenCounter
 from ctx_langgraph.budget.estimate import BudgetEstimate
-from ctx_langgraph.budget.provider_count import ProviderCountHook
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import AppendResult, BranchInfo, Scope
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.memory.types import MemoryRecord
+from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import BudgetDecision, ContextReport, MemoryReport
 

@@ -25,6 +25,7 @@ __all__ = [
     "LOOKUP_MARK",
     "MEMORY_FLAG",
     "PINNED_FLAG",
+    "PROVIDER_TOKENS",
     "REPAIR_FLAG",
     "RETRIEVED_FLAG",
     "STRIPPED_FLAG",
@@ -52,6 +53,9 @@ CLEARED_FLAG: Final = "ctx_cleared"
 """A placeholder of an old tool result cleared from the view (the original is recorded)."""
 STRIPPED_FLAG: Final = "ctx_stripped"
 """A message whose provider-only content was stripped for another provider."""
+PROVIDER_TOKENS: Final = "ctx_provider_tokens"
+"""A message whose size a provider reported (an opaque compaction item): counted as that,
+whatever a counter would make of its ciphertext."""
 LOOKUP_MARK: Final = "ctx_lookup"
 """Key of the artifact of a history lookup's tool result: a page bounded by the tool itself."""
 

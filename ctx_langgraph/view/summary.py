@@ -9,6 +9,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctx_langgraph.history.types import CompactionCheckpoint
 from ctx_langgraph.view.markers import STRIPPED_FLAG, SUMMARY_FLAG, is_summary
+from ctx_langgraph.view.provider_items import window_messages, without_provider_items
 
 __all__ = [
     "SUMMARY_MESSAGE_ID",
@@ -57,8 +58,6 @@ def project_checkpoint(
     window when the checkpoint holds one for it, else the readable summary message."""
     state = checkpoint.provider_state or {}
     if provider is not None and state.get("provider") == provider and state.get("window"):
-        from ctx_langgraph.providers import window_messages
-
         flag = {
             "checkpoint_id": checkpoint.id,
             "generation": checkpoint.generation,
@@ -94,8 +93,6 @@ def strip_opaque(message: BaseMessage) -> BaseMessage:
     """A message of the tail without a provider's opaque items (a server-side compaction item
     in a reply): the projection brings the window, once, for the provider that can read it.
     The copy is flagged, so it is never recorded over the original."""
-    from ctx_langgraph.providers import without_provider_items
-
     stripped = without_provider_items(message)
     if stripped is message:
         return message

@@ -1,29 +1,5 @@
-"""Provider-native context features behind adapters (OpenAI Responses compaction, Anthropic
-context editing and token counting).
-
-- :class:`OpenAIResponsesCompaction`: a compaction backend. ``ctx_compact`` still writes our
-  readable summary of the span and also sends the span to OpenAI's standalone compact endpoint
-  (``client.responses.compact``). The returned window (the user messages and the encrypted
-  compaction item, as the API returns them) is stored as the checkpoint's opaque
-  ``provider_state``, and it becomes the base of the next requests while the thread stays on the
-  Responses API.
-- Server-side compaction (``ChatOpenAI(context_management=[{"type": "compaction",
-  "compact_threshold": N}])``): a compaction item that arrives in a reply is recorded by
-  ``ctx_budget`` as a checkpoint covering everything before that reply, with a readable summary
-  of the same span.
-- :class:`AnthropicContextEditing`: the ``context_management`` parameter of ``ChatAnthropic``
-  (``clear_tool_uses_20250919``, ``clear_thinking_20251015``). ``ctx_usage`` reads the
-  ``applied_edits`` of each reply, and the budget follows them.
-- :func:`provider_key`: which wire protocol a chat model speaks. When it changes mid-thread,
-  ``ctx_budget`` sets the opaque state aside and rebuilds the view from the readable summary
-  and tail.
-- :func:`is_context_overflow` / :func:`context_overflow_message`: a provider's "the request is
-  too long for the model's window" error (OpenAI, Anthropic, Gemini, as their clients raise it),
-  on which the model node compacts and retries once.
-
-The rule: a provider's opaque state is never the only way to recover. Every checkpoint keeps a
-readable summary, and a view for another provider is built from it.
-"""
+"""The provider adapters: which protocol a model speaks, its "too long" errors, server-side
+compaction backends and Anthropic's context editing (see :mod:`ctx_langgraph.providers`)."""
 
 from __future__ import annotations
 
@@ -34,11 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 import langchain_core.exceptions
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.budget.counters import PROVIDER_TOKENS
 from ctx_langgraph.errors import ContextManagementError, ProviderCompactionError
-from ctx_langgraph.view.markers import SUMMARY_FLAG
+from ctx_langgraph.providers.count import OpenAIResponsesCountHook
 
 __all__ = [
     "ANTHROPIC",
@@ -51,15 +26,11 @@ __all__ = [
     "context_overflow_message",
     "is_context_overflow",
     "provider_key",
-    "server_compaction_item",
-    "without_provider_items",
 ]
 
 OPENAI_RESPONSES: Final = "openai-responses"
 ANTHROPIC: Final = "anthropic"
 CONTEXT_MANAGEMENT_BETA: Final = "context-management-2025-06-27"
-_OPAQUE_BLOCKS: Final = frozenset({"compaction"})
-"""Content block types only the provider that made them can read."""
 
 
 def provider_key(model: Any) -> str:
@@ -255,31 +226,6 @@ def is_context_overflow(exc: BaseException) -> bool:
     return context_overflow_message(exc) is not None
 
 
-def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
-    """The compaction item a Responses reply carries (server-side compaction), if any."""
-    if not isinstance(message, AIMessage) or not isinstance(message.content, list):
-        return None
-    for block in message.content:
-        if isinstance(block, dict) and block.get("type") == "compaction":
-            return dict(block)
-    return None
-
-
-def without_provider_items(message: BaseMessage) -> BaseMessage:
-    """``message`` without content blocks only their provider can read (an encrypted
-    compaction item); the same object when it has none."""
-    if not isinstance(message.content, list):
-        return message
-    kept = [
-        block
-        for block in message.content
-        if not (isinstance(block, dict) and block.get("type") in _OPAQUE_BLOCKS)
-    ]
-    if len(kept) == len(message.content):
-        return message
-    return message.model_copy(update={"content": kept or ""})
-
-
 def applied_edits(message: BaseMessage) -> list[dict[str, Any]]:
     """The context edits Anthropic applied to the request that produced ``message``
     (``response_metadata["context_management"]["applied_edits"]``)."""
@@ -363,8 +309,6 @@ class OpenAIResponsesCompaction:
     def __init__(
         self, model: Any, *, compact_model: str | None = None, timeout: float | None = 120.0
     ) -> None:
-        from ctx_langgraph.budget.provider_count import OpenAIResponsesCountHook
-
         self.model = model
         self.compact_model = compact_model or str(getattr(model, "model_name", "") or "")
         self.timeout = timeout
@@ -427,27 +371,6 @@ class OpenAIResponsesCompaction:
         except Exception as exc:
             raise ProviderCompactionError(self.provider, f"{type(exc).__name__}: {exc}") from exc
         return self._result(reply)
-
-
-def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMessage]:
-    """The view messages of a stored provider window: user items as human messages, the
-    compaction item (and anything else) as an assistant message holding the item unchanged.
-    Each carries ``flag`` (the summary flag: never recorded, replaced on the next compaction)."""
-    out: list[BaseMessage] = []
-    stem = str(flag.get("checkpoint_id", "w"))[:12]
-    for part, item in enumerate(state.get("window") or ()):
-        kwargs: dict[str, Any] = {
-            SUMMARY_FLAG: {**flag, "provider": state.get("provider"), "part": part}
-        }
-        ident = f"ctx-window-{stem}-{part}"
-        if item.get("type") == "message" and item.get("role") == "user":
-            out.append(HumanMessage(item.get("content") or "", id=ident, additional_kwargs=kwargs))
-            continue
-        tokens = state.get("item_tokens")
-        if item.get("type") == "compaction" and isinstance(tokens, int):
-            kwargs[PROVIDER_TOKENS] = tokens  # counted as the provider reported, not as ciphertext
-        out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
-    return out
 
 
 # ----------------------------------------------------------------------------- Anthropic

@@ -1,0 +1,61 @@
+"""Provider items in the view: a reply's server-side compaction item, the view messages of a
+provider's stored window, and a message without the blocks only its provider can read."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from ctx_langgraph.view.markers import PROVIDER_TOKENS, SUMMARY_FLAG
+
+__all__ = ["server_compaction_item", "window_messages", "without_provider_items"]
+
+_OPAQUE_BLOCKS: Final = frozenset({"compaction"})
+"""Content block types only the provider that made them can read."""
+
+
+def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
+    """The compaction item a Responses reply carries (server-side compaction), if any."""
+    if not isinstance(message, AIMessage) or not isinstance(message.content, list):
+        return None
+    for block in message.content:
+        if isinstance(block, dict) and block.get("type") == "compaction":
+            return dict(block)
+    return None
+
+
+def without_provider_items(message: BaseMessage) -> BaseMessage:
+    """``message`` without content blocks only their provider can read (an encrypted
+    compaction item); the same object when it has none."""
+    if not isinstance(message.content, list):
+        return message
+    kept = [
+        block
+        for block in message.content
+        if not (isinstance(block, dict) and block.get("type") in _OPAQUE_BLOCKS)
+    ]
+    if len(kept) == len(message.content):
+        return message
+    return message.model_copy(update={"content": kept or ""})
+
+
+def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMessage]:
+    """The view messages of a stored provider window: user items as human messages, the
+    compaction item (and anything else) as an assistant message holding the item unchanged.
+    Each carries ``flag`` (the summary flag: never recorded, replaced on the next compaction)."""
+    out: list[BaseMessage] = []
+    stem = str(flag.get("checkpoint_id", "w"))[:12]
+    for part, item in enumerate(state.get("window") or ()):
+        kwargs: dict[str, Any] = {
+            SUMMARY_FLAG: {**flag, "provider": state.get("provider"), "part": part}
+        }
+        ident = f"ctx-window-{stem}-{part}"
+        if item.get("type") == "message" and item.get("role") == "user":
+            out.append(HumanMessage(item.get("content") or "", id=ident, additional_kwargs=kwargs))
+            continue
+        tokens = state.get("item_tokens")
+        if item.get("type") == "compaction" and isinstance(tokens, int):
+            kwargs[PROVIDER_TOKENS] = tokens  # counted as the provider reported, not as ciphertext
+        out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
+    return out
