@@ -34,11 +34,11 @@ from ctx_langgraph import (
     create_context_agent,
 )
 from ctx_langgraph._overflow import merge_recovery
-from ctx_langgraph.compaction.view import SUMMARY_MESSAGE_ID
 from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.history import HistoryStore
 from ctx_langgraph.providers import context_overflow_message, is_context_overflow
 from ctx_langgraph.usage import UsageLedger
+from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID
 
 PATHS = {
     "openai-chat": "/v1/chat/completions",

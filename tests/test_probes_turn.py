@@ -457,7 +457,7 @@ def test_the_middleware_repairs_the_same_sequences(store: HistoryStore, shape: s
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_repair_is_stable_and_idempotent(shape: str) -> None:
-    from ctx_langgraph.compaction.repair import ViewRepairs, repair_tool_pairs
+    from ctx_langgraph.view.repair import ViewRepairs, repair_tool_pairs
 
     fixed, repairs = repair_tool_pairs(SHAPES[shape]())
     assert (repairs.dangling_tool_calls, repairs.orphan_tool_results) == REPAIRS[shape]
@@ -775,7 +775,7 @@ def tool_views(draw: st.DrawFn) -> list[BaseMessage]:
 
 @given(tool_views())
 def test_the_quick_check_agrees_with_the_repair(view: list[BaseMessage]) -> None:
-    from ctx_langgraph.compaction.repair import repair_tool_pairs
+    from ctx_langgraph.view.repair import repair_tool_pairs
 
     fixed, repairs = repair_tool_pairs(view)
     assert pairing_problems(fixed) == []

@@ -177,7 +177,7 @@ def test_a_responses_thread_compacts_through_the_adapter_and_sends_the_window_un
     # the item is budgeted at what the provider reported generating, not at its ciphertext
     assert state["item_tokens"] == 180
     from ctx_langgraph.budget.counters import CountCache
-    from ctx_langgraph.compaction.view import project_checkpoint
+    from ctx_langgraph.view.summary import project_checkpoint
 
     [*_users, item] = project_checkpoint(active, "openai-responses")
     assert CountCache().count(TiktokenCounter("gpt-4.1"), item) == 180

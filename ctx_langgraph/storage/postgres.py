@@ -23,7 +23,7 @@ from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.storage.dialects import POSTGRES, to_pyformat
 from ctx_langgraph.storage.runner import Database, bind, utcnow
-from ctx_langgraph.storage.statements import DeferredError, Op, Stmt
+from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, execute
 
 __all__ = ["PostgresDatabase"]
 
@@ -188,19 +188,7 @@ class PostgresDatabase(Database):
 
     @staticmethod
     def _run_statement(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
-        sql = to_pyformat(stmt.sql)
-        if stmt.many is not None:
-            if stmt.many:
-                cur.executemany(sql, stmt.many)
-            return cur.rowcount
-        cur.execute(sql, tuple(stmt.params))
-        if stmt.fetch == "one":
-            return cur.fetchone()
-        if stmt.fetch == "all":
-            return cur.fetchall()
-        if stmt.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        return execute(cur, stmt, to_pyformat(stmt.sql))
 
     @staticmethod
     async def _arun_statement(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:

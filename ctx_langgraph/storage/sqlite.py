@@ -14,7 +14,7 @@ from ctx_langgraph.core.effects import run
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.storage.dialects import SQLITE
 from ctx_langgraph.storage.runner import Database, bind, utcnow
-from ctx_langgraph.storage.statements import DeferredError, Op, Stmt
+from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, execute
 
 __all__ = ["SQLiteDatabase"]
 
@@ -87,17 +87,7 @@ class SQLiteDatabase(Database):
             self.conn.close()
 
     def _run_statement(self, cur: sqlite3.Cursor, stmt: Stmt) -> Any:
-        if stmt.many is not None:
-            cur.executemany(stmt.sql, stmt.many)
-            return cur.rowcount
-        cur.execute(stmt.sql, tuple(stmt.params))
-        if stmt.fetch == "one":
-            return cur.fetchone()
-        if stmt.fetch == "all":
-            return cur.fetchall()
-        if stmt.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        return execute(cur, stmt)
 
     def _execute(self, op: Op[T], *, write: bool) -> T:
         with self._lock:

@@ -26,7 +26,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-__all__ = ["DeferredError", "Fetch", "Op", "Stmt", "chunks", "marks"]
+__all__ = ["DeferredError", "Fetch", "Op", "Stmt", "chunks", "execute", "marks"]
 
 T = TypeVar("T")
 
@@ -78,3 +78,23 @@ def marks(count: int) -> str:
         '?, ?, ?'
     """
     return ", ".join("?" * count)
+
+
+def execute(cursor: Any, stmt: Stmt, sql: str | None = None) -> Any:
+    """Run ``stmt`` on a DB-API cursor and return what it asks for (a row, all rows, the row
+    count, or None); ``sql`` is its text in the driver's parameter style when that differs.
+    A batch (``many``) returns its row count; an empty batch runs nothing and counts 0."""
+    text = stmt.sql if sql is None else sql
+    if stmt.many is not None:
+        if not stmt.many:
+            return 0
+        cursor.executemany(text, stmt.many)
+        return cursor.rowcount
+    cursor.execute(text, tuple(stmt.params))
+    if stmt.fetch == "one":
+        return cursor.fetchone()
+    if stmt.fetch == "all":
+        return cursor.fetchall()
+    if stmt.fetch == "rowcount":
+        return cursor.rowcount
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, marks
+from ctx_langgraph.usage.types import COUNT_FIELDS
 
 __all__ = [
     "CALL_COLUMNS",
@@ -37,12 +38,7 @@ CALL_COLUMNS = (
     "status",
     "version",
     "response_id",
-    "input_total",
-    "input_uncached",
-    "cache_read",
-    "cache_write",
-    "output",
-    "reasoning",
+    *COUNT_FIELDS,
     "cost_nano_usd",
     "raw",
     "created_at",
@@ -56,12 +52,7 @@ TOTAL_COLUMNS = (
     "model",
     "calls",
     "unknown_calls",
-    "input_total",
-    "input_uncached",
-    "cache_read",
-    "cache_write",
-    "output",
-    "reasoning",
+    *COUNT_FIELDS,
     "cost_nano_usd",
     "cost_unknown_calls",
 )

@@ -8,12 +8,14 @@ from typing import Any, Literal
 
 from typing_extensions import TypedDict
 
+from ctx_langgraph.storage.tables.usage import COUNT_COLUMNS
+
 __all__ = ["COUNT_FIELDS", "NormalizedUsage", "Provider", "UsageCounts", "UsageStatus"]
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
 
-COUNT_FIELDS = ("input_total", "input_uncached", "cache_read", "cache_write", "output", "reasoning")
+COUNT_FIELDS = COUNT_COLUMNS
 """The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""
 
 

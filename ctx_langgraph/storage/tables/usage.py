@@ -4,33 +4,23 @@ from __future__ import annotations
 
 from ctx_langgraph.storage.tables import Steps
 
-__all__ = ["POSTGRES", "SQLITE"]
+__all__ = ["COUNT_COLUMNS", "POSTGRES", "SQLITE"]
+
+COUNT_COLUMNS = (
+    "input_total",
+    "input_uncached",
+    "cache_read",
+    "cache_write",
+    "output",
+    "reasoning",
+)
+"""The token count columns of both ledger tables, in their order."""
 
 
 def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
     """Version 2: the usage ledger (one row per real call, running totals per key)."""
-    counts = ", ".join(
-        f"{name} {integer}"
-        for name in (
-            "input_total",
-            "input_uncached",
-            "cache_read",
-            "cache_write",
-            "output",
-            "reasoning",
-        )
-    )
-    total_counts = ", ".join(
-        f"{name} {integer} NOT NULL DEFAULT 0"
-        for name in (
-            "input_total",
-            "input_uncached",
-            "cache_read",
-            "cache_write",
-            "output",
-            "reasoning",
-        )
-    )
+    counts = ", ".join(f"{name} {integer}" for name in COUNT_COLUMNS)
+    total_counts = ", ".join(f"{name} {integer} NOT NULL DEFAULT 0" for name in COUNT_COLUMNS)
     return [
         f"""CREATE TABLE ctx_usage_calls (
             call_key TEXT PRIMARY KEY,
