@@ -79,18 +79,31 @@ def decision(
     if estimate.total <= budget.usable:
         return "proceed", False  # over the trigger but fits: compaction waits or is not wired
     last: CompactionReport = context.get("compaction") or {}
-    raise ContextBudgetExceeded(
-        estimate=estimate.total,
-        usable=budget.usable,
-        window=budget.context_window,
-        reserve=budget.output_reserve,
-        largest=largest,
-        advice="No cut can make this request fit"
+    raise _exceeded(
+        s,
+        estimate,
+        largest,
+        "No cut can make this request fit"
         if s.compact_node is not None
         else "Compaction is not wired (compact_node=None)"
         + f" (last compaction: {last.get('status', 'not tried')}, "
         f"{'; '.join(last.get('problems') or [])[:300] or 'no problem noted'}): lower "
         "keep_recent_tokens or tool_output_cap_tokens, or use a model with a larger window.",
+    )
+
+
+def _exceeded(
+    s: BudgetSettings, estimate: BudgetEstimate, largest: int, advice: str
+) -> ContextBudgetExceeded:
+    """The request cannot fit the window: the budget's numbers and what to do."""
+    budget = s.budget
+    return ContextBudgetExceeded(
+        estimate=estimate.total,
+        usable=budget.usable,
+        window=budget.context_window,
+        reserve=budget.output_reserve,
+        largest=largest,
+        advice=advice,
     )
 
 
@@ -104,13 +117,11 @@ def _check_floor(
     largest = max((s.cache.count(counter, m) for m in view), default=0)
     floor = s.overhead_tokens + sum(s.cache.count(counter, m) for m in pinned)
     if floor + s.config.margin(floor) > budget.usable:
-        raise ContextBudgetExceeded(
-            estimate=estimate.total,
-            usable=budget.usable,
-            window=budget.context_window,
-            reserve=budget.output_reserve,
-            largest=largest,
-            advice="No cut can make this request fit: even with all history compacted, the system "
+        raise _exceeded(
+            s,
+            estimate,
+            largest,
+            "No cut can make this request fit: even with all history compacted, the system "
             "prompt, the tool schemas and the newest message are over the usable window. Shorten "
             "the newest message or the system prompt, lower tool_output_cap_tokens, or use a "
             "model with a larger window.",

@@ -43,6 +43,7 @@ from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, marks
 
 __all__ = [
     "CandidateContent",
+    "checkpoint_values",
     "commit_candidate",
     "create_candidate",
     "get_active",
@@ -170,35 +171,39 @@ def create_candidate(
         committed_at=None,
         metadata=dict(content.metadata or {}),
     )
-    scope = snap.scope
     yield Stmt(
         f"INSERT INTO ctx_checkpoints ({CHECKPOINT_COLS}) VALUES ({marks(22)})",
-        (
-            checkpoint.id,
-            scope.tenant,
-            scope.thread_id,
-            scope.branch,
-            checkpoint.generation,
-            checkpoint.parent_id,
-            checkpoint.first_seq,
-            checkpoint.covered_through_seq,
-            stored_optional(checkpoint.first_kept_event_id),
-            checkpoint.source_revision,
-            checkpoint.range_hash,
-            stored_optional(checkpoint.summary_text),
-            None if checkpoint.provider_state is None else json.dumps(checkpoint.provider_state),
-            checkpoint.format_version,
-            stored_optional(checkpoint.summarizer_id),
-            json_text([fact.to_json() for fact in checkpoint.key_facts]),
-            checkpoint.summary_tokens,
-            "candidate",
-            None,
-            json.dumps(checkpoint.metadata),
-            d.ts(now),
-            None,
-        ),
+        checkpoint_values(d, (snap.scope.tenant, snap.scope.thread_id), checkpoint),
     )
     return checkpoint
+
+
+def checkpoint_values(d: Dialect, key: tuple[str, str], c: CompactionCheckpoint) -> tuple[Any, ...]:
+    """A summary version's ``ctx_checkpoints`` row (``CHECKPOINT_COLS``), in the thread ``key``
+    (tenant, thread id) on the version's own branch."""
+    return (
+        c.id,
+        *key,
+        c.scope.branch,
+        c.generation,
+        c.parent_id,
+        c.first_seq,
+        c.covered_through_seq,
+        stored_optional(c.first_kept_event_id),
+        c.source_revision,
+        c.range_hash,
+        stored_optional(c.summary_text),
+        None if c.provider_state is None else json.dumps(c.provider_state),
+        c.format_version,
+        stored_optional(c.summarizer_id),
+        json_text([fact.to_json() for fact in c.key_facts]),
+        c.summary_tokens,
+        c.status,
+        stored_optional(c.error),
+        json.dumps(c.metadata),
+        d.ts(c.created_at),
+        None if c.committed_at is None else d.ts(c.committed_at),
+    )
 
 
 def _fail(checkpoint_id: str, reason: str) -> Stmt:

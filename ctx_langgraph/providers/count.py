@@ -123,6 +123,11 @@ def _failure(provider: str, exc: Exception) -> ProviderCountError:
     )
 
 
+def _call_options(timeout: float | None) -> dict[str, Any]:
+    """The per-call options of a count: its timeout, or none to keep the client's."""
+    return {} if timeout is None else {"timeout": timeout}
+
+
 class AnthropicCountHook:
     """Anthropic's ``POST /v1/messages/count_tokens``, through ``ChatAnthropic``.
 
@@ -168,7 +173,7 @@ class AnthropicCountHook:
             ProviderCountError: HTTP error, timeout, unreachable server, or a reply without an
                 ``input_tokens`` count.
         """
-        options: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
+        options = _call_options(self.timeout)
         try:
             value = self.model.get_num_tokens_from_messages(
                 list(messages), tools=list(tools) if tools else None, **options
@@ -270,7 +275,7 @@ class OpenAIResponsesCountHook:
             ProviderCountError: HTTP error, timeout, unreachable server, or a reply without an
                 ``input_tokens`` count.
         """
-        options: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
+        options = _call_options(self.timeout)
         try:
             body = self.request_body(messages, tools)
             client = self._client(self.model.root_client, "sync")
@@ -291,7 +296,7 @@ class OpenAIResponsesCountHook:
         self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()
     ) -> int:
         """Async :meth:`count_request`, through the model's ``root_async_client``."""
-        options: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
+        options = _call_options(self.timeout)
         try:
             body = self.request_body(messages, tools)
             client = self._client(self.model.root_async_client, "async")

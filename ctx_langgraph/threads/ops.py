@@ -9,9 +9,8 @@ transaction.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from langchain_core.messages import messages_from_dict
 
@@ -26,10 +25,10 @@ from ctx_langgraph.history.rows import (
     checkpoint_from_row,
     message_to_row,
     record_of,
-    stored_optional,
 )
+from ctx_langgraph.history.summaries import checkpoint_values
 from ctx_langgraph.history.types import CompactionCheckpoint
-from ctx_langgraph.storage.codec import json_text, load_text, store_text
+from ctx_langgraph.storage.codec import load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, marks
 from ctx_langgraph.threads.document import EXPORT_FORMAT, EXPORT_VERSION, check_document
@@ -63,10 +62,14 @@ def export_thread(
     """One thread (every branch) as one JSON-ready document, read in one transaction."""
     key = (scope.tenant, scope.thread_id)
     thread = yield from _exported_thread(d, scope)
-    branches = yield from _exported_branches(d, key)
-    events = yield from _exported_events(d, key)
-    revisions = yield from _exported_revisions(d, key)
-    edits = yield from _exported_edits(d, key)
+    branches = yield from _exported_rows(d, key, "ctx_branches", _BRANCH_FIELDS, "branch")
+    events = yield from _exported_rows(d, key, "ctx_events", _EVENT_FIELDS, "seq, branch")
+    revisions = yield from _exported_rows(
+        d, key, "ctx_event_revisions", _REVISION_FIELDS, "seq, branch, revision"
+    )
+    edits = yield from _exported_rows(
+        d, key, "ctx_event_edits", _EDIT_FIELDS, "edit_version, branch, seq"
+    )
     summaries = yield from _exported_summaries(d, key)
     document: dict[str, Any] = {
         "format": EXPORT_FORMAT,
@@ -97,84 +100,82 @@ def _exported_thread(d: Dialect, scope: Scope) -> Op[dict[str, Any]]:
     return {"edit_version": int(thread[0]), "created_at": _iso(d, thread[1])}
 
 
-def _exported_branches(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
+class _Field(NamedTuple):
+    """One key of an exported row: the column(s) it is read from, and how."""
+
+    key: str
+    read: Callable[..., Any] | None
+    """Turns the column values into the exported value (``_iso`` gets the dialect too);
+    None keeps the one value as stored."""
+    columns: tuple[str, ...]
+
+
+def _field(key: str, read: Callable[..., Any] | None = None, *columns: str) -> _Field:
+    """A field read from ``columns`` (default: the one column named as the key)."""
+    return _Field(key, read, columns or (key,))
+
+
+_BRANCH_FIELDS = (
+    _field("branch"),
+    _field("parent_branch"),
+    _field("fork_seq"),
+    _field("head_seq", int),
+    _field("active_checkpoint_id"),
+    _field("active_generation", int),
+    _field("created_at", _iso),
+)
+_EVENT_FIELDS = (
+    _field("branch"),
+    _field("seq", int),
+    _field("event_id", load_text),
+    _field("message", record_of, "content", "text"),
+    _field("revision", int),
+    _field("visible", bool),
+    _field("created_at", _iso),
+)
+_REVISION_FIELDS = (
+    _field("branch"),
+    _field("seq", int),
+    _field("event_id", load_text),
+    _field("revision", int),
+    _field("message", record_of, "content", "text"),
+    _field("replaced_at", _iso),
+)
+_EDIT_FIELDS = (
+    _field("branch"),
+    _field("seq", int),
+    _field("edit_version", int),
+    _field("kind"),
+    _field("created_at", _iso),
+)
+
+
+def _exported_rows(
+    d: Dialect, key: _Key, table: str, fields: Sequence[_Field], order: str
+) -> Op[list[dict[str, Any]]]:
+    """The thread's rows of ``table`` as dicts, one key per field."""
+    columns = ", ".join(column for field in fields for column in field.columns)
     rows = yield Stmt(
-        f"SELECT {BRANCH_COLS} FROM ctx_branches WHERE tenant = ? AND thread_id = ? ORDER BY branch",
+        f"SELECT {columns} FROM {table} WHERE tenant = ? AND thread_id = ? ORDER BY {order}",
         key,
         "all",
     )
-    return [
-        {
-            "branch": row[0],
-            "parent_branch": row[1],
-            "fork_seq": row[2],
-            "head_seq": int(row[3]),
-            "active_checkpoint_id": row[4],
-            "active_generation": int(row[5]),
-            "created_at": _iso(d, row[6]),
-        }
-        for row in rows
-    ]
+    return [_exported_row(d, row, fields) for row in rows]
 
 
-def _exported_events(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
-    rows = yield Stmt(
-        "SELECT branch, seq, event_id, content, text, revision, visible, created_at FROM ctx_events "
-        "WHERE tenant = ? AND thread_id = ? ORDER BY seq, branch",
-        key,
-        "all",
-    )
-    return [
-        {
-            "branch": row[0],
-            "seq": int(row[1]),
-            "event_id": load_text(row[2]),
-            "message": record_of(row[3], row[4]),
-            "revision": int(row[5]),
-            "visible": bool(row[6]),
-            "created_at": _iso(d, row[7]),
-        }
-        for row in rows
-    ]
-
-
-def _exported_revisions(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
-    rows = yield Stmt(
-        "SELECT branch, seq, event_id, revision, content, text, replaced_at FROM ctx_event_revisions "
-        "WHERE tenant = ? AND thread_id = ? ORDER BY seq, branch, revision",
-        key,
-        "all",
-    )
-    return [
-        {
-            "branch": row[0],
-            "seq": int(row[1]),
-            "event_id": load_text(row[2]),
-            "revision": int(row[3]),
-            "message": record_of(row[4], row[5]),
-            "replaced_at": _iso(d, row[6]),
-        }
-        for row in rows
-    ]
-
-
-def _exported_edits(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
-    rows = yield Stmt(
-        "SELECT branch, seq, edit_version, kind, created_at FROM ctx_event_edits "
-        "WHERE tenant = ? AND thread_id = ? ORDER BY edit_version, branch, seq",
-        key,
-        "all",
-    )
-    return [
-        {
-            "branch": row[0],
-            "seq": int(row[1]),
-            "edit_version": int(row[2]),
-            "kind": row[3],
-            "created_at": _iso(d, row[4]),
-        }
-        for row in rows
-    ]
+def _exported_row(d: Dialect, row: Sequence[Any], fields: Sequence[_Field]) -> dict[str, Any]:
+    exported: dict[str, Any] = {}
+    at = 0
+    for key, read, columns in fields:
+        values = row[at : at + len(columns)]
+        at += len(columns)
+        if read is None:
+            exported[key] = values[0]
+        elif read is _iso:
+            exported[key] = _iso(d, values[0])
+        else:
+            exported[key] = read(*values)
+    return exported
 
 
 def _exported_summaries(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
@@ -334,32 +335,6 @@ def _insert_summaries(d: Dialect, key: _Key, items: Sequence[Mapping[str, Any]])
     if summaries:
         yield Stmt(
             f"INSERT INTO ctx_checkpoints ({CHECKPOINT_COLS}) VALUES ({marks(22)})",
-            many=[_summary_values(d, key, c) for c in summaries],
+            many=[checkpoint_values(d, key, c) for c in summaries],
         )
     return len(summaries)
-
-
-def _summary_values(d: Dialect, key: _Key, c: CompactionCheckpoint) -> tuple[Any, ...]:
-    return (
-        c.id,
-        *key,
-        c.scope.branch,
-        c.generation,
-        c.parent_id,
-        c.first_seq,
-        c.covered_through_seq,
-        stored_optional(c.first_kept_event_id),
-        c.source_revision,
-        c.range_hash,
-        stored_optional(c.summary_text),
-        None if c.provider_state is None else json.dumps(c.provider_state),
-        c.format_version,
-        stored_optional(c.summarizer_id),
-        json_text([fact.to_json() for fact in c.key_facts]),
-        c.summary_tokens,
-        c.status,
-        stored_optional(c.error),
-        json.dumps(c.metadata),
-        d.ts(c.created_at),
-        None if c.committed_at is None else d.ts(c.committed_at),
-    )
