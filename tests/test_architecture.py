@@ -145,3 +145,15 @@ def test_every_module_is_in_a_layer():
         m for m in outside if (PACKAGE.parent / m.replace(".", "/") / "__init__.py").exists()
     ]
     assert outside == facades
+
+
+def test_the_budget_report_types_every_field_of_the_estimate():
+    """``context["budget"]`` spreads ``BudgetEstimate.to_json()``: its TypedDict names each key."""
+    import dataclasses
+
+    from ctx_langgraph.budget.estimate import BudgetEstimate
+    from ctx_langgraph.state import BudgetReport
+
+    typed = set(BudgetReport.__annotations__)
+    fields = {field.name for field in dataclasses.fields(BudgetEstimate)}
+    assert fields <= typed, sorted(fields - typed)
