@@ -16,7 +16,11 @@ history lookup tool. Then, deterministically:
   current;
 - ``input_tokens_total`` / ``_max`` / ``over_window_calls`` over every model call of the replay;
   ``summarizer_calls`` and tokens and ``compactions`` during the replay (the question phase's
-  are counted apart: ``question_input_tokens_total``, ``question_summarizer_calls``);
+  are counted apart: ``question_input_tokens_total``, ``question_model_calls``,
+  ``question_over_window_calls``, ``question_summarizer_calls``);
+- ``method``, ``tools``, ``question_phase``: what each strategy is, its agent's tools and what
+  the reader does at question time
+  (:func:`~ctx_langgraph.eval.strategies.describe_strategy`);
 - ``coverage_gaps`` / ``coverage_overlaps``: model calls where an earlier message is neither in
   the input nor covered by its summary / is both (or two summaries are in it);
 - ``orphan_tool_messages``: tool results without their call, and calls without their result, in
@@ -36,6 +40,7 @@ everyone (``summary_model``).
                   "keep_recent_tokens": int, "summary_max_tokens": int, "counter": str,
                   "reader": str, "summarizer": str},
      "strategies": {"<name>": {
+         "method": str, "tools": [str, ...], "question_phase": str,
          "questions": int, "evidence_available_strict": float, "evidence_available_lenient":
          float, "answer_in_context": float, "correction_respected": float | null,
          "answer_f1": float | null,
@@ -44,7 +49,8 @@ everyone (``summary_model``).
          "over_window_calls": int, "summarizer_calls": int, "summarizer_input_tokens": int,
          "summarizer_output_tokens": int, "compactions": int, "coverage_gaps": int,
          "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
-         "question_input_tokens_total": int, "question_summarizer_calls": int,
+         "question_input_tokens_total": int, "question_model_calls": int,
+         "question_over_window_calls": int, "question_summarizer_calls": int,
          "warnings": int, "wall_seconds": float,
          "conversations": {"<name>": {the same figures for that conversation}}}}}
 

@@ -35,6 +35,7 @@ from ctx_langgraph.eval.strategies import (
     Strategy,
     build_strategy,
     claimed_by_prefix,
+    describe_strategy,
     eval_config,
     summary_messages,
 )
@@ -69,6 +70,8 @@ _SUMS = (
     "coverage_overlaps",
     "orphan_tool_messages",
     "question_input_tokens_total",
+    "question_model_calls",
+    "question_over_window_calls",
     "question_summarizer_calls",
     "warnings",
     "wall_seconds",
@@ -90,6 +93,8 @@ class ConversationRun:
     metrics: dict[str, Any] = field(default_factory=dict)
     questions: list[dict[str, Any]] = field(default_factory=list)
     series: dict[str, list[int]] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    """The names of the tools the strategy's agent had."""
 
 
 def _evidence_ids(item: QAItem, known: dict[str, BaseMessage]) -> list[str]:
@@ -220,25 +225,12 @@ def run_conversation(
             question_calls = strategy.script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
             checks = _check_calls(strategy, replay_calls, history, history_at_call)
-            tokens = [call.input_tokens for call in replay_calls]
-            run = ConversationRun(name, conversation.name, questions=rows)
+            run = ConversationRun(name, conversation.name, questions=rows, tools=strategy.tools)
             run.metrics = {
                 **question_rates(rows),
-                "input_tokens_total": sum(tokens),
-                "input_tokens_max": max(tokens, default=0),
-                "model_calls": len(replay_calls),
-                "over_window_calls": sum(t > usable for t in tokens),
-                "summarizer_calls": replay_summaries[0],
-                "summarizer_input_tokens": replay_summaries[1],
-                "summarizer_output_tokens": replay_summaries[2],
-                "compactions": len(checks.compaction_calls),
-                "coverage_gaps": checks.gaps,
-                "coverage_overlaps": checks.overlaps,
-                "orphan_tool_messages": checks.orphans,
-                "max_summaries_in_prompt": checks.most_summaries,
-                "question_input_tokens_total": sum(c.input_tokens for c in question_calls),
+                **_call_metrics(replay_calls, question_calls, usable),
+                **_summary_metrics(replay_summaries, stats.calls, checks),
                 "warnings": len(caught),
-                "question_summarizer_calls": stats.calls - replay_summaries[0],
                 "wall_seconds": round(wall, 3),
             }
             run.series = _series(replay_calls, checks)
@@ -248,6 +240,42 @@ def run_conversation(
             return run
         finally:
             strategy.close()
+
+
+def _call_metrics(
+    replay_calls: Sequence[ModelCall], question_calls: Sequence[ModelCall], usable: int
+) -> dict[str, int]:
+    """Input tokens and calls of the replay and of the question phase, and the calls whose
+    input is larger than the usable window."""
+    tokens = [call.input_tokens for call in replay_calls]
+    asked = [call.input_tokens for call in question_calls]
+    return {
+        "input_tokens_total": sum(tokens),
+        "input_tokens_max": max(tokens, default=0),
+        "model_calls": len(tokens),
+        "over_window_calls": sum(t > usable for t in tokens),
+        "question_input_tokens_total": sum(asked),
+        "question_model_calls": len(asked),
+        "question_over_window_calls": sum(t > usable for t in asked),
+    }
+
+
+def _summary_metrics(
+    replay_summaries: tuple[int, int, int], summarizer_calls: int, checks: _CallChecks
+) -> dict[str, int]:
+    """The summarizer's work in the replay (and its calls in the question phase), and what
+    the replay's model inputs held."""
+    return {
+        "summarizer_calls": replay_summaries[0],
+        "summarizer_input_tokens": replay_summaries[1],
+        "summarizer_output_tokens": replay_summaries[2],
+        "compactions": len(checks.compaction_calls),
+        "coverage_gaps": checks.gaps,
+        "coverage_overlaps": checks.overlaps,
+        "orphan_tool_messages": checks.orphans,
+        "max_summaries_in_prompt": checks.most_summaries,
+        "question_summarizer_calls": summarizer_calls - replay_summaries[0],
+    }
 
 
 def _thread() -> Any:
@@ -486,6 +514,8 @@ def run_eval(
                 progress.task_done(task)
             runs[name].append(run)
             series.setdefault(conversation.name, {})[name] = run.series
+    settings = _settings(window, retrieval_tokens, counter, reader, summary_model)
+    described: dict[str, dict[str, Any]] = {}
     metrics = {
         "dataset": dataset,
         "format": data_format,
@@ -493,9 +523,16 @@ def run_eval(
         "seed": seed,
         "conversations": [c.name for c in conversations],
         "versions": _versions(),
-        "settings": _settings(window, retrieval_tokens, counter, reader, summary_model),
-        "strategies": {name: aggregate(runs[name]) for name in strategies},
+        "settings": settings,
+        "strategies": described,
     }
+    reader_name = str(settings["reader"])
+    for name in strategies:
+        tools = list(dict.fromkeys(tool for run in runs[name] for tool in run.tools))
+        description = describe_strategy(
+            name, tools=tools, reader=reader_name, retrieval_tokens=retrieval_tokens
+        )
+        described[name] = {**description, **aggregate(runs[name])}
     return metrics, series
 
 

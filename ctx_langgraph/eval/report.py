@@ -26,6 +26,12 @@ from ctx_langgraph.eval._readings import (
     strategy_entries,
 )
 from ctx_langgraph.eval.figures import category_figure, input_tokens_figure, plots_available
+from ctx_langgraph.eval.strategy_table import (
+    STRATEGY_HEADERS,
+    over_window_counts,
+    over_window_note,
+    strategy_table,
+)
 
 __all__ = [
     "CATEGORY_LABELS",
@@ -61,11 +67,23 @@ METRIC_DEFINITIONS: dict[str, str] = {
     "input_tokens_total": (
         "input tokens summed over every model call of the replay (one tokenizer for all strategies)"
     ),
+    "question_input_tokens_total": (
+        "input tokens summed over every model call of the question phase (each question "
+        "asked from the final state; a lookup call and the answer after it both count)"
+    ),
+    "input_tokens_with_questions": (
+        "input tokens of the replay and of the question phase together "
+        "(input_tokens_total + question_input_tokens_total)"
+    ),
     "input_tokens_max": "largest input of a single model call, in tokens",
     "over_window_calls": (
         "model calls whose input is larger than the usable window (the window minus the "
         "output reserve)"
     ),
+    "question_over_window_calls": (
+        "model calls of the question phase whose input is larger than the usable window"
+    ),
+    "question_model_calls": "model calls of the question phase, lookup calls included",
     "summarizer_calls": (
         "calls to the summarizer; summarizer_input_tokens / summarizer_output_tokens are "
         "what those calls read and wrote"
@@ -130,7 +148,14 @@ _COST_COLUMNS: list[_Column] = [
     ("input tokens total", "input_tokens_total", _int),
     ("max input", "input_tokens_max", _int),
 ]
-_OVER_WINDOW: _Column = ("over window", "over_window_calls", _int)
+_QUESTION_COLUMNS: list[_Column] = [
+    ("question tokens", "question_input_tokens_total", _int),
+    ("replay + question", "input_tokens_with_questions", _int),
+]
+_OVER_WINDOW: list[_Column] = [
+    ("over window", "over_window_calls", _int),
+    ("question over window", "question_over_window_calls", _int),
+]
 _TAIL_COLUMNS: list[_Column] = [
     ("summarizer calls", "summarizer_calls", _int),
     ("compactions", "compactions", _int),
@@ -144,8 +169,10 @@ _ALL_COLUMNS: list[_Column] = [
     *_BASE_COLUMNS,
     *_OPTIONAL_COLUMNS,
     *_COST_COLUMNS,
-    _OVER_WINDOW,
+    *_QUESTION_COLUMNS,
+    *_OVER_WINDOW,
     *_TAIL_COLUMNS,
+    ("question calls", "question_model_calls", _int),
 ]
 
 
@@ -155,14 +182,27 @@ def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Colum
 
     columns = list(_BASE_COLUMNS)
     columns += [column for column in _OPTIONAL_COLUMNS if present(column[1])]
-    columns += _COST_COLUMNS
-    if any(entry.get("over_window_calls") for entry in strategies.values()):
-        columns.append(_OVER_WINDOW)
+    columns.append(_COST_COLUMNS[0])
+    if present("question_input_tokens_total"):
+        columns += _QUESTION_COLUMNS
+    columns += _COST_COLUMNS[1:]
+    if over_window_counts({"strategies": strategies}):
+        columns += _OVER_WINDOW
     return columns + _TAIL_COLUMNS
 
 
+def _with_question_totals(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``entry`` with ``input_tokens_with_questions``: replay and question-phase tokens."""
+    replay, questions = entry.get("input_tokens_total"), entry.get("question_input_tokens_total")
+    if not (is_number(replay) and is_number(questions)):
+        return entry
+    return {**entry, "input_tokens_with_questions": replay + questions}
+
+
 def _summary(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    strategies = strategy_entries(metrics)
+    strategies = {
+        name: _with_question_totals(entry) for name, entry in strategy_entries(metrics).items()
+    }
     columns = _summary_columns(strategies)
     headers = ["strategy", *(title for title, _, _ in columns)]
     rows = [
@@ -233,10 +273,14 @@ def _markdown_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _markdown_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_columns: int = 1
+) -> str:
+    """A Markdown table: the first ``text_columns`` columns left-aligned, the rest right."""
+    aligns = [" --- "] * text_columns + [" ---: "] * (len(headers) - text_columns)
     lines = [
         "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
-        "|" + "|".join([" --- "] + [" ---: "] * (len(headers) - 1)) + "|",
+        "|" + "|".join(aligns) + "|",
     ]
     lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -247,8 +291,11 @@ def summary_table(metrics: dict[str, Any]) -> str:
 
     Shares are percentages, token counts have thousands separators, and a missing value shows as
     ``n/a``. The ``correction`` column appears when some strategy has ``correction_respected``,
-    ``answer F1`` when some strategy has ``answer_f1``, and ``over window`` when some model
-    call exceeded the window.
+    ``answer F1`` when some strategy has ``answer_f1``, ``question tokens`` and ``replay +
+    question`` (the question phase's input tokens, and with the replay's) when the metrics
+    have ``question_input_tokens_total``, and ``over window`` / ``question over window`` when
+    some model call's input was larger than the usable window; then a note under the table
+    names those strategies.
 
     Example:
         >>> metrics = {"strategies": {
@@ -269,7 +316,9 @@ def summary_table(metrics: dict[str, Any]) -> str:
         full     |          100.0% |           100.0% |         95.0% |          1,234,567 |     9,001 |                0 |           0 |    0 |        0 |       0 |             0 |     1.3
         last_n   |           41.2% |            50.0% |         37.5% |             98,765 |     4,001 |                0 |           0 |   31 |        0 |       2 |             0 |     0.5
     """
-    return _aligned(*_summary(metrics))
+    table = _aligned(*_summary(metrics))
+    note = over_window_note(metrics)
+    return table if note is None else f"{table}\n\n{note}"
 
 
 def category_table(metrics: dict[str, Any]) -> str:
@@ -339,6 +388,10 @@ def _how_to_read(with_plots: bool) -> list[str]:
         ]
     lines += [
         "",
+        "The strategy table says how each strategy builds the model input, which tools its "
+        "agent has, and what the reader does when the questions are asked (the question "
+        "phase, whose tokens the summary shows apart from the replay's).",
+        "",
         "In the category table each cell is `evidence lenient / answer in ctx`; "
         "`n/a` means the value does not apply or was not measured.",
     ]
@@ -349,7 +402,12 @@ def _render_markdown(
     metrics: Mapping[str, Any], plots: Sequence[tuple[str, Path]], plots_missing: bool
 ) -> str:
     lines = _header(metrics)
+    lines += ["", "## Strategies", ""]
+    lines.append(_markdown_table(*strategy_table(metrics), text_columns=len(STRATEGY_HEADERS) - 1))
     lines += ["", "## Summary", "", _markdown_table(*_summary(metrics))]
+    note = over_window_note(metrics)
+    if note is not None:
+        lines += ["", f"**{note}**"]
     lines += [
         "",
         "## By question category",
@@ -386,8 +444,10 @@ def _render_markdown(
 def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write ``report.md`` and the plots into ``out_dir``; return the written paths.
 
-    Files: ``report.md`` (settings and versions, the summary, category and per-conversation
-    tables, links to the plots, and what each metric means), ``input_tokens_<conversation>.png``
+    Files: ``report.md`` (settings and versions, what each strategy is: its context method,
+    its agent's tools and what its reader does at question time; the summary with replay and
+    question-phase tokens and a note on calls over the window, the category and
+    per-conversation tables, links to the plots, and what each metric means), ``input_tokens_<conversation>.png``
     for each conversation (characters other than letters, digits, ``.``, ``_`` and ``-`` become
     ``_``), and ``recall_by_category.png``. Without matplotlib only ``report.md`` is written,
     and it says how to get the plots.

@@ -40,6 +40,7 @@ from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import LLMSummarizer
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.eval.replay import (
+    LOOKUP_TOOL,
     CountingChatModel,
     CountingSummarizer,
     ExtractiveChatModel,
@@ -53,11 +54,15 @@ from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.view.markers import is_summary
 
 __all__ = [
+    "LOOKUP_STRATEGIES",
     "OURS",
     "STRATEGIES",
+    "STRATEGY_METHODS",
     "Strategy",
+    "StrategyDescription",
     "build_strategy",
     "claimed_by_prefix",
+    "describe_strategy",
     "eval_config",
     "is_summary_message",
     "summary_messages",
@@ -73,6 +78,18 @@ STRATEGIES = (
     "langchain",
 )
 OURS = frozenset({"summary_only", "summary_tail", "summary_tail_lookup"})
+LOOKUP_STRATEGIES = frozenset({"summary_tail_lookup"})
+"""The strategies whose agent has the history lookup tool (and whose reader uses it)."""
+STRATEGY_METHODS: dict[str, str] = {
+    "full": "every message, every call",
+    "last_n": "LangChain's trim_messages: the newest messages that fit the usable window",
+    "summary_only": "ours: the summary and the current turn, (almost) no recent tail",
+    "summary_tail": "ours: the summary and the recent tail",
+    "summary_tail_lookup": "ours: the summary, the recent tail and the history lookup tool",
+    "langmem": "langmem's SummarizationNode, wired as its docs wire it",
+    "langchain": "create_agent with LangChain's SummarizationMiddleware",
+}
+"""How each strategy builds the model input, in one phrase (the report's strategy table)."""
 _LANGMEM_SERDE = ("langmem.short_term.summarization", "RunningSummary")
 _LC_SUMMARY_SOURCE = "summarization"
 
@@ -102,6 +119,8 @@ class Strategy:
     summarizer_stats: SummarizerStats
     store: HistoryStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    tools: tuple[str, ...] = ()
+    """The names of the tools the agent is given, in order."""
 
     def close(self) -> None:
         for close in reversed(self.closers):
@@ -131,6 +150,10 @@ def _count_messages(counter: TokenCounter) -> Callable[[Any], int]:
         return sum(counter.count_message(m) for m in messages)
 
     return count
+
+
+def _names(tools: Sequence[BaseTool]) -> tuple[str, ...]:
+    return tuple(tool.name for tool in tools)
 
 
 def _messages_graph(model_node: Callable[[Any], dict[str, Any]], tools: Sequence[BaseTool]) -> Any:
@@ -174,7 +197,7 @@ def build_strategy(
         raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
     config = eval_config(window)
     budget = config.resolve()
-    script = Script(lookup=name == "summary_tail_lookup", reader=reader)
+    script = Script(lookup=name in LOOKUP_STRATEGIES, reader=reader)
     model = ReplayModel(script)
     bound = model.bind_tools(list(tools)) if tools else model
     if name in ("full", "last_n"):
@@ -223,7 +246,8 @@ def _plain(
             )
         return {"messages": [bound.invoke(messages)]}
 
-    return Strategy(name, _messages_graph(call_model, tools), script, SummarizerStats())
+    graph = _messages_graph(call_model, tools)
+    return Strategy(name, graph, script, SummarizerStats(), tools=_names(tools))
 
 
 def _ours(
@@ -270,6 +294,7 @@ def _ours(
     graph = builder.compile(checkpointer=InMemorySaver())
     strategy = Strategy(name, graph, script, summarizer.stats, store)
     strategy.closers.extend(closers[::-1])
+    strategy.tools = _names([*tools, *([lookup] if lookup else [])])
     return strategy
 
 
@@ -312,7 +337,7 @@ def _langmem(
         builder.add_edge("tools", "summarize")
     serde = JsonPlusSerializer(allowed_msgpack_modules=[_LANGMEM_SERDE])
     graph = builder.compile(checkpointer=InMemorySaver(serde=serde))
-    return Strategy("langmem", graph, script, summarizer.stats)
+    return Strategy("langmem", graph, script, summarizer.stats, tools=_names(tools))
 
 
 def _langchain(
@@ -332,7 +357,7 @@ def _langchain(
     graph = create_agent(
         model, tools=list(tools), middleware=[middleware], checkpointer=InMemorySaver()
     )
-    return Strategy("langchain", graph, script, summarizer.stats)
+    return Strategy("langchain", graph, script, summarizer.stats, tools=_names(tools))
 
 
 def claimed_by_prefix(messages: Sequence[BaseMessage], history: Sequence[str]) -> frozenset[str]:
@@ -345,3 +370,45 @@ def claimed_by_prefix(messages: Sequence[BaseMessage], history: Sequence[str]) -
             break
         claimed.append(message_id)
     return frozenset(claimed)
+
+
+class StrategyDescription(TypedDict):
+    """What a strategy is, for ``metrics.json`` and the report's strategy table."""
+
+    method: str
+    """How the model input is built (:data:`STRATEGY_METHODS`)."""
+    tools: list[str]
+    """The tools the agent has, by name."""
+    question_phase: str
+    """How the reader queries when the questions are asked."""
+
+
+def describe_strategy(
+    name: str, *, tools: Sequence[str], reader: str, retrieval_tokens: int
+) -> StrategyDescription:
+    """What strategy ``name`` is: its context method, its agent's tools, and what the reader
+    (``"scripted"`` or a model's name) does at question time: a strategy in
+    :data:`LOOKUP_STRATEGIES` makes one lookup call per question with the question's text as
+    the query (pages of at most ``retrieval_tokens``), as :class:`Script` does, then answers;
+    the others answer from the input as the strategy built it.
+
+    Example:
+        >>> describe_strategy("summary_tail_lookup", tools=["search", "history_lookup"],
+        ...                   reader="scripted", retrieval_tokens=1000)["question_phase"]
+        'one scripted history_lookup call per question (query: the question text; a page of at most 1,000 tokens), then the scripted reader answers with a placeholder'
+        >>> describe_strategy("full", tools=[], reader="scripted",
+        ...                   retrieval_tokens=1000)["question_phase"]
+        'the scripted reader answers with a placeholder from the input as built; no tool call'
+    """
+    scripted = reader == "scripted"
+    who = "the scripted reader" if scripted else reader
+    answers = "answers with a placeholder" if scripted else "answers"
+    phase = f"{who} {answers} from the input as built; no tool call"
+    if name in LOOKUP_STRATEGIES:
+        phase = (
+            f"one scripted {LOOKUP_TOOL} call per question (query: the question text; a page "
+            f"of at most {retrieval_tokens:,} tokens), then {who} {answers}"
+        )
+    return StrategyDescription(
+        method=STRATEGY_METHODS[name], tools=list(tools), question_phase=phase
+    )
