@@ -19,7 +19,6 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
     message_to_dict,
-    messages_from_dict,
 )
 
 from ctx_langgraph.core.text import search_document
@@ -35,7 +34,6 @@ __all__ = [
     "checkpoint_from_row",
     "event_from_row",
     "expand_record",
-    "message_from_record",
     "message_to_row",
     "optional_text",
     "record_of",
@@ -203,11 +201,6 @@ def message_to_row(message: BaseMessage) -> EventRow:
         tool_names=names,
         terms=search_document(text),
     )
-
-
-def message_from_record(record: dict[str, Any]) -> BaseMessage:
-    """Rebuild a message from its ``message_to_dict`` record."""
-    return messages_from_dict([record])[0]
 
 
 # --------------------------------------------------------------------------- rows read back

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -234,7 +234,3 @@ class SearchPage:
 
     def __len__(self) -> int:
         return len(self.hits)
-
-
-def as_tuple(values: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(values) if values else ()
