@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -154,6 +154,7 @@ class AnswerModel(BaseChatModel):
     the exact ``TiktokenCounter("gpt-4o")`` count of the request (what ``MeteringChatModel``
     reports), with per-message counts cached by id and text so the fake costs little per call."""
 
+    ctx_offline_model: ClassVar[bool] = True  # an offline fake: extractive summaries
     model_name: str = "gpt-4o"
     _counter: TiktokenCounter = PrivateAttr(default_factory=lambda: TiktokenCounter("gpt-4o"))
     _counts: dict[tuple[Any, ...], int] = PrivateAttr(default_factory=dict)

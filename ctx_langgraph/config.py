@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ctx_langgraph.core.timestamps import TimestampSource
+
 __all__ = ["ContextConfig", "ResolvedBudget"]
 
 Amount = int | float
@@ -82,6 +84,12 @@ class ContextConfig:
             adapter (:class:`~ctx_langgraph.providers.OpenAIResponsesCompaction`): the provider
             compacts the same span too, and its opaque window is sent instead of the readable
             summary while the thread stays on that provider.
+        timestamp: when a message was said, for the history store (``message -> datetime``,
+            None when not known). None (the default) reads the message's own
+            ``created_at``/``timestamp`` in ``additional_kwargs`` or ``response_metadata``
+            (ISO 8601, a datetime or epoch seconds). A message without a time gets the one
+            before it in the same turn, else now; a value that cannot be read is counted in
+            ``context["record_warnings"]`` and never stops the turn (docs/design.md §4).
 
     Example:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
@@ -104,8 +112,14 @@ class ContextConfig:
     summary_versions_keep: int | None = 5
     precompact_at: Amount | None = None
     compaction_backend: Any = "local"
+    timestamp: TimestampSource | None = None
 
     def __post_init__(self) -> None:
+        if self.timestamp is not None and not callable(self.timestamp):
+            raise TypeError(
+                f"timestamp must be a callable (message -> datetime | None) or None, "
+                f"got {type(self.timestamp).__name__}"
+            )
         backend = self.compaction_backend
         if backend != "local" and not (
             callable(getattr(backend, "compact", None))

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctx_langgraph.errors import DatasetError
 
-__all__ = ["Conversation", "QAItem", "load_locomo", "synthetic_conversation"]
+__all__ = ["TIME_KEY", "Conversation", "QAItem", "load_locomo", "stamped", "synthetic_conversation"]
 
 _LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
 T = TypeVar("T")
@@ -45,14 +45,54 @@ class QAItem:
         return self.category != 5
 
 
+TIME_KEY = "created_at"
+"""Where a conversation's message carries its time: ``additional_kwargs["created_at"]`` (ISO
+8601), which ``ctx_budget`` records as the event's time. Provider converters leave it out of
+requests: langchain-openai sends only named keys of ``additional_kwargs`` (``name``,
+``tool_calls``, ``function_call``, ``audio``, ``type``, ...; Chat Completions and Responses),
+langchain-anthropic only each message's role and content."""
+
+
 @dataclass(frozen=True)
 class Conversation:
+    """A conversation to replay: messages with stable ids, when each was said, and questions.
+
+    Each message carries its time too (``additional_kwargs["created_at"]``, ISO 8601; see
+    :data:`TIME_KEY`), so a replay through the context-managed graph records the
+    conversation's own time, not the replay's. ``created_at`` is the truth: a message whose
+    own time differs is given a copy with the time of ``created_at``. A conversation given no
+    times at all (``created_at=[]``) leaves its messages as they are.
+
+    Example:
+        >>> conv = Conversation("c", [HumanMessage("hi", id="m1")],
+        ...                     [dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc)])
+        >>> conv.messages[0].additional_kwargs
+        {'created_at': '2023-05-08T13:56:00+00:00'}
+
+    Raises:
+        ValueError: ``created_at`` has times but not one per message.
+    """
+
     name: str
     messages: list[BaseMessage]
     created_at: list[dt.datetime]
     questions: list[QAItem] = field(default_factory=list)
     sessions: list[tuple[int, int]] = field(default_factory=list)
     """(start, stop) message index ranges, one per session."""
+
+    def __post_init__(self) -> None:
+        if not self.created_at:
+            return
+        if len(self.created_at) != len(self.messages):
+            raise ValueError(
+                f"conversation {self.name!r}: {len(self.messages)} messages but "
+                f"{len(self.created_at)} created_at times (one per message, or none)"
+            )
+        object.__setattr__(
+            self,
+            "messages",
+            [stamped(m, when) for m, when in zip(self.messages, self.created_at, strict=True)],
+        )
 
     @property
     def chars(self) -> int:
@@ -296,6 +336,20 @@ def synthetic_conversation(
         ranges.append((start, len(messages)))
         when += dt.timedelta(days=rng.randint(5, 16), hours=rng.randint(-3, 3))
     return Conversation(f"synthetic-{seed}", messages, created, questions, ranges)
+
+
+def stamped(message: BaseMessage, when: dt.datetime) -> BaseMessage:
+    """``message`` carrying ``when`` as its time (a copy, unless it carries that time already).
+
+    Example:
+        >>> stamped(HumanMessage("hi"), dt.datetime(2023, 5, 8)).additional_kwargs
+        {'created_at': '2023-05-08T00:00:00'}
+    """
+    stamp = when.isoformat()
+    if message.additional_kwargs.get(TIME_KEY) == stamp:
+        return message
+    kwargs = {**message.additional_kwargs, TIME_KEY: stamp}
+    return message.model_copy(update={"additional_kwargs": kwargs})
 
 
 def batches(conversation: Conversation) -> Sequence[tuple[list[BaseMessage], list[dt.datetime]]]:

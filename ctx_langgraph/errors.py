@@ -27,6 +27,7 @@ __all__ = [
     "ScopeError",
     "StaleCandidate",
     "SummaryFormatError",
+    "SummaryModelError",
     "UsageParseError",
 ]
 
@@ -240,6 +241,25 @@ class SummaryFormatError(ContextManagementError, ValueError):
             f"malformed summary{where}: {problem}; regenerate the summary in the structured "
             "format (every section heading present, every key fact with its [seq N])"
         )
+
+
+class SummaryModelError(ContextManagementError, ValueError):
+    """A ``summary_model`` (or ``model``) spec string cannot be made into a chat model: its provider's API key
+    is not set (``key`` names the environment variable), its integration package is missing, or
+    ``init_chat_model`` does not know the provider."""
+
+    def __init__(
+        self, spec: str, reason: str, *, key: str | None = None, argument: str = "summary_model"
+    ) -> None:
+        super().__init__(
+            f"{argument}={spec!r} cannot be used: {reason}. "
+            + (f"Set {key}, or pass " if key else "Pass ")
+            + f"a chat model instance as {argument}, or summarizer=ExtractiveSummarizer() "
+            "for offline summaries"
+        )
+        self.spec = spec
+        self.reason = reason
+        self.key = key
 
 
 class RetentionError(ContextManagementError):

@@ -17,6 +17,11 @@ inside the model node, the summarizer and a model-backed memory extractor is boo
 chunk); ``ctx_usage`` then confirms the same call, never twice. :func:`create_context_agent`
 builds a tool-calling agent wired this way.
 
+The summaries are written by the chat model given as ``model`` (or ``summary_model=``), validated,
+with the offline extractive summarizer taking over when the model fails and the request would not
+fit; without a model, or with an offline fake, the extractive summarizer writes them
+(:func:`~ctx_langgraph.compaction.summarizers.default_summarizer`, docs/design.md §6).
+
 When the provider rejects a request as too long for the model's window
 (:func:`~ctx_langgraph.providers.is_context_overflow`: our estimate fit, the provider's count
 did not), the model node compacts the view as for a request over the window, runs the budget on
@@ -35,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
@@ -54,6 +60,7 @@ from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.node import make_budget_node, make_budget_router
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
@@ -186,6 +193,16 @@ def _rewire_model_node(
     splice(builder, model_node, guarded)
 
 
+def _wired(
+    builder: Builder, model_node: str, runnable: Runnable[Any, Any], nodes: _ContextNodes
+) -> Builder:
+    """The graph with our nodes added, the model node wrapped and the routes between them."""
+    _add_nodes(builder, nodes)
+    _rewire_model_node(builder, model_node, runnable, nodes)
+    _add_routes(builder, model_node)
+    return builder
+
+
 def _context_nodes(
     store: HistoryStore,
     config: ContextConfig,
@@ -194,6 +211,7 @@ def _context_nodes(
     model: Any,
     tools: list[Any],
     summarizer: Summarizer | None,
+    summary_model: BaseChatModel | str | None,
     counter: TokenCounter | None,
     system_prompt: str | None,
     provider_count: ProviderCountHook | None,
@@ -202,8 +220,11 @@ def _context_nodes(
     book_model_calls: bool,
 ) -> _ContextNodes:
     """Our nodes for one graph; with ``book_model_calls``, the summarizer's calls and a
-    model-backed memory extractor's are booked as they stream, as the model node's will be."""
+    model-backed memory extractor's are booked as they stream, as the model node's will be.
+    Without ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer`."""
     booking = LedgerCallbackHandler(ledger) if book_model_calls else None
+    if summarizer is None:
+        summarizer = default_summarizer(model, summary_model=summary_model, config=config)
     compact = make_compact_node(
         store, config=config, summarizer=summarizer, model=model, counter=counter, ledger=ledger
     )
@@ -222,7 +243,7 @@ def _context_nodes(
     return _ContextNodes(
         budget=_booked(budget, booking if memory is not None else None),
         compact=_booked(compact, booking),
-        usage=make_usage_node(ledger, store=store),
+        usage=make_usage_node(ledger, store=store, timestamp=config.timestamp),
         counter=counter or default_counter(model),
         booking=booking,
     )
@@ -235,6 +256,7 @@ def add_context_management(
     store: HistoryStore,
     config: ContextConfig | None = None,
     summarizer: Summarizer | None = None,
+    summary_model: BaseChatModel | str | None = None,
     tools_node: str | None = None,
     model: Any = None,
     tools: Sequence[Any] | None = None,
@@ -258,7 +280,9 @@ def add_context_management(
         model_node: the name of the node that calls the chat model on ``state["messages"]``.
         store: the history store that records every message and the summaries.
         config: the budget (window, reserve, trigger, ...); the window may come from ``model``.
-        summarizer: the compaction summarizer (default: the offline extractive one).
+        summarizer: the compaction summarizer (wins over ``summary_model``).
+        summary_model: a chat model or ``init_chat_model`` spec that writes the summaries (default:
+            ``model`` if a real chat model, else the offline extractive summarizer).
         tools_node: the ``ToolNode`` whose tools are part of every request (default: the only one).
         model: the chat model the node calls (its name picks the counter, its profile the window).
         tools: the tools bound to the model, when they are not all in one ``ToolNode``.
@@ -283,10 +307,9 @@ def add_context_management(
         ...                            config=ContextConfig(context_window=8_000, output_reserve=1_000))
         >>> sorted(builder.nodes)
         ['agent', 'ctx_budget', 'ctx_compact', 'ctx_usage']
-        >>> graph = builder.compile()
-        >>> state = graph.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t1"}})
-        >>> graph.get_graph().nodes.keys() >= {"ctx_budget", "agent", "ctx_usage"}, len(store.read_events("t1"))
-        (True, 2)
+        >>> state = builder.compile().invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t1"}})
+        >>> [event.role for event in store.read_events("t1")]
+        ['human', 'ai']
     """
     runnable = _check(builder, model_node)
     nodes = _context_nodes(
@@ -296,6 +319,7 @@ def add_context_management(
         model=model,
         tools=list(tools) if tools is not None else _tools_of(builder, tools_node),
         summarizer=summarizer,
+        summary_model=summary_model,
         counter=counter,
         system_prompt=system_prompt,
         provider_count=provider_count,
@@ -303,10 +327,7 @@ def add_context_management(
         memory=memory,
         book_model_calls=book_model_calls,
     )
-    _add_nodes(builder, nodes)
-    _rewire_model_node(builder, model_node, runnable, nodes)
-    _add_routes(builder, model_node)
-    return builder
+    return _wired(builder, model_node, runnable, nodes)
 
 
 def _agent_tools(
@@ -352,6 +373,7 @@ def create_context_agent(
     store: HistoryStore,
     config: ContextConfig | None = None,
     summarizer: Summarizer | None = None,
+    summary_model: BaseChatModel | str | None = None,
     prompt: str | None = None,
     lookup_tool: bool | BaseTool = True,
     ledger: UsageLedger | None = None,
@@ -372,7 +394,11 @@ def create_context_agent(
         tools: the agent's tools.
         store: the history store.
         config: the budget; the window may come from the model's profile.
-        summarizer: the compaction summarizer (default: the offline extractive one).
+        summarizer: the compaction summarizer (wins over ``summary_model``).
+        summary_model: a chat model or ``init_chat_model`` spec (``"openai:gpt-4o-mini"``; a
+            missing API key raises :class:`~ctx_langgraph.errors.SummaryModelError`) that writes
+            the summaries. Default: ``model`` itself, unless it is an offline fake
+            (``MeteringChatModel``, langchain_core's fakes): then the extractive summarizer.
         prompt: a system prompt prepended to every request (not stored in the state).
         pinned_rules: persistent rules (a file or a store entry) kept first in the model's view
             on every turn, surviving every compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
@@ -404,6 +430,7 @@ def create_context_agent(
         store=store,
         config=config,
         summarizer=summarizer,
+        summary_model=summary_model,
         model=model,
         tools=all_tools,
         system_prompt=prompt,

@@ -24,6 +24,7 @@ import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -40,9 +41,9 @@ from ctx_langgraph._overflow import apply_update as _apply
 from ctx_langgraph._rewire import CTX_COMPACT, overflow_calls
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.node import BudgetNode
-from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.node import CompactNode
 from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
@@ -116,7 +117,11 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     Args:
         store: the history store that records every message and the summaries.
         config: the budget (window, reserve, trigger, ...); the window may come from ``model``.
-        summarizer: the compaction summarizer (default: the offline extractive one).
+        summarizer: the compaction summarizer (wins over ``summary_model``).
+        summary_model: a chat model or ``init_chat_model`` spec (``"openai:gpt-4o-mini"``) that
+            writes the summaries. Default: ``model`` when it is a real chat model (or a spec
+            string, as ``create_agent`` takes), else (no ``model``, or an offline fake such as
+            ``MeteringChatModel``) the offline extractive summarizer.
         model: the agent's chat model (its name picks the counter, its profile the window).
         tools: the agent's tools (their schemas are part of every request; pass the same list
             as to ``create_agent``). The lookup tool this middleware adds is counted already.
@@ -153,6 +158,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         *,
         config: ContextConfig | None = None,
         summarizer: Summarizer | None = None,
+        summary_model: BaseChatModel | str | None = None,
         model: Any = None,
         tools: Sequence[Any] = (),
         system_prompt: str | None = None,
@@ -182,11 +188,15 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             pinned_rules=pinned_rules,
             memory=memory,
         )
-        self._usage = UsageNode(ledger or UsageLedger(store), store=store)
+        self._usage = UsageNode(
+            ledger or UsageLedger(store), store=store, timestamp=config.timestamp
+        )
+        if summarizer is None:
+            summarizer = default_summarizer(model, summary_model=summary_model, config=config)
         self._compact = CompactNode(
             store,
             config,
-            summarizer or ExtractiveSummarizer(),
+            summarizer,
             model,
             counter,
             ledger=self._usage.ledger,

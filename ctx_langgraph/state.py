@@ -386,6 +386,9 @@ class ContextReport(TypedDict, total=False):
     """Checksum of the recorded part of the state (``ctx_budget``, ``ctx_usage``)."""
     record_error: str
     """Why an edited message was not recorded (``ctx_budget``)."""
+    record_warnings: int
+    """The thread's running count of message times that could not be read and were recorded
+    with the time before them or now (``ctx_budget``)."""
     edit_version: int
     """The store's edit version the view was last reconciled with (``ctx_budget``)."""
     active_checkpoint_id: str | None

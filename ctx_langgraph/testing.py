@@ -13,7 +13,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -53,6 +53,10 @@ class MeteringChatModel(BaseChatModel):
         >>> reply.content, reply.usage_metadata["input_tokens"]
         ('Hello!', 8)
     """
+
+    ctx_offline_model: ClassVar[bool] = True
+    """An offline fake: the wiring keeps the extractive summarizer for it
+    (:func:`~ctx_langgraph.compaction.summarizers.is_offline_model`)."""
 
     replies: list[Any]
     counter_model: str = "gpt-4o"

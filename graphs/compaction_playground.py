@@ -1,8 +1,9 @@
 """LangGraph Studio graph: watch compaction happen within a few turns.
 
 The same agent as ``context_agent`` (``ctx_budget → model → ctx_usage → tools``, with
-``ctx_compact``), with a window of 2,000 tokens: the tool schemas take about 650 of them, so six
-or seven short turns fill it, and from then on a summary is rewritten every few turns. The model
+``ctx_compact``), with a window of 2,000 tokens, 600 of them reserved for the reply: the tool
+schemas take about 300 of the rest, so six or seven short turns fill it, and from then on a
+summary is rewritten every few turns. The model
 is always the offline scripted one (``MeteringChatModel`` driven by ``tool_agent_reply``): no API
 key, no network, and exact token usage.
 
@@ -38,7 +39,7 @@ from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 
 CONFIG = ContextConfig(
     context_window=2_000,
-    output_reserve=200,
+    output_reserve=600,
     trigger=0.9,
     target=0.75,  # room for the tool schemas + a summary + the kept tail after a compaction
     keep_recent_tokens=300,

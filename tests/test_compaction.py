@@ -373,9 +373,14 @@ class SmallWindowSummarizer(ExtractiveSummarizer):
 
 
 def test_a_long_span_is_summarized_in_batches_without_dropping_the_old_summary(store):
-    """LangChain drops the previous summary once the span is long; we roll it through batches."""
+    """LangChain drops the previous summary once the span is long; we roll it through batches
+    (the old summary's corrected values outrank the span's 120 new ids, so they must survive)."""
     first = [
-        HumanMessage("Account ACC-1001, contract signed 14 June 2023, budget $9,900.00", id="f0"),
+        HumanMessage(
+            "Correction: the account is ACC-1001, not ACC-1000, and the budget is $9,900.00, "
+            "not $9,000.00",
+            id="f0",
+        ),
         AIMessage("noted", id="f1"),
         HumanMessage("ok", id="f2"),
     ]
@@ -390,6 +395,7 @@ def test_a_long_span_is_summarized_in_batches_without_dropping_the_old_summary(s
     assert update["context"]["compaction"]["status"] == "committed"
     facts = {f.text for f in store.get_active("t").key_facts}
     assert {"ACC-1001", "$9,900.00"} <= facts  # the old summary's facts survived the long span
+    assert not {"ACC-1000", "$9,000.00"} & facts
     assert any(t.startswith("ORD-") for t in facts)
 
 

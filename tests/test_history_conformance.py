@@ -94,6 +94,7 @@ async def test_a_version_2_store_upgrades_and_keeps_every_event_exact(backend, m
         patch.setattr(base, "SCHEMA_VERSION", 2)
         patch.setattr(_serde, "_compact", lambda record, text: record)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
+        patch.setattr(_serde, "search_document", lambda text: None)
         store = backend.make()
         assert store.setup() == 2
         store.append("t", old)
@@ -168,6 +169,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     export read the same, and an event id is still unique per branch."""
     from langchain_core.messages import message_to_dict
 
+    from ctx_langgraph.core.text import token_document
     from ctx_langgraph.errors import HistoryStoreError
     from ctx_langgraph.history import events as _ops
     from ctx_langgraph.history import rows as _serde
@@ -188,6 +190,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         patch.setattr(migrations, "SCHEMA_VERSION", 4)
         patch.setattr(base, "SCHEMA_VERSION", 4)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
+        patch.setattr(_serde, "search_document", token_document)
         store = backend.make()
         assert store.setup() == 4
         store.append("t", old)
@@ -199,7 +202,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 5
+    assert store.setup() == base.SCHEMA_VERSION == 6
     for table in ("ctx_events", "ctx_event_revisions"):
         assert {(type(h), len(h)) for h in _column(store, table, "content_hash")} == {(bytes, 32)}
     expected = message_to_row(revised).content_hash

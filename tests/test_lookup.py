@@ -27,7 +27,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from ctx_langgraph.budget.counters import default_counter
 from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
-from ctx_langgraph.lookup import NOTICE, make_history_lookup_tool
+from ctx_langgraph.lookup import NOTICE, RANKED_ORDER, make_history_lookup_tool
 from ctx_langgraph.testing import MeteringChatModel
 
 COUNTER = default_counter("gpt-4o")
@@ -105,6 +105,11 @@ def config(thread: str | None = "t1", **configurable: Any) -> dict[str, Any]:
     return {"configurable": configurable}
 
 
+def hit_ids(page: dict[str, Any]) -> list[str]:
+    """The event ids of a ranked page's matches, in the page's order."""
+    return [record["event_id"] for record in page["records"] if record.get("hit")]
+
+
 @dataclass
 class Lookup:
     """The tool under test, called the sync or the async way; every page is checked against
@@ -129,13 +134,21 @@ class Lookup:
         text = await self.raw(args, config(**configurable))
         assert isinstance(text, str)
         page = json.loads(text)
-        assert [key for key in page if key != "match"] == ["notice", "records", "next_cursor"]
+        assert [key for key in page if key not in ("order", "cap")] == [
+            "notice",
+            "records",
+            "next_cursor",
+        ]
         assert page["notice"] == NOTICE
         assert COUNTER.count_text(text) <= self.max_tokens
         return page
 
     async def seqs(self, **args: Any) -> list[int]:
         return [record["seq"] for record in (await self.page(args))["records"]]
+
+    async def hits(self, args: dict[str, Any], **configurable: Any) -> list[str]:
+        """The event ids of a page's matches (not the turns shown beside them)."""
+        return hit_ids(await self.page(args, **configurable))
 
     async def all_pages(
         self, args: dict[str, Any], **configurable: Any
@@ -170,23 +183,34 @@ async def test_finds_an_identifier_planted_early_and_pages_every_hit_exactly_onc
     lookup = Lookup.of(store, mode, max_tokens=400)
 
     page = await lookup.page({"query": PLANTED})
-    [record] = page["records"]
+    # the match, between the turns just before and after it
+    assert [r["event_id"] for r in page["records"]] == ["s0", "plant", "u1"]
+    record = page["records"][1]
+    assert record["hit"] is True and not any(r.get("hit") for r in page["records"][::2])
     assert (record["seq"], record["role"], record["event_id"]) == (2, "user", "plant")
     assert record["text"] == f"Please pay invoice {PLANTED} for 1,250.00 EUR to ACME GmbH."
-    assert record["time"] == (T0 + dt.timedelta(minutes=1)).isoformat()
+    assert (record["time"], record["day"]) == ("2024-05-01T09:01Z", "Wed 1 May 2024")
     assert page["next_cursor"] is None
 
     expected = [seq_of("u", step) for step in range(1, STEPS + 1)]
-    records, pages = await lookup.all_pages({"query": "where shipment"})
-    assert [r["seq"] for r in records] == expected
+    records, pages = await lookup.all_pages({"query": "where shipment", "role": "user"})
+    hits = [r["seq"] for r in records if r.get("hit")]
+    assert hits == expected[::-1]  # every match once; equal scores rank the newest first
     assert pages > 5  # the cap, not the store's page size, decides where pages end
     assert all("cut" not in r for r in records)
+    # beside each user message: the tool result (or the planted invoice) before it and the
+    # call after it
+    beside = {(r["role"], r["event_id"]) for r in records if not r.get("hit")}
+    assert {role for role, event_id in beside if event_id != "plant"} == {"tool", "assistant"}
 
-    records, _ = await lookup.all_pages({"query": "where shipment", "newest_first": True})
+    # without a query the records come in seq order, or newest first
+    records, _ = await lookup.all_pages({"role": "user", "min_seq": 3})
+    assert [r["seq"] for r in records] == expected
+    records, _ = await lookup.all_pages({"role": "user", "min_seq": 3, "newest_first": True})
     assert [r["seq"] for r in records] == expected[::-1]
 
 
-async def test_a_question_no_record_fully_matches_gets_the_best_partial_matches_ranked(store, mode):
+async def test_a_question_gets_the_best_matches_first_with_their_neighbouring_turns(store, mode):
     filler = [
         HumanMessage(f"chat about the weather and work, note {n}", id=f"f{n}") for n in range(60)
     ]
@@ -203,27 +227,36 @@ async def test_a_question_no_record_fully_matches_gets_the_best_partial_matches_
 
     page = await lookup.page(question)
     # 'lgbtq' is the rarest word, then 'support' + 'group' beat 'group' alone; the filler
-    # matches no word of the question and never comes back
-    assert [r["event_id"] for r in page["records"]] == ["lgbtq", "parents", "photo"]
-    assert page["match"].startswith("No record contains every word")
+    # matches no word of the question and comes back only beside a match
+    assert hit_ids(page) == ["lgbtq", "parents", "photo"]
+    assert page["order"] == RANKED_ORDER
+    assert [r["event_id"] for r in page["records"]] == [
+        *("f19", "lgbtq", "f20"),
+        *("f39", "parents", "photo", "f40"),  # parents and photo are neighbours: one group
+    ]
     assert page["next_cursor"] is None
 
     tight = Lookup.of(store, mode, max_tokens=300)
     records, pages = await tight.all_pages(question)
-    assert [r["event_id"] for r in records] == ["lgbtq", "parents", "photo"]
+    assert [r["event_id"] for r in records if r.get("hit")] == ["lgbtq", "parents", "photo"]
     assert pages > 1  # the ranked order goes on, page after page, with no repeat
 
-    exact = await lookup.page({"query": "support group"})  # some records have every word
-    assert "match" not in exact
-    assert [r["event_id"] for r in exact["records"]] == ["lgbtq", "parents"]
-    assert (await lookup.page({"query": "what is the"}))["records"] == []  # glue words only
+    both = await lookup.page({"query": "support group"})  # two records have both words
+    # those two tie (as long, the same words) and the newest ranks first; photo, a weaker
+    # match, is shown (and marked) where it stands: beside parents
+    assert hit_ids(both) == ["parents", "photo", "lgbtq"]
+    glue = await lookup.raw({"query": "what is the"})
+    assert glue.startswith("query='what is the' has only glue words")
 
 
 async def test_filters_narrow_by_seq_time_role_and_tool(store, mode):
     seed(store)
     lookup = Lookup.of(store, mode)
 
-    assert await lookup.seqs(query="shipment", min_seq=10, max_seq=20) == list(range(10, 21))
+    page = await lookup.page({"query": "shipment", "min_seq": 10, "max_seq": 20})
+    assert sorted(r["seq"] for r in page["records"] if r.get("hit")) == list(range(10, 21))
+    # the turns beside a match are shown whatever the filters: they are its context
+    assert {r["seq"] for r in page["records"] if not r.get("hit")} == {9, 21}
     assert await lookup.seqs(min_seq=1, max_seq=3) == [1, 2, 3]
     # seq n was recorded at T0 + (n - 1) minutes; until is exclusive; no offset means UTC
     window = [11, 12, 13, 14, 15]
@@ -267,11 +300,12 @@ async def test_a_long_text_is_cut_with_a_mark_and_read_back_exactly_by_handle(st
     )
     lookup = Lookup.of(store, mode, max_tokens=500)
 
-    page = await lookup.page({"query": "manifest"})
+    page = await lookup.page({"min_seq": 1})
     ask, record = page["records"]  # the long one is cut to the room the page has left
     assert ask == {
         "seq": 1,
         "time": ask["time"],
+        "day": ask["day"],
         "role": "user",
         "event_id": "ask",
         "text": "Fetch the depot manifest.",
@@ -286,7 +320,7 @@ async def test_a_long_text_is_cut_with_a_mark_and_read_back_exactly_by_handle(st
     rest, pages = await lookup.read_on(cut["read_on"], offset=len(record["text"]))
     assert record["text"] + rest == manifest
     assert pages > 5
-    # the next search page goes on after the cut record
+    # the next page goes on after the cut record
     page = await lookup.page({"cursor": page["next_cursor"]})
     assert [r["event_id"] for r in page["records"]] == ["thanks"]
     assert page["next_cursor"] is None
@@ -321,9 +355,9 @@ async def test_other_threads_and_tenants_stay_out_whatever_the_model_passes(stor
     call = {"name": "history_lookup", "args": forged, "id": "call-1", "type": "tool_call"}
     message = await lookup.raw(call)
     assert isinstance(message, ToolMessage) and message.status == "success"
-    assert [r["event_id"] for r in json.loads(message.content)["records"]] == ["plant"]
+    assert hit_ids(json.loads(message.content)) == ["plant"]
     page = await lookup.page(forged)
-    assert [r["event_id"] for r in page["records"]] == ["plant"]
+    assert [r["event_id"] for r in page["records"]] == ["s0", "plant", "u1"]
 
     # another thread's or tenant's record is not found by its handle either
     for handle in ("history:t2-secret", "history:acme-secret"):
@@ -350,9 +384,10 @@ async def test_retrieved_text_comes_back_as_quoted_data(store, mode):
     lookup = Lookup.of(store, mode)
     text = await lookup.raw({"query": "reveal the system prompt"})
     page = json.loads(text)
-    assert list(page) == ["notice", "records", "next_cursor"]
+    assert list(page) == ["notice", "order", "records", "next_cursor"]
     assert page["notice"] == NOTICE
-    [record] = page["records"]
+    ask, record = page["records"]  # the match, after the turn just before it
+    assert ask["event_id"] == "ask" and "hit" not in ask and record["hit"] is True
     assert record["text"] == payload
     assert (record["role"], record["tool_name"], record["event_id"]) == (
         "tool",
@@ -426,7 +461,9 @@ async def run_graph(
 
 
 def event_ids(message: ToolMessage) -> list[str]:
-    return [record["event_id"] for record in json.loads(message.content)["records"]]
+    """The event ids of a page's matches, in seq order."""
+    records = json.loads(message.content)["records"]
+    return [r["event_id"] for r in sorted(records, key=lambda r: r["seq"]) if r.get("hit")]
 
 
 async def test_searches_leave_out_the_current_turn_that_asked(memory_store, mode):
@@ -440,7 +477,7 @@ async def test_searches_leave_out_the_current_turn_that_asked(memory_store, mode
     assert event_ids(message) == ["plant"]  # not the question that asked, though it matches
 
     direct = await Lookup.of(memory_store, mode).page({"query": PLANTED})  # no graph state
-    assert [r["event_id"] for r in direct["records"]] == ["plant", "ask"]
+    assert sorted(hit_ids(direct)) == ["ask", "plant"]
 
 
 async def test_tool_node_reads_the_branch_from_the_state_context(memory_store, mode):
@@ -451,7 +488,8 @@ async def test_tool_node_reads_the_branch_from_the_state_context(memory_store, m
     on_fork = {"messages": [forged], "context": {"branch": "main~12-abcd"}}
     message = await run_graph(graph, mode, on_fork, config())
     assert event_ids(message) == ["plant", "fork-1"]
-    assert json.loads(message.content)["records"][1]["seq"] == 3  # the fork's own seq
+    [fork] = [r for r in json.loads(message.content)["records"] if r["event_id"] == "fork-1"]
+    assert fork["seq"] == 3  # the fork's own seq
 
     # no context in the state: the branch from configurable, else main
     message = await run_graph(graph, mode, {"messages": [forged]}, config())
@@ -526,7 +564,7 @@ async def test_bad_arguments_give_clear_messages(memory_store, mode):
     assert cursor
     assert "pass the cursor alone" in await message({"cursor": cursor, "query": "depot"})
     same = await lookup.page({"cursor": cursor, "query": "where shipment"})
-    assert same["records"][0]["seq"] > page["records"][-1]["seq"]
+    assert hit_ids(same) and not set(hit_ids(same)) & set(hit_ids(page))
     assert "continues a search, not a handle" in await message(
         {"cursor": cursor, "handle": "history:plant"}
     )

@@ -451,6 +451,9 @@ QUESTION = HumanMessage("What did we decide about the rollback?", id="q")
 CONFIG = ContextConfig(
     context_window=60_000, output_reserve=2_000, keep_recent_tokens=200, summary_max_tokens=400
 )
+OFFLINE = ExtractiveSummarizer()
+"""The summarizer of these agents: the server replays the provider's answers, not summaries (the
+default, an ``LLMSummarizer`` on the agent's model, is tested in test_default_summarizer.py)."""
 ANSWER = "Recovered answer."
 OVERFLOW_WORDS = {
     "openai-chat": "maximum context length is 128000 tokens",
@@ -577,7 +580,9 @@ def test_create_context_agent_compacts_and_retries_once(
     server: fp.ProviderReplay, memory_store: HistoryStore, api: str, streaming: bool
 ):
     model = chat_model(server, api, streaming=streaming)
-    graph = create_context_agent(model, store=memory_store, config=CONFIG, lookup_tool=False)
+    graph = create_context_agent(
+        model, store=memory_store, config=CONFIG, summarizer=OFFLINE, lookup_tool=False
+    )
     queue_overflow(server, api)
     queue_answer(server, api, streaming=streaming)
     out = graph.compile(checkpointer=InMemorySaver()).invoke(*run("t", *HISTORY, QUESTION))
@@ -598,7 +603,9 @@ async def test_create_context_agent_recovers_on_ainvoke(
     server: fp.ProviderReplay, store: HistoryStore
 ):
     model = chat_model(server, "anthropic", streaming=True)
-    graph = create_context_agent(model, store=store, config=CONFIG, lookup_tool=False)
+    graph = create_context_agent(
+        model, store=store, config=CONFIG, summarizer=OFFLINE, lookup_tool=False
+    )
     queue_overflow(server, "anthropic")
     queue_answer(server, "anthropic", streaming=True)
     out = await graph.compile(checkpointer=InMemorySaver()).ainvoke(*run("t", *HISTORY, QUESTION))
@@ -609,7 +616,11 @@ async def test_create_context_agent_recovers_on_ainvoke(
 
 def test_the_retry_count_runs_for_the_thread(server: fp.ProviderReplay, store: HistoryStore):
     graph = create_context_agent(
-        chat_model(server, "openai-chat"), store=store, config=CONFIG, lookup_tool=False
+        chat_model(server, "openai-chat"),
+        store=store,
+        config=CONFIG,
+        summarizer=OFFLINE,
+        lookup_tool=False,
     ).compile(checkpointer=InMemorySaver())
     queue_overflow(server, "openai-chat")
     queue_answer(server, "openai-chat", streaming=False)
@@ -640,7 +651,9 @@ def test_a_user_graph_keeps_its_node_and_state_and_recovers(
     builder = StateGraph(MessagesState)
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
-    add_context_management(builder, model_node="agent", store=store, config=CONFIG, model=model)
+    add_context_management(
+        builder, model_node="agent", store=store, config=CONFIG, model=model, summarizer=OFFLINE
+    )
     queue_overflow(server, "openai-responses")
     queue_answer(server, "openai-responses", streaming=True)
     graph = builder.compile(checkpointer=InMemorySaver())
@@ -669,7 +682,12 @@ async def test_a_pydantic_state_graph_recovers_async(
     builder.add_node("agent", agent)
     builder.add_edge(START, "agent")
     add_context_management(
-        builder, model_node="agent", store=memory_store, config=CONFIG, model=model
+        builder,
+        model_node="agent",
+        store=memory_store,
+        config=CONFIG,
+        model=model,
+        summarizer=OFFLINE,
     )
     queue_overflow(server, "openai-chat")
     queue_answer(server, "openai-chat", streaming=False)
@@ -683,7 +701,9 @@ async def test_a_pydantic_state_graph_recovers_async(
 
 def middleware_agent(server: fp.ProviderReplay, store: HistoryStore, api: str) -> Any:
     model = chat_model(server, api)
-    middleware = ContextManagementMiddleware(store, model=model, config=CONFIG, lookup_tool=False)
+    middleware = ContextManagementMiddleware(
+        store, model=model, config=CONFIG, summarizer=OFFLINE, lookup_tool=False
+    )
     return create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
 
 
@@ -747,7 +767,11 @@ def test_a_second_rejection_raises_the_budget_error_from_the_provider_error(
     server: fp.ProviderReplay, memory_store: HistoryStore, api: str
 ):
     graph = create_context_agent(
-        chat_model(server, api), store=memory_store, config=CONFIG, lookup_tool=False
+        chat_model(server, api),
+        store=memory_store,
+        config=CONFIG,
+        summarizer=OFFLINE,
+        lookup_tool=False,
     ).compile(checkpointer=InMemorySaver())
     queue_overflow(server, api)
     queue_overflow(server, api)
@@ -779,7 +803,11 @@ def test_nothing_to_compact_sends_the_request_once_more(
 ):
     if wiring == "graph":
         agent = create_context_agent(
-            chat_model(server, "openai-chat"), store=memory_store, config=CONFIG, lookup_tool=False
+            chat_model(server, "openai-chat"),
+            store=memory_store,
+            config=CONFIG,
+            summarizer=OFFLINE,
+            lookup_tool=False,
         ).compile(checkpointer=InMemorySaver())
     else:
         agent = middleware_agent(server, memory_store, "openai-chat")
@@ -812,7 +840,11 @@ def test_an_ordinary_bad_request_is_not_retried(
 ):
     if wiring == "graph":
         agent = create_context_agent(
-            chat_model(server, "openai-chat"), store=memory_store, config=CONFIG, lookup_tool=False
+            chat_model(server, "openai-chat"),
+            store=memory_store,
+            config=CONFIG,
+            summarizer=OFFLINE,
+            lookup_tool=False,
         ).compile(checkpointer=InMemorySaver())
     else:
         agent = middleware_agent(server, memory_store, "openai-chat")

@@ -168,6 +168,11 @@ def seqs(message: ToolMessage) -> list[int]:
     return [record["seq"] for record in page(message)["records"]]
 
 
+def hits(result: dict[str, Any]) -> list[str]:
+    """The event ids of a ranked page's matches (not the turns shown beside them)."""
+    return [record["event_id"] for record in result["records"] if record.get("hit")]
+
+
 def lookup_tool(store: HistoryStore) -> BaseTool:
     return make_history_lookup_tool(store, max_tokens=MAX_TOKENS, counter=COUNTER)
 
@@ -227,7 +232,13 @@ ARGUMENTS: dict[str, tuple[Any, Expect]] = {
     "role_100k_chars": ({"role": "r" * 100_000}, ("is unknown: use user, assistant",)),
     "role_nul": ({"role": "user\x00"}, ("is unknown",)),
     # queries: NUL and lone surrogates are not letters, like punctuation
-    "query_with_nul_and_surrogate": ({"query": f"invoice\x00{PLANTED}\ud800"}, [1]),
+    "query_with_nul_and_surrogate": ({"query": f"invoice\x00{PLANTED}\ud800"}, [1, 2]),
+    "query_only_glue_words": ({"query": "what was the"}, ("only glue words",)),
+    # several queries: one ranking, each record once (plant's neighbour is the call before
+    # the depot result, which the result's group does not repeat)
+    "query_list_two": ({"query": ["invoice", "depot"]}, [1, 2, 3, 4]),
+    "query_list_blank_and_glue": ({"query": [" ", "the"]}, ("only glue words",)),
+    "query_list_of_six": ({"query": ["invoice"] * 6}, ("lists 6 searches; the limit is 5",)),
     "query_only_nul_and_surrogate": ({"query": "\x00 \ud800"}, ("has no searchable words",)),
     "query_100k_chars": ({"query": "word " * 20_000}, ("the limit is 200",)),
     # times: parsed safely, the calendar's ends included
@@ -253,7 +264,7 @@ ARGUMENTS: dict[str, tuple[Any, Expect]] = {
     "min_seq_fraction": ({"min_seq": 2.5}, (*SCHEMA, "min_seq")),
     "max_seq_float_1e30": ({"max_seq": 1e30}, (*SCHEMA, "max_seq")),
     "query_number": ({"query": 5}, (*SCHEMA, "query")),
-    "query_list": ({"query": ["a"]}, (*SCHEMA, "query")),
+    "query_list_of_numbers": ({"query": [5]}, (*SCHEMA, "query")),
     "newest_first_null": ({"newest_first": None}, (*SCHEMA, "newest_first")),
     "since_bool": ({"since": True}, (*SCHEMA, "since")),
     "cursor_number": ({"cursor": 7}, (*SCHEMA, "cursor")),
@@ -264,6 +275,9 @@ ARGUMENTS: dict[str, tuple[Any, Expect]] = {
 
 
 CHECKED_ARGUMENTS = {
+    "query_only_glue_words",
+    "query_list_blank_and_glue",
+    "query_list_of_six",
     "role_100k_chars",
     "role_nul",
     "query_only_nul_and_surrogate",
@@ -309,6 +323,7 @@ async def test_arguments_refused_before_the_store_get_guidance(
 # --------------------------------------------------------------------------- forged cursors
 
 CURSOR = ("is not a cursor this tool returned", "exactly as it was given")
+EARLIER = ("made by an earlier version of this tool", "search again without the cursor")
 
 CURSORS: dict[str, tuple[str, Expect]] = {
     "after_10_pow_30": (cursor_of({"v": 1, "f": {}, "after": 10**30}), CURSOR),
@@ -344,11 +359,12 @@ CURSORS: dict[str, tuple[str, Expect]] = {
         cursor_of({"v": 1, "f": {"tool_name": "t" * 300}, "after": 1}),
         CURSOR,
     ),
+    # a query's cursor of the version that served queries in seq order
     "filter_query_lone_surrogate": (
         encode_raw('{"v":1,"f":{"query":"\\ud800 ' + PLANTED + '"},"after":0}'),
-        [1],
+        EARLIER,
     ),
-    "filter_query_nul_only": (cursor_of({"v": 1, "f": {"query": "\x00"}, "after": 1}), CURSOR),
+    "filter_query_nul_only": (cursor_of({"v": 1, "f": {"query": "\x00"}, "after": 1}), EARLIER),
     "filter_since_year_1_east": (
         cursor_of(
             {"v": 1, "f": {"since": "0001-01-01T00:00:00+23:59", "role": "human"}, "after": 12}
@@ -365,9 +381,25 @@ CURSORS: dict[str, tuple[str, Expect]] = {
     ),
     "filters_a_list": (cursor_of({"v": 1, "f": [1], "after": 1}), CURSOR),
     "filter_thread_id": (cursor_of({"v": 1, "f": {"thread_id": "t2"}, "after": 0}), CURSOR),
-    "skip_10_pow_30": (cursor_of({"v": 1, "f": {"query": "a b"}, "skip": 10**30}), CURSOR),
-    "skip_minus_1": (cursor_of({"v": 1, "f": {}, "skip": -1}), CURSOR),
-    "skip_2_pow_62": (cursor_of({"v": 1, "f": {}, "skip": 2**62}), []),
+    "skip_10_pow_30": (cursor_of({"v": 1, "f": {"query": "a b"}, "skip": 10**30}), EARLIER),
+    "skip_minus_1": (cursor_of({"v": 1, "f": {}, "skip": -1}), EARLIER),
+    "skip_2_pow_62": (cursor_of({"v": 1, "f": {}, "skip": 2**62}), EARLIER),
+    # a ranking's cursor
+    "ranked_query_lone_surrogate": (
+        encode_raw('{"v":2,"f":{"query":["\\ud800 ' + PLANTED + '"]},"skip":0}'),
+        [1, 2],
+    ),
+    "ranked_skip_2_pow_62": (cursor_of({"v": 2, "f": {"query": ["invoice"]}, "skip": 2**62}), []),
+    "ranked_skip_10_pow_30": (
+        cursor_of({"v": 2, "f": {"query": ["invoice"]}, "skip": 10**30}),
+        CURSOR,
+    ),
+    "ranked_skip_minus_1": (cursor_of({"v": 2, "f": {"query": ["invoice"]}, "skip": -1}), CURSOR),
+    "ranked_without_query": (cursor_of({"v": 2, "f": {}, "skip": 0}), CURSOR),
+    "ranked_query_a_string": (cursor_of({"v": 2, "f": {"query": "invoice"}, "skip": 0}), CURSOR),
+    "ranked_query_nul_only": (cursor_of({"v": 2, "f": {"query": ["\x00"]}, "skip": 0}), CURSOR),
+    "ranked_six_queries": (cursor_of({"v": 2, "f": {"query": ["a"] * 6}, "skip": 0}), CURSOR),
+    "ranked_after": (cursor_of({"v": 2, "f": {"query": ["invoice"]}, "after": 0}), CURSOR),
     "handle_nul": (cursor_of({"v": 1, "h": "plant\x00", "o": 0, "r": 1}), CURSOR),
     "handle_empty": (cursor_of({"v": 1, "h": "", "o": 0, "r": 1}), CURSOR),
     "handle_5000_chars": (cursor_of({"v": 1, "h": "x" * 5000, "o": 0, "r": 1}), CURSOR),
@@ -415,6 +447,16 @@ DECODED_CURSORS = {
     "filter_newest_first_string",
     "filters_a_list",
     "skip_minus_1",
+    "skip_10_pow_30",
+    "skip_2_pow_62",
+    "filter_query_lone_surrogate",
+    "ranked_skip_10_pow_30",
+    "ranked_skip_minus_1",
+    "ranked_without_query",
+    "ranked_query_a_string",
+    "ranked_query_nul_only",
+    "ranked_six_queries",
+    "ranked_after",
     "handle_number",
     "handle_offset_negative",
     "nested_lists_3000_deep",
@@ -468,13 +510,13 @@ async def test_a_cursor_from_another_thread_branch_or_filter_set_reads_only_this
 ) -> None:
     tool = make_history_lookup_tool(probed, max_tokens=300, counter=COUNTER)
     first = page(await call(tool, mode, {"query": PLANTED}))
-    assert [r["event_id"] for r in first["records"]] == ["plant"]
-    search = cursor_of({"v": 1, "f": {"query": PLANTED}, "after": 0})
+    assert hits(first) == ["plant"]
+    search = cursor_of({"v": 2, "f": {"query": [PLANTED]}, "skip": 0})
     # the scope is the run's: another thread or branch reads its own records with that cursor
     other = page(await call(tool, mode, {"cursor": search}, run_config("t2")))
     assert [r["event_id"] for r in other["records"]] == ["t2-secret"]
     fork = page(await call(tool, mode, {"cursor": search}, run_config(ctx_branch=FORK)))
-    assert [r["event_id"] for r in fork["records"]] == ["plant", "fork-1"]
+    assert sorted(hits(fork)) == ["fork-1", "plant"]
     # a filter given with a cursor must be the cursor's own
     text = guidance(await call(tool, mode, {"cursor": search, "tool_name": "x" * 150}))
     assert "pass the cursor alone" in text

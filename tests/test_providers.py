@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctx_langgraph import ContextConfig, create_context_agent
+from ctx_langgraph import ContextConfig, ExtractiveSummarizer, create_context_agent
 from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.errors import ProviderCompactionError
 from ctx_langgraph.history import HistoryStore
@@ -120,6 +120,11 @@ SMALL = dict(
     context_window=3_000, output_reserve=500, keep_recent_tokens=400, summary_max_tokens=400
 )
 
+OFFLINE = ExtractiveSummarizer()
+"""The summarizer of these agents: the server answers as the provider would a conversation, not
+a summary request (the default, an ``LLMSummarizer`` on the agent's model, is tested in
+test_default_summarizer.py)."""
+
 
 @pytest.fixture
 def server() -> Any:
@@ -141,7 +146,9 @@ def responses_agent(server: fp.ProviderReplay, store: HistoryStore, saver: InMem
     """An agent on the Responses API that compacts through OpenAI's compact endpoint."""
     model = openai_model(server)
     config = ContextConfig(**SMALL, compaction_backend=OpenAIResponsesCompaction(model))
-    builder = create_context_agent(model, store=store, config=config, lookup_tool=False)
+    builder = create_context_agent(
+        model, store=store, config=config, summarizer=OFFLINE, lookup_tool=False
+    )
     return builder.compile(checkpointer=saver)
 
 
@@ -245,9 +252,9 @@ def test_server_side_compaction_items_are_recorded_with_the_coverage_they_imply(
     mode = [{"type": "compaction", "compact_threshold": threshold}]
     model = openai_model(server, context_management=mode)
     config = ContextConfig(context_window=50_000, output_reserve=1_000)  # we never compact here
-    graph = create_context_agent(model, store=store, config=config, lookup_tool=False).compile(
-        checkpointer=InMemorySaver()
-    )
+    graph = create_context_agent(
+        model, store=store, config=config, summarizer=OFFLINE, lookup_tool=False
+    ).compile(checkpointer=InMemorySaver())
     run: Any = {"configurable": {"thread_id": "srv"}}
     for n in range(1, 30):
         graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"s{n}")]}, run)
@@ -282,7 +289,10 @@ def test_anthropic_context_editing_is_sent_recorded_and_followed_by_the_budget(
     editing = AnthropicContextEditing(trigger_tokens=2_000, keep_tool_uses=1)
     model = editing.apply(anthropic_model(server))
     graph = create_context_agent(
-        model, store=store, config=ContextConfig(context_window=20_000, output_reserve=1_000)
+        model,
+        store=store,
+        config=ContextConfig(context_window=20_000, output_reserve=1_000),
+        summarizer=OFFLINE,
     ).compile(checkpointer=InMemorySaver())
     run: Any = {"configurable": {"thread_id": "edit"}}
     graph.invoke({"messages": [HumanMessage(f"first: {FILLER}", id="a1")]}, run)
@@ -341,7 +351,7 @@ def test_a_compacted_openai_thread_moves_to_anthropic_and_back(
         summary_max_tokens=200,
     )
     anthropic_graph = create_context_agent(
-        anthropic_model(server), store=store, config=small, lookup_tool=False
+        anthropic_model(server), store=store, config=small, summarizer=OFFLINE, lookup_tool=False
     ).compile(checkpointer=saver)
     out = anthropic_graph.invoke(
         {"messages": [HumanMessage("Where were we with the rollback?", id="switch-1")]}, run
@@ -467,6 +477,7 @@ def test_the_agent_asks_the_provider_for_an_exact_count_near_the_limit(
         model,
         store=store,
         config=ContextConfig(**SMALL, trigger=0.97),  # counts are asked above 0.9
+        summarizer=OFFLINE,
         lookup_tool=False,
         provider_count=OpenAIResponsesCountHook(model),
     ).compile(checkpointer=InMemorySaver())

@@ -47,6 +47,7 @@ EXPECTED_HISTORY = [
     "HistoryStore",
     "KeyFact",
     "PostgresHistoryStore",
+    "RankedHit",
     "SQLiteHistoryStore",
     "Scope",
     "SearchPage",

@@ -34,7 +34,8 @@ from ctx_langgraph.compaction import (
     SummaryRequest,
     validate_summary,
 )
-from ctx_langgraph.compaction.format import _SEQS, NONE_MARKER, clean_text
+from ctx_langgraph.compaction.facts import fact_rank
+from ctx_langgraph.compaction.format import _SEQS, NONE_MARKER, clean_text, required_sections
 from ctx_langgraph.errors import ContextManagementError, SummaryFormatError
 from ctx_langgraph.history import HistoryEvent, KeyFact, SQLiteHistoryStore
 from ctx_langgraph.history.rows import expand_record, message_to_row
@@ -258,8 +259,11 @@ def test_parse_rejects_repeated_sections_and_other_versions():
     text = SummaryDocument().render()
     with pytest.raises(SummaryFormatError, match="'Done' appears twice"):
         SummaryDocument.parse(text + "\n## Done\n- again")
-    with pytest.raises(SummaryFormatError, match="format v2"):
-        SummaryDocument.parse(text.replace("(format v1)", "(format v2)"))
+    future = SUMMARY_FORMAT_VERSION + 1
+    with pytest.raises(SummaryFormatError, match=f"format v{future}; this version reads v1, v2"):
+        SummaryDocument.parse(
+            text.replace(f"(format v{SUMMARY_FORMAT_VERSION})", f"(format v{future})")
+        )
 
 
 # ----------------------------------------------------------------------------- validation
@@ -414,7 +418,9 @@ def test_events_read_from_the_store_summarize_like_hand_built_ones():
     with SQLiteHistoryStore.from_path(":memory:") as store:
         store.setup()
         store.append(
-            "t", [m.model_copy(update={"id": f"m{i + 1}"}) for i, m in enumerate(messages)]
+            "t",
+            [m.model_copy(update={"id": f"m{i + 1}"}) for i, m in enumerate(messages)],
+            created_at=T0,
         )
         stored = store.read_events("t")
     built = events_of(messages)
@@ -487,7 +493,9 @@ def test_failed_tool_attempts_are_listed_with_why():
         ('lookup_order({"id": "ORD-1"}) failed: upstream timeout after 30s', (3,)),
         ('search_db({"q": "ORD-1"}) failed: query failed: permission denied', (5,)),
     ]
-    assert SummaryItem("read_cache: ORD-1 status shipped", (7,)) in document.done
+    assert (
+        SummaryItem("read_cache: ORD-1 status shipped", (7,), day="Mon 1 Jan 2024") in document.done
+    )
 
 
 def test_decisions_next_steps_done_and_open_questions():
@@ -526,7 +534,7 @@ def test_merging_with_a_previous_summary_keeps_every_previous_key_fact():
     }
 
 
-def test_under_a_tight_cap_previous_facts_survive_and_the_newest_facts_go_first():
+def test_under_a_tight_cap_the_newest_facts_of_equal_rank_survive_the_oldest_go_first():
     old = events_of([HumanMessage(f"Remember ticket OLD-{i}.") for i in range(1, 11)])
     previous = summarize(old)
     new = events_of(
@@ -535,10 +543,10 @@ def test_under_a_tight_cap_previous_facts_survive_and_the_newest_facts_go_first(
     text = ExtractiveSummarizer().summarize(request(new, previous=previous, cap=400))
     assert TIKTOKEN.count_text(text) <= 400
     document = SummaryDocument.parse(text)
-    for fact in previous.key_facts:
-        assert fact in document.key_facts
-    kept_new = [f.text for f in document.key_facts if f.text.startswith("NEW-")]
-    assert kept_new == [f"NEW-{i}" for i in range(1, len(kept_new) + 1)]  # oldest kept
+    assert not [f for f in document.key_facts if f.text.startswith("OLD-")]  # oldest went first
+    kept_new = sorted(int(f.text[4:]) for f in document.key_facts if f.text.startswith("NEW-"))
+    assert kept_new == list(range(200 - len(kept_new), 200))  # the newest kept, none skipped
+    assert len(kept_new) >= 10
     assert document.constraints == document.done == ()  # items went before facts
 
 
@@ -614,12 +622,19 @@ def test_output_always_fits_the_cap_and_validates(length, seed, filler, cap, cou
         validate_summary(text, cap_tokens=cap, counter=counter, covered_through_seq=len(events))
         == []
     )
-    # the newest facts go first: what is kept of the key facts is their oldest part
+    # the oldest facts of a rank go first: no dropped fact is newer than a kept one of its rank
+    # (a fact a kept statement quotes stays, whatever its age)
     untrimmed = summarizer.summarize(
         SummaryRequest(previous, last.events, len(events), 10**6, counter)
     )
-    kept, every = SummaryDocument.parse(text).key_facts, SummaryDocument.parse(untrimmed).key_facts
-    assert every[: len(kept)] == kept or len(kept) == len(every)
+    trimmed, every = SummaryDocument.parse(text), SummaryDocument.parse(untrimmed)
+    quoted = set(trimmed.key_facts[len(trimmed.listed_facts) :])
+    kept = {(f.kind, f.text) for f in trimmed.key_facts}
+    for rank in {fact_rank(f) for f in every.key_facts}:
+        same = [f for f in every.key_facts if fact_rank(f) == rank]
+        dropped = [f.source_seq for f in same if (f.kind, f.text) not in kept]
+        held = [f.source_seq for f in trimmed.key_facts if fact_rank(f) == rank and f not in quoted]
+        assert not dropped or not held or max(dropped) <= min(held)
 
 
 def test_extractive_summaries_are_deterministic():
@@ -744,7 +759,9 @@ def test_llm_prompt_has_the_format_the_previous_summary_and_every_event_with_its
     [call] = model.calls
     system, user = call["messages"]
     assert isinstance(system, SystemMessage) and isinstance(user, HumanMessage)
-    for heading in REQUIRED_SECTIONS:
+    # the prompt spells out every section of the format version it asks for
+    version = int(re.search(r"\(format v(\d+)\)", system.text).group(1))
+    for heading in required_sections(version):
         assert f"## {heading}" in system.text
     assert "(supersedes:" in system.text and "[seq N]" in system.text
     assert req.previous is not None and req.previous.render() in user.text

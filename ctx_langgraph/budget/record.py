@@ -4,10 +4,17 @@ Idempotent: the scan starts after the last message recorded (``recorded_through_
 summary message and the view's own previews are never recorded. A message recorded before and
 replaced by id since (an edit sent with the input, or ``update_state``) is recorded as a
 revision; a state forked from an older checkpoint starts a new branch at the fork point.
+
+Each new message is recorded at the conversation's own time (:mod:`ctx_langgraph.core.timestamps`:
+its ``created_at``/``timestamp``, or ``ContextConfig.timestamp``), else at the time of the
+message before it in the same turn, else now. A time that cannot be read is logged, counted in
+``context["record_warnings"]`` and never stops the turn (docs/design.md §4).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
 import uuid
 from collections.abc import Sequence
@@ -17,6 +24,7 @@ from langchain_core.messages import BaseMessage, message_to_dict
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.core.digest import digest
 from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
 from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
@@ -55,7 +63,17 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
     if fresh and recorded_through is not None:
         yield from _fork_if_diverged(s, turn, str(recorded_through), recorded)
     results: list[AppendResult] = (
-        (yield call(s.store, "append", turn.scope, fresh)) if fresh else []
+        (
+            yield call(
+                s.store,
+                "append",
+                turn.scope,
+                fresh,
+                created_at=_created_at(s, turn, messages[start - 1] if start else None),
+            )
+        )
+        if fresh
+        else []
     )
     if revised_in_state:
         try:
@@ -66,6 +84,41 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
     turn.by_id = {r.event_id: r for r in results}
     if any(r.status == "revised" for r in results):
         turn.reasons.append("edited message")
+
+
+def _created_at(
+    s: BudgetSettings, turn: Turn, previous: BaseMessage | None
+) -> list[dt.datetime] | None:
+    """When each new message was said; None when no message says (the store stamps them now,
+    as it always did, with no per-message work)."""
+    times = batch_times(turn.fresh, previous=previous, source=s.config.timestamp)
+    if times.problems:
+        count = len(times.problems)
+        log.warning(
+            "ctx-langgraph: %d message time(s) could not be read, recorded with the time "
+            "before them or now: %s",
+            count,
+            "; ".join(times.problems[:3]),
+        )
+        turn.context["record_warnings"] = int(turn.context.get("record_warnings") or 0) + count
+    if not times.any_known:
+        return None
+    now = s.store.clock()
+    return [now if when is None else when for when in times.times]
+
+
+def _same_content(event: HistoryEvent, message: BaseMessage) -> bool:
+    """The store holds this message's content. The store keeps content as JSON: a value JSON
+    has no type for (a ``datetime`` in ``additional_kwargs``, say) is kept as its text, so
+    the two are compared as the store encodes them when they differ as objects."""
+    content = message_to_dict(message)
+    if event.content == content:
+        return True
+    return _canonical(event.content) == _canonical(content)
+
+
+def _canonical(content: object) -> str:
+    return json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _fork_if_diverged(
@@ -93,8 +146,7 @@ def _fork_if_diverged(
     # turn): those must be the same messages; the rest are new
     overlap = min(len(recorded), head.head_seq - known.seq)
     replay = len(after) == overlap and all(
-        event.event_id == message.id
-        and (is_flagged(message) or event.content == message_to_dict(message))
+        event.event_id == message.id and (is_flagged(message) or _same_content(event, message))
         for event, message in zip(after, recorded[:overlap], strict=True)
     )
     if not replay:
@@ -126,5 +178,5 @@ def _edited_in_state(
     return [
         m
         for m in prefix
-        if (event := stored.get(str(m.id))) is not None and event.content != message_to_dict(m)
+        if (event := stored.get(str(m.id))) is not None and not _same_content(event, m)
     ]

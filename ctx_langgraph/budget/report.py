@@ -21,7 +21,14 @@ from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["budget_update"]
 
-_CARRIED = ("edit_version", "rebuild", "server_compaction", "projected_for", "repairs")
+_CARRIED = (
+    "edit_version",
+    "rebuild",
+    "server_compaction",
+    "projected_for",
+    "repairs",
+    "record_warnings",
+)
 _SUMMARY_KEYS = ("active_checkpoint_id", "active_generation", "covered_through_seq")
 
 

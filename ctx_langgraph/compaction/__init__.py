@@ -10,6 +10,7 @@ from ctx_langgraph.compaction.cut import (
 from ctx_langgraph.compaction.format import (
     REQUIRED_SECTIONS,
     SUMMARY_FORMAT_VERSION,
+    KeyStatement,
     SummaryDocument,
     SummaryItem,
     validate_summary,
@@ -37,6 +38,7 @@ __all__ = [
     "CompactNode",
     "CutPoint",
     "ExtractiveSummarizer",
+    "KeyStatement",
     "LLMSummarizer",
     "Summarizer",
     "SummaryDocument",

@@ -1,48 +1,79 @@
 """The versioned, structured summary format: a document, its markdown rendering, and a check.
 
 A summary is markdown with fixed headings, so a model can write it and a program can read it
-back. Items carry the seqs of the events they come from; a user correction names the value it
-replaced with ``(supersedes: ...)``; every key fact carries its source seq. Example of the
-rendering (``SummaryDocument.render()``)::
+back. Items carry the seqs of the events they come from and the day those happened; a user
+correction names the value it replaced with ``(supersedes: ...)``; key statements quote short
+messages verbatim; every key fact carries its source seq. Example of the rendering
+(``SummaryDocument.render()``)::
 
-    # Context summary (format v1)
+    # Context summary (format v2)
 
     ## Goal
     - Refund order ORD-1042
 
     ## Constraints and preferences
-    - Use Postgres, not MySQL (supersedes: We must use MySQL) [seq 55]
+    - Use Postgres, not MySQL (supersedes: We must use MySQL) [seq 55, Tue 9 May 2023]
     ...
+    ## Key statements
+    - user: "The refund for Ann Lee is on ORD-1042, not ORD-1041." [seq 61, Wed 10 May 2023]
+
     ## Key facts
-    - id: ORD-1042 [seq 3]
+    - id: ORD-1042 (replaces ORD-1041) [seq 61, Wed 10 May 2023]
+    - path (run_command): /srv/app/limits.yaml [seq 70]
+
+A day in a ``[seq ...]`` group holds for the items after it in the same section until another
+day is shown (``undated`` ends a run). A key fact read from a tool names the tool after its
+kind. A key fact quoted inside a key statement of the same seq is not repeated under
+``Key facts``: the statement implies it (:meth:`SummaryDocument.parse` restores it).
 
 Texts are kept on one line (runs of whitespace collapse to one space). The format reserves a
 trailing ``[seq ...]`` group and a ``(supersedes: ...)`` group on item lines, a single bullet
-``(none)`` for an empty section, and ``kind:`` before a key fact's text.
+``(none)`` for an empty section, and ``kind:`` before a key fact's text. Format v1 (no days, no
+key statements, no tools) still parses; docs/design.md §6.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Final
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.compaction.summary_lines import (
+    NONE_MARKER,
+    SEQ_GROUP,
+    STATEMENTS_HEADING,
+    TOOL_NAME,
+    KeyStatement,
+    SummaryItem,
+    check_day,
+    clean_text,
+    dated_lines,
+    excerpt,
+    parse_facts,
+    parse_items,
+    parse_statements,
+    render_fact,
+)
 from ctx_langgraph.errors import SummaryFormatError
 from ctx_langgraph.history.types import KeyFact
 
 __all__ = [
     "LIST_SECTIONS",
+    "READABLE_VERSIONS",
     "REQUIRED_SECTIONS",
     "SUMMARY_FORMAT_VERSION",
+    "KeyStatement",
     "SummaryDocument",
     "SummaryItem",
+    "required_sections",
     "validate_summary",
 ]
 
-SUMMARY_FORMAT_VERSION: Final = 1
-NONE_MARKER: Final = "(none)"
+SUMMARY_FORMAT_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
 
 LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("constraints", "Constraints and preferences"),
@@ -57,9 +88,30 @@ LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
 REQUIRED_SECTIONS: Final[tuple[str, ...]] = (
     "Goal",
     *(heading for _, heading in LIST_SECTIONS),
+    STATEMENTS_HEADING,
     "Key facts",
 )
 """The headings every summary must have, in rendering order."""
+_V1_SECTIONS: Final = tuple(h for h in REQUIRED_SECTIONS if h != STATEMENTS_HEADING)
+
+
+def required_sections(version: int = SUMMARY_FORMAT_VERSION) -> tuple[str, ...]:
+    """The headings a summary of format ``version`` must have, in rendering order (v1 had no
+    ``Key statements``).
+
+    Raises:
+        ValueError: this version does not read that format.
+
+    Example:
+        >>> required_sections(1)[-2:], required_sections(2)[-2:]
+        (('Next steps', 'Key facts'), ('Key statements', 'Key facts'))
+    """
+    if version not in READABLE_VERSIONS:
+        raise ValueError(
+            f"format v{version} is not one this version reads ({', '.join(f'v{v}' for v in READABLE_VERSIONS)})"
+        )
+    return _V1_SECTIONS if version == 1 else REQUIRED_SECTIONS
+
 
 _ALIASES = {
     "goal": "Goal",
@@ -70,6 +122,8 @@ _ALIASES = {
     "failures": "Failed attempts",
     "key decisions": "Decisions",
     "questions": "Open questions",
+    "statements": STATEMENTS_HEADING,
+    "quotes": STATEMENTS_HEADING,
     "facts": "Key facts",
     **{heading.lower(): heading for heading in REQUIRED_SECTIONS},
 }
@@ -77,71 +131,44 @@ _TITLE = re.compile(r"^#\s*context summary\s*\(format v(\d+)\)\s*$", re.I)
 _HEADING = re.compile(r"^#{1,6}\s*([A-Za-z].*?)\s*:?\s*$")
 _BOLD_HEADING = re.compile(r"^\*\*(.+?):?\*\*\s*:?\s*$")
 _BULLET = re.compile(r"^(?:[-*+\u2022]|\d+[.)])\s+")
-_SEQS = re.compile(r"\s*[\[(]\s*seqs?\s*:?\s*(\d+(?:\s*[,;]\s*\d+)*)\s*[\])]\s*$", re.I)
-_SUPERSEDES = re.compile(r"\s*\(supersedes:\s*(.*)\)\s*$", re.I)
-_FACT_KIND = re.compile(r"^([A-Za-z][\w -]{0,40}?):\s+(.+)$")
-_REPLACES = re.compile(r"\s*\(replaces ([^()]+)\)\s*$")
-_SPACES = re.compile(r"\s+")
+_SEQS = SEQ_GROUP  # (the name tests and older callers use)
 
 
-def clean_text(text: str) -> str:
-    """One line: runs of whitespace (newlines included) become one space, ends trimmed.
+def _implied_facts(
+    facts: Sequence[KeyFact], statements: Sequence[KeyStatement]
+) -> tuple[tuple[KeyFact, ...], int]:
+    """The key facts in canonical order, and how many of them are listed: the facts no
+    statement implies (in their order), then those the statements imply (in statement order).
 
-    Example:
-        >>> clean_text("  use\\n Postgres  ")
-        'use Postgres'
+    A fact is implied when a statement's own facts (:meth:`KeyStatement.facts`) hold it
+    exactly (its event id aside); an implied value already listed is not added twice.
     """
-    return _SPACES.sub(" ", text).strip()
-
-
-@dataclass(frozen=True)
-class SummaryItem:
-    """One line of a summary section, with the seqs of the events it comes from.
-
-    ``supersedes`` is the text of the earlier value a user correction replaced. Texts are
-    normalized to one line (:func:`clean_text`); an empty text is an error.
-    """
-
-    text: str
-    source_seqs: tuple[int, ...] = ()
-    supersedes: str | None = None
-
-    def __post_init__(self) -> None:
-        text = clean_text(self.text)
-        if not text:
-            raise ValueError("a summary item needs a non-empty text")
-        seqs = tuple(int(seq) for seq in self.source_seqs)
-        if any(seq < 0 for seq in seqs):
-            raise ValueError(f"source seqs must not be negative, got {seqs}")
-        supersedes = clean_text(self.supersedes) if self.supersedes is not None else None
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "source_seqs", seqs)
-        object.__setattr__(self, "supersedes", supersedes or None)
-
-    def render(self) -> str:
-        line = f"- {self.text}"
-        if self.supersedes:
-            line += f" (supersedes: {self.supersedes})"
-        if self.source_seqs:
-            line += f" [seq {', '.join(str(seq) for seq in self.source_seqs)}]"
-        return line
-
-
-def _fact_kind(kind: str) -> str:
-    kind = clean_text(kind.replace(":", " "))
-    return kind if kind and kind[0].isalpha() else "fact"
-
-
-def render_fact(fact: KeyFact) -> str:
-    """A key fact's summary line: ``- kind: text [seq N]``, or ``- kind: text (replaces old)
-    [seq N]`` for a corrected value."""
-    replaced = f" (replaces {clean_text(fact.replaces)})" if fact.replaces else ""
-    return f"- {_fact_kind(fact.kind)}: {clean_text(fact.text)}{replaced} [seq {fact.source_seq}]"
+    derived: dict[tuple[str, str], KeyFact] = {}
+    for statement in statements:
+        for fact in statement.facts():
+            derived.setdefault((fact.kind, fact.text), fact)
+    if not derived:
+        return tuple(facts), len(facts)
+    exact = set(derived.values())
+    listed: list[KeyFact] = []
+    implied: dict[tuple[str, str], KeyFact] = {}
+    for fact in facts:
+        if replace(fact, source_event_id=None) in exact:
+            implied.setdefault((fact.kind, fact.text), fact)
+        else:
+            listed.append(fact)
+    keys = {(fact.kind, fact.text) for fact in listed}
+    tail = [implied.get(key, fact) for key, fact in derived.items() if key not in keys]
+    return (*listed, *tail), len(listed)
 
 
 @dataclass(frozen=True)
 class SummaryDocument:
-    """A structured summary: what the user wants, what happened, and the exact facts.
+    """A structured summary: what the user wants, what happened, who said what, and the exact
+    facts.
+
+    ``key_facts`` holds every fact, those implied by a key statement included (they come last
+    and are not repeated in the rendering). Days are optional everywhere.
 
     Example:
         >>> from ctx_langgraph.history import KeyFact
@@ -152,7 +179,7 @@ class SummaryDocument:
         ...     key_facts=(KeyFact("ORD-1042", 3, "id"),),
         ... )
         >>> print(doc.render())
-        # Context summary (format v1)
+        # Context summary (format v2)
         <BLANKLINE>
         ## Goal
         - Refund order ORD-1042
@@ -175,8 +202,28 @@ class SummaryDocument:
         ## Next steps
         - (none)
         <BLANKLINE>
+        ## Key statements
+        - (none)
+        <BLANKLINE>
         ## Key facts
         - id: ORD-1042 [seq 3]
+        >>> SummaryDocument.parse(doc.render()) == doc
+        True
+
+        A statement implies the facts it quotes; days show where they change:
+
+        >>> day = "Mon 8 May 2023"
+        >>> doc = SummaryDocument(
+        ...     statements=(KeyStatement("Ann's order is ORD-7.", 4, "user", day),),
+        ...     key_facts=(KeyFact("ORD-7", 4, "id", day=day), KeyFact("$40.00", 6, "amount", day=day)),
+        ... )
+        >>> print(doc.render().split("## Key statements\\n")[1])
+        - user: "Ann's order is ORD-7." [seq 4, Mon 8 May 2023]
+        <BLANKLINE>
+        ## Key facts
+        - amount: $40.00 [seq 6, Mon 8 May 2023]
+        >>> [fact.text for fact in doc.key_facts]
+        ['$40.00', 'ORD-7']
         >>> SummaryDocument.parse(doc.render()) == doc
         True
     """
@@ -190,12 +237,31 @@ class SummaryDocument:
     next_steps: tuple[SummaryItem, ...] = ()
     key_facts: tuple[KeyFact, ...] = ()
     version: int = SUMMARY_FORMAT_VERSION
+    statements: tuple[KeyStatement, ...] = ()
+    _listed: int = field(default=0, init=False, repr=False, compare=False)
+    """How many of ``key_facts`` the rendering lists (set from the statements)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "goal", clean_text(self.goal))
         for name, _ in LIST_SECTIONS:
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        object.__setattr__(self, "key_facts", tuple(self.key_facts))
+        object.__setattr__(self, "statements", tuple(self.statements))
+        for fact in self.key_facts:
+            check_day(fact.day, f"key fact {fact.text[:40]!r}")
+            if fact.tool is not None and not TOOL_NAME.match(fact.tool):
+                raise ValueError(
+                    f"key fact {fact.text[:40]!r}: tool {fact.tool!r} is not a name of "
+                    "letters, digits, '_', '.' or '-'"
+                )
+        facts, listed = _implied_facts(tuple(self.key_facts), self.statements)
+        object.__setattr__(self, "key_facts", facts)
+        object.__setattr__(self, "_listed", listed)
+
+    @property
+    def listed_facts(self) -> tuple[KeyFact, ...]:
+        """The key facts the rendering lists (those no key statement implies)."""
+        listed: int = self._listed
+        return self.key_facts[:listed]
 
     def items(self, section: str) -> tuple[SummaryItem, ...]:
         """The items of a list section by field name (``"constraints"``, ``"done"``, ...)."""
@@ -228,9 +294,18 @@ class SummaryDocument:
         lines.append(f"- {self.goal or NONE_MARKER}")
         for name, heading in LIST_SECTIONS:
             lines += ["", f"## {heading}"]
-            lines += [item.render() for item in self.items(name)] or [f"- {NONE_MARKER}"]
+            items = self.items(name)
+            lines += dated_lines((bool(i.source_seqs), i.day, i.render) for i in items) or [
+                f"- {NONE_MARKER}"
+            ]
+        lines += ["", f"## {STATEMENTS_HEADING}"]
+        lines += dated_lines((True, s.day, s.render) for s in self.statements) or [
+            f"- {NONE_MARKER}"
+        ]
         lines += ["", "## Key facts"]
-        lines += [render_fact(fact) for fact in self.key_facts] or [f"- {NONE_MARKER}"]
+        lines += dated_lines((True, f.day, partial(render_fact, f)) for f in self.listed_facts) or [
+            f"- {NONE_MARKER}"
+        ]
         return "\n".join(lines)
 
     @classmethod
@@ -238,12 +313,15 @@ class SummaryDocument:
         """Read a summary back: the inverse of :meth:`render`, tolerant of model output.
 
         Accepts extra whitespace and blank lines, ``*``/``+``/numbered bullets, lines without a
-        bullet, any heading level, a missing title, unknown extra sections (ignored), and items
-        without ``[seq ...]``. Key facts without a kind get the kind ``"fact"``.
+        bullet, any heading level, a missing title (read as the current format), unknown extra
+        sections (ignored), items without ``[seq ...]``, and format v1 (no ``Key statements``
+        section). Key facts without a kind get the kind ``"fact"``; a statement without quotes
+        is taken whole, without a speaker.
 
         Raises:
             SummaryFormatError: a required section heading is missing or repeated, a key fact
-                has no ``[seq N]``, or the title names another format version.
+                or key statement has no ``[seq N]``, or the title names a format this version
+                does not read.
 
         Example:
             >>> doc = SummaryDocument.parse('''
@@ -256,116 +334,70 @@ class SummaryDocument:
             ... ## Decisions
             ... ## Open questions
             ... ## Next steps
-            ... - Pay with card ending 4242 [seq 9]
+            ... - Pay with card ending 4242 [seq 9, Tue 9 May 2023]
+            ... ## Key statements
+            ... - Ann: "I land at 10:40 on Friday." [seq 3]
             ... ## Key facts
             ... * date: 14 June 2023 [seq 4]
             ... ''')
-            >>> doc.goal, doc.constraints[0].text, doc.next_steps[0].source_seqs
-            ('Book a flight to Oslo', 'Window seat please', (9,))
+            >>> doc.goal, doc.constraints[0].text, doc.next_steps[0].source_seqs, doc.next_steps[0].day
+            ('Book a flight to Oslo', 'Window seat please', (9,), 'Tue 9 May 2023')
+            >>> doc.statements
+            (KeyStatement(text='I land at 10:40 on Friday.', source_seq=3, speaker='Ann', day=None),)
             >>> doc.key_facts
-            (KeyFact(text='14 June 2023', source_seq=4, kind='date', source_event_id=None, replaces=None),)
+            (KeyFact(text='14 June 2023', source_seq=4, kind='date', source_event_id=None, replaces=None, day=None, tool=None),)
             >>> SummaryDocument.parse("## Goal\\n- x")
             Traceback (most recent call last):
             ...
             ctx_langgraph.errors.SummaryFormatError: malformed summary: missing section(s) 'Constraints and preferences', ...
         """
-        version = SUMMARY_FORMAT_VERSION
-        sections: dict[str, list[tuple[int, str]]] = {}
-        current: list[tuple[int, str]] | None = None
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line:
-                continue
-            title = _TITLE.match(line)
-            if title:
-                version = int(title.group(1))
-                continue
-            heading = _HEADING.match(line) or _BOLD_HEADING.match(line)
-            known = _ALIASES.get(clean_text(heading.group(1)).lower()) if heading else None
-            if heading and known is None and line.startswith("#"):
-                current = None  # an extra section: its lines are ignored
-                continue
-            if known is not None:
-                if known in sections:
-                    raise SummaryFormatError(
-                        f"section {known!r} appears twice", section=known, line=number
-                    )
-                current = sections[known] = []
-                continue
-            if current is not None:
-                current.append((number, _BULLET.sub("", line, count=1)))
-        if version != SUMMARY_FORMAT_VERSION:
-            raise SummaryFormatError(
-                f"the summary says format v{version}; this version reads v{SUMMARY_FORMAT_VERSION}"
-            )
-        missing = [heading for heading in REQUIRED_SECTIONS if heading not in sections]
-        if missing:
-            raise SummaryFormatError(
-                f"missing section(s) {', '.join(repr(name) for name in missing)}",
-                section=missing[0],
-            )
+        version, sections = _sections(text)
         goal = " ".join(body for _, body in sections["Goal"] if body != NONE_MARKER)
-        lists = {name: _parse_items(sections[heading]) for name, heading in LIST_SECTIONS}
-        facts = tuple(_parse_fact(number, body) for number, body in _present(sections["Key facts"]))
-        return cls(goal=goal, key_facts=facts, version=version, **lists)
+        lists = {name: parse_items(sections[heading]) for name, heading in LIST_SECTIONS}
+        statements = parse_statements(sections.get(STATEMENTS_HEADING, []))
+        facts = parse_facts(sections["Key facts"])
+        return cls(goal=goal, key_facts=facts, version=version, statements=statements, **lists)
 
 
-def _present(lines: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
-    return [(number, body) for number, body in lines if clean_text(body) != NONE_MARKER]
-
-
-def _excerpt(text: str, limit: int = 80) -> str:
-    """A bad line quoted in an error, cut so a runaway line does not flood logs."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _split_seqs(body: str) -> tuple[str, tuple[int, ...] | None]:
-    match = _SEQS.search(body)
-    if match is None:
-        return body, None
-    seqs = tuple(int(seq) for seq in re.split(r"\s*[,;]\s*", match.group(1)))
-    return body[: match.start()], seqs
-
-
-def _parse_items(lines: list[tuple[int, str]]) -> tuple[SummaryItem, ...]:
-    items = []
-    for _, body in _present(lines):
-        body, seqs = _split_seqs(body)
-        supersedes = _SUPERSEDES.search(body)
-        old = None
-        if supersedes is not None:
-            old, body = supersedes.group(1), body[: supersedes.start()]
-        if clean_text(body):
-            items.append(SummaryItem(body, seqs or (), supersedes=old))
-    return tuple(items)
-
-
-def _parse_fact(number: int, body: str) -> KeyFact:
-    text, seqs = _split_seqs(body)
-    if not seqs:
+def _sections(text: str) -> tuple[int, dict[str, list[tuple[int, str]]]]:
+    """The format version and the (line number, body) lines of each known section."""
+    version = SUMMARY_FORMAT_VERSION
+    sections: dict[str, list[tuple[int, str]]] = {}
+    current: list[tuple[int, str]] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        title = _TITLE.match(line)
+        if title:
+            version = int(title.group(1))
+            continue
+        heading = _HEADING.match(line) or _BOLD_HEADING.match(line)
+        known = _ALIASES.get(clean_text(heading.group(1)).lower()) if heading else None
+        if heading and known is None and line.startswith("#"):
+            current = None  # an extra section: its lines are ignored
+            continue
+        if known is not None:
+            if known in sections:
+                raise SummaryFormatError(
+                    f"section {known!r} appears twice", section=known, line=number
+                )
+            current = sections[known] = []
+            continue
+        if current is not None:
+            current.append((number, _BULLET.sub("", line, count=1)))
+    if version not in READABLE_VERSIONS:
         raise SummaryFormatError(
-            f"key fact {_excerpt(body)!r} has no [seq N] naming its source event",
-            section="Key facts",
-            line=number,
+            f"the summary says format v{version}; this version reads "
+            f"{', '.join(f'v{v}' for v in READABLE_VERSIONS)}"
         )
-    kind = "fact"
-    match = _FACT_KIND.match(clean_text(text))
-    if match is not None:
-        kind, text = clean_text(match.group(1)), match.group(2)
-    text = clean_text(text)
-    replaced = _REPLACES.search(text)
-    if replaced is not None:
-        text = clean_text(text[: replaced.start()])
-    if not text:
+    missing = [heading for heading in required_sections(version) if heading not in sections]
+    if missing:
         raise SummaryFormatError(
-            f"key fact line {_excerpt(body)!r} has no text", section="Key facts", line=number
+            f"missing section(s) {', '.join(repr(name) for name in missing)}",
+            section=missing[0],
         )
-    return KeyFact(
-        text=text,
-        source_seq=seqs[0],
-        kind=kind,
-        replaces=clean_text(replaced.group(1)) if replaced is not None else None,
-    )
+    return version, sections
 
 
 def validate_summary(
@@ -379,7 +411,7 @@ def validate_summary(
     """The problems of a candidate summary; an empty list means it is valid.
 
     Checks: not empty; its real length (``counter.count_text``) within ``cap_tokens``; it parses
-    with every required section; every key fact's source seq within
+    with every required section; every key fact's and key statement's source seq within
     ``[first_seq, covered_through_seq]`` (a rolling summary covers everything from seq 1, so
     ``first_seq`` stays 1 unless the history before it was deliberately discarded).
 
@@ -399,13 +431,15 @@ def validate_summary(
         problems.append(f"the summary has {tokens:,} tokens, over the cap of {cap_tokens:,}")
     try:
         document = SummaryDocument.parse(text)
-    except SummaryFormatError as exc:
+    except (SummaryFormatError, ValueError) as exc:
         problems.append(str(exc))
         return problems
-    for fact in document.key_facts:
-        if not first_seq <= fact.source_seq <= covered_through_seq:
+    cited = [(f"key fact {fact.text}", fact.source_seq) for fact in document.listed_facts]
+    cited += [(f"key statement {excerpt(s.text, 40)!r}", s.source_seq) for s in document.statements]
+    for what, seq in cited:
+        if not first_seq <= seq <= covered_through_seq:
             problems.append(
-                f"key fact {fact.text} cites seq {fact.source_seq}, outside the covered range "
+                f"{what} cites seq {seq}, outside the covered range "
                 f"{first_seq}..{covered_through_seq}"
             )
     return problems

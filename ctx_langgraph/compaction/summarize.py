@@ -239,14 +239,12 @@ def write_summary(
         return Written(text, plan.summarizer, written_backoff)
     used = plan.fallback
     run.info["fallback"] = used.id
-    log.warning(
-        "ctx-langgraph: the summarizer %s failed or is backing off and the request "
-        "would not fit (%d tokens > %d usable): the %s summarizer covers the span",
-        plan.summarizer.id,
-        plan.estimate,
-        plan.usable,
-        used.id,
+    run.problems.append(  # why the fallback wrote it, in ``context["compaction"]["problems"]``
+        f"{plan.summarizer.id} {'is backing off' if plan.backing_off else 'failed'} and the "
+        f"request would not fit ({plan.estimate} tokens > {plan.usable} usable): the {used.id} "
+        "summarizer covers the span"
     )
+    log.warning("ctx-langgraph: the summarizer %s", run.problems[-1])
     run.count += 1
     # (offline and bounded: only a loaded machine makes it slow, so it gets time)
     deadline = time.monotonic() + plan.fallback_s

@@ -3,32 +3,53 @@
 :class:`ExtractiveSummarizer` is offline and deterministic (no model): it keeps key facts exact by
 copying them out of the events with patterns. :class:`LLMSummarizer` asks any LangChain chat
 model for the same format. Neither validates its output; the caller checks it with
-:func:`~ctx_langgraph.compaction.validate_summary` and retries.
+:func:`~ctx_langgraph.compaction.validate_summary` and retries, and the extractive one takes
+over when it must (docs/design.md §6).
+
+:func:`default_summarizer` picks the summarizer the wiring uses when none is given: the agent's
+own chat model (or ``summary_model``) for a real model, the extractive one for an offline fake
+(:func:`is_offline_model`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import (
+    FakeChatModel,
+    FakeListChatModel,
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+    ParrotFakeChatModel,
+)
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.base import RunnableBindingBase
 from langchain_core.runnables.config import ensure_config, merge_configs
 
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_key_facts
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
+from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
+from ctx_langgraph.errors import SummaryModelError
 from ctx_langgraph.history.types import HistoryEvent
 
 __all__ = [
+    "OFFLINE_MODEL_MARKER",
     "SUMMARY_TAG",
     "ExtractiveSummarizer",
     "LLMSummarizer",
     "Summarizer",
     "SummaryRequest",
+    "chat_model_of",
+    "default_summarizer",
     "extract_key_facts",
+    "is_offline_model",
+    "resolve_summary_model",
 ]
 
 log = logging.getLogger(__name__)
@@ -208,3 +229,199 @@ def _reply_text(reply: Any) -> str:
     text = reply.text if isinstance(reply, BaseMessage) else str(reply)
     fenced = _FENCED.match(text)
     return (fenced.group(1) if fenced else text).strip()
+
+
+# ----------------------------------------------------------------------------- the default
+
+OFFLINE_MODEL_MARKER: Final = "ctx_offline_model"
+"""A class attribute that, set to ``True`` on a chat model class (``ctx_offline_model:
+ClassVar[bool] = True``), marks it as an offline fake: the wiring keeps the extractive summarizer
+for it (``MeteringChatModel`` has it)."""
+
+_FAKE_CHAT_MODELS: Final = (
+    FakeChatModel,
+    FakeListChatModel,
+    FakeMessagesListChatModel,
+    GenericFakeChatModel,
+    ParrotFakeChatModel,
+)
+"""langchain_core's own fake chat models: offline too, without our marker."""
+
+_API_KEYS: Final = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "fireworks": "FIREWORKS_API_KEY",
+    "google_genai": "GOOGLE_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistralai": "MISTRAL_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "xai": "XAI_API_KEY",
+}
+"""The environment variable each provider's client reads its key from."""
+
+_INFERRED: Final = (
+    (("gpt-", "o1", "o3", "o4", "chatgpt"), "openai"),
+    (("claude",), "anthropic"),
+    (("mistral",), "mistralai"),
+    (("command",), "cohere"),
+    (("grok",), "xai"),
+    (("deepseek",), "deepseek"),
+)
+"""The provider ``init_chat_model`` infers from a model name without a ``provider:`` prefix."""
+
+
+def chat_model_of(model: Any) -> BaseChatModel | None:
+    """The chat model under ``model``: itself, or the one a ``bind``, ``bind_tools`` or
+    ``with_retry`` wraps (``None``: not a chat model).
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        >>> fake = FakeListChatModel(responses=["hi"])
+        >>> chat_model_of(fake.bind(stop=["."])) is fake, chat_model_of("not a model")
+        (True, None)
+    """
+    for _depth in range(16):  # bindings of bindings; a cycle cannot be built, but stay bounded
+        if not isinstance(model, RunnableBindingBase):
+            break
+        model = model.bound
+    return model if isinstance(model, BaseChatModel) else None
+
+
+def is_offline_model(model: Any) -> bool:
+    """Whether ``model`` is an offline fake chat model, which keeps the extractive summarizer.
+
+    Offline are the chat models whose class sets :data:`OFFLINE_MODEL_MARKER`
+    (``ctx_offline_model: ClassVar[bool] = True``: this package's ``MeteringChatModel`` and its subclasses, the
+    evaluation's replay model) and langchain_core's fake chat models (``FakeListChatModel``,
+    ``GenericFakeChatModel``, ...). Any other chat model is taken for a real one. A binding
+    (``model.bind_tools(...)``) is judged by the chat model it wraps.
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> is_offline_model(MeteringChatModel(replies=["ok"])), is_offline_model(
+        ...     GenericFakeChatModel(messages=iter(["ok"])))
+        (True, True)
+    """
+    chat = chat_model_of(model)
+    if chat is None:
+        return False
+    return (
+        isinstance(chat, _FAKE_CHAT_MODELS)
+        or getattr(type(chat), OFFLINE_MODEL_MARKER, None) is True
+    )
+
+
+def _provider_of(spec: str) -> str | None:
+    """The provider of an ``init_chat_model`` spec (``"openai:gpt-4o-mini"``), when known."""
+    provider, colon, name = spec.partition(":")
+    if colon:
+        return provider.strip().lower()
+    lowered = name.strip().lower() or provider.strip().lower()
+    return next((p for prefixes, p in _INFERRED if lowered.startswith(prefixes)), None)
+
+
+def resolve_summary_model(
+    spec: BaseChatModel | str, *, argument: str = "summary_model"
+) -> BaseChatModel:
+    """The chat model of a ``summary_model=`` argument: an instance as it is, a spec string
+    (``"openai:gpt-4o-mini"``, ``"anthropic:claude-3-5-haiku-latest"``) made by LangChain's
+    ``init_chat_model``, without a network call. ``argument`` names the parameter in errors.
+
+    Raises:
+        SummaryModelError: the spec's provider needs an API key that is not set in the
+            environment (named in the message), its integration package is not installed, or
+            the spec names no provider ``init_chat_model`` knows.
+        TypeError: ``spec`` is neither a chat model nor a string.
+
+    Example:
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> model = MeteringChatModel(replies=["ok"])
+        >>> resolve_summary_model(model) is model
+        True
+        >>> resolve_summary_model("nosuch:model-x")
+        Traceback (most recent call last):
+        ...
+        ctx_langgraph.errors.SummaryModelError: summary_model='nosuch:model-x' cannot be used: ValueError: Unable to infer model provider ...
+    """
+    if isinstance(spec, BaseChatModel):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(
+            f"{argument} must be a chat model or an init_chat_model spec such as "
+            f"'openai:gpt-4o-mini', got {type(spec).__name__}"
+        )
+    key = _API_KEYS.get(_provider_of(spec) or "")
+    if key is not None and not os.environ.get(key):
+        raise SummaryModelError(
+            spec, f"{key} is not set in the environment", key=key, argument=argument
+        )
+    try:
+        from langchain.chat_models import init_chat_model  # (late: it loads the providers)
+
+        return init_chat_model(spec)
+    except Exception as exc:  # a missing package, an unknown provider, a client's own check
+        reason = f"{type(exc).__name__}: {exc}"[:400]
+        raise SummaryModelError(spec, reason, argument=argument) from exc
+
+
+def _summary_window(
+    chat: BaseChatModel, own: bool, config: ContextConfig, model: Any
+) -> int | None:
+    """How many input tokens one summary call may take: the agent's usable window when the
+    agent's own model summarizes, else the summary model's profile window (or the agent's)."""
+    profile = getattr(chat, "profile", None) or {}
+    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    if not own and isinstance(window, int) and window > 0:
+        return window
+    try:
+        return config.resolve(model).usable
+    except ValueError:  # no window known: the summarizer takes the span in one call
+        return window if isinstance(window, int) and window > 0 else None
+
+
+def default_summarizer(
+    model: Any = None,
+    *,
+    summary_model: BaseChatModel | str | None = None,
+    config: ContextConfig | None = None,
+) -> Summarizer:
+    """The summarizer the wiring uses when no ``summarizer=`` is given.
+
+    - ``summary_model`` given (a chat model, or an ``init_chat_model`` spec string): an
+      :class:`LLMSummarizer` on it;
+    - else ``model`` a real chat model (or a spec string, as ``create_agent`` takes): an
+      :class:`LLMSummarizer` on the agent's own model (unwrapped from ``bind_tools``);
+    - else (no model, or an offline fake: :func:`is_offline_model`): the
+      :class:`ExtractiveSummarizer`.
+
+    An LLM summary is validated like any other, and the extractive summarizer covers the span
+    when it fails and the request would not fit (docs/design.md §6). One call takes at most the
+    agent's usable window (``config``), or a separate summary model's own window.
+
+    Raises:
+        SummaryModelError: a spec string cannot be made into a chat model (a missing API key).
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> fake = FakeListChatModel(responses=["ok"])
+        >>> type(default_summarizer()).__name__, type(default_summarizer(fake)).__name__
+        ('ExtractiveSummarizer', 'ExtractiveSummarizer')
+        >>> default_summarizer(fake, summary_model=MeteringChatModel(replies=["ok"])).id
+        'llm:gpt-4o'
+    """
+    config = config or ContextConfig()
+    if summary_model is not None:
+        chat = resolve_summary_model(summary_model)
+        return LLMSummarizer(chat, window_tokens=_summary_window(chat, False, config, model))
+    if isinstance(model, str):
+        chat = resolve_summary_model(model, argument="model")
+    else:
+        found = chat_model_of(model)
+        if found is None or is_offline_model(found):
+            return ExtractiveSummarizer()
+        chat = found
+    return LLMSummarizer(chat, window_tokens=_summary_window(chat, True, config, model))

@@ -16,8 +16,13 @@ alike, and hands the engines only tokens that both split the same way:
 Search is an AND of a query's distinct tokens, each matching a whole token of an event (no
 prefixes, no phrases). Text that is plain (printable ASCII, no word over :data:`MAX_WORD`, none
 PostgreSQL's parser splits differently, at most :data:`PLAIN_LIMIT` characters) is indexed by
-the engines directly, as before; any other text gets a *search document*: the distinct tokens
+the engines directly, as before; any other text gets a *token document*: the distinct tokens
 of its text, which the index reads instead.
+
+Ranked search matches *stems* (:mod:`ctx_langgraph.core.stem`: a word of ASCII letters is
+stemmed, "went" and "going" are both ``go``; any other word ranks by its token). The index
+holds, beside a text's tokens, the distinct stems that differ from their word; the stored
+*search document* (:func:`search_document`) carries both.
 """
 
 from __future__ import annotations
@@ -28,14 +33,21 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 
+from ctx_langgraph.core.stem import stem
+from ctx_langgraph.core.stopwords import STOPWORDS
+
 __all__ = [
     "DOCUMENT_LIMIT",
     "MAX_WORD",
     "PLAIN_LIMIT",
+    "STEMS_MARK",
     "document_tokens",
     "match_tokens",
     "query_terms",
+    "rank_terms",
+    "rank_tokens",
     "search_document",
+    "token_document",
 ]
 
 MAX_WORD = 100
@@ -47,7 +59,11 @@ its 1 MB limit); a longer one gets a search document of its distinct tokens."""
 
 DOCUMENT_LIMIT = 400_000
 """Most characters of a search document: the distinct tokens of a text in order of first
-appearance, as many as fit. Words first seen beyond it in a huge text are not searchable."""
+appearance (and their stems), as many as fit. Words first seen beyond it in a huge text are not
+searchable."""
+
+STEMS_MARK = "|"
+"""Separates a search document's tokens from its stems (tokens and stems never hold it)."""
 
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*")
@@ -170,23 +186,28 @@ def document_tokens(text: str) -> list[str]:
     return list(_distinct_tokens(_words(text, unigrams=True)))
 
 
-def search_document(text: str) -> str | None:
-    """What the full-text index holds for a text: None when the engines can index the text
-    itself (plain), else its distinct tokens separated by single spaces (at most
-    :data:`DOCUMENT_LIMIT` characters).
-
-    Example:
-        >>> search_document("order A-1042 shipped") is None
-        True
-        >>> search_document("header\\x00 payload")
-        'header payload'
-    """
-    if (
+def _plain(text: str) -> bool:
+    """Whether the engines index ``text`` itself (see the module docstring)."""
+    return (
         len(text) <= PLAIN_LIMIT
-        and _PLAIN.fullmatch(text)
+        and _PLAIN.fullmatch(text) is not None
         and _LONG_ASCII_WORD.search(text) is None
         and _SPLIT_BY_POSTGRES.search(text) is None
-    ):
+    )
+
+
+def token_document(text: str) -> str | None:
+    """The tokens the full-text index holds for a text: None when the engines can index the
+    text itself (plain), else its distinct tokens separated by single spaces (at most
+    :data:`DOCUMENT_LIMIT` characters). The search document of schema versions 4 and 5.
+
+    Example:
+        >>> token_document("order A-1042 shipped") is None
+        True
+        >>> token_document("header\\x00 payload")
+        'header payload'
+    """
+    if _plain(text):
         return None
     kept: list[str] = []
     size = -1
@@ -196,3 +217,76 @@ def search_document(text: str) -> str | None:
             break
         kept.append(token)
     return " ".join(kept)
+
+
+@lru_cache(maxsize=65_536)
+def _rank_token(word: str) -> str:
+    """What a word ranks by: its stem when it is ASCII letters the engines keep whole, else its
+    index token (numbers, ids, other scripts, digests)."""
+    if len(word) <= MAX_WORD and word.isascii() and word.isalpha():
+        return stem(word)
+    return _token(word)
+
+
+def search_document(text: str) -> str | None:
+    """What the full-text index holds for a text beside the text itself: None when the engines
+    index the text (plain) and no word of it has a stem of its own; else the text's distinct
+    tokens (none for plain text, which the engines read), then, when a word's stem differs
+    from it, :data:`STEMS_MARK` and those distinct stems. Tokens and stems are separated by
+    single spaces, at most :data:`DOCUMENT_LIMIT` characters together. One pass over the
+    words, each stemmed once (cached).
+
+    Example:
+        >>> search_document("order A-1042") is None
+        True
+        >>> search_document("order A-1042 shipped")
+        '|ship'
+        >>> search_document("header\\x00 payloads")
+        'header payloads|payload'
+    """
+    if _plain(text):  # the engines read the words; each is its own token (short ASCII)
+        words = dict.fromkeys(_ASCII_WORD.findall(text.lower()))
+        own = dict.fromkeys(s for word in words if (s := _rank_token(word)) != word)
+        return STEMS_MARK + " ".join(own) if own else None
+    tokens: dict[str, None] = {}
+    stems: dict[str, None] = {}
+    seen: set[str] = set()
+    size = -1  # the document's length so far: one separator between any two items
+    for word in _words(text, unigrams=True):
+        if word in seen:
+            continue
+        seen.add(word)
+        token, stemmed = _token(word), _rank_token(word)
+        add_token = token not in tokens
+        add_stem = stemmed != token and stemmed not in stems
+        size += (len(token) + 1) * add_token + (len(stemmed) + 1) * add_stem
+        if size > DOCUMENT_LIMIT:
+            break
+        if add_token:
+            tokens[token] = None
+        if add_stem:
+            stems[stemmed] = None
+    return " ".join(tokens) + (STEMS_MARK + " ".join(stems) if stems else "")
+
+
+def rank_terms(query: str) -> list[str]:
+    """What a ranked search weighs: the distinct stems of the query's words, glue words
+    (:data:`~ctx_langgraph.core.stopwords.STOPWORDS`) left out; empty when none is left.
+
+    Example:
+        >>> rank_terms("Where did we go for the groups' dinners?")
+        ['go', 'group', 'dinner']
+    """
+    words = _words(query, unigrams=False)
+    return list(dict.fromkeys(_rank_token(word) for word in words if word not in STOPWORDS))
+
+
+def rank_tokens(text: str) -> list[str]:
+    """Every word of a text as it ranks (its stem, or its index token), in order and with
+    repeats: what a ranked search counts a term's frequency and a text's length in.
+
+    Example:
+        >>> rank_tokens("Went going, gone: 3 GOES")
+        ['go', 'go', 'go', '3', 'go']
+    """
+    return [_rank_token(word) for word in _words(text, unigrams=True)]

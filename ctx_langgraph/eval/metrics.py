@@ -11,6 +11,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
@@ -38,6 +39,28 @@ def normalize(text: str) -> str:
     return _SPACE.sub(" ", text).strip().casefold()
 
 
+def _record_text(record: dict[str, Any]) -> str:
+    """What a model reads of one lookup record: its text, then the other values it shows (time,
+    day, resolved dates, role), JSON-decoded; cursors and handles are left out."""
+    parts = [str(record.get("text", ""))]
+
+    def values(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                parts.append(str(key))
+                values(item)
+        elif isinstance(value, list):
+            for item in value:
+                values(item)
+        elif isinstance(value, str):
+            parts.append(value)
+
+    for key, value in record.items():
+        if key not in ("text", "cut", "event_id"):
+            values(value)
+    return " ".join(parts)
+
+
 def _lookup_records(message: ToolMessage) -> list[str] | None:
     try:
         page = json.loads(message.text)
@@ -45,12 +68,20 @@ def _lookup_records(message: ToolMessage) -> list[str] | None:
         return None
     if not isinstance(page, dict) or not isinstance(page.get("records"), list):
         return None
-    return [str(r.get("text", "")) for r in page["records"] if isinstance(r, dict)]
+    return [_record_text(r) for r in page["records"] if isinstance(r, dict)]
 
 
 def context_text(messages: Sequence[BaseMessage]) -> str:
     """Everything the model reads in a request, normalized; a history lookup page contributes
-    its records' texts as the model reads them (JSON-decoded)."""
+    each record as the model reads it (JSON-decoded): its text, then its time, day, resolved
+    dates and role.
+
+    Example:
+        >>> page = json.dumps({"records": [{"seq": 3, "time": "2023-05-08T13:56Z",
+        ...     "day": "Mon 8 May 2023", "role": "user", "text": "I went yesterday."}]})
+        >>> context_text([ToolMessage(page, tool_call_id="c1")])
+        'i went yesterday. 2023-05-08t13:56z mon 8 may 2023 user'
+    """
     parts: list[str] = []
     for message in messages:
         records = _lookup_records(message) if isinstance(message, ToolMessage) else None

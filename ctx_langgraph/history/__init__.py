@@ -17,6 +17,7 @@ from ctx_langgraph.history.types import (
     CoverageSnapshot,
     HistoryEvent,
     KeyFact,
+    RankedHit,
     Scope,
     SearchPage,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "HistoryStore",
     "KeyFact",
     "PostgresHistoryStore",
+    "RankedHit",
     "SQLiteHistoryStore",
     "Scope",
     "SearchPage",

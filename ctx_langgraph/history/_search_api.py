@@ -1,5 +1,5 @@
-"""The history store's public search method, a thin call of
-:func:`ctx_langgraph.history.search.search`."""
+"""The history store's public search methods, thin calls of
+:func:`ctx_langgraph.history.search.search` and :func:`ctx_langgraph.history.rank.rank`."""
 
 from __future__ import annotations
 
@@ -8,23 +8,31 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.history import rank as rank_ops
 from ctx_langgraph.history import search as search_ops
 from ctx_langgraph.history._store import StoreBase
-from ctx_langgraph.history.types import Scope, SearchPage
+from ctx_langgraph.history.types import RankedHit, Scope, SearchPage
 from ctx_langgraph.storage.statements import Op
 
 __all__ = ["SearchAPI"]
 
 
+def _filter(roles: Sequence[str] | str | None, **filters: Any) -> search_ops.SearchFilter:
+    return search_ops.SearchFilter(
+        roles=(roles,) if isinstance(roles, str) else tuple(roles or ()), **filters
+    )
+
+
 class SearchAPI(StoreBase):
-    """Find a branch's visible events, one page at a time."""
+    """Find a branch's visible events: one page at a time, or ranked by relevance."""
 
     def _search(self, scope: Scope | str, **filters: Any) -> Op[SearchPage]:
-        roles = filters.pop("roles", None)
-        if isinstance(roles, str):
-            roles = (roles,)
-        flt = search_ops.SearchFilter(roles=tuple(roles or ()), **filters)
+        flt = _filter(**filters)
         return search_ops.search(self.dialect, checked_scope(scope), flt)
+
+    def _rank(self, scope: Scope | str, query: str, **filters: Any) -> Op[list[RankedHit]]:
+        ranked = rank_ops.RankQuery(query, _filter(**filters))
+        return rank_ops.rank(self.dialect, checked_scope(scope), ranked)
 
     def search(
         self,
@@ -104,5 +112,88 @@ class SearchAPI(StoreBase):
             limit=limit,
             cursor=cursor,
             newest_first=newest_first,
+        )
+        return await self.arun(call)
+
+    def rank(
+        self,
+        scope: Scope | str,
+        query: str,
+        *,
+        limit: int = 20,
+        min_seq: int | None = None,
+        max_seq: int | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        roles: Sequence[str] | str = (),
+        tool_name: str | None = None,
+    ) -> list[RankedHit]:
+        """Visible events of a branch having any word of ``query``, best first (BM25).
+
+        Words match by stem ("went" finds "go", "going" and "goes"; "groups" finds "group");
+        glue words ("the", "what", ...) are left out, and a query of only those raises
+        ValueError naming it. Rare words outweigh common ones, and of two events with a word
+        as often, the shorter ranks first; equal scores rank the newest (highest seq) first.
+        The score is computed in Python, the same on every backend (docs/design.md §4). The
+        filters are :meth:`search`'s; ``limit`` hits at most come back.
+
+        Per word of the query, the newest matching events are read (300,
+        :data:`~ctx_langgraph.history.rank.CANDIDATES_PER_STEM`), though all are counted: an
+        older event having only words that match more is not ranked.
+
+        Raises:
+            ValueError: the query has no word besides glue words, or more than 32 distinct
+                ones; a filter is out of range (as :meth:`search` says).
+            TypeError: an argument of the wrong type, named.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> texts = ["we go hiking on Sunday", "the hike went well", "a parade", "hiking again"]
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage(t, id=f"m{n}") for n, t in enumerate(texts)])
+            ...     [hit.event.seq for hit in store.rank("t", "where did we go")]
+            ...     [hit.event.seq for hit in store.rank("t", "going hiking")]
+            [2, 1]
+            [2, 1, 4]
+        """
+        call = self._rank(
+            scope,
+            query,
+            limit=limit,
+            min_seq=min_seq,
+            max_seq=max_seq,
+            since=since,
+            until=until,
+            roles=roles,
+            tool_name=tool_name,
+        )
+        return self.run(call)
+
+    async def arank(
+        self,
+        scope: Scope | str,
+        query: str,
+        *,
+        limit: int = 20,
+        min_seq: int | None = None,
+        max_seq: int | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        roles: Sequence[str] | str = (),
+        tool_name: str | None = None,
+    ) -> list[RankedHit]:
+        """Async twin of :meth:`rank`."""
+        call = self._rank(
+            scope,
+            query,
+            limit=limit,
+            min_seq=min_seq,
+            max_seq=max_seq,
+            since=since,
+            until=until,
+            roles=roles,
+            tool_name=tool_name,
         )
         return await self.arun(call)

@@ -18,14 +18,14 @@ from ctx_langgraph.history.args import (
     shown,
     text_arg,
 )
-from ctx_langgraph.history.branches import lineage_clause, read_branch
+from ctx_langgraph.history.branches import Lineage, lineage_clause, read_branch
 from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
 from ctx_langgraph.history.types import Scope, SearchPage
 from ctx_langgraph.storage.codec import store_names, store_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, marks
 
-__all__ = ["SearchFilter", "decode_cursor", "encode_cursor", "search"]
+__all__ = ["SearchFilter", "decode_cursor", "encode_cursor", "filter_clause", "search"]
 
 
 def encode_cursor(seq: int, newest_first: bool) -> str:
@@ -109,22 +109,15 @@ class SearchFilter:
                 )
 
 
-def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
-    """One page of the branch's visible events matching ``flt``, in seq order (see
-    :meth:`~ctx_langgraph.history.HistoryStore.search`)."""
-    found = yield from read_branch(d, scope)
-    if found is None:
-        return SearchPage((), None, False)
-    clause, clause_params = lineage_clause(found[1])
-    source = "ctx_events e"
+def filter_clause(
+    d: Dialect, scope: Scope, chain: Lineage, flt: SearchFilter
+) -> tuple[list[str], list[Any]]:
+    """(conditions, params) selecting the visible events ``e`` of a branch (``chain``, its
+    lineage) that pass ``flt``'s filters: seq and time range, roles, tool name. The query and
+    the cursor are the caller's."""
+    clause, clause_params = lineage_clause(chain)
     where = ["e.tenant = ?", "e.thread_id = ?", clause, "e.visible = ?"]
     args: list[Any] = [scope.tenant, scope.thread_id, *clause_params, True]
-    if flt.query is not None:
-        source, match, match_params = d.text_match(
-            scope.tenant, scope.thread_id, match_tokens(flt.query)
-        )
-        where.insert(0, match)
-        args[0:0] = match_params
     if flt.min_seq is not None:
         where.append("e.seq >= ?")
         args.append(flt.min_seq)
@@ -143,6 +136,23 @@ def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
     if flt.tool_name is not None:
         where.append(d.contains("e.tool_names"))
         args.append(store_names([flt.tool_name]))
+    return where, args
+
+
+def search(d: Dialect, scope: Scope, flt: SearchFilter) -> Op[SearchPage]:
+    """One page of the branch's visible events matching ``flt``, in seq order (see
+    :meth:`~ctx_langgraph.history.HistoryStore.search`)."""
+    found = yield from read_branch(d, scope)
+    if found is None:
+        return SearchPage((), None, False)
+    where, args = filter_clause(d, scope, found[1], flt)
+    source = "ctx_events e"
+    if flt.query is not None:
+        source, match, match_params = d.text_match(
+            scope.tenant, scope.thread_id, match_tokens(flt.query)
+        )
+        where.insert(0, match)
+        args[0:0] = match_params
     if flt.cursor is not None:
         where.append("e.seq < ?" if flt.newest_first else "e.seq > ?")
         args.append(decode_cursor(flt.cursor, flt.newest_first))

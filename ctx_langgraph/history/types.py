@@ -22,6 +22,7 @@ __all__ = [
     "CoverageSnapshot",
     "HistoryEvent",
     "KeyFact",
+    "RankedHit",
     "Role",
     "Scope",
     "SearchPage",
@@ -91,7 +92,19 @@ class BranchInfo:
 
 @dataclass(frozen=True)
 class KeyFact:
-    """An exact fact kept by a summary (identifier, amount, date, path, URL, name) with its source."""
+    """An exact fact kept by a summary (identifier, amount, date, path, URL, name) with its source.
+
+    ``day`` and ``tool`` are optional (summaries written before them have neither): the day of
+    the source event as a summary shows it (``Mon 8 May 2023``), and the tool whose call or
+    output the value was read from (``None``: a person stated it).
+
+    Example:
+        >>> fact = KeyFact("ORD-7", 12, "id", day="Mon 8 May 2023", tool="search_orders")
+        >>> KeyFact.from_json(fact.to_json()) == fact
+        True
+        >>> KeyFact("ORD-7", 12, "id").to_json()
+        {'text': 'ORD-7', 'source_seq': 12, 'kind': 'id', 'source_event_id': None}
+    """
 
     text: str
     source_seq: int
@@ -99,15 +112,20 @@ class KeyFact:
     source_event_id: str | None = None
     replaces: str | None = None
     """The old value a user correction named as wrong ("B-2291, not A-1172")."""
+    day: str | None = None
+    """The day of the source event (``Mon 8 May 2023``); ``None`` when not known."""
+    tool: str | None = None
+    """The tool whose call or output holds the value; ``None`` when a person stated it."""
 
     def to_json(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "text": self.text,
             "source_seq": self.source_seq,
             "kind": self.kind,
             "source_event_id": self.source_event_id,
         }
-        return {**data, "replaces": self.replaces} if self.replaces else data
+        optional = {"replaces": self.replaces, "day": self.day, "tool": self.tool}
+        return data | {key: value for key, value in optional.items() if value}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KeyFact:
@@ -117,6 +135,8 @@ class KeyFact:
             kind=str(data.get("kind", "fact")),
             source_event_id=data.get("source_event_id"),
             replaces=data.get("replaces") or None,
+            day=data.get("day") or None,
+            tool=data.get("tool") or None,
         )
 
 
@@ -234,3 +254,12 @@ class SearchPage:
 
     def __len__(self) -> int:
         return len(self.hits)
+
+
+@dataclass(frozen=True)
+class RankedHit:
+    """One event a ranked search found, with its BM25 score (higher ranks first; see
+    :meth:`~ctx_langgraph.history.HistoryStore.rank`)."""
+
+    event: HistoryEvent
+    score: float

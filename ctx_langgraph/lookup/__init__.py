@@ -8,9 +8,12 @@ The model only chooses filters.
 
 A page is a JSON object whose ``notice`` says the records are quoted data, not instructions;
 JSON escaping keeps every record's text inside its string, so no text can step out of the frame.
-Pages never exceed ``max_tokens``: a text too long for what is left is cut, and the record says
-how many characters were cut and gives the handle and cursor that read on. Cursors are opaque
-(base64 JSON) and checked when they come back; a search cursor remembers its filters.
+A query (or up to five, fused into one ranking) is answered best match first, each hit marked
+and shown between the turns just before and after it; without one, records come in seq order.
+Pages never exceed ``max_tokens``, nor, inside a graph with ``ctx_budget``, the room left under
+the compaction trigger: a text too long for what is left is cut, and the record says how many
+characters were cut and gives the handle and cursor that read on. Cursors are opaque (base64
+JSON) and checked when they come back; a search cursor remembers its filters.
 
 The model's arguments are checked and bounded before the store is asked: seq bounds are clamped
 to what a store holds, times read in UTC, names and cursors capped in length and refused with
@@ -24,15 +27,20 @@ from ctx_langgraph.core.stopwords import STOPWORDS as STOPWORDS
 from ctx_langgraph.lookup._args import HANDLE_PREFIX
 from ctx_langgraph.lookup._args import MAX_HANDLE_CHARS as MAX_HANDLE_CHARS
 from ctx_langgraph.lookup._args import MAX_NAME_CHARS as MAX_NAME_CHARS
+from ctx_langgraph.lookup._args import MAX_QUERIES as MAX_QUERIES
 from ctx_langgraph.lookup._args import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ctx_langgraph.lookup._args import MAX_TIME_CHARS as MAX_TIME_CHARS
 from ctx_langgraph.lookup._args import SEQ_MAX as SEQ_MAX
-from ctx_langgraph.lookup._flows import RANKED_NOTE as RANKED_NOTE
 from ctx_langgraph.lookup._page import ARTIFACT as ARTIFACT
 from ctx_langgraph.lookup._page import NOTICE
+from ctx_langgraph.lookup._ranked import RANKED_ORDER as RANKED_ORDER
+from ctx_langgraph.lookup._state import ROOM_MARGIN as ROOM_MARGIN
 from ctx_langgraph.lookup.tool import DEFAULT_MAX_TOKENS, make_history_lookup_tool
 from ctx_langgraph.lookup.tool import DESCRIPTION as DESCRIPTION
 from ctx_langgraph.lookup.tool import MIN_MAX_TOKENS as MIN_MAX_TOKENS
 from ctx_langgraph.lookup.tool import USAGE as USAGE
+
+RANKED_NOTE = RANKED_ORDER
+"""Another name of :data:`RANKED_ORDER`: what a page of a query says of its order."""
 
 __all__ = ["DEFAULT_MAX_TOKENS", "HANDLE_PREFIX", "NOTICE", "make_history_lookup_tool"]

@@ -10,15 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.tools import ToolException
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
-from ctx_langgraph.core.text import query_terms
+from ctx_langgraph.core.text import query_terms, rank_terms
 
 MAX_QUERY_CHARS = 200
-"""Longer queries are refused: the search cursor carries the query on every page."""
+"""Longer queries are refused: the ranked cursor carries the query on every page."""
+MAX_QUERIES = 5
+"""Searches one call may make (``query`` as a list), fused into one ranking."""
 MAX_NAME_CHARS = 200
 """Longer tool names are refused (providers allow 64 characters)."""
 MAX_HANDLE_CHARS = 1000
@@ -31,7 +33,7 @@ UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """Characters no database text can hold: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
 HANDLE_PREFIX = "history:"
 FETCH = 20
-"""Hits asked of the store at a time; a page keeps asking while it has room."""
+"""Records asked of the store at a time; a page keeps asking while it has room."""
 
 ROLES = {
     "user": "human",
@@ -43,29 +45,39 @@ ROLES = {
 }
 
 
+def _optional(description: str | None = None) -> Any:
+    """An optional argument, None when left out. Its default is a factory, so the schema the
+    model reads shows no ``default`` (nor, with :class:`WithJsonSchema`, a ``null`` type): a
+    short schema costs fewer tokens on every request."""
+    return Field(default_factory=_none, description=description)
+
+
+def _none() -> None:
+    return None
+
+
+_TEXT = WithJsonSchema({"type": "string"})
+_WHOLE = WithJsonSchema({"type": "integer"})
+_QUERIES = WithJsonSchema(
+    {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+)
+
+
 class LookupArgs(BaseModel):
     """What the model may ask for. The scope is not here: it comes from the run."""
 
-    query: str | None = Field(
-        None,
-        description="Words to find (an id, number, path, name); records with every word, else "
-        "the best partial matches. The current turn's messages are left out.",
+    query: Annotated[str | list[str] | None, _QUERIES] = _optional(
+        "Words to find, or a list of searches."
     )
-    min_seq: int | None = Field(None, description="Only records with seq >= min_seq.")
-    max_seq: int | None = Field(None, description="Only records with seq <= max_seq.")
-    since: str | None = Field(
-        None, description="Only records at or after this ISO-8601 time (UTC if no offset)."
-    )
-    until: str | None = Field(None, description="Only records before this ISO-8601 time.")
-    role: str | None = Field(None, description="user, assistant, tool or system.")
-    tool_name: str | None = Field(None, description="Only results of and calls to this tool.")
-    handle: str | None = Field(
-        None, description='"history:<event_id>": read that record\'s full text, page by page.'
-    )
-    cursor: str | None = Field(
-        None, description="A next_cursor (or a cut record's cursor), passed alone: the next page."
-    )
-    newest_first: bool = Field(False, description="Most recent records first.")
+    min_seq: Annotated[int | None, _WHOLE] = _optional()
+    max_seq: Annotated[int | None, _WHOLE] = _optional()
+    since: Annotated[str | None, _TEXT] = _optional("ISO-8601 time (UTC if no offset).")
+    until: Annotated[str | None, _TEXT] = _optional("ISO-8601 time, excluded.")
+    role: Annotated[str | None, _TEXT] = _optional("user, assistant, tool or system.")
+    tool_name: Annotated[str | None, _TEXT] = _optional("Its calls and results.")
+    handle: Annotated[str | None, _TEXT] = _optional("history:<event_id>: one record whole.")
+    cursor: Annotated[str | None, _TEXT] = _optional("A next_cursor, alone.")
+    newest_first: bool = Field(default_factory=bool, description="Without query: newest first.")
 
 
 # --------------------------------------------------------------------------- messages
@@ -84,6 +96,8 @@ def plain_text(text: str, limit: int = 200) -> str:
 
 
 def _shown_value(value: object) -> str:
+    if isinstance(value, tuple):  # the searches: each cut, so a message stays short
+        return "[" + ", ".join(shown(query, 40) for query in value) + "]"
     if isinstance(value, dt.datetime):
         value = value.isoformat()
     return shown(value) if isinstance(value, str) else repr(value)
@@ -145,6 +159,11 @@ def _query(value: str) -> str | None:
             f"query={shown(query)} has no searchable words: search for words or numbers (an "
             "id, a name, a path), or leave query out."
         )
+    if not rank_terms(searched):
+        raise ToolException(
+            f"query={shown(query)} has only glue words (the, of, what, ...), which select "
+            "nothing: search for a content word (a name, a number, a thing)."
+        )
     return searched
 
 
@@ -193,12 +212,18 @@ def event_id_of(handle: str) -> str:
 # --------------------------------------------------------------------------- filters
 
 
+def _given(value: object) -> bool:
+    """Whether a filter was set (False, None and no query mean it was left out)."""
+    return value is not None and value is not False and value != ()
+
+
 @dataclass(frozen=True)
 class Filters:
     """A lookup's filters, checked and normalized (seq bounds clamped, times in UTC); a cursor
     carries them and they are checked again when it comes back."""
 
-    query: str | None = None
+    query: tuple[str, ...] = ()
+    """The searches (at most :data:`MAX_QUERIES`); none: the records in seq order."""
     min_seq: int | None = None
     max_seq: int | None = None
     since: dt.datetime | None = None
@@ -208,21 +233,29 @@ class Filters:
     tool_name: str | None = None
     newest_first: bool = False
 
+    def rank_options(self) -> dict[str, Any]:
+        """The filters of a store ranking (``HistoryStore.rank``): all but the query."""
+        return {
+            "min_seq": None if self.min_seq is None else seq_bound(self.min_seq),
+            "max_seq": None if self.max_seq is None else seq_bound(self.max_seq),
+            "since": self.since,
+            "until": self.until,
+            "roles": self.role,
+            "tool_name": self.tool_name,
+        }
+
     def search_options(self, after_seq: int | None) -> dict[str, Any]:
-        """The store search for the hits past ``after_seq`` (in this lookup's order)."""
+        """The store search for the records past ``after_seq`` (in this lookup's seq order)."""
+        options = self.rank_options()
         min_seq, max_seq = self.min_seq, self.max_seq
         if after_seq is not None and self.newest_first:
             max_seq = after_seq - 1 if max_seq is None else min(max_seq, after_seq - 1)
         elif after_seq is not None:
             min_seq = after_seq + 1 if min_seq is None else max(min_seq, after_seq + 1)
         return {
-            "query": self.query,
+            **options,
             "min_seq": None if min_seq is None else seq_bound(min_seq),
             "max_seq": None if max_seq is None else seq_bound(max_seq),
-            "since": self.since,
-            "until": self.until,
-            "roles": self.role,
-            "tool_name": self.tool_name,
             "newest_first": self.newest_first,
             "limit": FETCH,
         }
@@ -233,8 +266,8 @@ class Filters:
             value = getattr(self, item.name)
             if isinstance(value, dt.datetime):
                 value = value.isoformat()
-            if value is not None and value is not False:
-                data[item.name] = value
+            if _given(value):
+                data[item.name] = list(value) if isinstance(value, tuple) else value
         return data
 
     @classmethod
@@ -258,10 +291,25 @@ class Filters:
                     raise ValueError("unknown role")
                 values[name] = value
             elif name == "query":
-                values[name] = _query(checked_str(value))
+                if not isinstance(value, list) or not value:
+                    raise ValueError("query is not a list of searches")
+                values[name] = _queries(value)
             else:
                 values[name] = _tool_name(checked_str(value))
         return cls(**values)
+
+
+def _queries(value: str | list[Any]) -> tuple[str, ...]:
+    """The searches of ``query``: one string or a list of at most :data:`MAX_QUERIES`, each
+    checked; blank ones are left out and repeats kept once."""
+    queries = [value] if isinstance(value, str) else value
+    if len(queries) > MAX_QUERIES:
+        raise ToolException(
+            f"query lists {len(queries)} searches; the limit is {MAX_QUERIES}: keep the most "
+            "distinctive ones, or search again with the others."
+        )
+    checked = (_query(checked_str(query)) for query in queries)
+    return tuple(dict.fromkeys(query for query in checked if query))
 
 
 def filters_of(args: LookupArgs) -> Filters:
@@ -275,7 +323,7 @@ def filters_of(args: LookupArgs) -> Filters:
                 "leave role out)."
             )
     return Filters(
-        query=None if args.query is None else _query(args.query),
+        query=() if args.query is None else _queries(args.query),
         min_seq=None if args.min_seq is None else seq_bound(args.min_seq),
         max_seq=None if args.max_seq is None else seq_bound(args.max_seq),
         since=None if args.since is None else _parse_time("since", args.since),
@@ -290,7 +338,7 @@ def resumed(saved: Filters, given: Filters) -> Filters:
     """The cursor's filters; a filter also given must say the same."""
     for item in fields(Filters):
         value = getattr(given, item.name)
-        if value is not None and value is not False and value != getattr(saved, item.name):
+        if _given(value) and value != getattr(saved, item.name):
             raise ToolException(
                 f"the cursor continues a lookup with {item.name}="
                 f"{_shown_value(getattr(saved, item.name))}, not {_shown_value(value)}: pass the "

@@ -1,8 +1,10 @@
-"""The lookup's cursors: a search's place, a ranked search's place, a place in one record.
+"""The lookup's cursors: a place in the records in seq order, in a ranking, in one record.
 
 Every cursor is a JSON object in the package's one cursor codec (:mod:`ctx_langgraph.core.cursor`)
-with ``"v": 1``; what it carries is checked when it comes back, so a forged, cut or edited
-cursor is refused with a message, whatever it decodes to.
+with a version ``"v"``; what it carries is checked when it comes back, so a forged, cut or
+edited cursor is refused with a message, whatever it decodes to. A ranking's cursor is version
+2; a version-1 cursor of a query (made when queries were served in seq order) is refused with a
+message saying to search again.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from ctx_langgraph.lookup._args import (
 )
 
 CURSOR_VERSION = 1
+"""The version of seq-order and handle cursors."""
+RANKED_VERSION = 2
+"""The version of ranking cursors (best match first, several queries)."""
 
 
-def _encode(payload: dict[str, Any]) -> str:
-    return encode_cursor({"v": CURSOR_VERSION, **payload})
+def _encode(payload: dict[str, Any], version: int = CURSOR_VERSION) -> str:
+    return encode_cursor({"v": version, **payload})
 
 
 @dataclass(frozen=True)
 class SearchCursor:
-    """The next page of a search: the hits past ``after_seq`` in the lookup's order."""
+    """The next page of a lookup without query: the records past ``after_seq`` in seq order
+    (or newest first)."""
 
     filters: Filters
     after_seq: int
@@ -43,14 +49,15 @@ class SearchCursor:
 
 @dataclass(frozen=True)
 class RankedCursor:
-    """The next page of a ranked search."""
+    """The next page of a ranking: the hits past its first ``skip`` (their neighbours come
+    with them)."""
 
     filters: Filters
     skip: int
-    """Records of the ranking already served."""
+    """Hits of the ranking already served."""
 
     def encode(self) -> str:
-        return _encode({"f": self.filters.to_json(), "skip": self.skip})
+        return _encode({"f": self.filters.to_json(), "skip": self.skip}, RANKED_VERSION)
 
 
 @dataclass(frozen=True)
@@ -68,17 +75,30 @@ class HandleCursor:
 Cursor = SearchCursor | RankedCursor | HandleCursor
 
 
+def _earlier(data: dict[str, Any]) -> bool:
+    """A version-1 cursor of a query: its place was in an order this tool no longer serves."""
+    filters = data.get("f")
+    return data.get("v") == CURSOR_VERSION and (
+        "skip" in data or (isinstance(filters, dict) and "query" in filters)
+    )
+
+
 def _cursor_of(data: dict[str, Any]) -> Cursor:
     version = data.get("v")
-    if type(version) is not int or version != CURSOR_VERSION:
+    if type(version) is not int or version not in (CURSOR_VERSION, RANKED_VERSION):
         raise ValueError("not a cursor of this tool")
-    if set(data) == {"v", "f", "after"}:
+    keys = set(data)
+    if version == RANKED_VERSION:
+        if keys != {"v", "f", "skip"}:
+            raise ValueError("not a cursor of this tool")
+        filters = Filters.from_json(data["f"])
+        if not filters.query:
+            raise ValueError("a ranking without query")
+        return RankedCursor(filters, checked_int(data["skip"], 0, SEQ_MAX))
+    if keys == {"v", "f", "after"}:
         after = checked_int(data["after"], 0, SEQ_MAX)
         return SearchCursor(Filters.from_json(data["f"]), after)
-    if set(data) == {"v", "f", "skip"}:
-        skip = checked_int(data["skip"], 0, SEQ_MAX)
-        return RankedCursor(Filters.from_json(data["f"]), skip)
-    if set(data) == {"v", "h", "o", "r"}:
+    if keys == {"v", "h", "o", "r"}:
         event_id = checked_str(data["h"])
         if not 0 < len(event_id) <= MAX_HANDLE_CHARS or UNSTORABLE.search(event_id):
             raise ValueError("not an event id")
@@ -87,15 +107,29 @@ def _cursor_of(data: dict[str, Any]) -> Cursor:
     raise ValueError("not a cursor of this tool")
 
 
+def _not_ours(text: str) -> ToolException:
+    return ToolException(
+        f"cursor {shown(text, 40)} is not a cursor this tool returned: pass a next_cursor "
+        "(or a cut record's cursor) exactly as it was given, or leave cursor out to start "
+        "from the first page."
+    )
+
+
 def read_cursor(cursor: str) -> Cursor:
     """The cursor this tool wrote; anything else (forged, cut short, edited) is refused with a
     message, whatever it decodes to."""
     text = cursor.strip()
     try:
-        return _cursor_of(decode_cursor(text))
-    except (ValueError, TypeError, RecursionError, ToolException):
+        data = decode_cursor(text)
+    except (ValueError, TypeError, RecursionError):
+        raise _not_ours(text) from None
+    if _earlier(data):
         raise ToolException(
-            f"cursor {shown(text, 40)} is not a cursor this tool returned: pass a next_cursor "
-            "(or a cut record's cursor) exactly as it was given, or leave cursor out to start "
-            "from the first page."
-        ) from None
+            "this cursor continues a search made by an earlier version of this tool, which "
+            "ordered results differently: search again without the cursor (best matches now "
+            "come first)."
+        )
+    try:
+        return _cursor_of(data)
+    except (ValueError, TypeError, RecursionError, ToolException):
+        raise _not_ours(text) from None

@@ -8,6 +8,7 @@ read on.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from langchain_core.tools import ToolException
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.core.dates import day_label, iso_minute, resolve_relative
 from ctx_langgraph.history.types import HistoryEvent
 from ctx_langgraph.lookup._args import HANDLE_PREFIX
 from ctx_langgraph.lookup._cursors import HandleCursor
@@ -55,59 +57,93 @@ class Page:
     """Records gathered under a token cap; every record is added only once the page with it
     (and the cursor it would end with) was counted within the cap."""
 
-    def __init__(self, counter: TokenCounter, max_tokens: int) -> None:
+    def __init__(self, counter: TokenCounter, max_tokens: int, *, reduced: bool = False) -> None:
         self.counter = counter
         self.max_tokens = max_tokens
+        self.reduced = reduced
+        """The cap is below the tool's ``max_tokens`` (the room left in the context): said."""
         self.records: list[dict[str, Any]] = []
+        self.ids: list[str] = []
+        """The event id of each record, in the same order."""
         self.tokens = 0
-        self.note: str | None = None
-        """Said on the page when its records are not exact matches (a ranked search)."""
+        self.order: str | None = None
+        """How the records are ordered, said on a search page."""
         self.in_context: frozenset[str] = frozenset()
         """Event ids of the current turn's messages: searches leave them out."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         page: dict[str, Any] = {"notice": NOTICE}
-        if self.note:
-            page["match"] = self.note
+        if self.order:
+            page["order"] = self.order
+        if self.reduced:
+            page["cap"] = f"{self.max_tokens} tokens: the room left in your context"
         page.update(records=records, next_cursor=next_cursor)
-        return json.dumps(page, ensure_ascii=False)
+        return json.dumps(page, ensure_ascii=False, separators=(",", ":"))
 
     def _count(self, records: list[dict[str, Any]], next_cursor: str | None) -> int:
         return self.counter.count_text(self.render(records, next_cursor))
+
+    def index_of(self, event_id: str) -> int | None:
+        """Where the page shows an event, if it does."""
+        return self.ids.index(event_id) if event_id in self.ids else None
 
     def add(
         self,
         event: HistoryEvent,
         start: int,
         next_cursor: Callable[[int], str | None],
+        *,
+        at: int | None = None,
+        hit: bool = False,
+        whole: bool = False,
     ) -> tuple[dict[str, Any], int] | None:
-        """Add ``event.text[start:]`` as a record, cut if it does not fit.
+        """Add ``event.text[start:]`` as a record (at index ``at``, else last), cut if it does
+        not fit, unless ``whole``; ``hit`` marks it as a match of the query.
 
         ``next_cursor(end)`` is the cursor the page would end with after this record. Returns
         the record and where its text stops, or None when the record is better left to the
-        next page: nothing of it fits, or it would fit whole on a page of its own.
+        next page: nothing of it fits, or it would fit whole on a page of its own (or, with
+        ``whole``, it does not fit whole).
         """
         total = len(event.text)
         room = self.max_tokens - self.tokens
         first = not self.records
+        at = len(self.records) if at is None else at
+
+        def shown(end: int) -> dict[str, Any]:
+            record = _record(event, start, end)
+            return {"hit": True, **record} if hit else record
 
         def fits(end: int) -> bool:
-            record = _record(event, start, end)
-            return self._count([*self.records, record], next_cursor(end)) <= self.max_tokens
+            records = [*self.records[:at], shown(end), *self.records[at:]]
+            return self._count(records, next_cursor(end)) <= self.max_tokens
 
         # a text much longer than the room cannot fit whole: skip counting all of it
         end = total
         if total - start > 16 * room or not fits(total):
-            if not first and not self._too_long_for_a_page(event, start):
+            if whole or (not first and not self._too_long_for_a_page(event, start)):
                 return None
             fitted = _longest_fit(fits, start, total, start + 3 * room)
             if fitted is None or (fitted == start and not first):
                 return None
             end = fitted
-        record = _record(event, start, end)
-        self.records.append(record)
+        record = shown(end)
+        self.records.insert(at, record)
+        self.ids.insert(at, event.event_id)
         self.tokens = self._count(self.records, next_cursor(end))
         return record, end
+
+    def mark_hit(self, index: int, next_cursor: str | None) -> bool:
+        """Mark the record at ``index`` (shown as a neighbour) as a match, if it still fits."""
+        record = self.records[index]
+        if record.get("hit"):
+            return True
+        records = [*self.records[:index], {"hit": True, **record}, *self.records[index + 1 :]]
+        tokens = self._count(records, next_cursor)
+        if tokens > self.max_tokens:
+            return False
+        self.records, self.tokens = records, tokens
+        return True
 
     def _too_long_for_a_page(self, event: HistoryEvent, start: int) -> bool:
         if len(event.text) - start > 16 * self.max_tokens:
@@ -116,9 +152,14 @@ class Page:
 
 
 def _record(event: HistoryEvent, start: int, end: int) -> dict[str, Any]:
+    """The record of ``event.text[start:end]``: when it was said (the minute in UTC and the
+    day as people write it), who said it, the text, and the text's relative time expressions
+    resolved against that day ("yesterday" said on Mon 8 May 2023 is Sun 7 May 2023)."""
+    when = event.created_at.astimezone(dt.timezone.utc)
     record: dict[str, Any] = {
         "seq": event.seq,
-        "time": event.created_at.isoformat(),
+        "time": iso_minute(when),
+        "day": day_label(when),
         "role": _SHOWN_ROLES.get(event.role, event.role),
         "event_id": event.event_id,
     }
@@ -128,7 +169,9 @@ def _record(event: HistoryEvent, start: int, end: int) -> dict[str, Any]:
         record["tool_calls"] = list(event.tool_names)
     if start:
         record["offset"] = start
-    record["text"] = event.text[start:end]
+    record["text"] = text = event.text[start:end]
+    if resolved := resolve_relative(text, when):
+        record["resolved"] = resolved
     if end < len(event.text):
         record["cut"] = {
             "chars_cut": len(event.text) - end,
@@ -146,8 +189,13 @@ def always(cursor: str | None) -> Callable[[int], str | None]:
     return lambda _end: cursor
 
 
-def too_small(max_tokens: int) -> ToolException:
+def too_small(page: Page) -> ToolException:
+    where = (
+        f"the room left in the context ({page.max_tokens} tokens)"
+        if page.reduced
+        else f"max_tokens={page.max_tokens}"
+    )
     return ToolException(
-        f"a page of this lookup cannot hold even one record within max_tokens={max_tokens}: "
-        "search with a shorter query."
+        f"a page of this lookup cannot hold even one record within {where}: search with a "
+        "shorter query."
     )

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ctx_langgraph.storage.statements import Stmt
-from ctx_langgraph.storage.tables.search import pg_tsv
+from ctx_langgraph.storage.tables.search import PG_STEM_PREFIX, pg_tsv
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "scope_key", "to_pyformat"]
 
@@ -40,6 +40,13 @@ class Dialect:
     def for_share(self) -> str:
         return " FOR SHARE" if self.name == "postgres" else ""
 
+    @property
+    def materialized(self) -> str:
+        """Written between ``AS`` and a CTE's query: PostgreSQL plans that query on its own
+        (read through the full-text index, not walked in the outer query's order and filtered
+        row by row); SQLite's full-text join is driven by the index already."""
+        return "MATERIALIZED " if self.name == "postgres" else ""
+
     def ts(self, value: dt.datetime) -> Any:
         """A timestamp as this backend stores it (SQLite: UNIX seconds; PostgreSQL: timestamptz)."""
         if value.tzinfo is None:
@@ -61,21 +68,29 @@ class Dialect:
         )
 
     def text_match(
-        self, tenant: str, thread_id: str, tokens: Sequence[str]
+        self, tenant: str, thread_id: str, tokens: Sequence[str], *, stems: bool = False
     ) -> tuple[str, str, list[Any]]:
         """(FROM clause, WHERE condition, params) restricting events ``e`` to those whose indexed
         document has every token (:func:`~ctx_langgraph.core.text.match_tokens`: lower-case
-        ASCII letters and digits, so they are quoted as they are)."""
+        ASCII letters and digits, so they are quoted as they are). With ``stems``, a token is
+        a stem (:func:`~ctx_langgraph.core.text.rank_terms`) and matches an event having it as
+        a word or having a word with that stem (the index's stems)."""
         if self.name == "postgres":
             # cast, not to_tsquery: the tokens are lexemes already, and the parser must not drop
             # one (an empty query would match the whole thread)
-            query = " & ".join(f"'{token}'" for token in [scope_key(tenant, thread_id), *tokens])
+            terms = [
+                f"('{token}' | '{PG_STEM_PREFIX}{token}')" if stems else f"'{token}'"
+                for token in tokens
+            ]
+            query = " & ".join([f"'{scope_key(tenant, thread_id)}'", *terms])
             return "ctx_events e", f"{pg_tsv('e.')} @@ ?::tsquery", [query]
         # The thread's own token narrows the full-text match to the thread inside FTS5, and
         # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
         # the thread and re-runs the full-text query per row.
+        columns = "{text stems}" if stems else "text"
         expr = " AND ".join(
-            [f'scope_key : "{scope_key(tenant, thread_id)}"'] + [f'text : "{t}"' for t in tokens]
+            [f'scope_key : "{scope_key(tenant, thread_id)}"']
+            + [f'{columns} : "{t}"' for t in tokens]
         )
         return (
             "ctx_events_fts CROSS JOIN ctx_events e ON e.pk = ctx_events_fts.rowid",

@@ -26,6 +26,7 @@ from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defin
 from ctx_langgraph.core.digest import extend_digest
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
+from ctx_langgraph.core.timestamps import TimestampSource, batch_times
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history.types import AppendResult
 from ctx_langgraph.providers import applied_edits
@@ -61,11 +62,19 @@ def _new_reply(messages: Sequence[BaseMessage], context: ContextReport) -> AIMes
     return reply
 
 
-def _record_reply(store: HistoryStore, scope: Scope, reply: AIMessage) -> Flow[RecordedReply]:
-    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise)."""
+def _record_reply(
+    store: HistoryStore,
+    scope: Scope,
+    reply: AIMessage,
+    previous: BaseMessage | None,
+    timestamp: TimestampSource | None,
+) -> Flow[RecordedReply]:
+    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise), at
+    its own time, else the time of the message it answers (else the store's clock)."""
     assert reply.id is not None
+    when = batch_times([reply], previous=previous, source=timestamp).times[0]
     try:
-        results: list[AppendResult] = yield call(store, "append", scope, [reply])
+        results: list[AppendResult] = yield call(store, "append", scope, [reply], created_at=when)
     except HistoryStoreError as exc:  # the next ctx_budget records it (and says so)
         log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
         return {"id": reply.id, "error": str(exc)[:300]}
@@ -173,6 +182,7 @@ def _usage_flow(
     ledger: UsageLedger,
     purpose: str,
     store: HistoryStore | None = None,
+    timestamp: TimestampSource | None = None,
 ) -> Flow[dict[str, Any]]:
     """The ``ctx_usage`` steps: record the reply, book its usage, report and move the baseline."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
@@ -183,7 +193,8 @@ def _usage_flow(
     scope = scope_from_config(config, cast("dict[str, Any]", context))
     update: ContextReport = {}
     if store is not None and reply.id:
-        recorded = yield from _record_reply(store, scope, reply)
+        previous = messages[-2] if len(messages) > 1 else None
+        recorded = yield from _record_reply(store, scope, reply, previous, timestamp)
         update |= _recorded(messages, context, recorded)
     usage = _read_usage(reply)
     key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
@@ -211,12 +222,18 @@ class UsageNode:
     purpose: str = "answer"
     store: HistoryStore | None = None
     """Where the reply is recorded as soon as it arrives (None: the next ``ctx_budget`` does)."""
+    timestamp: TimestampSource | None = None
+    """Reads a message's own time (``ContextConfig.timestamp``); None: its ``created_at`` /
+    ``timestamp`` keys."""
+
+    def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[dict[str, Any]]:
+        return _usage_flow(state, config, self.ledger, self.purpose, self.store, self.timestamp)
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run(_usage_flow(state, config, self.ledger, self.purpose, self.store))
+        return run(self._flow(state, config))
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun(_usage_flow(state, config, self.ledger, self.purpose, self.store))
+        return await arun(self._flow(state, config))
 
 
 def make_usage_node(
@@ -225,12 +242,14 @@ def make_usage_node(
     purpose: str = "answer",
     name: str = "ctx_usage",
     store: HistoryStore | None = None,
+    timestamp: TimestampSource | None = None,
 ) -> Runnable[Any, Any]:
     """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
 
     Works in sync (``invoke``) and async (``ainvoke``) graphs alike. With ``store`` (the history
     store ``ctx_budget`` records into) the reply is recorded at once, so a turn's last reply is
-    in the history when the turn ends.
+    in the history when the turn ends, at the reply's own time (``timestamp``: as
+    ``ContextConfig.timestamp`` reads it), else the time of the message it answers.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -245,6 +264,6 @@ def make_usage_node(
         (1200, 'h1')
     """
 
-    node = UsageNode(ledger, purpose, store)
+    node = UsageNode(ledger, purpose, store, timestamp)
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -1,0 +1,144 @@
+"""Key statements: the short messages a summary quotes verbatim, and how much each is worth.
+
+A person's short message (at most :data:`MAX_STATEMENT_CHARS` characters) is quoted whole when
+it states something worth keeping: a correction, a value (identifier, amount, date, path,
+name), a decision, a plan or a constraint, or a personal event ("I moved to Lisbon last
+week"). Relative times stay as written; the statement's day lets a reader resolve them
+(docs/design.md §6).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Final
+
+from langchain_core.messages import AIMessage
+
+from ctx_langgraph.compaction.facts import (
+    CORRECTION,
+    RANK_CORRECTED,
+    RANK_STATED,
+    RANK_TOLD,
+    sentences,
+    stated_facts,
+    statement_facts,
+)
+from ctx_langgraph.compaction.summary_lines import KeyStatement, clean_text
+from ctx_langgraph.core.dates import day_label
+from ctx_langgraph.history.types import HistoryEvent
+
+__all__ = ["MAX_STATEMENT_CHARS", "statement_of", "statement_rank"]
+
+MAX_STATEMENT_CHARS: Final = 300
+"""The longest message quoted as a key statement; a longer one is never cut to fit."""
+
+DECISION: Final = re.compile(
+    r"\b(?:decided|decide to|will use|i[\u2019']ll use|chose|choose to|going with|opted|settled on)\b",
+    re.I,
+)
+CONSTRAINT: Final = re.compile(
+    r"^(?:\S+[,:]\s+)?(?:please\s+)?(?:don[\u2019']t|do not|never|always|avoid|make sure|only"
+    r"|use|stick to|remember to)\b"
+    r"|\b(?:you|we|they)\s+(?:must|should|shouldn[\u2019']t|ha(?:ve|s) to|need to|can[\u2019']t"
+    r"|cannot|may not)\s+(?!have\b|be so\b)"
+    r"|\b(?:must|should)\s+(?:use|go|stay|run|never|always|not|only)\b"
+    r"|\b(?:prefer(?:s|red)?|please use|instead of|required|mandatory|from now on|going forward"
+    r"|in every|every time|at all times|until (?:further notice|[a-z]+ (?:has|have) )|no later than)\b",
+    re.I,
+)
+"""A sentence stating a rule or preference ("Never deploy on Fridays", "we must use MySQL")."""
+_PLAN = re.compile(
+    r"\b(?:will|going to|gonna|plan(?:ning)? to|planned|intend|tomorrow|next (?:week|weekend"
+    r"|month|year|time)|scheduled|booked|sign(?:ed)? up)\b",
+    re.I,
+)
+_REMEMBER = re.compile(
+    r"\b(?:keep (?:it|this|that|them) (?:for later|in mind|safe)|keep in mind|remember (?:this|that"
+    r"|it)|don[\u2019']t forget|do not forget|note (?:that|this|down)|for the record|for later"
+    r"|save (?:it|this|that))\b",
+    re.I,
+)
+"""A person asking for something to be kept ("please keep it for later")."""
+_FIRST_PERSON = re.compile(r"\b(?:I|I[\u2019'](?:m|ve|d|ll)|[Ww]e|[Mm]y|[Oo]ur|[Mm]e|[Uu]s)\b")
+_EVENT = re.compile(
+    r"\b(?:yesterday|today|tonight|last (?:week|weekend|month|year|night|time|summer|winter"
+    r"|spring|fall|friday|saturday|sunday)|ago|recently|just|this (?:week|weekend|morning|month"
+    r"|year)|since|got|went|made|took|started|finished|moved|bought|joined|met|won|lost|"
+    r"[a-z]{3,}ed)\b",
+    re.I,
+)
+_ASKED = re.compile(
+    r"\?$|^(?:\S+[!,:]\s+)?(?:please|pls|can|could|would|will) (?:you|we|someone)\b|^(?:\S+[!,:]\s+)?"
+    r"(?:please|find|check|look|tell|show|pull|open|read|send)\b",
+    re.I,
+)
+"""A sentence that asks (a question, a request) rather than tells."""
+_SPEAKERS = {"human": "user", "ai": "assistant"}
+
+
+@lru_cache(maxsize=4096)
+def statement_rank(statement: KeyStatement) -> int | None:
+    """How much a statement is worth quoting (None: not a key statement). A person's words
+    rank above the same words of an unnamed assistant (its prose mostly restates tool output).
+    Cached: a statement is ranked again at every trim step and every generation.
+
+    Example:
+        >>> rank = lambda text: statement_rank(KeyStatement(text, 1, "user"))
+        >>> rank("Correction: the order is B-2291, not A-1172."), rank("We will use Postgres.")
+        (6, 4)
+        >>> rank("I went to a support group yesterday."), rank("Sounds good!")
+        (4, None)
+        >>> rank("Can you check where order ORD-7 is?"), rank("Where is it?")
+        (4, None)
+        >>> rank("My locker code is 4471, please keep it for later.")
+        5
+    """
+    text = statement.text
+    parts = sentences(text)
+    told = [part for part in parts if not _ASKED.search(part)]
+    asks_value = any(stated_facts(part, statement.source_seq) for part in parts)
+    if len(text.split()) < 3 or not (told or asks_value):
+        return None
+    lower = 1 if statement.speaker == _SPEAKERS["ai"] else 0
+    if any(f.replaces for f in statement_facts(text, statement.source_seq)) or any(
+        CORRECTION.search(part) and CONSTRAINT.search(part) for part in parts
+    ):
+        return RANK_CORRECTED - lower  # a value, or a rule, corrected
+    if _REMEMBER.search(text) or any(stated_facts(part, statement.source_seq) for part in told):
+        return RANK_TOLD - lower
+    if asks_value:
+        return RANK_STATED - lower  # a value asked about
+    if DECISION.search(text) or _PLAN.search(text) or CONSTRAINT.search(text):
+        return RANK_STATED - lower
+    if _FIRST_PERSON.search(text) and _EVENT.search(text):
+        return RANK_STATED - lower
+    return None
+
+
+def statement_of(event: HistoryEvent) -> tuple[KeyStatement, int] | None:
+    """The event as a key statement with its rank, when a person said something short worth
+    keeping (a human message, or an assistant's prose).
+
+    Example:
+        >>> import datetime as dt
+        >>> from langchain_core.messages import HumanMessage, message_to_dict
+        >>> said = HumanMessage("My order id is ORD-7, please keep it.", name="Ann")
+        >>> event = HistoryEvent(3, "m3", "main", "human", "Ann", message_to_dict(said),
+        ...     said.text, (), (), 1, True, dt.datetime(2023, 5, 8))
+        >>> statement_of(event)
+        (KeyStatement(text='My order id is ORD-7, please keep it.', source_seq=3, speaker='Ann', day='Mon 8 May 2023'), 5)
+    """
+    if event.role not in _SPEAKERS:
+        return None
+    text = event.text
+    if event.role == "ai":
+        message = event.message
+        text = message.text if isinstance(message, AIMessage) else text
+    text = clean_text(text)
+    if not text or len(text) > MAX_STATEMENT_CHARS:
+        return None
+    speaker = event.name or _SPEAKERS[event.role]
+    statement = KeyStatement(text, event.seq, speaker, day_label(event.created_at))
+    rank = statement_rank(statement)
+    return None if rank is None else (statement, rank)

@@ -1,0 +1,268 @@
+"""How the package shows a moment of the conversation to a model: a short, unambiguous day.
+
+Events carry the conversation's own time (``created_at``); summaries and lookup records show it
+as a day a model reads without date arithmetic (``Mon 8 May 2023``), beside the ISO time
+(``2023-05-08T13:56Z``). A record whose text speaks of time relative to when it was said
+("yesterday", "last week", "two days ago") gets those expressions resolved against its day
+(:func:`resolve_relative`), so a question asked months later is answered with dates, not with
+the day the question was asked.
+
+Days are UTC days: a message said late in the evening west of Greenwich falls on the next day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+
+__all__ = ["MAX_RESOLVED", "day_label", "iso_minute", "resolve_relative"]
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_SHORT_WEEKDAYS = {
+    "mon": "monday",
+    "tue": "tuesday",
+    "tues": "tuesday",
+    "wed": "wednesday",
+    "thu": "thursday",
+    "thur": "thursday",
+    "thurs": "thursday",
+    "fri": "friday",
+}
+"""Short names people write ("last fri"); not "sat" and "sun", which are words of their own."""
+
+MAX_RESOLVED = 8
+"""At most this many expressions are resolved per text (the first ones found): a record's
+resolutions stay a few tokens long."""
+
+
+def day_label(when: dt.datetime | dt.date) -> str:
+    """The day of ``when`` as ``Mon 8 May 2023`` (weekday, day, month, year; no zero padding).
+
+    Example:
+        >>> day_label(dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc))
+        'Mon 8 May 2023'
+        >>> day_label(dt.date(2024, 12, 25))
+        'Wed 25 Dec 2024'
+    """
+    return f"{_DAYS[when.weekday()]} {when.day} {_MONTHS[when.month - 1]} {when.year}"
+
+
+def iso_minute(when: dt.datetime) -> str:
+    """``when`` in UTC to the minute, as ISO 8601 (``2023-05-08T13:56Z``); naive means UTC.
+
+    Example:
+        >>> iso_minute(dt.datetime(2023, 5, 8, 15, 56, 42, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        '2023-05-08T13:56Z'
+        >>> iso_minute(dt.datetime(1, 1, 1))
+        '0001-01-01T00:00Z'
+    """
+    if when.tzinfo is not None:
+        when = when.astimezone(dt.timezone.utc)
+    return f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}Z"
+
+
+# --------------------------------------------------------------------------- relative expressions
+
+
+def _week(monday: dt.date) -> str:
+    return f"week of {monday.day} {_MONTHS[monday.month - 1]} {monday.year}"
+
+
+def _weekend(saturday: dt.date) -> str:
+    sunday = saturday + dt.timedelta(days=1)
+    if saturday.year != sunday.year:
+        return f"{day_label(saturday)} - {day_label(sunday)}"
+    if saturday.month != sunday.month:
+        start = f"Sat {saturday.day} {_MONTHS[saturday.month - 1]}"
+    else:
+        start = f"Sat {saturday.day}"
+    return f"{start} - {day_label(sunday)}"
+
+
+def _shift(day: dt.date, unit: str, count: int) -> str:
+    """The ``unit`` (day, week, weekend, month, year) ``count`` of them from ``day``'s."""
+    if unit == "day":
+        return day_label(day + dt.timedelta(days=count))
+    monday = day - dt.timedelta(days=day.weekday())
+    if unit == "week":
+        return _week(monday + dt.timedelta(weeks=count))
+    if unit == "weekend":
+        return _weekend(monday + dt.timedelta(days=5, weeks=count))
+    if unit == "month":
+        months = day.year * 12 + day.month - 1 + count
+        year, month = divmod(months, 12)
+        dt.date(year, month + 1, 1)  # (raises past the calendar's ends, like the other units)
+        return f"{_MONTH_NAMES[month]} {year}"
+    year = day.year + count
+    dt.date(year, 1, 1)
+    return str(year)
+
+
+def _weekday(day: dt.date, which: str, name: str) -> str:
+    """``last``/``this``/``next`` ``name``: the nearest one before, the one of the same
+    (Monday-first) week, the nearest one after."""
+    target = _WEEKDAYS.index(name)
+    if which == "last":
+        return day_label(day - dt.timedelta(days=(day.weekday() - target - 1) % 7 + 1))
+    if which == "next":
+        return day_label(day + dt.timedelta(days=(target - day.weekday() - 1) % 7 + 1))
+    return day_label(day + dt.timedelta(days=target - day.weekday()))
+
+
+_FIXED = {
+    "the day before yesterday": -2,
+    "the day after tomorrow": 2,
+    "yesterday": -1,
+    "last night": -1,
+    "today": 0,
+    "tonight": 0,
+    "tomorrow": 1,
+}
+_WORD_COUNTS = {
+    "an": 1,
+    "a": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
+_VAGUE_COUNTS = {"a couple of": 2, "a couple": 2, "a few": 3, "several": 4}
+"""Counts people say loosely: resolved with ``around``."""
+
+_SPACE = r"\s+"
+_QUANTITY = "|".join(
+    [r"\d{1,4}", r"a\s+couple(?:\s+of)?", r"a\s+few", "several"]
+    + [word for word in _WORD_COUNTS if word not in ("a", "an")]
+    + ["an", "a"]
+)
+_UNIT = r"(?:day|week|month|year)s?"
+_PATTERN = re.compile(
+    r"\b(?:"
+    rf"(?P<fixed>{'|'.join(k.replace(' ', _SPACE) for k in _FIXED)})"
+    rf"|(?P<which>last|this|next){_SPACE}"
+    rf"(?P<what>weekend|week|month|year|{'|'.join([*_WEEKDAYS, *_SHORT_WEEKDAYS])})"
+    rf"|the{_SPACE}(?P<before_last>week|month|year){_SPACE}before{_SPACE}last"
+    rf"|(?P<ago>{_QUANTITY}){_SPACE}(?P<ago_unit>{_UNIT}){_SPACE}ago"
+    rf"|in{_SPACE}(?P<ahead>{_QUANTITY}){_SPACE}(?P<ahead_unit>{_UNIT})"
+    rf"|(?P<from_now>{_QUANTITY}){_SPACE}(?P<from_now_unit>{_UNIT}){_SPACE}from{_SPACE}now"
+    r")\b",
+    re.IGNORECASE,
+)
+
+
+def _count(quantity: str) -> tuple[int, bool]:
+    """The number a quantity says, and whether it is a loose one (``a few``)."""
+    words = " ".join(quantity.lower().split())
+    if words in _VAGUE_COUNTS:
+        return _VAGUE_COUNTS[words], True
+    return (int(words) if words.isdigit() else _WORD_COUNTS[words]), False
+
+
+def _counted(day: dt.date, quantity: str, unit: str, sign: int) -> str:
+    count, vague = _count(quantity)
+    shown = _shift(day, unit.lower().rstrip("s"), sign * count)
+    return f"around {shown}" if vague else shown
+
+
+_Resolver = Callable[[dt.date, "re.Match[str]"], str]
+_RESOLVERS: dict[str, _Resolver] = {
+    "fixed": lambda day, m: _shift(day, "day", _FIXED[" ".join(m["fixed"].lower().split())]),
+    "which": lambda day, m: _relative(day, m["which"].lower(), m["what"].lower()),
+    "before_last": lambda day, m: _shift(day, m["before_last"].lower(), -2),
+    "ago": lambda day, m: _counted(day, m["ago"], m["ago_unit"], -1),
+    "ahead": lambda day, m: _counted(day, m["ahead"], m["ahead_unit"], 1),
+    "from_now": lambda day, m: _counted(day, m["from_now"], m["from_now_unit"], 1),
+}
+"""The first group of a match names how it is resolved."""
+
+
+def _relative(day: dt.date, which: str, what: str) -> str:
+    what = _SHORT_WEEKDAYS.get(what, what)
+    if what in _WEEKDAYS:
+        return _weekday(day, which, what)
+    return _shift(day, what, {"last": -1, "this": 0, "next": 1}[which])
+
+
+def resolve_relative(text: str, when: dt.datetime | dt.date) -> dict[str, str]:
+    """The relative time expressions of ``text``, each resolved against the day of ``when``.
+
+    Keys are the expressions as found (lower case, single spaces), in order of first
+    appearance, at most :data:`MAX_RESOLVED`; an expression whose answer falls outside the
+    calendar (years 1 to 9999) is left out. Weeks start on Monday: ``last week`` is the week
+    before the one ``when`` falls in, ``this weekend`` the Saturday and Sunday of that week,
+    ``last Friday`` the nearest Friday before, ``next Friday`` the nearest one after. Loose
+    counts (``a few``, ``a couple of``, ``several``) read as 3, 2 and 4, said ``around``.
+    Never raises on any text.
+
+    | said on Mon 8 May 2023          | resolved                          |
+    |---------------------------------|-----------------------------------|
+    | yesterday, last night           | Sun 7 May 2023                    |
+    | today, tonight                  | Mon 8 May 2023                    |
+    | tomorrow                        | Tue 9 May 2023                    |
+    | the day before yesterday        | Sat 6 May 2023                    |
+    | the day after tomorrow          | Wed 10 May 2023                   |
+    | last / this / next week         | week of 1 / 8 / 15 May 2023       |
+    | the week before last            | week of 24 Apr 2023               |
+    | last / this / next weekend      | Sat 6 - Sun 7 May 2023, ...       |
+    | last / this / next month        | April / May / June 2023           |
+    | last / this / next year         | 2022 / 2023 / 2024                |
+    | last / this / next Sunday       | Sun 7 / Sun 14 / Sun 14 May 2023  |
+    | last Fri (Mon to Fri shortened) | Fri 5 May 2023                    |
+    | two days ago, 2 days ago        | Sat 6 May 2023                    |
+    | a few weeks ago                 | around week of 17 Apr 2023        |
+    | in three months, 3 months from now | August 2023                    |
+
+    Example:
+        >>> monday = dt.date(2023, 5, 8)
+        >>> resolve_relative("Yesterday I told you; last week was busy; last year, too.", monday)
+        {'yesterday': 'Sun 7 May 2023', 'last week': 'week of 1 May 2023', 'last year': '2022'}
+        >>> resolve_relative("We met last Sunday, two days ago, and again a few weeks ago.", monday)
+        {'last sunday': 'Sun 7 May 2023', 'two days ago': 'Sat 6 May 2023', 'a few weeks ago': 'around week of 17 Apr 2023'}
+        >>> resolve_relative("this weekend, next weekend, the week before last", monday)
+        {'this weekend': 'Sat 13 - Sun 14 May 2023', 'next weekend': 'Sat 20 - Sun 21 May 2023', 'the week before last': 'week of 24 Apr 2023'}
+        >>> resolve_relative("In  three months, or next month?", monday)
+        {'in three months': 'August 2023', 'next month': 'June 2023'}
+        >>> resolve_relative("The report on the yesterdays of May", monday)
+        {}
+        >>> resolve_relative("tomorrow", dt.date(9999, 12, 31))  # past the calendar: left out
+        {}
+    """
+    day = when.date() if isinstance(when, dt.datetime) else when
+    resolved: dict[str, str] = {}
+    for match in _PATTERN.finditer(text):
+        expression = " ".join(match[0].lower().split())
+        if expression in resolved:
+            continue
+        kind = next(name for name in _RESOLVERS if match[name] is not None)
+        try:
+            resolved[expression] = _RESOLVERS[kind](day, match)
+        except (OverflowError, ValueError):  # beyond year 1 or 9999
+            continue
+        if len(resolved) >= MAX_RESOLVED:
+            break
+    return resolved

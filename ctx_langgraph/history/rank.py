@@ -1,0 +1,180 @@
+"""Ranked search: the branch's visible events having any stem of a query, best first by Okapi
+BM25, scored in Python so that every backend ranks the same events alike (docs/design.md §4).
+
+The index finds the events (a stem matches an event having a word with that stem, see
+:func:`~ctx_langgraph.core.text.search_document`) and counts them; the score reads each
+found event's text, split and stemmed as the index was:
+
+- ``N``: the branch's visible events that pass the filters; ``df``: those matching a stem;
+- ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
+- an event's score is the sum over the query's stems of
+  ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``tf`` the stem's count
+  in its text, ``dl`` the text's length in words and ``avgdl`` the mean length of the events
+  found; ``k1 = 1.2``, ``b = 0.75``.
+
+Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
+stem matching more is common, and weighs little); an older event found only through common
+stems is not ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctx_langgraph.core.text import rank_terms, rank_tokens
+from ctx_langgraph.history.args import shown, text_arg
+from ctx_langgraph.history.branches import Lineage, lineage_clause, read_branch
+from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
+from ctx_langgraph.history.search import SearchFilter, filter_clause
+from ctx_langgraph.history.types import RankedHit, Scope
+from ctx_langgraph.storage.codec import load_text
+from ctx_langgraph.storage.dialects import Dialect
+from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
+
+__all__ = [
+    "CANDIDATES_PER_STEM",
+    "K1",
+    "MAX_RANK_TERMS",
+    "B",
+    "RankQuery",
+    "bm25_order",
+    "idf",
+    "rank",
+]
+
+K1 = 1.2
+"""BM25's term-frequency saturation."""
+B = 0.75
+"""BM25's document-length normalization."""
+CANDIDATES_PER_STEM = 300
+"""Most events read per stem of the query (the newest that match)."""
+MAX_RANK_TERMS = 32
+"""Most distinct stems a ranked query may have (each costs one or two statements)."""
+
+
+@dataclass(frozen=True)
+class RankQuery:
+    """What a ranked search asks for, checked when built: ``query``'s stems (ValueError naming
+    the query when it has none besides glue words, or more than :data:`MAX_RANK_TERMS`) and
+    the filters (a :class:`~ctx_langgraph.history.search.SearchFilter` without query or cursor;
+    its ``limit`` is how many hits come back)."""
+
+    query: str
+    filters: SearchFilter
+    stems: tuple[str, ...] = field(init=False)
+    """The distinct stems the hits are ranked by, in the query's order."""
+
+    def __post_init__(self) -> None:
+        stems = tuple(rank_terms(text_arg("query", self.query)))
+        if not stems:
+            raise ValueError(
+                f"ranked search query {shown(self.query)} has no words to rank by: it is empty "
+                "or only glue words (the, of, what, ...); ask with a content word"
+            )
+        if len(stems) > MAX_RANK_TERMS:
+            raise ValueError(
+                f"ranked search query {shown(self.query)} has {len(stems)} distinct words "
+                f"besides glue words; at most {MAX_RANK_TERMS} are ranked at once: ask with fewer"
+            )
+        if self.filters.query is not None or self.filters.cursor is not None:
+            raise ValueError("a ranked search's filters take no query and no cursor")
+        object.__setattr__(self, "stems", stems)
+
+
+def idf(events: int, matching: int) -> float:
+    """BM25's inverse document frequency of a stem found in ``matching`` of ``events``.
+
+    Example:
+        >>> round(idf(100, 1), 3), round(idf(100, 90), 3)
+        (4.21, 0.11)
+    """
+    return math.log(1 + (events - matching + 0.5) / (matching + 0.5))
+
+
+def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[tuple[int, float]]:
+    """Score the texts by seq (each the text of one event) against the stems' ``weights``
+    (their :func:`idf`, in the query's order): (seq, score) pairs, best first, ties newest
+    (highest seq) first; a text having none of the stems is left out.
+
+    Example:
+        >>> texts = {1: "we went hiking", 2: "hiking and going hiking", 3: "a parade"}
+        >>> [(seq, round(score, 3)) for seq, score in bm25_order(texts, {"go": 1.0, "hike": 0.5})]
+        [(2, 1.509), (1, 1.5)]
+    """
+    counted: dict[int, tuple[Counter[str], int]] = {}
+    for seq, text in texts.items():
+        tokens = rank_tokens(text)
+        counted[seq] = Counter(tokens), len(tokens)
+    average = sum(length for _, length in counted.values()) / max(len(counted), 1) or 1.0
+    scored: list[tuple[int, float]] = []
+    for seq, (counts, length) in counted.items():
+        norm = K1 * (1 - B + B * length / average)
+        score = 0.0
+        for stem, weight in weights.items():  # one order: the same sum on every backend
+            tf = counts.get(stem, 0)
+            if tf:
+                score += weight * tf * (K1 + 1) / (tf + norm)
+        if score > 0:
+            scored.append((seq, score))
+    scored.sort(key=lambda hit: (-hit[1], -hit[0]))
+    return scored
+
+
+def _matching(
+    d: Dialect, scope: Scope, stem: str, where: Sequence[str], args: Sequence[Any]
+) -> Op[tuple[int, list[int]]]:
+    """How many of the filtered events have ``stem``, and the seqs of the newest of them: the
+    matches are read once, through the full-text index."""
+    source, match, match_params = d.text_match(scope.tenant, scope.thread_id, [stem], stems=True)
+    rows = yield Stmt(
+        f"WITH matching AS {d.materialized}(SELECT e.seq FROM {source} "
+        f"WHERE {' AND '.join([match, *where])}) "
+        "SELECT seq, (SELECT count(*) FROM matching) FROM matching ORDER BY seq DESC LIMIT ?",
+        (*match_params, *args, CANDIDATES_PER_STEM),
+        "all",
+    )
+    return (int(rows[0][1]) if rows else 0), [int(row[0]) for row in rows]
+
+
+def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
+    """The branch's visible events having any stem of the query, best first (see
+    :meth:`~ctx_langgraph.history.HistoryStore.rank`)."""
+    found = yield from read_branch(d, scope)
+    if found is None:
+        return []
+    chain = found[1]
+    where, args = filter_clause(d, scope, chain, q.filters)
+    row = yield Stmt(f"SELECT count(*) FROM ctx_events e WHERE {' AND '.join(where)}", args, "one")
+    events = int(row[0])
+    if not events:
+        return []
+    weights: dict[str, float] = {}
+    candidates: set[int] = set()
+    for stem in q.stems:
+        matching, newest = yield from _matching(d, scope, stem, where, args)
+        if matching:
+            weights[stem] = idf(events, matching)
+            candidates.update(newest)
+    rows = yield from _visible_at(scope, chain, "e.seq, e.text", sorted(candidates))
+    best = bm25_order({int(r[0]): load_text(r[1]) for r in rows}, weights)[: q.filters.limit]
+    rows = yield from _visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
+    by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
+    return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
+
+
+def _visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:
+    """``columns`` of the branch's visible events (``chain``: its lineage) at ``seqs``."""
+    clause, clause_params = lineage_clause(chain)
+    found: list[Any] = []
+    for chunk in chunks(seqs):
+        found += yield Stmt(
+            f"SELECT {columns} FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? "
+            f"AND {clause} AND e.visible = ? AND e.seq IN ({marks(len(chunk))})",
+            (scope.tenant, scope.thread_id, *clause_params, True, *chunk),
+            "all",
+        )
+    return found

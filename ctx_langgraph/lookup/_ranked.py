@@ -1,0 +1,143 @@
+"""A lookup with a query: the store's ranking (best match first), several queries fused into
+one, and each hit served with its neighbouring turns (docs/design.md §8).
+
+A page serves the ranking hit by hit: the hit (marked ``"hit": true``), then the visible
+events just after and just before it in the branch when they fit whole, each record once and
+in seq order within its group. A record already shown beside an earlier hit is marked as a hit
+where it stands. The ranking is the same on every call over the same history, so a cursor is
+how many of its hits were served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctx_langgraph.core.effects import Flow
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import HistoryEvent
+from ctx_langgraph.lookup._args import Filters
+from ctx_langgraph.lookup._cursors import RankedCursor
+from ctx_langgraph.lookup._page import Page, always, too_small
+from ctx_langgraph.lookup._reads import neighbours, rank
+
+__all__ = ["RANKED_ORDER", "fuse", "ranked_flow"]
+
+RANKED_ORDER = 'best match first; each "hit" with the turns just before and after it'
+"""The ``order`` a page of a query says."""
+RANK_FETCH = 30
+"""Hits asked of a single query's ranking at a time (more when a page holds more)."""
+FUSED_DEPTH = 50
+"""Hits of each query a fused ranking (several queries) is made of."""
+RRF_K = 60
+"""Reciprocal-rank fusion's constant: a hit's score is the sum of ``1 / (RRF_K + rank)``."""
+NEIGHBOUR_ROOM = 24
+"""Tokens a page must have left for a hit's neighbours to be looked for."""
+
+
+def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
+    """Several rankings as one, by reciprocal-rank fusion: each event scores
+    ``sum(1 / (RRF_K + rank))`` over the rankings it is in (rank from 1); ties go to the
+    better single rank, then the earlier query, then the newer event. Each event once.
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> a, b, c = E(event_id="a", seq=1), E(event_id="b", seq=2), E(event_id="c", seq=3)
+        >>> [e.event_id for e in fuse([[a, b], [c, b]])]
+        ['b', 'a', 'c']
+    """
+    score: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    events: dict[str, HistoryEvent] = {}
+    for query, ranking in enumerate(rankings):
+        for position, event in enumerate(ranking, start=1):
+            key = event.event_id
+            score[key] = score.get(key, 0.0) + 1.0 / (RRF_K + position)
+            best[key] = min(best.get(key, (position, query)), (position, query))
+            events.setdefault(key, event)
+    order = sorted(events, key=lambda key: (-score[key], best[key], -events[key].seq))
+    return [events[key] for key in order]
+
+
+def _ranking(
+    store: HistoryStore, scope: Scope, filters: Filters, wanted: int
+) -> Flow[tuple[list[HistoryEvent], bool]]:
+    """The ranking's first ``wanted`` hits or more, and whether that is all of it."""
+    options = filters.rank_options()
+    if len(filters.query) == 1:
+        events = yield from rank(store, scope, filters.query[0], wanted, options)
+        return events, len(events) < wanted
+    rankings = []
+    for query in filters.query:
+        rankings.append((yield from rank(store, scope, query, FUSED_DEPTH, options)))
+    return fuse(rankings), True
+
+
+def _with_neighbours(
+    store: HistoryStore, scope: Scope, page: Page, hit: HistoryEvent, cursor: str | None
+) -> Flow[None]:
+    """Add the hit's neighbours that are not on the page yet, whole, beside it: the turn after
+    first (most often the answer to what matched), then the turn before."""
+    if page.max_tokens - page.tokens < NEIGHBOUR_ROOM:
+        return
+    before, after = yield from neighbours(store, scope, hit)
+    for neighbour, offset in ((after, 1), (before, 0)):
+        if neighbour is None or neighbour.event_id in page.in_context:
+            continue
+        if page.index_of(neighbour.event_id) is None:
+            at = page.ids.index(hit.event_id) + offset
+            page.add(neighbour, 0, always(cursor), at=at, whole=True)
+
+
+def _serve(
+    store: HistoryStore, scope: Scope, page: Page, hit: HistoryEvent, cursor: str | None
+) -> Flow[bool | None]:
+    """Put one hit on the page, with its neighbours: True when it is there whole, False when
+    it was cut (the page is full), None when it is left to the next page."""
+    index = page.index_of(hit.event_id)
+    if index is not None:  # already shown beside an earlier hit
+        if not page.mark_hit(index, cursor):
+            return None
+    else:
+        added = page.add(hit, 0, always(cursor), hit=True)
+        if added is None:
+            return None
+        if added[1] < len(hit.text):
+            return False
+    yield from _with_neighbours(store, scope, page, hit, cursor)
+    return True
+
+
+def ranked_flow(
+    store: HistoryStore, scope: Scope, filters: Filters, skip: int, page: Page
+) -> Flow[str]:
+    """The page of the ranking past its first ``skip`` hits. Hits in the current turn are
+    passed over (the model has them), but counted: a cursor is a place in the store's
+    ranking."""
+    page.order = RANKED_ORDER
+    wanted = skip + RANK_FETCH
+    events, complete = yield from _ranking(store, scope, filters, wanted)
+    served, previous = skip, None  # previous: the cursor after the last hit served
+    while True:
+        if served >= len(events):
+            if complete:
+                return page.render(page.records, None)
+            wanted *= 2
+            events, complete = yield from _ranking(store, scope, filters, wanted)
+            continue
+        hit = events[served]
+        if hit.event_id in page.in_context:
+            served += 1
+            continue
+        more = not complete or any(
+            event.event_id not in page.in_context for event in events[served + 1 :]
+        )
+        cursor = RankedCursor(filters, served + 1).encode() if more else None
+        placed = yield from _serve(store, scope, page, hit, cursor)
+        if placed is None:
+            if not page.records:
+                raise too_small(page)
+            return page.render(page.records, previous)
+        served, previous = served + 1, cursor
+        if placed is False:
+            return page.render(page.records, cursor)

@@ -1,0 +1,76 @@
+"""The lookup's reads of the history store, as effects of a flow (``search``, ``rank``,
+``get_event``): a store that fails becomes a message to the model, and a warning in the log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.tools import ToolException
+
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import HistoryEvent, RankedHit, SearchPage
+from ctx_langgraph.lookup._args import plain_text
+
+__all__ = ["get_event", "neighbours", "rank", "search"]
+
+# the tool's logger (its package's name), whichever of its modules logs
+log = logging.getLogger("ctx_langgraph.lookup")
+
+
+def store_failed(exc: Exception, what: str) -> ToolException:
+    """What the model is told when the store fails (a refused value, a database error): a
+    message instead of the end of the run; the failure is logged."""
+    log.warning("history lookup: the store failed on %s", what, exc_info=exc)
+    if isinstance(exc, ValueError):
+        return ToolException(
+            f"the history store refused this lookup: {plain_text(str(exc))}. Change the "
+            "filter it names, or leave it out."
+        )
+    return ToolException(
+        f"the history lookup failed: the history store could not answer "
+        f"({type(exc).__name__}). Try once more with fewer filters, or go on without it."
+    )
+
+
+def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
+    try:
+        page: SearchPage = yield call(store, "search", scope, **options)
+    except Exception as exc:
+        raise store_failed(exc, f"search {scope} {options!r}") from None
+    return page
+
+
+def rank(
+    store: HistoryStore, scope: Scope, query: str, limit: int, options: dict[str, Any]
+) -> Flow[list[HistoryEvent]]:
+    """The events of the branch matching ``query``, best first (at most ``limit``)."""
+    try:
+        hits: list[RankedHit] = yield call(store, "rank", scope, query, limit=limit, **options)
+    except Exception as exc:
+        raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
+    return [hit.event for hit in hits]
+
+
+def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
+    try:
+        event: HistoryEvent | None = yield call(
+            store, "get_event", scope, event_id, include_hidden=False
+        )
+    except Exception as exc:
+        raise store_failed(exc, f"get_event {scope} {event_id!r}") from None
+    return event
+
+
+def neighbours(
+    store: HistoryStore, scope: Scope, event: HistoryEvent
+) -> Flow[tuple[HistoryEvent | None, HistoryEvent | None]]:
+    """The visible events just before and just after ``event`` in the branch, whatever the
+    lookup's filters (they are its context)."""
+    before = yield from search(
+        store, scope, {"max_seq": event.seq - 1, "newest_first": True, "limit": 1}
+    )
+    after = yield from search(store, scope, {"min_seq": event.seq + 1, "limit": 1})
+    return (before.hits[0] if before.hits else None), (after.hits[0] if after.hits else None)

@@ -1,0 +1,90 @@
+"""What the lookup reads from the graph state it runs in: the ``context`` channel, the current
+turn, and the room a page may take under the compaction trigger (docs/design.md §5, §8).
+
+Only a real :class:`~langgraph.prebuilt.ToolRuntime` is read: ToolNode injects it, and a value
+passed in the model's arguments is never trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.prebuilt import ToolRuntime
+
+from ctx_langgraph.budget.counters import TokenCounter
+
+__all__ = ["MIN_MAX_TOKENS", "ROOM_MARGIN", "current_turn", "page_cap", "state_context"]
+
+MIN_MAX_TOKENS = 300
+"""Room for the notice, one record's header, its cut mark and a cursor."""
+ROOM_MARGIN = 64
+"""Tokens kept free under the trigger besides the page: the tool message's framing and the
+rounding of the estimate."""
+
+
+def _state(runtime: object) -> Any:
+    return runtime.state if isinstance(runtime, ToolRuntime) else None
+
+
+def state_context(runtime: object) -> Mapping[str, Any] | None:
+    """The graph state's ``context`` channel, when the tool runs inside a graph."""
+    state = _state(runtime)
+    context = (
+        state.get("context") if isinstance(state, Mapping) else getattr(state, "context", None)
+    )
+    return context if isinstance(context, Mapping) else None
+
+
+def _messages(runtime: object) -> list[BaseMessage]:
+    state = _state(runtime)
+    if not isinstance(state, Mapping):
+        return []
+    return [m for m in state.get("messages") or () if isinstance(m, BaseMessage)]
+
+
+def current_turn(runtime: object) -> frozenset[str]:
+    """Ids of the current turn's messages in the graph state: the last user message and what
+    followed it. They are the request that asked (a search for its words finds it first)."""
+    messages = _messages(runtime)
+    start = max((i for i, m in enumerate(messages) if m.type == "human"), default=0)
+    return frozenset(str(m.id) for m in messages[start:] if m.id)
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCounter) -> int:
+    """The page cap of this call: ``max_tokens``, or less when the graph's budget node left less
+    room under its compaction trigger, so the page does not push the next request over it.
+
+    The room is the trigger minus the request ``ctx_budget`` estimated for this turn (its
+    ``context["budget"]["total"]``, safety margin included), minus the reply that called the
+    tool and :data:`ROOM_MARGIN`, less the safety margin the page itself will add (the
+    estimate's rate), shared by the reply's calls of this tool; never below
+    :data:`MIN_MAX_TOKENS`. Outside such a graph (no budget in the state) it is ``max_tokens``.
+
+    Example:
+        >>> from ctx_langgraph.budget.counters import default_counter
+        >>> page_cap(1500, None, "history_lookup", default_counter("gpt-4o"))
+        1500
+    """
+    context = state_context(runtime)
+    budget = context.get("budget") if context is not None else None
+    if not isinstance(budget, Mapping):
+        return max_tokens
+    trigger, total = _whole(budget.get("trigger")), _whole(budget.get("total"))
+    if trigger is None or total is None:
+        return max_tokens
+    margin, estimate = _whole(budget.get("margin")), _whole(budget.get("input_tokens"))
+    rate = margin / estimate if margin and estimate and margin > 0 and estimate > 0 else 0.0
+    reply = next((m for m in reversed(_messages(runtime)) if isinstance(m, AIMessage)), None)
+    calls = 1
+    spent = total + ROOM_MARGIN
+    if reply is not None:
+        spent += counter.count_message(reply)
+        calls = max(1, sum(call["name"] == tool_name for call in reply.tool_calls))
+    room = int((trigger - spent) / (1 + rate)) // calls
+    return max(MIN_MAX_TOKENS, min(max_tokens, room))

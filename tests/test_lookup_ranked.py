@@ -1,0 +1,403 @@
+"""The history lookup's queries: the store's ranking best first, each hit with its neighbouring
+turns, several queries fused into one ranking, pages sized to the room left under the
+compaction trigger, and a tool schema small enough to send on every request. Sync and async,
+on every backend."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from typing_extensions import NotRequired, TypedDict
+
+from ctx_langgraph import ContextConfig, ContextManagementMiddleware, create_context_agent
+from ctx_langgraph.budget.counters import default_counter
+from ctx_langgraph.history import HistoryEvent, HistoryStore, SQLiteHistoryStore
+from ctx_langgraph.lookup import (
+    DEFAULT_MAX_TOKENS,
+    MAX_QUERIES,
+    MIN_MAX_TOKENS,
+    NOTICE,
+    RANKED_ORDER,
+    ROOM_MARGIN,
+    make_history_lookup_tool,
+)
+from ctx_langgraph.lookup._ranked import fuse
+from ctx_langgraph.testing import MeteringChatModel
+
+COUNTER = default_counter("gpt-4o")
+TOPICS = ("pottery", "camping", "painting", "adoption", "running", "violin")
+
+
+def dialogue() -> list[BaseMessage]:
+    """Sixty turns of two speakers: each topic comes up ten times, as a question and then
+    an answer that does not repeat the topic's word."""
+    messages: list[BaseMessage] = []
+    for n in range(30):
+        topic = TOPICS[n % len(TOPICS)]
+        messages.append(HumanMessage(f"How is your {topic} going, round {n}?", id=f"q{n}"))
+        messages.append(AIMessage(f"Great, I finished piece number {n} last week.", id=f"a{n}"))
+    return messages
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def run_config(thread: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+async def invoke(tool: BaseTool, mode: str, args: dict[str, Any], thread: str = "t1") -> str:
+    if mode == "sync":
+        text = tool.invoke(args, config=run_config(thread))
+    else:
+        text = await tool.ainvoke(args, config=run_config(thread))
+    assert isinstance(text, str)
+    return text
+
+
+async def page_of(
+    tool: BaseTool, mode: str, args: dict[str, Any], max_tokens: int
+) -> dict[str, Any]:
+    text = await invoke(tool, mode, args)
+    page = json.loads(text)
+    assert page["notice"] == NOTICE
+    assert COUNTER.count_text(text) <= max_tokens
+    return page
+
+
+async def all_pages(
+    tool: BaseTool, mode: str, args: dict[str, Any], max_tokens: int
+) -> tuple[list[dict[str, Any]], int]:
+    page = await page_of(tool, mode, args, max_tokens)
+    records, pages = list(page["records"]), 1
+    while page["next_cursor"]:
+        page = await page_of(tool, mode, {"cursor": page["next_cursor"]}, max_tokens)
+        records += page["records"]
+        pages += 1
+    return records, pages
+
+
+def hits(records: list[dict[str, Any]]) -> list[str]:
+    return [record["event_id"] for record in records if record.get("hit")]
+
+
+# --------------------------------------------------------------------------- ranked pages
+
+
+async def test_a_query_pages_through_the_store_ranking_with_each_hit_once(
+    store: HistoryStore, mode: str
+) -> None:
+    store.append("t1", dialogue())
+    tool = make_history_lookup_tool(store, max_tokens=400, counter=COUNTER)
+    question = "How is the pottery going?"
+
+    page = await page_of(tool, mode, {"query": question}, 400)
+    assert page["order"] == RANKED_ORDER
+    assert page["next_cursor"]
+    records, pages = await all_pages(tool, mode, {"query": question}, 400)
+    ranking = [hit.event.event_id for hit in store.rank("t1", question, limit=100)]
+    assert hits(records) == ranking  # the store's order, page after page, no hit twice
+    assert pages > 2
+    # the best question comes between the answer before it and its own answer after it
+    best = ranking[0]
+    assert best.startswith("q")
+    before, hit, after = page["records"][:3]
+    assert (hit["event_id"], hit["hit"]) == (best, True)
+    assert (before["event_id"], after["event_id"]) == (f"a{int(best[1:]) - 1}", "a" + best[1:])
+    assert "hit" not in before and "hit" not in after
+    ids = [r["event_id"] for r in page["records"]]
+    assert len(ids) == len(set(ids))  # each record once on a page
+
+
+async def test_neighbours_are_the_visible_turns_beside_a_hit_and_never_the_current_turn(
+    store: HistoryStore, mode: str
+) -> None:
+    store.append(
+        "t1",
+        [
+            HumanMessage("First, the weather.", id="w1"),
+            HumanMessage("This one is hidden.", id="hidden"),
+            HumanMessage("The locker code is 4471.", id="code"),
+            AIMessage("Noted: locker code stored. " + "padding words " * 400, id="long"),
+            HumanMessage("Thanks.", id="thanks"),
+        ],
+    )
+    store.hide_events("t1", ["hidden"])
+    tool = make_history_lookup_tool(store, max_tokens=300, counter=COUNTER)
+
+    page = await page_of(tool, mode, {"query": "4471"}, 300)
+    # the hidden event is skipped: the turn before is the visible one before it; the long
+    # reply after would not fit whole, so it is left out rather than cut
+    assert [(r["event_id"], r.get("hit", False)) for r in page["records"]] == [
+        ("w1", False),
+        ("code", True),
+    ]
+    # a hit may be cut; a neighbour never is
+    page = await page_of(tool, mode, {"query": "padding"}, 300)
+    [long] = [r for r in page["records"] if r["event_id"] == "long"]
+    assert long["hit"] is True and "cut" in long
+
+    # inside a graph, the current turn (the question that asked, recorded by ctx_budget, and
+    # the call) is neither a hit nor a neighbour: the model has it
+    question = HumanMessage("What was the 4471 code for?", id="question")
+    store.append("t1", [question])
+    store.delete_events("t1", ["thanks", "long"])  # the question comes right after the code
+    state = {"messages": [question, lookup_reply("4471")]}
+    [(page, _)] = await tool_pages(tool_graph(tool), mode, state)
+    assert [(r["event_id"], r.get("hit", False)) for r in page["records"]] == [
+        ("w1", False),
+        ("code", True),
+    ]
+
+
+async def test_a_record_shown_beside_an_earlier_hit_is_marked_where_it_stands(
+    store: HistoryStore, mode: str
+) -> None:
+    store.append(
+        "t1",
+        [
+            HumanMessage("Where is the red kayak?", id="ask"),
+            AIMessage("The red kayak is in the garage.", id="answer"),
+            HumanMessage("Thanks!", id="thanks"),
+            HumanMessage("Unrelated note.", id="note"),
+            HumanMessage("The kayak paddle is broken.", id="paddle"),
+        ],
+    )
+    tool = make_history_lookup_tool(store, max_tokens=1000, counter=COUNTER)
+    page = await page_of(tool, mode, {"query": "red kayak"}, 1000)
+    records = [(r["event_id"], r.get("hit", False)) for r in page["records"]]
+    assert records == [
+        ("ask", True),
+        ("answer", True),
+        ("thanks", False),
+        ("note", False),
+        ("paddle", True),
+    ]
+    assert page["next_cursor"] is None
+
+
+async def test_several_queries_make_one_ranking_with_each_record_once(
+    store: HistoryStore, mode: str
+) -> None:
+    store.append("t1", dialogue())
+    tool = make_history_lookup_tool(store, max_tokens=500, counter=COUNTER)
+    queries = ["pottery", "violin", "pottery"]  # a repeated search counts once
+
+    records, _ = await all_pages(tool, mode, {"query": queries}, 500)
+    found = hits(records)
+    pottery = [h.event.event_id for h in store.rank("t1", "pottery", limit=50)]
+    violin = [h.event.event_id for h in store.rank("t1", "violin", limit=50)]
+    assert sorted(found) == sorted(pottery + violin) and len(found) == len(set(found))
+    # reciprocal-rank fusion: the two searches' hits alternate, best first, the first
+    # query's hit first at each rank
+    assert found[:4] == [pottery[0], violin[0], pottery[1], violin[1]]
+    fused = fuse([_events(store, pottery), _events(store, violin)])
+    assert found == [event.event_id for event in fused]
+
+    text = await invoke(tool, mode, {"query": ["pottery"] * (MAX_QUERIES + 1)})
+    assert text.startswith(f"query lists {MAX_QUERIES + 1} searches; the limit is {MAX_QUERIES}")
+
+
+def _events(store: HistoryStore, event_ids: list[str]) -> list[HistoryEvent]:
+    events = [store.get_event("t1", event_id) for event_id in event_ids]
+    return [event for event in events if event is not None]
+
+
+def test_fusion_is_deterministic_and_keeps_each_event_once() -> None:
+    with SQLiteHistoryStore.from_path(":memory:") as store:
+        store.setup()
+        store.append("t1", [HumanMessage(f"event {name}", id=name) for name in "abcdef"])
+        a, b, c, d, e, f = _events(store, list("abcdef"))
+    # a: 1/61 + 1/62; b: 1/62 + 1/61 (its best rank is a's, from a later query); e: 1/61 ...
+    fused = fuse([[a, b, c], [b, d], [e, a, f]])
+    assert [x.event_id for x in fused] == ["a", "b", "e", "d", "c", "f"]
+    assert [x.event_id for x in fuse([[a], [b]])] == ["a", "b"]  # a tie: the earlier query
+    assert [x.event_id for x in fuse([[b], [a]])] == ["b", "a"]
+    assert [x.event_id for x in fuse([[a, b, c]])] == ["a", "b", "c"]
+    assert fuse([]) == []
+
+
+async def test_a_cursor_of_an_earlier_version_is_refused_and_a_seq_cursor_still_reads(
+    store: HistoryStore, mode: str
+) -> None:
+    def cursor(payload: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+    store.append("t1", dialogue())
+    tool = make_history_lookup_tool(store, max_tokens=400, counter=COUNTER)
+    for earlier in (
+        {"v": 1, "f": {"query": "pottery"}, "after": 4},
+        {"v": 1, "f": {"query": "pottery going"}, "skip": 3},
+    ):
+        text = await invoke(tool, mode, {"cursor": cursor(earlier)})
+        assert "made by an earlier version of this tool" in text
+        assert "search again without the cursor" in text
+    # a lookup without query kept its cursor: seq order from the seq after
+    page = await page_of(tool, mode, {"cursor": cursor({"v": 1, "f": {}, "after": 58})}, 400)
+    assert [r["event_id"] for r in page["records"]] == ["q29", "a29"]
+    assert page["order"] == "oldest first"
+
+
+# --------------------------------------------------------------------------- the room left
+
+
+class ContextState(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+    context: NotRequired[dict[str, Any]]
+
+
+def tool_graph(tool: BaseTool) -> Any:
+    builder = StateGraph(ContextState)
+    builder.add_node("tools", ToolNode([tool]))
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", END)
+    return builder.compile()
+
+
+def lookup_reply(*queries: str) -> AIMessage:
+    calls = [
+        {"name": "history_lookup", "args": {"query": query}, "id": f"call-{n}"}
+        for n, query in enumerate(queries)
+    ]
+    return AIMessage("", tool_calls=calls, id="reply")
+
+
+async def tool_pages(
+    graph: Any, mode: str, state: dict[str, Any]
+) -> list[tuple[dict[str, Any], int]]:
+    """The pages the tool node returned, each with its token count."""
+    if mode == "sync":
+        result = graph.invoke(state, run_config())
+    else:
+        result = await graph.ainvoke(state, run_config())
+    messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    return [(json.loads(m.text), COUNTER.count_text(m.text)) for m in messages]
+
+
+@pytest.fixture
+async def long_history() -> AsyncIterator[SQLiteHistoryStore]:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    store.append("t1", dialogue())
+    yield store
+    await store.aclose()
+
+
+def budget_state(reply: AIMessage, trigger: int, total: int) -> dict[str, Any]:
+    return {"messages": [reply], "context": {"budget": {"trigger": trigger, "total": total}}}
+
+
+async def test_a_page_takes_at_most_the_room_left_under_the_trigger(
+    long_history: SQLiteHistoryStore, mode: str
+) -> None:
+    tool = make_history_lookup_tool(long_history, max_tokens=1200, counter=COUNTER)
+    graph = tool_graph(tool)
+    reply = lookup_reply("How is the painting going")
+    spent = COUNTER.count_message(reply) + ROOM_MARGIN
+
+    # plenty of room: the tool's own cap, not said on the page
+    [(page, tokens)] = await tool_pages(graph, mode, budget_state(reply, 10_000, 2_000))
+    assert "cap" not in page and 700 < tokens <= 1200
+
+    # 700 tokens left under the trigger: the page takes that, less the reply and the margin
+    [(page, tokens)] = await tool_pages(graph, mode, budget_state(reply, 10_000, 9_300))
+    room = 700 - spent
+    assert page["cap"] == f"{room} tokens: the room left in your context"
+    assert room - 120 < tokens <= room and page["next_cursor"]
+
+    # over the trigger already: still one useful page, of the floor's size
+    [(page, tokens)] = await tool_pages(graph, mode, budget_state(reply, 10_000, 11_000))
+    assert page["cap"].startswith(f"{MIN_MAX_TOKENS} tokens") and tokens <= MIN_MAX_TOKENS
+
+    # outside a graph with a budget: the tool's cap
+    page = await page_of(tool, mode, {"query": "How is the painting going"}, 1200)
+    assert "cap" not in page
+
+
+async def test_parallel_lookups_share_the_room(long_history: SQLiteHistoryStore, mode: str) -> None:
+    tool = make_history_lookup_tool(long_history, max_tokens=1200, counter=COUNTER)
+    reply = lookup_reply("pottery", "violin")
+    room = (1_400 - COUNTER.count_message(reply) - ROOM_MARGIN) // 2
+    pages = await tool_pages(tool_graph(tool), mode, budget_state(reply, 10_000, 8_600))
+    assert len(pages) == 2
+    for page, tokens in pages:
+        assert page["cap"] == f"{room} tokens: the room left in your context"
+        assert tokens <= room
+
+
+def context_agent(wiring: str, model: MeteringChatModel, store: HistoryStore) -> Any:
+    """An agent with ``ctx_budget`` and the default lookup tool (1,500-token pages)."""
+    config = ContextConfig(context_window=6_000, output_reserve=1_000)
+    if wiring == "create_context_agent":
+        return create_context_agent(model, store=store, config=config, counter=COUNTER).compile()
+    middleware = ContextManagementMiddleware(store, model=model, config=config, counter=COUNTER)
+    return create_agent(model, tools=[], middleware=[middleware])
+
+
+@pytest.mark.parametrize("wiring", ["create_context_agent", "middleware"])
+async def test_a_lookup_in_an_agent_does_not_push_the_next_request_over_the_trigger(
+    mode: str, wiring: str
+) -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    trigger = ContextConfig(context_window=6_000, output_reserve=1_000).resolve().trigger
+    filler = [HumanMessage("Some long notes about the garden. " * 60, id=f"n{n}") for n in range(4)]
+    question = HumanMessage("How is the pottery going these days?", id="question")
+    model = MeteringChatModel(replies=[lookup_reply("pottery going"), "It goes well."])
+    agent = context_agent(wiring, model, store)
+    state = {"messages": [*dialogue(), *filler, question]}  # recorded by the budget step
+    cfg = {"configurable": {"thread_id": "agent"}}
+    result = agent.invoke(state, cfg) if mode == "sync" else await agent.ainvoke(state, cfg)
+
+    [page] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    shown = json.loads(page.text)
+    assert shown["cap"].endswith("tokens: the room left in your context")
+    cap = int(shown["cap"].split()[0])
+    assert MIN_MAX_TOKENS < cap < DEFAULT_MAX_TOKENS and COUNTER.count_text(page.text) <= cap
+    assert hits(shown["records"])  # a full page of what matched, within the room
+    budget = result["context"]["budget"]
+    assert budget["decision"] == "proceed" and budget["total"] <= trigger  # no compaction
+    assert "compaction" not in result["context"]
+    assert result["messages"][-1].text == "It goes well."
+    store.close()
+
+
+# --------------------------------------------------------------------------- the schema
+
+
+def test_the_tool_schema_costs_at_most_250_tokens() -> None:
+    with SQLiteHistoryStore.from_path(":memory:") as store:
+        store.setup()
+        tool = make_history_lookup_tool(store)
+        assert COUNTER.count_tools([tool]) <= 250
+        properties = tool.tool_call_schema.model_json_schema()["properties"]
+        assert sorted(properties) == [
+            "cursor",
+            "handle",
+            "max_seq",
+            "min_seq",
+            "newest_first",
+            "query",
+            "role",
+            "since",
+            "tool_name",
+            "until",
+        ]
+        # a string or a list of strings; nothing is required
+        assert properties["query"]["anyOf"] == [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}},
+        ]
+        assert "required" not in tool.tool_call_schema.model_json_schema()
