@@ -201,7 +201,7 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         >>> summarizer = LLMSummarizer(MeteringChatModel(replies=[scripted_summary_reply]))
         >>> request = SummaryRequest(None, store.read_events("t"), 1, cap_tokens=300,
         ...                          counter=TiktokenCounter("gpt-4o"))
-        >>> "ORD-1042 [seq 1]" in summarizer.summarize(request)
+        >>> 'user: "Ship order ORD-1042 to Lisbon by Friday." [seq 1,' in summarizer.summarize(request)
         True
     """
     from ctx_langgraph.budget.counters import TiktokenCounter

@@ -38,36 +38,50 @@ DECISION: Final = re.compile(
     re.I,
 )
 CONSTRAINT: Final = re.compile(
-    r"^(?:\S+[,:]\s+)?(?:please\s+)?(?:don[\u2019']t|do not|never|always|avoid|make sure|only"
-    r"|use|stick to|remember to)\b"
+    r"^(?:\S+[,:]\s+)?(?:please\s+)?(?:(?:don[\u2019']t|do not)(?!\s+(?:worry|let|give up|stop"
+    r"|hesitate|be\b))|(?:never|always)(?!\s+(?:give up|say|up|good|great|nice|fun|so|been|a|an"
+    r"|the|here|there|happy|glad|welcome)\b)|avoid|make sure(?!\s+(?:you|to)\s+(?:take care"
+    r"|enjoy|have fun|rest))|only|use|stick to|remember to)\b"
     r"|\b(?:you|we|they)\s+(?:must|should|shouldn[\u2019']t|ha(?:ve|s) to|need to|can[\u2019']t"
     r"|cannot|may not)\s+(?!have\b|be so\b)"
     r"|\b(?:must|should)\s+(?:use|go|stay|run|never|always|not|only)\b"
     r"|\b(?:prefer(?:s|red)?|please use|instead of|required|mandatory|from now on|going forward"
-    r"|in every|every time|at all times|until (?:further notice|[a-z]+ (?:has|have) )|no later than)\b",
+    r"|in every|every time|at all times|until (?:further notice|[a-z]+ (?:has|have) )"
+    r"|no later than)\b",
     re.I,
 )
-"""A sentence stating a rule or preference ("Never deploy on Fridays", "we must use MySQL")."""
+"""A sentence stating a rule or preference ("Never deploy on Fridays", "we must use MySQL");
+not an encouragement ("don't worry", "never give up")."""
 _PLAN = re.compile(
-    r"\b(?:will|going to|gonna|plan(?:ning)? to|planned|intend|tomorrow|next (?:week|weekend"
-    r"|month|year|time)|scheduled|booked|sign(?:ed)? up)\b",
+    r"\b(?:plan(?:ning)? to|planned|intend(?:ing)? to|tomorrow|next (?:week|weekend|month|year"
+    r"|time|summer|winter|spring|fall)|this (?:weekend|summer|winter|spring|fall)|scheduled"
+    r"|booked|sign(?:ed)? up)\b",
     re.I,
 )
+"""A plan with its time or booking ("we booked the venue for next month")."""
 _REMEMBER = re.compile(
-    r"\b(?:keep (?:it|this|that|them) (?:for later|in mind|safe)|keep in mind|remember (?:this|that"
-    r"|it)|don[\u2019']t forget|do not forget|note (?:that|this|down)|for the record|for later"
-    r"|save (?:it|this|that))\b",
+    r"\b(?:keep (?:it|this|that|them) (?:for later|in mind|safe)|keep in mind"
+    r"|(?:(?<![\w\s])\s*|^|please\s+)remember (?:this|it)\b|don[\u2019']t forget (?:this|it|that)\b"
+    r"|do not forget|note (?:this|it) down"
+    r"|note down|for the record|for later|save (?:it|this|that))\b",
     re.I,
 )
 """A person asking for something to be kept ("please keep it for later")."""
 _FIRST_PERSON = re.compile(r"\b(?:I|I[\u2019'](?:m|ve|d|ll)|[Ww]e|[Mm]y|[Oo]ur|[Mm]e|[Uu]s)\b")
-_EVENT = re.compile(
-    r"\b(?:yesterday|today|tonight|last (?:week|weekend|month|year|night|time|summer|winter"
-    r"|spring|fall|friday|saturday|sunday)|ago|recently|just|this (?:week|weekend|morning|month"
-    r"|year)|since|got|went|made|took|started|finished|moved|bought|joined|met|won|lost|"
-    r"[a-z]{3,}ed)\b",
+_WHEN = re.compile(
+    r"\b(?:yesterday|last (?:week|weekend|month|year|night|time|summer|winter|spring|fall"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|ago|recently|this (?:week"
+    r"|weekend|morning|month|year|summer)|since)\b",
     re.I,
 )
+"""When a personal event happened, as people say it."""
+_DID = re.compile(
+    r"\b(?:I|[Ww]e)(?:[\u2019']ve| have)?\s+(?:just\s+|finally\s+|recently\s+|also\s+|already\s+)?"
+    r"(?:[a-z]{3,}ed|got|went|made|took|bought|met|won|lost|began|saw|ran|wrote|built|found"
+    r"|joined|left|read|gave|sold|taught|caught|flew|drove|rode|became|brought|started"
+    r"|finished|moved|adopted|visited|tried)\b(?![\u2019'])"
+)
+"""Something a person did ("I adopted a cat", "we finally moved")."""
 _ASKED = re.compile(
     r"\?$|^(?:\S+[!,:]\s+)?(?:please|pls|can|could|would|will) (?:you|we|someone)\b|^(?:\S+[!,:]\s+)?"
     r"(?:please|find|check|look|tell|show|pull|open|read|send)\b",
@@ -111,8 +125,8 @@ def statement_rank(statement: KeyStatement) -> int | None:
         return RANK_STATED - lower  # a value asked about
     if DECISION.search(text) or _PLAN.search(text) or CONSTRAINT.search(text):
         return RANK_STATED - lower
-    if _FIRST_PERSON.search(text) and _EVENT.search(text):
-        return RANK_STATED - lower
+    if _DID.search(text) or (_FIRST_PERSON.search(text) and _WHEN.search(text)):
+        return RANK_STATED - lower  # a personal event
     return None
 
 
