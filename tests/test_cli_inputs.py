@@ -343,7 +343,8 @@ def test_export_of_an_unknown_thread_exits_1_in_one_line(files, capsys):
 
 
 def test_a_window_too_small_for_the_session_is_named(tmp_path, capsys):
-    argv = ["demo", "--turns", "2", "--window", "1024", "--no-compare", "--quiet"]
+    # the session's 12th turn carries a message too large for the smallest window
+    argv = ["demo", "--turns", "12", "--window", "1024", "--no-compare", "--quiet"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
