@@ -24,7 +24,7 @@ from langchain_openai import ChatOpenAI
 from ctx_langgraph import ContextConfig, SQLiteHistoryStore
 from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.budget.node import make_budget_node
-from ctx_langgraph.core.dates import MAX_RESOLVED, day_label, iso_minute, resolve_relative
+from ctx_langgraph.core.dates import MAX_RESOLVED, day_label, resolve_relative, time_label
 from ctx_langgraph.core.timestamps import batch_times, parse_time
 from ctx_langgraph.datasets import Conversation, load_locomo, synthetic_conversation
 from ctx_langgraph.eval.synthetic import tool_session
@@ -580,7 +580,7 @@ def test_words_that_only_look_like_time_are_left_alone():
 
 
 def test_times_are_shown_to_the_minute_in_utc():
-    assert iso_minute(T0.astimezone(dt.timezone(dt.timedelta(hours=-9)))) == "2023-05-08T13:56Z"
+    assert time_label(T0.astimezone(dt.timezone(dt.timedelta(hours=-9)))) == "Mon 8 May 2023 13:56"
     assert day_label(T0) == "Mon 8 May 2023"
 
 

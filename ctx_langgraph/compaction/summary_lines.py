@@ -44,7 +44,8 @@ STATEMENTS_HEADING: Final = "Key statements"
 
 _DAY_TEXT = (
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{1,2} "
-    r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4}"
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?) \d{4}"
 )
 _DAY = re.compile(rf"^{_DAY_TEXT}$")
 SEQ_GROUP = re.compile(

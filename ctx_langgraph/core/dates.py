@@ -16,10 +16,9 @@ import datetime as dt
 import re
 from collections.abc import Callable
 
-__all__ = ["MAX_RESOLVED", "day_label", "iso_minute", "resolve_relative"]
+__all__ = ["MAX_RESOLVED", "day_label", "resolve_relative", "time_label"]
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _MONTH_NAMES = (
     "January",
     "February",
@@ -53,58 +52,84 @@ resolutions stay a few tokens long."""
 
 
 def day_label(when: dt.datetime | dt.date) -> str:
-    """The day of ``when`` as ``Mon 8 May 2023`` (weekday, day, month, year; no zero padding).
+    """The day of ``when`` as ``Mon 8 May 2023`` (weekday, day, the month's full name, year;
+    no zero padding): as people write a date, so a question's words find it.
 
     Example:
         >>> day_label(dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc))
         'Mon 8 May 2023'
         >>> day_label(dt.date(2024, 12, 25))
-        'Wed 25 Dec 2024'
+        'Wed 25 December 2024'
     """
-    return f"{_DAYS[when.weekday()]} {when.day} {_MONTHS[when.month - 1]} {when.year}"
+    return f"{_DAYS[when.weekday()]} {when.day} {_MONTH_NAMES[when.month - 1]} {when.year}"
 
 
-def iso_minute(when: dt.datetime) -> str:
-    """``when`` in UTC to the minute, as ISO 8601 (``2023-05-08T13:56Z``); naive means UTC.
+def time_label(when: dt.datetime) -> str:
+    """``when`` in UTC to the minute, as a day and a time (``Mon 8 May 2023 13:56``); naive
+    means UTC. What a lookup record shows: a model reads the day without date arithmetic and
+    writes it back as ISO 8601 (``2023-05-08T13:56``) for ``since``/``until``.
 
     Example:
-        >>> iso_minute(dt.datetime(2023, 5, 8, 15, 56, 42, tzinfo=dt.timezone(dt.timedelta(hours=2))))
-        '2023-05-08T13:56Z'
-        >>> iso_minute(dt.datetime(1, 1, 1))
-        '0001-01-01T00:00Z'
+        >>> time_label(dt.datetime(2023, 5, 8, 15, 56, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        'Mon 8 May 2023 13:56'
     """
     if when.tzinfo is not None:
         when = when.astimezone(dt.timezone.utc)
-    return f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when.hour:02d}:{when.minute:02d}Z"
+    return f"{day_label(when)} {when.hour:02d}:{when.minute:02d}"
 
 
 # --------------------------------------------------------------------------- relative expressions
 
 
-def _week(monday: dt.date) -> str:
-    return f"week of {monday.day} {_MONTHS[monday.month - 1]} {monday.year}"
+def _short_day(day: dt.date, last: dt.date) -> str:
+    """``day`` as the start of a range ending on ``last``: its year left out when the same, its
+    month too when that is the same."""
+    if day.year != last.year:
+        return day_label(day)
+    if day.month != last.month:
+        return f"{_DAYS[day.weekday()]} {day.day} {_MONTH_NAMES[day.month - 1]}"
+    return f"{_DAYS[day.weekday()]} {day.day}"
 
 
-def _weekend(saturday: dt.date) -> str:
-    sunday = saturday + dt.timedelta(days=1)
-    if saturday.year != sunday.year:
-        return f"{day_label(saturday)} - {day_label(sunday)}"
-    if saturday.month != sunday.month:
-        start = f"Sat {saturday.day} {_MONTHS[saturday.month - 1]}"
+def _span(first: dt.date, last: dt.date) -> str:
+    return f"{_short_day(first, last)} - {day_label(last)}"
+
+
+_COUNT_WORDS = ("", "", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _anchored(unit: str, count: int, anchor: dt.date, shown: str) -> str:
+    """``shown`` (the resolved date) said as LoCoMo-style people date it relative to the day it
+    was said: ``the week before Fri 9 June 2023 (...)``, ``two weekends before ...``."""
+    if count == 0:
+        return shown
+    side = "before" if count < 0 else "after"
+    size = abs(count)
+    if size == 1:
+        head = f"the {unit} {side}"
     else:
-        start = f"Sat {saturday.day}"
-    return f"{start} - {day_label(sunday)}"
+        words = _COUNT_WORDS[size] if size < len(_COUNT_WORDS) else str(size)
+        head = f"{words} {unit}s {side}"
+    return f"{head} {day_label(anchor)} ({shown})"
 
 
 def _shift(day: dt.date, unit: str, count: int) -> str:
-    """The ``unit`` (day, week, weekend, month, year) ``count`` of them from ``day``'s."""
+    """The ``unit`` (day, week, weekend, month, year) ``count`` of them from ``day``'s: a day,
+    a week or weekend also said relative to ``day`` (``the week before Mon 8 May 2023``)."""
     if unit == "day":
         return day_label(day + dt.timedelta(days=count))
     monday = day - dt.timedelta(days=day.weekday())
     if unit == "week":
-        return _week(monday + dt.timedelta(weeks=count))
+        start = monday + dt.timedelta(weeks=count)
+        shown = _span(start, start + dt.timedelta(days=6))
+        return (
+            _anchored("week", count, day, shown)
+            if count
+            else f"the week of {day_label(day)} ({shown})"
+        )
     if unit == "weekend":
-        return _weekend(monday + dt.timedelta(days=5, weeks=count))
+        saturday = monday + dt.timedelta(days=5, weeks=count)
+        return _anchored("weekend", count, day, _span(saturday, saturday + dt.timedelta(days=1)))
     if unit == "month":
         months = day.year * 12 + day.month - 1 + count
         year, month = divmod(months, 12)
@@ -117,13 +142,16 @@ def _shift(day: dt.date, unit: str, count: int) -> str:
 
 def _weekday(day: dt.date, which: str, name: str) -> str:
     """``last``/``this``/``next`` ``name``: the nearest one before, the one of the same
-    (Monday-first) week, the nearest one after."""
+    (Monday-first) week, the nearest one after; the first two also said relative to ``day``
+    (``Fri 14 July 2023, the Friday before Sat 15 July 2023``)."""
     target = _WEEKDAYS.index(name)
+    if which == "this":
+        return day_label(day + dt.timedelta(days=target - day.weekday()))
     if which == "last":
-        return day_label(day - dt.timedelta(days=(day.weekday() - target - 1) % 7 + 1))
-    if which == "next":
-        return day_label(day + dt.timedelta(days=(target - day.weekday() - 1) % 7 + 1))
-    return day_label(day + dt.timedelta(days=target - day.weekday()))
+        found, side = day - dt.timedelta(days=(day.weekday() - target - 1) % 7 + 1), "before"
+    else:
+        found, side = day + dt.timedelta(days=(target - day.weekday() - 1) % 7 + 1), "after"
+    return f"{day_label(found)}, the {name.capitalize()} {side} {day_label(day)}"
 
 
 _FIXED = {
@@ -160,7 +188,7 @@ _QUANTITY = "|".join(
     + [word for word in _WORD_COUNTS if word not in ("a", "an")]
     + ["an", "a"]
 )
-_UNIT = r"(?:day|week|month|year)s?"
+_UNIT = r"(?:day|weekend|week|month|year)s?"
 _PATTERN = re.compile(
     r"\b(?:"
     rf"(?P<fixed>{'|'.join(k.replace(' ', _SPACE) for k in _FIXED)})"
@@ -219,32 +247,39 @@ def resolve_relative(text: str, when: dt.datetime | dt.date) -> dict[str, str]:
     counts (``a few``, ``a couple of``, ``several``) read as 3, 2 and 4, said ``around``.
     Never raises on any text.
 
-    | said on Mon 8 May 2023          | resolved                          |
-    |---------------------------------|-----------------------------------|
-    | yesterday, last night           | Sun 7 May 2023                    |
-    | today, tonight                  | Mon 8 May 2023                    |
-    | tomorrow                        | Tue 9 May 2023                    |
-    | the day before yesterday        | Sat 6 May 2023                    |
-    | the day after tomorrow          | Wed 10 May 2023                   |
-    | last / this / next week         | week of 1 / 8 / 15 May 2023       |
-    | the week before last            | week of 24 Apr 2023               |
-    | last / this / next weekend      | Sat 6 - Sun 7 May 2023, ...       |
-    | last / this / next month        | April / May / June 2023           |
-    | last / this / next year         | 2022 / 2023 / 2024                |
-    | last / this / next Sunday       | Sun 7 / Sun 14 / Sun 14 May 2023  |
-    | last Fri (Mon to Fri shortened) | Fri 5 May 2023                    |
-    | two days ago, 2 days ago        | Sat 6 May 2023                    |
-    | a few weeks ago                 | around week of 17 Apr 2023        |
-    | in three months, 3 months from now | August 2023                    |
+    | said on Mon 8 May 2023          | resolved                                        |
+    |---------------------------------|-------------------------------------------------|
+    | yesterday, last night           | Sun 7 May 2023                                  |
+    | today, tonight / tomorrow       | Mon 8 May 2023 / Tue 9 May 2023                 |
+    | the day before yesterday        | Sat 6 May 2023                                  |
+    | last week                       | the week before Mon 8 May 2023 (Mon 1 - Sun 7 May 2023) |
+    | this week                       | the week of Mon 8 May 2023 (Mon 8 - Sun 14 May 2023) |
+    | the week before last            | two weeks before Mon 8 May 2023 (Mon 24 - Sun 30 April 2023) |
+    | last weekend, two weekends ago  | the weekend before Mon 8 May 2023 (Sat 6 - Sun 7 May 2023), ... |
+    | this weekend                    | Sat 13 - Sun 14 May 2023                        |
+    | last / this / next month        | April / May / June 2023                         |
+    | last / this / next year         | 2022 / 2023 / 2024                              |
+    | last Sunday                     | Sun 7 May 2023, the Sunday before Mon 8 May 2023 |
+    | this / next Friday              | Fri 12 May 2023 / Fri 12 May 2023, the Friday after Mon 8 May 2023 |
+    | last Fri (Mon to Fri shortened) | Fri 5 May 2023, the Friday before Mon 8 May 2023 |
+    | two days ago, 2 days ago        | Sat 6 May 2023                                  |
+    | a few weeks ago                 | around three weeks before Mon 8 May 2023 (...)  |
+    | in three months, 3 months from now | August 2023                                  |
+
+    A week or weekend (and a weekday before or after) is said both ways: relative to the day
+    it was said, as people date events ("the week before Fri 9 June 2023"), and as the days it
+    spans.
 
     Example:
         >>> monday = dt.date(2023, 5, 8)
-        >>> resolve_relative("Yesterday I told you; last week was busy; last year, too.", monday)
-        {'yesterday': 'Sun 7 May 2023', 'last week': 'week of 1 May 2023', 'last year': '2022'}
-        >>> resolve_relative("We met last Sunday, two days ago, and again a few weeks ago.", monday)
-        {'last sunday': 'Sun 7 May 2023', 'two days ago': 'Sat 6 May 2023', 'a few weeks ago': 'around week of 17 Apr 2023'}
-        >>> resolve_relative("this weekend, next weekend, the week before last", monday)
-        {'this weekend': 'Sat 13 - Sun 14 May 2023', 'next weekend': 'Sat 20 - Sun 21 May 2023', 'the week before last': 'week of 24 Apr 2023'}
+        >>> resolve_relative("Yesterday I told you; last year, too.", monday)
+        {'yesterday': 'Sun 7 May 2023', 'last year': '2022'}
+        >>> resolve_relative("We met last week, last Sunday and two days ago.", monday)["last week"]
+        'the week before Mon 8 May 2023 (Mon 1 - Sun 7 May 2023)'
+        >>> resolve_relative("We met last Sunday, two days ago.", monday)
+        {'last sunday': 'Sun 7 May 2023, the Sunday before Mon 8 May 2023', 'two days ago': 'Sat 6 May 2023'}
+        >>> resolve_relative("two weekends ago", dt.date(2023, 7, 17))
+        {'two weekends ago': 'two weekends before Mon 17 July 2023 (Sat 8 - Sun 9 July 2023)'}
         >>> resolve_relative("In  three months, or next month?", monday)
         {'in three months': 'August 2023', 'next month': 'June 2023'}
         >>> resolve_relative("The report on the yesterdays of May", monday)

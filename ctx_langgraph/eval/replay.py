@@ -37,7 +37,7 @@ from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.format import SummaryDocument
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
-from ctx_langgraph.datasets import Conversation
+from ctx_langgraph.datasets import Conversation, stamped
 from ctx_langgraph.errors import DatasetError, SummaryFormatError
 from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import HistoryEvent
@@ -57,6 +57,8 @@ __all__ = [
 
 LOOKUP_TOOL = "history_lookup"
 _NO_REPLY = "(no reply)"
+_RESUMED = "(the conversation resumes)"
+"""The user message a new session opened by the assistant answers."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
     A turn starts at a user message (consecutive user messages go in together); assistant
     texts in a row are merged into one step; tool results are matched to their calls. A turn
     without an assistant answer gets a short placeholder answer, so every turn ends in text.
+    An assistant text that opens a new session (:attr:`Conversation.sessions`) right after an
+    assistant text is not merged into it (each keeps its own time): it answers a placeholder
+    user message saying the conversation resumes.
 
     Raises:
         DatasetError: a tool result answers no earlier call, or a message has no id.
@@ -124,7 +129,17 @@ def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
         results.clear()
         pending.clear()
 
-    for message in conversation.messages:
+    openers = {start for start, _ in conversation.sessions[1:]}
+    for position, message in enumerate(conversation.messages):
+        if (
+            position in openers
+            and isinstance(message, AIMessage)
+            and steps
+            and not steps[-1].tool_calls
+        ):
+            close()
+            resumed = HumanMessage(_RESUMED, id=f"{message.id}-resumed")
+            inputs.append(stamped(resumed, conversation.created_at[position]))
         if not message.id:
             raise DatasetError(f"{conversation.name}: a {message.type} message has no id")
         if isinstance(message, HumanMessage | SystemMessage):

@@ -16,7 +16,7 @@ from typing import Any
 from langchain_core.tools import ToolException
 
 from ctx_langgraph.budget.counters import TokenCounter
-from ctx_langgraph.core.dates import day_label, iso_minute, resolve_relative
+from ctx_langgraph.core.dates import resolve_relative, time_label
 from ctx_langgraph.history.types import HistoryEvent
 from ctx_langgraph.lookup._args import HANDLE_PREFIX
 from ctx_langgraph.lookup._cursors import HandleCursor
@@ -152,17 +152,19 @@ class Page:
 
 
 def _record(event: HistoryEvent, start: int, end: int) -> dict[str, Any]:
-    """The record of ``event.text[start:end]``: when it was said (the minute in UTC and the
-    day as people write it), who said it, the text, and the text's relative time expressions
-    resolved against that day ("yesterday" said on Mon 8 May 2023 is Sun 7 May 2023)."""
+    """The record of ``event.text[start:end]``: when it was said (the day and minute in UTC, as
+    people write them), who said it (the role, and the speaker's name when the message has
+    one), the text, and the text's relative time expressions resolved against that day
+    ("yesterday" said on Mon 8 May 2023 is Sun 7 May 2023). A record is short: its event id
+    shows only where it is needed, in the handle that reads a cut text on."""
     when = event.created_at.astimezone(dt.timezone.utc)
     record: dict[str, Any] = {
         "seq": event.seq,
-        "time": iso_minute(when),
-        "day": day_label(when),
+        "time": time_label(when),
         "role": _SHOWN_ROLES.get(event.role, event.role),
-        "event_id": event.event_id,
     }
+    if event.name and event.role in _SHOWN_ROLES:
+        record["name"] = event.name
     if event.role == "tool" and (event.name or event.tool_names):
         record["tool_name"] = event.name or event.tool_names[0]
     elif event.tool_names:

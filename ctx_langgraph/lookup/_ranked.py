@@ -1,11 +1,15 @@
-"""A lookup with a query: the store's ranking (best match first), several queries fused into
-one, and each hit served with its neighbouring turns (docs/design.md §8).
+"""A lookup with a query: the store's ranking (best match first) with matching passages
+raised, several queries fused into one, and each hit served with the turn after it
+(docs/design.md §8).
 
-A page serves the ranking hit by hit: the hit (marked ``"hit": true``), then the visible
-events just after and just before it in the branch when they fit whole, each record once and
-in seq order within its group. A record already shown beside an earlier hit is marked as a hit
-where it stands. The ranking is the same on every call over the same history, so a cursor is
-how many of its hits were served.
+The store ranks events one by one (BM25); a hit next to another hit is part of a passage that
+matches, so among the first :data:`PASSAGE_DEPTH` hits each scores its own score plus
+:data:`PASSAGE_WEIGHT` times the better of its two neighbours' (seq - 1 and seq + 1, when they
+are hits too). A page serves that ranking hit by hit: the hit (marked ``"hit": true``), then the
+visible event just after it in the branch (most often the answer to what matched) when it fits
+whole, each record once. A record already shown after an earlier hit is marked as a hit where
+it stands. The ranking is the same on every call over the same history, so a cursor is how many
+of its hits were served.
 """
 
 from __future__ import annotations
@@ -15,24 +19,28 @@ from collections.abc import Sequence
 from ctx_langgraph.core.effects import Flow
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import HistoryEvent
+from ctx_langgraph.history.types import HistoryEvent, RankedHit
 from ctx_langgraph.lookup._args import Filters
 from ctx_langgraph.lookup._cursors import RankedCursor
 from ctx_langgraph.lookup._page import Page, always, too_small
-from ctx_langgraph.lookup._reads import neighbours, rank
+from ctx_langgraph.lookup._reads import next_turn, rank
 
-__all__ = ["RANKED_ORDER", "fuse", "ranked_flow"]
+__all__ = ["RANKED_ORDER", "fuse", "passages", "ranked_flow"]
 
-RANKED_ORDER = 'best match first; each "hit" with the turns just before and after it'
+RANKED_ORDER = 'best match first; each "hit" followed by the turn after it'
 """The ``order`` a page of a query says."""
 RANK_FETCH = 30
 """Hits asked of a single query's ranking at a time (more when a page holds more)."""
+PASSAGE_DEPTH = 60
+"""The first hits of a ranking whose scores are raised by their neighbours' (always read)."""
+PASSAGE_WEIGHT = 0.3
+"""The share of the better neighbour's score a hit gains."""
 FUSED_DEPTH = 50
 """Hits of each query a fused ranking (several queries) is made of."""
 RRF_K = 60
 """Reciprocal-rank fusion's constant: a hit's score is the sum of ``1 / (RRF_K + rank)``."""
 NEIGHBOUR_ROOM = 24
-"""Tokens a page must have left for a hit's neighbours to be looked for."""
+"""Tokens a page must have left for the turn after a hit to be looked for."""
 
 
 def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
@@ -59,40 +67,65 @@ def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
     return [events[key] for key in order]
 
 
+def passages(hits: Sequence[RankedHit]) -> list[HistoryEvent]:
+    """The events of a ranking (best first) with matching passages raised: each of the first
+    :data:`PASSAGE_DEPTH` hits scores its own score plus :data:`PASSAGE_WEIGHT` times the
+    better of its neighbours' (seq - 1, seq + 1) among them; ties go newest first. The hits
+    past them keep their order, so a longer ranking of the same history starts alike.
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> hits = [E(event=E(seq=s), score=x) for s, x in ((9, 3.0), (4, 2.8), (5, 2.0))]
+        >>> [event.seq for event in passages(hits)]
+        [4, 9, 5]
+    """
+    head = hits[:PASSAGE_DEPTH]
+    scores = {hit.event.seq: hit.score for hit in head}
+
+    def raised(hit: RankedHit) -> tuple[float, int]:
+        seq = hit.event.seq
+        near = max(scores.get(seq - 1, 0.0), scores.get(seq + 1, 0.0))
+        return -(hit.score + PASSAGE_WEIGHT * near), -seq
+
+    return [hit.event for hit in sorted(head, key=raised)] + [
+        hit.event for hit in hits[len(head) :]
+    ]
+
+
 def _ranking(
     store: HistoryStore, scope: Scope, filters: Filters, wanted: int
 ) -> Flow[tuple[list[HistoryEvent], bool]]:
     """The ranking's first ``wanted`` hits or more, and whether that is all of it."""
     options = filters.rank_options()
     if len(filters.query) == 1:
-        events = yield from rank(store, scope, filters.query[0], wanted, options)
-        return events, len(events) < wanted
+        limit = max(wanted, PASSAGE_DEPTH)
+        hits = yield from rank(store, scope, filters.query[0], limit, options)
+        return passages(hits), len(hits) < limit
     rankings = []
     for query in filters.query:
-        rankings.append((yield from rank(store, scope, query, FUSED_DEPTH, options)))
+        hits = yield from rank(store, scope, query, max(FUSED_DEPTH, PASSAGE_DEPTH), options)
+        rankings.append(passages(hits)[:FUSED_DEPTH])
     return fuse(rankings), True
 
 
-def _with_neighbours(
+def _with_next_turn(
     store: HistoryStore, scope: Scope, page: Page, hit: HistoryEvent, cursor: str | None
 ) -> Flow[None]:
-    """Add the hit's neighbours that are not on the page yet, whole, beside it: the turn after
-    first (most often the answer to what matched), then the turn before."""
+    """Add the turn after the hit, whole, right after it, unless the page has it already."""
     if page.max_tokens - page.tokens < NEIGHBOUR_ROOM:
         return
-    before, after = yield from neighbours(store, scope, hit)
-    for neighbour, offset in ((after, 1), (before, 0)):
-        if neighbour is None or neighbour.event_id in page.in_context:
-            continue
-        if page.index_of(neighbour.event_id) is None:
-            at = page.ids.index(hit.event_id) + offset
-            page.add(neighbour, 0, always(cursor), at=at, whole=True)
+    after = yield from next_turn(store, scope, hit)
+    if after is None or after.event_id in page.in_context:
+        return
+    if page.index_of(after.event_id) is None:
+        at = page.ids.index(hit.event_id) + 1
+        page.add(after, 0, always(cursor), at=at, whole=True)
 
 
 def _serve(
     store: HistoryStore, scope: Scope, page: Page, hit: HistoryEvent, cursor: str | None
 ) -> Flow[bool | None]:
-    """Put one hit on the page, with its neighbours: True when it is there whole, False when
+    """Put one hit on the page, with the turn after it: True when it is there whole, False when
     it was cut (the page is full), None when it is left to the next page."""
     index = page.index_of(hit.event_id)
     if index is not None:  # already shown beside an earlier hit
@@ -104,7 +137,7 @@ def _serve(
             return None
         if added[1] < len(hit.text):
             return False
-    yield from _with_neighbours(store, scope, page, hit, cursor)
+    yield from _with_next_turn(store, scope, page, hit, cursor)
     return True
 
 

@@ -14,7 +14,7 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, RankedHit, SearchPage
 from ctx_langgraph.lookup._args import plain_text
 
-__all__ = ["get_event", "neighbours", "rank", "search"]
+__all__ = ["get_event", "next_turn", "rank", "search"]
 
 # the tool's logger (its package's name), whichever of its modules logs
 log = logging.getLogger("ctx_langgraph.lookup")
@@ -45,13 +45,13 @@ def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[S
 
 def rank(
     store: HistoryStore, scope: Scope, query: str, limit: int, options: dict[str, Any]
-) -> Flow[list[HistoryEvent]]:
+) -> Flow[list[RankedHit]]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
     try:
         hits: list[RankedHit] = yield call(store, "rank", scope, query, limit=limit, **options)
     except Exception as exc:
         raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
-    return [hit.event for hit in hits]
+    return hits
 
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
@@ -64,13 +64,8 @@ def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryE
     return event
 
 
-def neighbours(
-    store: HistoryStore, scope: Scope, event: HistoryEvent
-) -> Flow[tuple[HistoryEvent | None, HistoryEvent | None]]:
-    """The visible events just before and just after ``event`` in the branch, whatever the
-    lookup's filters (they are its context)."""
-    before = yield from search(
-        store, scope, {"max_seq": event.seq - 1, "newest_first": True, "limit": 1}
-    )
+def next_turn(store: HistoryStore, scope: Scope, event: HistoryEvent) -> Flow[HistoryEvent | None]:
+    """The visible event just after ``event`` in the branch, whatever the lookup's filters (it
+    is its context: most often the answer to what matched)."""
     after = yield from search(store, scope, {"min_seq": event.seq + 1, "limit": 1})
-    return (before.hits[0] if before.hits else None), (after.hits[0] if after.hits else None)
+    return after.hits[0] if after.hits else None
