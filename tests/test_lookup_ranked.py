@@ -31,7 +31,7 @@ from ctx_langgraph.lookup import (
     ROOM_MARGIN,
     make_history_lookup_tool,
 )
-from ctx_langgraph.lookup._ranked import fuse
+from ctx_langgraph.lookup._ranked import fuse, passages
 from ctx_langgraph.testing import MeteringChatModel
 
 COUNTER = default_counter("gpt-4o")
@@ -79,18 +79,38 @@ async def page_of(
 
 async def all_pages(
     tool: BaseTool, mode: str, args: dict[str, Any], max_tokens: int
-) -> tuple[list[dict[str, Any]], int]:
+) -> list[list[dict[str, Any]]]:
+    """Every page's records, following the cursors; each page's records in seq order."""
     page = await page_of(tool, mode, args, max_tokens)
-    records, pages = list(page["records"]), 1
+    pages = [page["records"]]
     while page["next_cursor"]:
         page = await page_of(tool, mode, {"cursor": page["next_cursor"]}, max_tokens)
-        records += page["records"]
-        pages += 1
-    return records, pages
+        pages.append(page["records"])
+    for records in pages:
+        seqs = [r["seq"] for r in records]
+        assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))
+    return pages
 
 
-def hits(records: list[dict[str, Any]]) -> list[str]:
-    return [record["event_id"] for record in records if record.get("hit")]
+def ranked_hits(
+    store: HistoryStore, pages: list[list[dict[str, Any]]], ranking: list[str]
+) -> list[str]:
+    """The hits page after page, each page's in ``ranking``'s order (a page shows them by seq)."""
+    return [h for records in pages for h in sorted(hits(store, records), key=ranking.index)]
+
+
+def ids(store: HistoryStore, records: list[dict[str, Any]], thread: str = "t1") -> list[str]:
+    """The event ids of records (a record shows its seq, not its id)."""
+    by_seq = {event.seq: event.event_id for event in store.read_events(thread)}
+    return [by_seq[record["seq"]] for record in records]
+
+
+def hits(store: HistoryStore, records: list[dict[str, Any]]) -> list[str]:
+    return ids(store, [record for record in records if record.get("hit")])
+
+
+def marked(store: HistoryStore, records: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    return list(zip(ids(store, records), [r.get("hit", False) for r in records], strict=True))
 
 
 # --------------------------------------------------------------------------- ranked pages
@@ -106,30 +126,34 @@ async def test_a_query_pages_through_the_store_ranking_with_each_hit_once(
     page = await page_of(tool, mode, {"query": question}, 400)
     assert page["order"] == RANKED_ORDER
     assert page["next_cursor"]
-    records, pages = await all_pages(tool, mode, {"query": question}, 400)
-    ranking = [hit.event.event_id for hit in store.rank("t1", question, limit=100)]
-    assert hits(records) == ranking  # the store's order, page after page, no hit twice
-    assert pages > 2
-    # the best question comes between the answer before it and its own answer after it
+    pages = await all_pages(tool, mode, {"query": question}, 400)
+    ranked = store.rank("t1", question, limit=100)
+    ranking = [event.event_id for event in passages(ranked)]
+    # the ranking, page after page (each page the next best), no hit twice
+    assert ranked_hits(store, pages, ranking) == ranking
+    assert sorted(ranking) == sorted(hit.event.event_id for hit in ranked)
+    assert len(pages) > 2
+    # the best question is on the first page, followed by its own answer; the turn before
+    # it is not shown
     best = ranking[0]
     assert best.startswith("q")
-    before, hit, after = page["records"][:3]
-    assert (hit["event_id"], hit["hit"]) == (best, True)
-    assert (before["event_id"], after["event_id"]) == (f"a{int(best[1:]) - 1}", "a" + best[1:])
-    assert "hit" not in before and "hit" not in after
-    ids = [r["event_id"] for r in page["records"]]
-    assert len(ids) == len(set(ids))  # each record once on a page
+    shown = marked(store, page["records"])
+    at = shown.index((best, True))
+    assert shown[at + 1] == ("a" + best[1:], False)
+    assert (f"a{int(best[1:]) - 1}", False) not in shown
 
 
-async def test_neighbours_are_the_visible_turns_beside_a_hit_and_never_the_current_turn(
+async def test_the_turn_after_a_hit_is_the_next_visible_one_and_never_the_current_turn(
     store: HistoryStore, mode: str
 ) -> None:
     store.append(
         "t1",
         [
             HumanMessage("First, the weather.", id="w1"),
-            HumanMessage("This one is hidden.", id="hidden"),
             HumanMessage("The locker code is 4471.", id="code"),
+            HumanMessage("This one is hidden.", id="hidden"),
+            HumanMessage("Fine.", id="fine"),
+            HumanMessage("The gate code is 9902.", id="gate"),
             AIMessage("Noted: locker code stored. " + "padding words " * 400, id="long"),
             HumanMessage("Thanks.", id="thanks"),
         ],
@@ -138,28 +162,26 @@ async def test_neighbours_are_the_visible_turns_beside_a_hit_and_never_the_curre
     tool = make_history_lookup_tool(store, max_tokens=300, counter=COUNTER)
 
     page = await page_of(tool, mode, {"query": "4471"}, 300)
-    # the hidden event is skipped: the turn before is the visible one before it; the long
-    # reply after would not fit whole, so it is left out rather than cut
-    assert [(r["event_id"], r.get("hit", False)) for r in page["records"]] == [
-        ("w1", False),
-        ("code", True),
-    ]
-    # a hit may be cut; a neighbour never is
+    # the hidden event is skipped: the turn after is the next visible one; the turn before
+    # is not shown
+    assert marked(store, page["records"]) == [("code", True), ("fine", False)]
+    # the long reply after a hit would not fit whole, so it is left out rather than cut
+    page = await page_of(tool, mode, {"query": "9902"}, 300)
+    assert marked(store, page["records"]) == [("gate", True)]
+    # a hit may be cut; the turn after it never is
     page = await page_of(tool, mode, {"query": "padding"}, 300)
-    [long] = [r for r in page["records"] if r["event_id"] == "long"]
+    [long] = [r for r in page["records"] if r["seq"] == 6]
     assert long["hit"] is True and "cut" in long
+    assert long["cut"]["read_on"]["handle"] == "history:long"
 
     # inside a graph, the current turn (the question that asked, recorded by ctx_budget, and
-    # the call) is neither a hit nor a neighbour: the model has it
+    # the call) is neither a hit nor shown after one: the model has it
     question = HumanMessage("What was the 4471 code for?", id="question")
-    store.append("t1", [question])
-    store.delete_events("t1", ["thanks", "long"])  # the question comes right after the code
+    store.delete_events("t1", ["fine", "gate", "long", "thanks"])
+    store.append("t1", [question])  # the question comes right after the code
     state = {"messages": [question, lookup_reply("4471")]}
     [(page, _)] = await tool_pages(tool_graph(tool), mode, state)
-    assert [(r["event_id"], r.get("hit", False)) for r in page["records"]] == [
-        ("w1", False),
-        ("code", True),
-    ]
+    assert marked(store, page["records"]) == [("code", True)]
 
 
 async def test_a_record_shown_beside_an_earlier_hit_is_marked_where_it_stands(
@@ -177,12 +199,11 @@ async def test_a_record_shown_beside_an_earlier_hit_is_marked_where_it_stands(
     )
     tool = make_history_lookup_tool(store, max_tokens=1000, counter=COUNTER)
     page = await page_of(tool, mode, {"query": "red kayak"}, 1000)
-    records = [(r["event_id"], r.get("hit", False)) for r in page["records"]]
-    assert records == [
+    # the answer, shown after the question, is a hit too; the note before the paddle is not
+    assert marked(store, page["records"]) == [
         ("ask", True),
         ("answer", True),
         ("thanks", False),
-        ("note", False),
         ("paddle", True),
     ]
     assert page["next_cursor"] is None
@@ -195,16 +216,14 @@ async def test_several_queries_make_one_ranking_with_each_record_once(
     tool = make_history_lookup_tool(store, max_tokens=500, counter=COUNTER)
     queries = ["pottery", "violin", "pottery"]  # a repeated search counts once
 
-    records, _ = await all_pages(tool, mode, {"query": queries}, 500)
-    found = hits(records)
-    pottery = [h.event.event_id for h in store.rank("t1", "pottery", limit=50)]
-    violin = [h.event.event_id for h in store.rank("t1", "violin", limit=50)]
-    assert sorted(found) == sorted(pottery + violin) and len(found) == len(set(found))
+    pottery = [e.event_id for e in passages(store.rank("t1", "pottery", limit=60))]
+    violin = [e.event_id for e in passages(store.rank("t1", "violin", limit=60))]
+    fused = [event.event_id for event in fuse([_events(store, pottery), _events(store, violin)])]
     # reciprocal-rank fusion: the two searches' hits alternate, best first, the first
     # query's hit first at each rank
-    assert found[:4] == [pottery[0], violin[0], pottery[1], violin[1]]
-    fused = fuse([_events(store, pottery), _events(store, violin)])
-    assert found == [event.event_id for event in fused]
+    assert fused[:4] == [pottery[0], violin[0], pottery[1], violin[1]]
+    found = ranked_hits(store, await all_pages(tool, mode, {"query": queries}, 500), fused)
+    assert found == fused and sorted(found) == sorted(pottery + violin)
 
     text = await invoke(tool, mode, {"query": ["pottery"] * (MAX_QUERIES + 1)})
     assert text.startswith(f"query lists {MAX_QUERIES + 1} searches; the limit is {MAX_QUERIES}")
@@ -246,7 +265,7 @@ async def test_a_cursor_of_an_earlier_version_is_refused_and_a_seq_cursor_still_
         assert "search again without the cursor" in text
     # a lookup without query kept its cursor: seq order from the seq after
     page = await page_of(tool, mode, {"cursor": cursor({"v": 1, "f": {}, "after": 58})}, 400)
-    assert [r["event_id"] for r in page["records"]] == ["q29", "a29"]
+    assert ids(store, page["records"]) == ["q29", "a29"]
     assert page["order"] == "oldest first"
 
 
@@ -366,7 +385,7 @@ async def test_a_lookup_in_an_agent_does_not_push_the_next_request_over_the_trig
     assert shown["cap"].endswith("tokens: the room left in your context")
     cap = int(shown["cap"].split()[0])
     assert MIN_MAX_TOKENS < cap < DEFAULT_MAX_TOKENS and COUNTER.count_text(page.text) <= cap
-    assert hits(shown["records"])  # a full page of what matched, within the room
+    assert any(r.get("hit") for r in shown["records"])  # what matched, within the room
     budget = result["context"]["budget"]
     assert budget["decision"] == "proceed" and budget["total"] <= trigger  # no compaction
     assert "compaction" not in result["context"]

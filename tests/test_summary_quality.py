@@ -301,7 +301,7 @@ def test_items_facts_and_statements_show_their_day_once_per_run():
 def test_a_day_label_reads_the_events_own_time():
     late = dt.datetime(2023, 12, 31, 23, 59, tzinfo=dt.timezone.utc)
     [fact] = event_facts(event(7, HumanMessage("Order ORD-31337 is late."), late))
-    assert fact.day == day_label(late) == "Sun 31 Dec 2023"
+    assert fact.day == day_label(late) == "Sun 31 December 2023"
 
 
 # ----------------------------------------------------------------------------- format

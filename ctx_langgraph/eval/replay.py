@@ -90,6 +90,17 @@ def _merge(first: AIMessage, second: AIMessage) -> AIMessage:
     return first.model_copy(update={"content": f"{first.text}\n\n{second.text}"})
 
 
+def _would_merge(steps: Sequence[AIMessage], message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and bool(steps) and not steps[-1].tool_calls
+
+
+def _resumed(conversation: Conversation, position: int) -> BaseMessage:
+    """The user message a session opened by the assistant at ``position`` answers."""
+    opener = conversation.messages[position]
+    resumed = HumanMessage(_RESUMED, id=f"{opener.id}-resumed")
+    return stamped(resumed, conversation.created_at[position])
+
+
 def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
     """The conversation as user turns to replay.
 
@@ -131,15 +142,9 @@ def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
 
     openers = {start for start, _ in conversation.sessions[1:]}
     for position, message in enumerate(conversation.messages):
-        if (
-            position in openers
-            and isinstance(message, AIMessage)
-            and steps
-            and not steps[-1].tool_calls
-        ):
+        if position in openers and _would_merge(steps, message):
             close()
-            resumed = HumanMessage(_RESUMED, id=f"{message.id}-resumed")
-            inputs.append(stamped(resumed, conversation.created_at[position]))
+            inputs.append(_resumed(conversation, position))
         if not message.id:
             raise DatasetError(f"{conversation.name}: a {message.type} message has no id")
         if isinstance(message, HumanMessage | SystemMessage):
@@ -147,7 +152,7 @@ def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
                 close()
             inputs.append(message)
         elif isinstance(message, AIMessage):
-            if steps and not steps[-1].tool_calls and not message.tool_calls:
+            if _would_merge(steps, message) and not message.tool_calls:
                 steps[-1] = _merge(steps[-1], message)
             else:
                 steps.append(message)

@@ -49,8 +49,8 @@ class SearchCursor:
 
 @dataclass(frozen=True)
 class RankedCursor:
-    """The next page of a ranking: the hits past its first ``skip`` (their neighbours come
-    with them)."""
+    """The next page of a ranking: the hits past its first ``skip`` (each with the turn after
+    it)."""
 
     filters: Filters
     skip: int

@@ -68,10 +68,14 @@ class Page:
         self.tokens = 0
         self.order: str | None = None
         """How the records are ordered, said on a search page."""
+        self.in_time_order = False
+        """Records are shown in seq order, whatever order they were gathered in."""
         self.in_context: frozenset[str] = frozenset()
         """Event ids of the current turn's messages: searches leave them out."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
+        if self.in_time_order:
+            records = sorted(records, key=lambda r: (r["seq"], r.get("offset", 0)))
         page: dict[str, Any] = {"notice": NOTICE}
         if self.order:
             page["order"] = self.order
@@ -134,7 +138,7 @@ class Page:
         return record, end
 
     def mark_hit(self, index: int, next_cursor: str | None) -> bool:
-        """Mark the record at ``index`` (shown as a neighbour) as a match, if it still fits."""
+        """Mark the record at ``index`` (shown after an earlier hit) as a match, if it still fits."""
         record = self.records[index]
         if record.get("hit"):
             return True

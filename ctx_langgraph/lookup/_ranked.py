@@ -5,11 +5,12 @@ raised, several queries fused into one, and each hit served with the turn after 
 The store ranks events one by one (BM25); a hit next to another hit is part of a passage that
 matches, so among the first :data:`PASSAGE_DEPTH` hits each scores its own score plus
 :data:`PASSAGE_WEIGHT` times the better of its two neighbours' (seq - 1 and seq + 1, when they
-are hits too). A page serves that ranking hit by hit: the hit (marked ``"hit": true``), then the
+are hits too). A page takes that ranking hit by hit: the hit (marked ``"hit": true``), then the
 visible event just after it in the branch (most often the answer to what matched) when it fits
-whole, each record once. A record already shown after an earlier hit is marked as a hit where
-it stands. The ranking is the same on every call over the same history, so a cursor is how many
-of its hits were served.
+whole, each record once; a record already taken after an earlier hit is marked as a hit where
+it stands. The page shows its records in time (seq) order, so a later statement reads after
+the one it corrects. The ranking is the same on every call over the same history, so a cursor
+is how many of its hits were served.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ctx_langgraph.lookup._reads import next_turn, rank
 
 __all__ = ["RANKED_ORDER", "fuse", "passages", "ranked_flow"]
 
-RANKED_ORDER = 'best match first; each "hit" followed by the turn after it'
+RANKED_ORDER = 'the best matches, oldest first; each "hit" followed by the turn after it'
 """The ``order`` a page of a query says."""
 RANK_FETCH = 30
 """Hits asked of a single query's ranking at a time (more when a page holds more)."""
@@ -147,7 +148,7 @@ def ranked_flow(
     """The page of the ranking past its first ``skip`` hits. Hits in the current turn are
     passed over (the model has them), but counted: a cursor is a place in the store's
     ranking."""
-    page.order = RANKED_ORDER
+    page.order, page.in_time_order = RANKED_ORDER, True
     wanted = skip + RANK_FETCH
     events, complete = yield from _ranking(store, scope, filters, wanted)
     served, previous = skip, None  # previous: the cursor after the last hit served
