@@ -168,9 +168,9 @@ def seqs(message: ToolMessage) -> list[int]:
     return [record["seq"] for record in page(message)["records"]]
 
 
-def hits(result: dict[str, Any]) -> list[str]:
-    """The event ids of a ranked page's matches (not the turns shown beside them)."""
-    return [record["event_id"] for record in result["records"] if record.get("hit")]
+def hits(result: dict[str, Any]) -> list[tuple[int, str]]:
+    """The seq and text of a ranked page's matches (not the turns shown after them)."""
+    return [(record["seq"], record["text"]) for record in result["records"] if record.get("hit")]
 
 
 def lookup_tool(store: HistoryStore) -> BaseTool:
@@ -234,8 +234,8 @@ ARGUMENTS: dict[str, tuple[Any, Expect]] = {
     # queries: NUL and lone surrogates are not letters, like punctuation
     "query_with_nul_and_surrogate": ({"query": f"invoice\x00{PLANTED}\ud800"}, [1, 2]),
     "query_only_glue_words": ({"query": "what was the"}, ("only glue words",)),
-    # several queries: one ranking, each record once (plant's neighbour is the call before
-    # the depot result, which the result's group does not repeat)
+    # several queries: one ranking, each record once, each hit followed by the turn after it
+    # (the planted invoice, then the call; the depot result, then the first note)
     "query_list_two": ({"query": ["invoice", "depot"]}, [1, 2, 3, 4]),
     "query_list_blank_and_glue": ({"query": [" ", "the"]}, ("only glue words",)),
     "query_list_of_six": ({"query": ["invoice"] * 6}, ("lists 6 searches; the limit is 5",)),
@@ -510,13 +510,14 @@ async def test_a_cursor_from_another_thread_branch_or_filter_set_reads_only_this
 ) -> None:
     tool = make_history_lookup_tool(probed, max_tokens=300, counter=COUNTER)
     first = page(await call(tool, mode, {"query": PLANTED}))
-    assert hits(first) == ["plant"]
+    planted = (1, f"Please pay invoice {PLANTED} to ACME GmbH.")
+    assert hits(first) == [planted]
     search = cursor_of({"v": 2, "f": {"query": [PLANTED]}, "skip": 0})
     # the scope is the run's: another thread or branch reads its own records with that cursor
     other = page(await call(tool, mode, {"cursor": search}, run_config("t2")))
-    assert [r["event_id"] for r in other["records"]] == ["t2-secret"]
+    assert [r["text"] for r in other["records"]] == [f"Secret of t2: invoice {PLANTED}."]
     fork = page(await call(tool, mode, {"cursor": search}, run_config(ctx_branch=FORK)))
-    assert sorted(hits(fork)) == ["fork-1", "plant"]
+    assert sorted(hits(fork)) == [planted, (4, f"On the fork: invoice {PLANTED} disputed.")]
     # a filter given with a cursor must be the cursor's own
     text = guidance(await call(tool, mode, {"cursor": search, "tool_name": "x" * 150}))
     assert "pass the cursor alone" in text
