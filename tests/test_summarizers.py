@@ -494,7 +494,8 @@ def test_failed_tool_attempts_are_listed_with_why():
         ('search_db({"q": "ORD-1"}) failed: query failed: permission denied', (5,)),
     ]
     assert (
-        SummaryItem("read_cache: ORD-1 status shipped", (7,), day="Mon 1 January 2024") in document.done
+        SummaryItem("read_cache: ORD-1 status shipped", (7,), day="Mon 1 January 2024")
+        in document.done
     )
 
 

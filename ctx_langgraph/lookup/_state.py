@@ -15,7 +15,14 @@ from langgraph.prebuilt import ToolRuntime
 
 from ctx_langgraph.budget.counters import TokenCounter
 
-__all__ = ["MIN_MAX_TOKENS", "ROOM_MARGIN", "current_turn", "page_cap", "state_context"]
+__all__ = [
+    "MIN_MAX_TOKENS",
+    "ROOM_MARGIN",
+    "current_turn",
+    "page_cap",
+    "state_context",
+    "useful_page",
+]
 
 MIN_MAX_TOKENS = 300
 """Room for the notice, one record's header, its cut mark and a cursor."""
@@ -64,7 +71,7 @@ def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCou
     ``context["budget"]["total"]``, safety margin included), minus the reply that called the
     tool and :data:`ROOM_MARGIN`, less the safety margin the page itself will add (the
     estimate's rate), shared by the reply's calls of this tool; never below
-    :data:`MIN_MAX_TOKENS`. Outside such a graph (no budget in the state) it is ``max_tokens``.
+    :func:`useful_page`. Outside such a graph (no budget in the state) it is ``max_tokens``.
 
     Example:
         >>> from ctx_langgraph.budget.counters import default_counter
@@ -87,4 +94,17 @@ def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCou
         spent += counter.count_message(reply)
         calls = max(1, sum(call["name"] == tool_name for call in reply.tool_calls))
     room = int((trigger - spent) / (1 + rate)) // calls
-    return max(MIN_MAX_TOKENS, min(max_tokens, room))
+    return max(useful_page(max_tokens), min(max_tokens, room))
+
+
+def useful_page(max_tokens: int) -> int:
+    """The smallest page a lookup serves, whatever the room: half the tool's ``max_tokens``, at
+    least :data:`MIN_MAX_TOKENS`. A page too small for the evidence makes the model ask again
+    (a whole request per page), which costs more than the compaction ``ctx_budget`` makes
+    before the next model call when such a page goes over the trigger.
+
+    Example:
+        >>> useful_page(1000), useful_page(400)
+        (500, 300)
+    """
+    return max(MIN_MAX_TOKENS, max_tokens // 2)
