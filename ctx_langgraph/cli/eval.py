@@ -28,7 +28,7 @@ from ctx_langgraph.datasets import Conversation, load_locomo
 from ctx_langgraph.errors import DatasetError
 from ctx_langgraph.eval.report import write_outputs
 from ctx_langgraph.eval.synthetic import MAX_TURNS
-from ctx_langgraph.lookup import MIN_MAX_TOKENS
+from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS
 
 __all__ = ["add_eval_parser", "load_dataset", "run_eval_command"]
 
@@ -241,9 +241,9 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument(
         "--retrieval-tokens",
         type=int_between(MIN_MAX_TOKENS, what="tokens of one lookup page"),
-        default=1000,
+        default=DEFAULT_MAX_TOKENS,
         metavar="TOKENS",
-        help="the history lookup's page cap",
+        help="the history lookup's page cap (the tool's own default)",
     )
     parser.add_argument(
         "--reader",

@@ -39,6 +39,7 @@ from ctx_langgraph.eval.strategies import (
     eval_config,
     summary_messages,
 )
+from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS
 from ctx_langgraph.view.markers import SUMMARY_FLAG
 
 __all__ = [
@@ -180,7 +181,7 @@ def run_conversation(
     *,
     window: int,
     counter: TokenCounter,
-    retrieval_tokens: int = 1000,
+    retrieval_tokens: int = DEFAULT_MAX_TOKENS,
     reader: BaseChatModel | None = None,
     summary_model: BaseChatModel | None = None,
     tool_specs: Sequence[dict[str, Any]] = (),
@@ -465,7 +466,7 @@ def run_eval(
     dataset: str = "",
     data_format: str = "",
     seed: int = 0,
-    retrieval_tokens: int = 1000,
+    retrieval_tokens: int = DEFAULT_MAX_TOKENS,
     reader: BaseChatModel | None = None,
     summary_model: BaseChatModel | None = None,
     tool_specs: Sequence[dict[str, Any]] = (),

@@ -50,7 +50,7 @@ from ctx_langgraph.eval.replay import (
 )
 from ctx_langgraph.history import HistoryStore, SQLiteHistoryStore
 from ctx_langgraph.integration import create_context_agent
-from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS, make_history_lookup_tool
 from ctx_langgraph.view.markers import is_summary
 
 __all__ = [
@@ -182,7 +182,7 @@ def build_strategy(
     tools: Sequence[BaseTool],
     window: int,
     counter: TokenCounter,
-    retrieval_tokens: int = 1000,
+    retrieval_tokens: int = DEFAULT_MAX_TOKENS,
     reader: BaseChatModel | None = None,
     summary_model: BaseChatModel | None = None,
     workdir: Path | None = None,
