@@ -610,6 +610,34 @@ def test_a_fork_from_an_old_checkpoint_becomes_its_own_branch(store):
     check_invariants(store, fork_state, fork_scope)
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_runs_from_one_checkpoint_reuse_a_summary_and_never_compact_in_a_loop(store, mode):
+    """Several questions asked from the same checkpoint, each too big for the room left: the
+    first compacts on the thread's branch, keeping only itself; the others fork from the same
+    state, inherit that summary (it covers only what they share) although its first kept
+    message is not theirs, drop what it covers, and finish."""
+    graph = build(store)
+    thread = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    for n in range(30):
+        graph.invoke(
+            {"messages": [HumanMessage(f"Question {n}: order ORD-{n:04d}?", id=f"q{n}")]}, thread
+        )
+    final = graph.get_state(thread).config
+    big = "please check every shipment of this order once more " * 110  # most of the room
+    for k in range(3):
+        ask = {"messages": [HumanMessage(f"Ask {k}: {big}", id=f"ask{k}")]}
+        run = {**final, "recursion_limit": 25}  # a loop of compactions would hit it
+        state = await graph.ainvoke(ask, run) if mode == "async" else graph.invoke(ask, run)
+        context = state["context"]
+        scope = Scope("t", branch=context["branch"])
+        active = store.get_active(scope)
+        assert active is not None and context["covered_through_seq"] == active.covered_through_seq
+        history = [m for m in state["messages"] if not m.additional_kwargs.get("ctx_summary")]
+        seqs = [store.get_event(scope, str(m.id)).seq for m in history]
+        assert min(seqs) == active.covered_through_seq + 1  # nothing covered is left in view
+        check_invariants(store, state, scope)
+
+
 # ----------------------------------------------------------------------------- pre-compaction
 
 

@@ -243,7 +243,7 @@ def add_eval_parser(commands: Any) -> None:
         type=int_between(MIN_MAX_TOKENS, what="tokens of one lookup page"),
         default=DEFAULT_MAX_TOKENS,
         metavar="TOKENS",
-        help="the history lookup's page cap (the tool's own default)",
+        help="the history lookup's page cap",
     )
     parser.add_argument(
         "--reader",

@@ -51,7 +51,14 @@ from ctx_langgraph.compaction.commit import (
 )
 from ctx_langgraph.compaction.format import SummaryDocument
 from ctx_langgraph.compaction.report import failed, next_backoff, precompacting, rewritten
-from ctx_langgraph.compaction.span import Span, Turn, choose_span_cut, locate_span, read_turn
+from ctx_langgraph.compaction.span import (
+    Span,
+    Turn,
+    choose_span_cut,
+    locate_span,
+    read_turn,
+    reconcile_with,
+)
 from ctx_langgraph.compaction.summarize import (
     FALLBACK_MIN_S,
     Attempts,
@@ -152,6 +159,7 @@ class CompactNode:
         store, scope = self.store, turn.scope
         active: CompactionCheckpoint | None = yield call(store, "get_active", scope)
         if active is not None and active.covered_through_seq >= span.through_seq:
+            active = yield from reconcile_with(turn, active, store)
             return self._report(turn, active, attempts, "reconciled")
         if commit:
             early = yield from commit_precomputed(
@@ -161,6 +169,7 @@ class CompactNode:
                 return self._report(turn, early, attempts, "committed_precomputed")
         snapshot = yield from take_snapshot(store, scope, span.through_seq)
         if isinstance(snapshot, CompactionCheckpoint):  # another worker covered the span
+            snapshot = yield from reconcile_with(turn, snapshot, store)
             return self._report(turn, snapshot, attempts, "reconciled")
         previous = (
             SummaryDocument.parse(active.summary_text) if active and active.summary_text else None

@@ -10,7 +10,7 @@ store's history before the view (a rebuild), and the whole view stays verbatim.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from langchain_core.messages import BaseMessage
@@ -23,10 +23,10 @@ from ctx_langgraph.config import ResolvedBudget
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import HistoryEvent
+from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.state import BudgetReport, CompactionReport, ContextReport, ServerCompaction
 
-__all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn"]
+__all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn", "reconcile_with"]
 
 
 @dataclass(frozen=True)
@@ -135,3 +135,24 @@ def locate_span(
     if event is None:
         return not_recorded(info, last_covered.id)
     return Span(event.seq, str(messages[cut.index].id), cut.kind, cut)
+
+
+def reconcile_with(
+    turn: Turn, active: CompactionCheckpoint, store: HistoryStore
+) -> Flow[CompactionCheckpoint]:
+    """``active`` (a summary already covering the span) as this view takes it. Its first kept
+    message may not be in the view: the summary was committed by another run of the branch
+    from a later state (a question asked again from an earlier checkpoint, a fork inheriting a
+    summary whose tail lies past the fork). The view then keeps from its first message past
+    ``active``'s coverage, read by seq; without this the covered messages would stay, the
+    estimate too, and every pass would compact again."""
+    messages = turn.messages
+    if any(message.id == active.first_kept_event_id for message in messages):
+        return active
+    for message in messages[first_coverable(messages) :]:
+        if not message.id:
+            continue
+        event: HistoryEvent | None = yield call(store, "get_event", turn.scope, str(message.id))
+        if event is None or event.seq > active.covered_through_seq:
+            return replace(active, first_kept_event_id=str(message.id))
+    return active
