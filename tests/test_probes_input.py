@@ -896,6 +896,8 @@ TAMPERINGS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("key-fact-a-string", _set("summaries[0].key_facts[0]", "A-1042")),
     ("key-fact-outside-coverage", _set("summaries[0].key_facts[0].source_seq", 5)),
     ("key-fact-text-missing", _set("summaries[0].key_facts[0].text", _DELETE)),
+    ("key-fact-day-a-number", _set("summaries[0].key_facts[0].day", 20230508)),
+    ("key-fact-tool-a-list", _set("summaries[0].key_facts[0].tool", ["search"])),
     # ledger and memories
     ("ledger-a-list", _set("ledger", [1])),
     ("ledger-calls-missing", _set("ledger.calls", _DELETE)),

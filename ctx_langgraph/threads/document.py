@@ -408,7 +408,7 @@ class _Checker(AttachedPartChecks):
             self.text(at(where, "text"), self.field(fact, where, "text"), column=False)
             self.integer(at(where, "source_seq"), self.field(fact, where, "source_seq"), 1, covered)
             self.text(at(where, "kind"), fact.get("kind", "fact"), column=False)
-            for key in ("source_event_id", "replaces"):
+            for key in ("source_event_id", "replaces", "day", "tool"):
                 self.optional_text(at(where, key), fact.get(key), column=False)
 
     def active_pointers(
