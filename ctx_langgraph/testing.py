@@ -179,10 +179,19 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
 
 
 _EVENT_LINE = re.compile(
-    r"^\[seq (\d+)\] (human|ai|tool|system)(?: \(([^)]*)\))?[^:]*: (.*)$", re.M
+    r"^\[seq (\d+)(?:, ([^\]]+))?\] (human|ai|tool|system)(?: \(([^)]*)\))?[^:]*: (.*)$", re.M
 )
 _PREVIOUS = re.compile(r"<previous_summary>\n(.*?)\n</previous_summary>", re.S)
 _THROUGH = re.compile(r"covering everything through seq (\d+), in at most (\d+) tokens")
+
+
+def _day(label: str) -> datetime.datetime | None:
+    """The day an event line's header shows (``Mon 8 May 2023``), at midnight UTC."""
+    try:
+        day = datetime.datetime.strptime(label.strip(), "%a %d %B %Y")
+    except ValueError:
+        return None
+    return day.replace(tzinfo=datetime.timezone.utc)
 
 
 def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
@@ -219,7 +228,7 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         return AIMessage("I can only summarize the summarizer's prompt.")
     now = datetime.datetime.now(datetime.timezone.utc)
     events = []
-    for seq, role, name, text in _EVENT_LINE.findall(prompt):
+    for seq, day, role, name, text in _EVENT_LINE.findall(prompt):
         message: BaseMessage = (
             ToolMessage(text, tool_call_id=f"call-{seq}", name=name or None)
             if role == "tool"
@@ -230,7 +239,7 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         events.append(
             HistoryEvent(
                 int(seq), f"e{seq}", "main", role, name or None, message_to_dict(message), text,
-                (), (), 1, True, now,
+                (), (), 1, True, _day(day) or now,
             )
         )  # fmt: skip
     request = SummaryRequest(

@@ -766,10 +766,17 @@ def test_llm_prompt_has_the_format_the_previous_summary_and_every_event_with_its
         assert f"## {heading}" in system.text
     assert "(supersedes:" in system.text and "[seq N]" in system.text
     assert req.previous is not None and req.previous.render() in user.text
-    assert "[seq 11] human: Refund order ORD-1042, please." in user.text
-    assert '[seq 12] ai: lookup_order({"id":"ORD-1042"})' in user.text
-    assert "[seq 13] tool (lookup_order) [status: error]: timeout" in user.text
-    assert "[seq 14] ai: The lookup timed out.\n  I will retry." in user.text
+    # each event's header carries its seq and its day, as the summary cites them
+    assert re.search(
+        r"^\[seq 11, (Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{1,2} [A-Z][a-z]+ \d{4}\] human: "
+        r"Refund order ORD-1042, please\.$",
+        user.text,
+        re.M,
+    )
+    day = re.search(r"^\[seq 11, ([^\]]+)\]", user.text, re.M).group(1)
+    assert f'[seq 12, {day}] ai: lookup_order({{"id":"ORD-1042"}})' in user.text
+    assert f"[seq 13, {day}] tool (lookup_order) [status: error]: timeout" in user.text
+    assert f"[seq 14, {day}] ai: The lookup timed out.\n  I will retry." in user.text
     assert "through seq 14" in user.text and "at most 700 tokens" in user.text
 
 
@@ -831,7 +838,7 @@ def test_chat_anthropic_sends_the_cap_as_max_tokens():
     [(path, body)] = server.requests
     assert path == "/v1/messages" and body["max_tokens"] == 640
     system = body["system"] if isinstance(body["system"], str) else body["system"][0]["text"]
-    assert "## Key facts" in system and "[seq 11] human:" in body["messages"][0]["content"]
+    assert "## Key facts" in system and "[seq 11, " in body["messages"][0]["content"]
 
 
 def test_chat_openai_sends_the_cap_as_max_completion_tokens():

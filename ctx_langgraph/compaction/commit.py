@@ -111,6 +111,7 @@ def create_candidate(
         first_kept_event_id=span.first_kept_id,
         summarizer_id=summarizer_id,
         summary_tokens=summary_tokens,
+        format_version=document.version,
         provider_state=provider_state,
     )
     return candidate

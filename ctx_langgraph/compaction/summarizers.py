@@ -34,6 +34,7 @@ from langchain_core.runnables.config import ensure_config, merge_configs
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_key_facts
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.dates import day_label
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import SummaryModelError
 from ctx_langgraph.history.types import HistoryEvent
@@ -63,13 +64,13 @@ event settles or corrects them.
 Write exactly this markdown, every heading present, in this order, nothing before or after it \
 and no code fences:
 
-# Context summary (format v1)
+# Context summary (format v2)
 
 ## Goal
 - what the user wants overall
 
 ## Constraints and preferences
-- a constraint or preference of the user [seq 12]
+- a constraint or preference of the user [seq 12, Mon 8 May 2023]
 - a corrected value (supersedes: the earlier value it replaces) [seq 55]
 
 ## Done
@@ -87,8 +88,11 @@ and no code fences:
 ## Next steps
 - what remains to do [seq 31]
 
+## Key statements
+- Ann: "a short message worth keeping, quoted word for word" [seq 33, Tue 9 May 2023]
+
 ## Key facts
-- id: INV-2023-0042 [seq 12]
+- id: INV-2023-0042 [seq 12, Mon 8 May 2023]
 - amount: $1,250.00 [seq 14]
 
 Rules:
@@ -96,10 +100,14 @@ Rules:
 - When the user corrects an earlier constraint or value, keep only the new one and mark it \
 "(supersedes: <old value>)".
 - Key facts are identifiers, amounts, dates, paths, URLs, emails and names, copied character \
-for character, one per line as "- kind: value [seq N]", where N is copied from the "[seq N]" \
+for character, one per line as "- kind: value [seq N]", where N is copied from the "[seq N, day]" \
 header of the event that states it. Every key fact needs its [seq N]. Keep every key fact of \
 the previous summary with its original seq.
-- End other items with the seqs they come from, like "[seq 12, 40]".
+- Key statements quote short messages of the people word for word, with the speaker: what they \
+stated, decided, planned or did (events of their lives, with when they happened).
+- End other items with the seqs they come from, like "[seq 12, 40]". After the seq, add the \
+day from the event's header ("[seq 12, Mon 8 May 2023]") when it differs from the item above.
+- Write dates as days (the header's day), never as "yesterday" or "last week" alone.
 - Be brief: the whole summary must stay under the token limit given below."""
 
 
@@ -119,7 +127,7 @@ def _event_line(event: HistoryEvent) -> str:
     if event.role == "tool" and event.content.get("data", {}).get("status") == "error":
         who += " [status: error]"
     text = event.text.strip().replace("\n", "\n  ")  # continuation lines never look like headers
-    return f"[seq {event.seq}] {who}: {text}"
+    return f"[seq {event.seq}, {day_label(event.created_at)}] {who}: {text}"
 
 
 class LLMSummarizer:
