@@ -47,12 +47,16 @@ def seqs(hits: list[RankedHit]) -> list[int]:
     return [hit.event.seq for hit in hits]
 
 
-def bm25_oracle(texts: dict[int, str], query: str, events: int) -> list[tuple[int, float]]:
+def bm25_oracle(
+    texts: dict[int, str], query: str, events: int, found_by: dict[int, str] | None = None
+) -> list[tuple[int, float]]:
     """BM25 written out from its definition, over every event having a query stem (few events:
-    no candidate bound applies): (seq, score), best first, ties newest first."""
+    no candidate bound applies; ``found_by``: the texts that decide which events are found,
+    when they differ from the scored ones): (seq, score), best first, ties newest first."""
     stems = rank_terms(query)
     tokens = {seq: rank_tokens(text) for seq, text in texts.items()}
-    found = {seq: words for seq, words in tokens.items() if set(words) & set(stems)}
+    finding = {seq: rank_tokens(text) for seq, text in (found_by or texts).items()}
+    found = {seq: tokens[seq] for seq, words in finding.items() if set(words) & set(stems)}
     if not found:
         return []
     avgdl = sum(len(words) for words in found.values()) / len(found)
@@ -167,6 +171,33 @@ async def test_scores_are_bm25(api):
         assert seqs(hits) == [seq for seq, _ in expected], query
         assert [hit.score for hit in hits] == pytest.approx([s for _, s in expected], rel=1e-12)
         assert all(isinstance(hit, RankedHit) and hit.score > 0 for hit in hits)
+
+
+async def test_a_speaker_name_counts_as_a_word_of_what_they_said(api):
+    said = [
+        HumanMessage("I painted a sunrise by the lake", id="c1", name="Caroline"),
+        AIMessage("Caroline, I painted a sunset by the lake too", id="m1", name="Melanie"),
+        AIMessage("I painted the lake in the morning", id="m2", name="Melanie"),
+        HumanMessage("Great weather for painting today", id="c2", name="Caroline"),
+        AIMessage("Nothing to add", id="m3", name="Melanie"),
+        ToolMessage("painted caroline", tool_call_id="x", name="caroline", id="t1"),
+    ]
+    await api.append("t", said)
+    hits = await api.rank("t", "What did Caroline paint by the lake?")
+    # what Caroline said ranks above what was said to her; her message without a word of the
+    # query besides her name is not found (names score the events the text finds)
+    assert seqs(hits)[0] == 1 and 5 not in seqs(hits)
+    # the name's df: the texts with the stem plus the messages of the speakers named so (a
+    # tool's name is not a speaker's)
+    events = await api.read_events("t")
+    plain = {e.seq: e.text for e in events}
+    texts = {e.seq: e.text + (f"\n{e.name}" if e.role != "tool" else "") for e in events}
+    expected = dict(bm25_oracle(texts, "Caroline lake", len(events), found_by=plain))
+    hits = await api.rank("t", "Caroline lake")
+    assert {h.event.seq: h.score for h in hits} == pytest.approx(expected, rel=1e-12)
+    # without names, nothing changes
+    await api.append("u", messages("I painted a sunrise by the lake", "Caroline, the lake"))
+    assert seqs(await api.rank("u", "Caroline lake")) == [2, 1]
 
 
 async def test_rare_words_outweigh_common_ones_and_shorter_texts_win_ties(api):

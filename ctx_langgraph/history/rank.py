@@ -12,6 +12,12 @@ found event's text, split and stemmed as the index was:
   in its text, ``dl`` the text's length in words and ``avgdl`` the mean length of the events
   found; ``k1 = 1.2``, ``b = 0.75``.
 
+A person's message counts its speaker's name (the message's ``name``, on user and assistant
+messages) as one more word of its text: "what did Caroline paint?" ranks what Caroline said
+above what was said to her. The name is not in the index: it scores the events found by the
+text, and its ``df`` is the stem's matches in texts plus the messages of the speakers whose
+name has it (counted by name, one statement).
+
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
 stems is not ranked.
@@ -54,6 +60,8 @@ CANDIDATES_PER_STEM = 300
 """Most events read per stem of the query (the newest that match)."""
 MAX_RANK_TERMS = 32
 """Most distinct stems a ranked query may have (each costs one or two statements)."""
+_PEOPLE = ("human", "ai")
+"""The roles whose messages count their speaker's name."""
 
 
 @dataclass(frozen=True)
@@ -152,18 +160,48 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
     events = int(row[0])
     if not events:
         return []
-    weights: dict[str, float] = {}
+    df: dict[str, int] = {}
     candidates: set[int] = set()
     for stem in q.stems:
         matching, newest = yield from _matching(d, scope, stem, where, args)
-        if matching:
-            weights[stem] = idf(events, matching)
-            candidates.update(newest)
-    rows = yield from _visible_at(scope, chain, "e.seq, e.text", sorted(candidates))
-    best = bm25_order({int(r[0]): load_text(r[1]) for r in rows}, weights)[: q.filters.limit]
+        df[stem] = matching
+        candidates.update(newest)
+    rows = yield from _visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(candidates))
+    texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
+    if any(_speaker(r[2], r[3]) for r in rows):
+        spoken = yield from _spoken(where, args, q.stems)
+        df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
+    weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
+    best = bm25_order(texts, weights)[: q.filters.limit]
     rows = yield from _visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
     by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
     return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
+
+
+def _speaker(role: str, name: str | None) -> bool:
+    return bool(name) and role in _PEOPLE
+
+
+def _with_speaker(text: str, role: str, name: str | None) -> str:
+    """What a message is scored on: its text, and its speaker's name as one more word."""
+    return f"{text}\n{name}" if _speaker(role, name) else text
+
+
+def _spoken(where: Sequence[str], args: Sequence[Any], stems: Sequence[str]) -> Op[dict[str, int]]:
+    """Per stem of the query, the filtered messages whose speaker's name has it."""
+    rows = yield Stmt(
+        "SELECT e.name, count(*) FROM ctx_events e WHERE "
+        + " AND ".join([*where, f"e.role IN ({marks(len(_PEOPLE))})", "e.name IS NOT NULL"])
+        + " GROUP BY e.name",
+        (*args, *_PEOPLE),
+        "all",
+    )
+    wanted = set(stems)
+    spoken: dict[str, int] = {}
+    for name, count in rows:
+        for stem in set(rank_tokens(str(name))) & wanted:
+            spoken[stem] = spoken.get(stem, 0) + int(count)
+    return spoken
 
 
 def _visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:
