@@ -95,12 +95,9 @@ def _span(first: dt.date, last: dt.date) -> str:
     return f"{_short_day(first, last)} - {day_label(last)}"
 
 
-_COUNT_WORDS = ("", "", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-
-
 def _anchored(unit: str, count: int, anchor: dt.date, shown: str) -> str:
-    """``shown`` (the resolved date) said as LoCoMo-style people date it relative to the day it
-    was said: ``the week before Fri 9 June 2023 (...)``, ``two weekends before ...``."""
+    """``shown`` (the resolved date) said as people date events, relative to the day it was
+    said: ``the week before Fri 9 June 2023 (...)``, ``two weekends before ...``."""
     if count == 0:
         return shown
     side = "before" if count < 0 else "after"
@@ -108,8 +105,7 @@ def _anchored(unit: str, count: int, anchor: dt.date, shown: str) -> str:
     if size == 1:
         head = f"the {unit} {side}"
     else:
-        words = _COUNT_WORDS[size] if size < len(_COUNT_WORDS) else str(size)
-        head = f"{words} {unit}s {side}"
+        head = f"{_COUNT_NAMES.get(size, str(size))} {unit}s {side}"
     return f"{head} {day_label(anchor)} ({shown})"
 
 
@@ -179,6 +175,8 @@ _WORD_COUNTS = {
     "eleven": 11,
     "twelve": 12,
 }
+_COUNT_NAMES = {count: word for word, count in _WORD_COUNTS.items() if count > 1}
+"""How a count above one is said (``two weeks before``); larger ones as digits."""
 _VAGUE_COUNTS = {"a couple of": 2, "a couple": 2, "a few": 3, "several": 4}
 """Counts people say loosely: resolved with ``around``."""
 

@@ -16,7 +16,7 @@ A person's message counts its speaker's name (the message's ``name``, on user an
 messages) as one more word of its text: "what did Caroline paint?" ranks what Caroline said
 above what was said to her. The name is not in the index: it scores the events found by the
 text, and its ``df`` is the stem's matches in texts plus the messages of the speakers whose
-name has it (counted by name, one statement).
+name has it (counted by name in the statement that counts ``N``).
 
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
@@ -156,8 +156,7 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
         return []
     chain = found[1]
     where, args = filter_clause(d, scope, chain, q.filters)
-    row = yield Stmt(f"SELECT count(*) FROM ctx_events e WHERE {' AND '.join(where)}", args, "one")
-    events = int(row[0])
+    events, spoken = yield from _counted(where, args, q.stems)
     if not events:
         return []
     df: dict[str, int] = {}
@@ -168,9 +167,7 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
         candidates.update(newest)
     rows = yield from _visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(candidates))
     texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
-    if any(_speaker(r[2], r[3]) for r in rows):
-        spoken = yield from _spoken(where, args, q.stems)
-        df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
+    df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
     best = bm25_order(texts, weights)[: q.filters.limit]
     rows = yield from _visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
@@ -187,21 +184,24 @@ def _with_speaker(text: str, role: str, name: str | None) -> str:
     return f"{text}\n{name}" if _speaker(role, name) else text
 
 
-def _spoken(where: Sequence[str], args: Sequence[Any], stems: Sequence[str]) -> Op[dict[str, int]]:
-    """Per stem of the query, the filtered messages whose speaker's name has it."""
+def _counted(
+    where: Sequence[str], args: Sequence[Any], stems: Sequence[str]
+) -> Op[tuple[int, dict[str, int]]]:
+    """In one pass over the filtered events: how many there are (``N``), and per stem of the
+    query, how many are messages whose speaker's name has it."""
+    people = marks(len(_PEOPLE))
     rows = yield Stmt(
-        "SELECT e.name, count(*) FROM ctx_events e WHERE "
-        + " AND ".join([*where, f"e.role IN ({marks(len(_PEOPLE))})", "e.name IS NOT NULL"])
-        + " GROUP BY e.name",
-        (*args, *_PEOPLE),
+        f"SELECT CASE WHEN e.role IN ({people}) THEN e.name END AS speaker, count(*) "
+        f"FROM ctx_events e WHERE {' AND '.join(where)} GROUP BY speaker",
+        (*_PEOPLE, *args),
         "all",
     )
     wanted = set(stems)
     spoken: dict[str, int] = {}
     for name, count in rows:
-        for stem in set(rank_tokens(str(name))) & wanted:
+        for stem in set(rank_tokens(str(name))) & wanted if name else ():
             spoken[stem] = spoken.get(stem, 0) + int(count)
-    return spoken
+    return sum(int(count) for _, count in rows), spoken
 
 
 def _visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:
