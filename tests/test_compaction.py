@@ -661,3 +661,49 @@ async def test_a_background_candidate_is_committed_by_a_later_turn(store, mode):
         statuses.append((state["context"].get("compaction") or {}).get("status"))
         check_invariants(store, state)
     assert "committed_precomputed" in statuses  # the summarizer ran ahead, off the critical path
+
+
+# ----------------------------------------------------------------------------- the kept tail
+
+
+def _turn(messages, estimate):
+    from ctx_langgraph.compaction.span import Turn
+
+    return Turn(messages, {}, Scope("t"), 0, estimate, False, False, None)
+
+
+def test_compaction_keeps_every_message_the_target_affords_beside_a_summary_at_its_cap():
+    from langchain_core.messages import SystemMessage
+
+    from ctx_langgraph.budget.counters import CountCache
+    from ctx_langgraph.compaction.span import choose_span_cut
+
+    budget = WINDOW.resolve()  # target 1,250, keep_recent_tokens 400
+    messages = [SystemMessage("You are a shop assistant.", id="sys")]
+    for n in range(60):
+        messages.append(HumanMessage(f"question {n}: " + "about the order " * 6, id=f"h{n}"))
+        messages.append(AIMessage(f"answer {n}: " + "it ships soon " * 6, id=f"a{n}"))
+    counts = [COUNTER.count_message(m) for m in messages]
+    tools = 150  # tool schemas and margin: in the estimate, not in the messages
+    estimate = sum(counts) + tools
+    cap = 300
+
+    filled = choose_span_cut(
+        _turn(messages, estimate), budget, COUNTER, CountCache(), summary_cap=cap
+    )
+    fixed = counts[0] + tools
+    room = budget.target - fixed - cap
+    assert room > budget.keep_recent_tokens
+    assert filled is not None and room - 2 * max(counts) < filled.tail_tokens <= room
+    assert fixed + cap + filled.tail_tokens <= budget.target  # it lands at the target, not above
+
+    # without the cap to plan for, or with an estimate that is not of this view: the setting
+    for cut in (
+        choose_span_cut(_turn(messages, estimate), budget, COUNTER, CountCache()),
+        choose_span_cut(_turn(messages, 100), budget, COUNTER, CountCache(), summary_cap=cap),
+    ):
+        assert cut is not None and cut.tail_tokens <= budget.keep_recent_tokens
+    # a small target: never less than keep_recent_tokens
+    tight = replace(budget, target=400)
+    cut = choose_span_cut(_turn(messages, estimate), tight, COUNTER, CountCache(), summary_cap=cap)
+    assert cut is not None and budget.keep_recent_tokens - 2 * max(counts) < cut.tail_tokens

@@ -343,6 +343,7 @@ def test_a_compacted_openai_thread_moves_to_anthropic_and_back(
     compacted = store.get_active("move")
     assert compacted is not None and compacted.provider_state
 
+    before = openai_graph.get_state(run).values
     # the same thread, now on Anthropic, with a smaller window
     small = ContextConfig(
         context_window=window,
@@ -370,7 +371,8 @@ def test_a_compacted_openai_thread_moves_to_anthropic_and_back(
     if window < 1_000:  # the thread did not fit the new window: compacted (locally) first
         assert after_switch.generation == compacted.generation + 1
         assert after_switch.provider_state is None
-        assert len(first["messages"]) <= 4
+        # the summary and the part of the tail the new target affords
+        assert len(first["messages"]) < len(before["messages"])
     else:
         assert "provider changed (openai-responses -> anthropic)" in str(out["context"])
         assert after_switch.id == compacted.id

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import random
 import re
+from dataclasses import replace
 from typing import Any
 
 import fake_providers as fp
@@ -128,12 +129,37 @@ def test_any_document_round_trips_through_render_and_parse(document):
     assert SummaryDocument.parse(text).render() == text
 
 
-def test_render_has_the_fixed_headings_in_order_and_marks_empty_sections():
-    text = SummaryDocument().render()
+def test_render_v2_has_every_heading_in_order_and_marks_empty_sections():
+    text = SummaryDocument(version=2).render()
     headings = re.findall(r"^## (.+)$", text, flags=re.M)
     assert tuple(headings) == REQUIRED_SECTIONS
-    assert text.startswith(f"# Context summary (format v{SUMMARY_FORMAT_VERSION})\n")
+    assert text.startswith("# Context summary (format v2)\n")
     assert text.count(f"- {NONE_MARKER}") == len(REQUIRED_SECTIONS)
+    assert SummaryDocument.parse(text) == SummaryDocument(version=2)
+
+
+def test_render_leaves_out_empty_sections_and_keeps_the_order():
+    document = SummaryDocument(
+        goal="Ship it",
+        decisions=(SummaryItem("Use Postgres", (4,)),),
+        key_facts=(KeyFact("ORD-7", 2, "id"),),
+    )
+    text = document.render()
+    assert text.startswith(f"# Context summary (format v{SUMMARY_FORMAT_VERSION})\n")
+    assert re.findall(r"^## (.+)$", text, flags=re.M) == ["Goal", "Decisions", "Key facts"]
+    assert NONE_MARKER not in text
+    assert SummaryDocument.parse(text) == document
+    assert SummaryDocument().render() == f"# Context summary (format v{SUMMARY_FORMAT_VERSION})"
+    assert SummaryDocument.parse(SummaryDocument().render()) == SummaryDocument()
+    # the sections it leaves out cost nothing: the same content renders shorter than in v2
+    v2 = replace(document, version=2).render()
+    assert TIKTOKEN.count_text(text) < TIKTOKEN.count_text(v2) - 20
+
+
+def test_a_text_without_title_must_have_every_section():
+    untitled = SummaryDocument(goal="g").render().split("\n", 1)[1]
+    with pytest.raises(SummaryFormatError, match="missing section"):
+        SummaryDocument.parse(untitled)
 
 
 def test_render_formats_seqs_supersedes_and_facts():
@@ -220,7 +246,7 @@ def test_parse_raises_only_summary_format_errors(lines):
 
 @pytest.mark.parametrize("missing", REQUIRED_SECTIONS)
 def test_parse_names_the_missing_section(missing):
-    text = SummaryDocument(goal="g").render().replace(f"## {missing}\n", "")
+    text = SummaryDocument(goal="g", version=2).render().replace(f"## {missing}\n", "")
     with pytest.raises(SummaryFormatError, match=re.escape(repr(missing))) as caught:
         SummaryDocument.parse(text)
     assert caught.value.section == missing
@@ -246,7 +272,7 @@ def test_parse_rejects_a_key_fact_without_seq_naming_the_line():
 
 def test_a_runaway_bad_line_is_quoted_shortly():
     text = (
-        SummaryDocument()
+        SummaryDocument(version=2)
         .render()
         .replace("## Key facts\n- (none)", "## Key facts\n- " + "pad " * 500)
     )
@@ -256,24 +282,25 @@ def test_a_runaway_bad_line_is_quoted_shortly():
 
 
 def test_parse_rejects_repeated_sections_and_other_versions():
-    text = SummaryDocument().render()
+    text = SummaryDocument(version=2).render()
     with pytest.raises(SummaryFormatError, match="'Done' appears twice"):
         SummaryDocument.parse(text + "\n## Done\n- again")
     future = SUMMARY_FORMAT_VERSION + 1
-    with pytest.raises(SummaryFormatError, match=f"format v{future}; this version reads v1, v2"):
-        SummaryDocument.parse(
-            text.replace(f"(format v{SUMMARY_FORMAT_VERSION})", f"(format v{future})")
-        )
+    with pytest.raises(
+        SummaryFormatError, match=f"format v{future}; this version reads v1, v2, v3"
+    ):
+        SummaryDocument.parse(text.replace("(format v2)", f"(format v{future})"))
 
 
 # ----------------------------------------------------------------------------- validation
 
 
-def valid_text() -> str:
+def valid_text(version: int = SUMMARY_FORMAT_VERSION) -> str:
     return SummaryDocument(
         goal="Refund the order",
         done=(SummaryItem("Looked up the order", (3,)),),
         key_facts=(KeyFact("ORD-1", 2, "id"), KeyFact("$40.00", 9, "amount")),
+        version=version,
     ).render()
 
 
@@ -304,7 +331,7 @@ def test_validate_reports_the_real_length_over_the_cap():
 
 
 def test_validate_reports_missing_sections_and_truncation():
-    truncated = valid_text().split("## Next steps")[0]
+    truncated = valid_text(version=2).split("## Next steps")[0]
     [problem] = validate_summary(truncated, cap_tokens=500, counter=TIKTOKEN, covered_through_seq=9)
     assert "'Next steps'" in problem and "'Key facts'" in problem
 
@@ -560,8 +587,8 @@ def test_facts_are_deduplicated_keeping_the_earliest_seq():
 
 
 def test_a_cap_below_an_empty_summary_is_an_error():
-    with pytest.raises(ValueError, match="cap_tokens=10"):
-        ExtractiveSummarizer().summarize(request(events_of(conversation(20)), cap=10))
+    with pytest.raises(ValueError, match="cap_tokens=5"):
+        ExtractiveSummarizer().summarize(request(events_of(conversation(20)), cap=5))
 
 
 EVENT_KINDS = ["human", "constraint", "question", "ai", "decision", "tool", "error", "facts"]

@@ -26,7 +26,7 @@ from ctx_langgraph.errors import (
     StaleCandidate,
 )
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot
+from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, HistoryEvent
 from ctx_langgraph.providers import OPENAI_RESPONSES, CompactionBackend, ProviderCompaction
 from ctx_langgraph.state import CompactionReport, ServerCompaction
 from ctx_langgraph.usage.ledger import UsageLedger
@@ -101,7 +101,15 @@ def create_candidate(
         if f.source_event_id
     }
     event_ids.update({e.seq: e.event_id for e in snapshot.events})
-    document = SummaryDocument.parse(text).with_event_ids(event_ids)
+    document = SummaryDocument.parse(text)
+    for seq in sorted({f.source_seq for f in document.key_facts} - set(event_ids)):
+        # a fact a kept statement implies, whose own line an earlier merge folded into an
+        # older fact of the same value: read its event
+        found: list[HistoryEvent] = yield call(
+            store, "read_events", snapshot.scope, from_seq=seq, to_seq=seq, include_hidden=True
+        )
+        event_ids.update({e.seq: e.event_id for e in found})
+    document = document.with_event_ids(event_ids)
     candidate: CompactionCheckpoint = yield call(
         store,
         "create_candidate",

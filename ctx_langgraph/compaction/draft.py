@@ -48,10 +48,6 @@ _SECTION_RANKS: Final = {
 _GOAL_LIMITS: Final = (120, 60)
 """The goal shortened to these lengths, then cleared."""
 _CONSTRAINT_LIMITS: Final = (120, 60)
-STATEMENT_SHARE: Final = 0.35
-"""The share of the cap key statements hold at their own rank (a quote costs as much as several
-facts); the others rank with the goal, below what a person stated. Corrections are not held
-to it."""
 
 
 def keywords(text: str) -> set[str]:
@@ -164,11 +160,10 @@ _Part = tuple[str, str, int]
 """What one trim step removes: (what, section, index) of the draft."""
 
 
-def part_ranks(
-    draft: Draft, beyond_share: frozenset[int] = frozenset()
-) -> list[tuple[tuple[int, int, int, int], _Part]]:
+def part_ranks(draft: Draft) -> list[tuple[tuple[int, int, int, int], _Part]]:
     """Every droppable part of the draft with its sort key (rank, seq, kind, index): the lowest
-    key goes first. Statements past their share (by index) rank with the goal."""
+    key goes first. A key statement ranks as what it says (a quote is the stated value or
+    event itself, verbatim, so it competes with the facts at their rank)."""
     parts: list[tuple[tuple[int, int, int, int], _Part]] = []
     for order, (name, _) in enumerate(LIST_SECTIONS):
         for index, item in enumerate(draft.sections[name]):
@@ -176,7 +171,7 @@ def part_ranks(
             seq = max(item.source_seqs, default=0)
             parts.append(((rank, seq, order, index), ("item", name, index)))
     for index, statement in enumerate(draft.statements):
-        rank = RANK_GOAL if index in beyond_share else statement_rank(statement) or RANK_GOAL
+        rank = statement_rank(statement) or RANK_GOAL
         parts.append(((rank, statement.source_seq, 10, index), ("statement", "", index)))
     for index, fact in enumerate(draft.facts):
         parts.append(((fact_rank(fact), fact.source_seq, 11, index), ("fact", "", index)))
@@ -229,25 +224,6 @@ def _document(
     )
 
 
-def _beyond_share(draft: Draft, budget: int, counter: TokenCounter) -> frozenset[int]:
-    """The statements that do not fit in ``budget`` tokens, filled from the best-ranked, newest."""
-    ranked = sorted(
-        range(len(draft.statements)),
-        key=lambda i: (statement_rank(draft.statements[i]) or 0, draft.statements[i].source_seq),
-        reverse=True,
-    )
-    used, beyond = 0, set()
-    for index in ranked:
-        if (statement_rank(draft.statements[index]) or 0) >= RANK_CORRECTED:
-            continue  # a correction as said is not held to the share
-        tokens = counter.count_text(draft.statements[index].render())
-        if used + tokens > budget:
-            beyond.add(index)  # a shorter, lower one may still fit
-        else:
-            used += tokens
-    return frozenset(beyond)
-
-
 def fit(draft: Draft, cap_tokens: int, counter: TokenCounter) -> SummaryDocument:
     """The draft after the fewest trim steps that make its rendering fit (binary search: each
     step shrinks the text, so 'fits after n steps' is monotone up to a token of rounding; the
@@ -256,8 +232,7 @@ def fit(draft: Draft, cap_tokens: int, counter: TokenCounter) -> SummaryDocument
     Raises:
         ValueError: even the emptiest summary is over ``cap_tokens``.
     """
-    beyond = _beyond_share(draft, int(cap_tokens * STATEMENT_SHARE), counter)
-    steps = [part for _, part in part_ranks(draft, beyond)]
+    steps = [part for _, part in part_ranks(draft)]
 
     def trimmed(count: int) -> SummaryDocument:
         taken = steps[:count]

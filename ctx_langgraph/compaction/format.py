@@ -6,7 +6,7 @@ correction names the value it replaced with ``(supersedes: ...)``; key statement
 messages verbatim; every key fact carries its source seq. Example of the rendering
 (``SummaryDocument.render()``)::
 
-    # Context summary (format v2)
+    # Context summary (format v3)
 
     ## Goal
     - Refund order ORD-1042
@@ -26,10 +26,12 @@ day is shown (``undated`` ends a run). A key fact read from a tool names the too
 kind. A key fact quoted inside a key statement of the same seq is not repeated under
 ``Key facts``: the statement implies it (:meth:`SummaryDocument.parse` restores it).
 
-Texts are kept on one line (runs of whitespace collapse to one space). The format reserves a
-trailing ``[seq ...]`` group and a ``(supersedes: ...)`` group on item lines, a single bullet
-``(none)`` for an empty section, and ``kind:`` before a key fact's text. Format v1 (no days, no
-key statements, no tools) still parses; docs/design.md §6.
+A section with nothing in it is left out (format v3; the title is what says so). Texts are kept
+on one line (runs of whitespace collapse to one space). The format reserves a trailing
+``[seq ...]`` group and a ``(supersedes: ...)`` group on item lines, and ``kind:`` before a key
+fact's text. Format v2 (every section present, ``- (none)`` for an empty one; what a chat model
+is asked to write, and how a text without a title is read) and v1 (no days, no key statements,
+no tools) still parse; docs/design.md §6.
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ __all__ = [
     "validate_summary",
 ]
 
-SUMMARY_FORMAT_VERSION: Final = 2
-READABLE_VERSIONS: Final = (1, 2)
+SUMMARY_FORMAT_VERSION: Final = 3
+READABLE_VERSIONS: Final = (1, 2, 3)
+_UNTITLED_VERSION: Final = 2
+"""A text without a title is read as this version: every section must be there."""
 
 LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("constraints", "Constraints and preferences"),
@@ -91,26 +95,27 @@ REQUIRED_SECTIONS: Final[tuple[str, ...]] = (
     STATEMENTS_HEADING,
     "Key facts",
 )
-"""The headings every summary must have, in rendering order."""
+"""The headings of a summary, in rendering order (every one required up to format v2)."""
 _V1_SECTIONS: Final = tuple(h for h in REQUIRED_SECTIONS if h != STATEMENTS_HEADING)
 
 
 def required_sections(version: int = SUMMARY_FORMAT_VERSION) -> tuple[str, ...]:
     """The headings a summary of format ``version`` must have, in rendering order (v1 had no
-    ``Key statements``).
+    ``Key statements``; from v3 a section with nothing in it is left out, and the title says
+    the version).
 
     Raises:
         ValueError: this version does not read that format.
 
     Example:
-        >>> required_sections(1)[-2:], required_sections(2)[-2:]
-        (('Next steps', 'Key facts'), ('Key statements', 'Key facts'))
+        >>> required_sections(1)[-2:], required_sections(2)[-2:], required_sections(3)
+        (('Next steps', 'Key facts'), ('Key statements', 'Key facts'), ())
     """
     if version not in READABLE_VERSIONS:
         raise ValueError(
             f"format v{version} is not one this version reads ({', '.join(f'v{v}' for v in READABLE_VERSIONS)})"
         )
-    return _V1_SECTIONS if version == 1 else REQUIRED_SECTIONS
+    return {1: _V1_SECTIONS, 2: REQUIRED_SECTIONS}.get(version, ())
 
 
 _ALIASES = {
@@ -179,7 +184,7 @@ class SummaryDocument:
         ...     key_facts=(KeyFact("ORD-1042", 3, "id"),),
         ... )
         >>> print(doc.render())
-        # Context summary (format v2)
+        # Context summary (format v3)
         <BLANKLINE>
         ## Goal
         - Refund order ORD-1042
@@ -187,23 +192,8 @@ class SummaryDocument:
         ## Constraints and preferences
         - Use Postgres, not MySQL (supersedes: Use MySQL) [seq 55]
         <BLANKLINE>
-        ## Done
-        - (none)
-        <BLANKLINE>
         ## Failed attempts
         - lookup_order failed: timeout after 30s [seq 12]
-        <BLANKLINE>
-        ## Decisions
-        - (none)
-        <BLANKLINE>
-        ## Open questions
-        - (none)
-        <BLANKLINE>
-        ## Next steps
-        - (none)
-        <BLANKLINE>
-        ## Key statements
-        - (none)
         <BLANKLINE>
         ## Key facts
         - id: ORD-1042 [seq 3]
@@ -289,23 +279,24 @@ class SummaryDocument:
         return replace(self, key_facts=facts)
 
     def render(self) -> str:
-        """The markdown text of the summary: fixed headings, deterministic, no trailing newline."""
-        lines = [f"# Context summary (format v{self.version})", "", "## Goal"]
-        lines.append(f"- {self.goal or NONE_MARKER}")
+        """The markdown text of the summary: fixed headings in a fixed order, deterministic, no
+        trailing newline. From format v3 a section with nothing in it is left out (up to v2 it
+        reads ``- (none)``)."""
+        sections: list[tuple[str, list[str]]] = [("Goal", [f"- {self.goal}"] if self.goal else [])]
         for name, heading in LIST_SECTIONS:
-            lines += ["", f"## {heading}"]
             items = self.items(name)
-            lines += dated_lines((bool(i.source_seqs), i.day, i.render) for i in items) or [
-                f"- {NONE_MARKER}"
-            ]
-        lines += ["", f"## {STATEMENTS_HEADING}"]
-        lines += dated_lines((True, s.day, s.render) for s in self.statements) or [
-            f"- {NONE_MARKER}"
-        ]
-        lines += ["", "## Key facts"]
-        lines += dated_lines((True, f.day, partial(render_fact, f)) for f in self.listed_facts) or [
-            f"- {NONE_MARKER}"
-        ]
+            sections.append(
+                (heading, dated_lines((bool(i.source_seqs), i.day, i.render) for i in items))
+            )
+        sections.append(
+            (STATEMENTS_HEADING, dated_lines((True, s.day, s.render) for s in self.statements))
+        )
+        facts = dated_lines((True, f.day, partial(render_fact, f)) for f in self.listed_facts)
+        sections.append(("Key facts", facts))
+        lines = [f"# Context summary (format v{self.version})"]
+        for heading, body in sections:
+            if body or heading in required_sections(self.version):
+                lines += ["", f"## {heading}", *(body or [f"- {NONE_MARKER}"])]
         return "\n".join(lines)
 
     @classmethod
@@ -313,9 +304,9 @@ class SummaryDocument:
         """Read a summary back: the inverse of :meth:`render`, tolerant of model output.
 
         Accepts extra whitespace and blank lines, ``*``/``+``/numbered bullets, lines without a
-        bullet, any heading level, a missing title (read as the current format), unknown extra
-        sections (ignored), items without ``[seq ...]``, and format v1 (no ``Key statements``
-        section). Key facts without a kind get the kind ``"fact"``; a statement without quotes
+        bullet, any heading level, a missing title (read as format v2: every section required),
+        unknown extra sections (ignored), items without ``[seq ...]``, format v3 (a section left
+        out is empty) and format v1 (no ``Key statements`` section). Key facts without a kind get the kind ``"fact"``; a statement without quotes
         is taken whole, without a speaker.
 
         Raises:
@@ -352,16 +343,16 @@ class SummaryDocument:
             ctx_langgraph.errors.SummaryFormatError: malformed summary: missing section(s) 'Constraints and preferences', ...
         """
         version, sections = _sections(text)
-        goal = " ".join(body for _, body in sections["Goal"] if body != NONE_MARKER)
-        lists = {name: parse_items(sections[heading]) for name, heading in LIST_SECTIONS}
+        goal = " ".join(body for _, body in sections.get("Goal", []) if body != NONE_MARKER)
+        lists = {name: parse_items(sections.get(heading, [])) for name, heading in LIST_SECTIONS}
         statements = parse_statements(sections.get(STATEMENTS_HEADING, []))
-        facts = parse_facts(sections["Key facts"])
+        facts = parse_facts(sections.get("Key facts", []))
         return cls(goal=goal, key_facts=facts, version=version, statements=statements, **lists)
 
 
 def _sections(text: str) -> tuple[int, dict[str, list[tuple[int, str]]]]:
     """The format version and the (line number, body) lines of each known section."""
-    version = SUMMARY_FORMAT_VERSION
+    version = _UNTITLED_VERSION
     sections: dict[str, list[tuple[int, str]]] = {}
     current: list[tuple[int, str]] | None = None
     for number, raw in enumerate(text.splitlines(), start=1):

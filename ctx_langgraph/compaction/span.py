@@ -25,6 +25,7 @@ from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.state import BudgetReport, CompactionReport, ContextReport, ServerCompaction
+from ctx_langgraph.view.markers import is_summary
 
 __all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn", "reconcile_with"]
 
@@ -91,13 +92,35 @@ def read_turn(
 
 
 def choose_span_cut(
-    turn: Turn, budget: ResolvedBudget, counter: TokenCounter, cache: CountCache
+    turn: Turn,
+    budget: ResolvedBudget,
+    counter: TokenCounter,
+    cache: CountCache,
+    *,
+    summary_cap: int | None = None,
 ) -> CutPoint | None:
-    """The cut: where the provider compacted, else the one that keeps the recent tokens."""
+    """The cut: where the provider compacted, else the one that keeps the recent tokens.
+
+    With ``summary_cap`` (the new summary's most tokens) and an estimate, the kept tail is the
+    larger of ``keep_recent_tokens`` and what fills the target beside the request's fixed part
+    (system prompt, tools, memory) and a summary at its cap: compaction lands at the target,
+    not below it, and every message it can afford stays verbatim."""
     messages, server = turn.messages, turn.server
+    counts = [cache.count(counter, m) for m in messages]
     keep_recent = budget.keep_recent_tokens
     if turn.must_fit:  # the kept tail alone may be too much: cut deeper
         keep_recent = max(0, keep_recent - (turn.estimate - budget.target))
+    elif summary_cap is not None and turn.estimate >= sum(counts):
+        # (an estimate below the view's own count is not of this view: keep the setting)
+        start = first_coverable(messages)
+        fixed = (
+            turn.estimate
+            - sum(counts[start:])
+            - sum(
+                count for m, count in zip(messages[:start], counts, strict=False) if is_summary(m)
+            )
+        )
+        keep_recent = max(keep_recent, budget.target - fixed - summary_cap)
     server_at = next(
         (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),
         None,
@@ -106,7 +129,6 @@ def choose_span_cut(
     if server_at is not None and server_at > start:
         # the provider compacted everything before this reply: cover exactly that
         return CutPoint(start, server_at, "server", 0, 0)
-    counts = [cache.count(counter, m) for m in messages]
     return choose_cut(messages, counts, keep_recent_tokens=keep_recent)
 
 
