@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctx_langgraph.core.effects import Flow
+from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, RankedHit
@@ -26,7 +27,7 @@ from ctx_langgraph.lookup._cursors import RankedCursor
 from ctx_langgraph.lookup._page import Page, always, too_small
 from ctx_langgraph.lookup._reads import next_turn, rank
 
-__all__ = ["RANKED_ORDER", "fuse", "passages", "ranked_flow"]
+__all__ = ["RANKED_ORDER", "focus", "fuse", "passages", "ranked_flow"]
 
 RANKED_ORDER = 'the best matches, oldest first; each "hit" followed by the turn after it'
 """The ``order`` a page of a query says."""
@@ -42,6 +43,34 @@ RRF_K = 60
 """Reciprocal-rank fusion's constant: a hit's score is the sum of ``1 / (RRF_K + rank)``."""
 NEIGHBOUR_ROOM = 24
 """Tokens a page must have left for the turn after a hit to be looked for."""
+CHARS_PER_TOKEN = 3
+"""A hit longer than this many characters per token of room left cannot fit whole: it is
+shown from the line that matches best."""
+
+
+def focus(text: str, stems: Sequence[str], shown_chars: int) -> int:
+    r"""Where to start showing a hit too long to show whole: the start of its line holding the
+    most of the query's ``stems`` (the first such line), or 0 when that line lies within the
+    first ``shown_chars`` characters (shown anyway) or no line matches better than the first.
+    A matching row of a table, a line of a log: the part of a dump the question is about.
+
+    Example:
+        >>> dump = "id,name,city\n" + "".join(f"A-{n},Ann {n},Oslo\n" for n in range(50))
+        >>> dump += "A-77,Tomasz Ferreira,Porto\n"
+        >>> start = focus(dump, ["tomasz", "ferreira", "porto"], 100)
+        >>> dump[start:].splitlines()[0]
+        'A-77,Tomasz Ferreira,Porto'
+        >>> focus(dump, ["ann"], 100)
+        0
+    """
+    wanted = set(stems)
+    best, best_score, offset = 0, 0, 0
+    for number, line in enumerate(text.splitlines(keepends=True)):
+        score = len(wanted.intersection(rank_tokens(line)))
+        if score > best_score:
+            best, best_score = (0 if number == 0 else offset), score
+        offset += len(line)
+    return best if best > shown_chars else 0
 
 
 def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
@@ -124,16 +153,24 @@ def _with_next_turn(
 
 
 def _serve(
-    store: HistoryStore, scope: Scope, page: Page, hit: HistoryEvent, cursor: str | None
+    store: HistoryStore,
+    scope: Scope,
+    page: Page,
+    hit: HistoryEvent,
+    cursor: str | None,
+    stems: Sequence[str],
 ) -> Flow[bool | None]:
     """Put one hit on the page, with the turn after it: True when it is there whole, False when
-    it was cut (the page is full), None when it is left to the next page."""
+    it was cut (the page is full), None when it is left to the next page. A hit too long for
+    the room left is shown from its best-matching line (:func:`focus`)."""
     index = page.index_of(hit.event_id)
     if index is not None:  # already shown beside an earlier hit
         if not page.mark_hit(index, cursor):
             return None
     else:
-        added = page.add(hit, 0, always(cursor), hit=True)
+        room = CHARS_PER_TOKEN * max(0, page.max_tokens - page.tokens)
+        start = focus(hit.text, stems, room // 2) if len(hit.text) > room else 0
+        added = page.add(hit, start, always(cursor), hit=True)
         if added is None:
             return None
         if added[1] < len(hit.text):
@@ -150,6 +187,7 @@ def ranked_flow(
     ranking."""
     page.order, page.in_time_order = RANKED_ORDER, True
     wanted = skip + RANK_FETCH
+    stems = list(dict.fromkeys(stem for query in filters.query for stem in rank_terms(query)))
     events, complete = yield from _ranking(store, scope, filters, wanted)
     served, previous = skip, None  # previous: the cursor after the last hit served
     while True:
@@ -167,7 +205,7 @@ def ranked_flow(
             event.event_id not in page.in_context for event in events[served + 1 :]
         )
         cursor = RankedCursor(filters, served + 1).encode() if more else None
-        placed = yield from _serve(store, scope, page, hit, cursor)
+        placed = yield from _serve(store, scope, page, hit, cursor, stems)
         if placed is None:
             if not page.records:
                 raise too_small(page)
