@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctx_langgraph.core.effects import Flow
-from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, RankedHit
 from ctx_langgraph.lookup._args import Filters
