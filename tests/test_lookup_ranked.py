@@ -424,3 +424,36 @@ def test_the_tool_schema_costs_at_most_250_tokens() -> None:
             {"type": "array", "items": {"type": "string"}},
         ]
         assert "required" not in tool.tool_call_schema.model_json_schema()
+
+
+async def test_a_hit_too_long_for_the_page_is_shown_from_its_best_matching_line(
+    store: HistoryStore, mode: str
+) -> None:
+    rows = [f"ACC-{n:05d},Kira Haas {n},Oslo,${n},{n % 90},team" for n in range(400)]
+    rows.insert(333, "ACC-77777,Tomasz Ferreira,Porto,$5430.78,12,team")
+    dump = "account,customer,city,outstanding_balance,days_overdue,plan\n" + "\n".join(rows)
+    store.append(
+        "t1",
+        [
+            HumanMessage("Export the overdue accounts, please.", id="ask"),
+            AIMessage("", tool_calls=[{"name": "export", "args": {}, "id": "c1"}], id="call"),
+            ToolMessage(dump, tool_call_id="c1", name="export", id="dump"),
+            AIMessage("Exported 401 accounts.", id="done"),
+        ],
+    )
+    tool = make_history_lookup_tool(store, max_tokens=400, counter=COUNTER)
+    page = await page_of(tool, mode, {"query": "balance of Tomasz Ferreira from Porto"}, 400)
+    [record] = [r for r in page["records"] if r.get("hit") and r["seq"] == 3]
+    # the row the question is about opens the record, not the table's first rows
+    assert record["text"].startswith("ACC-77777,Tomasz Ferreira,Porto,$5430.78")
+    assert record["offset"] == dump.index("ACC-77777")
+    assert record["cut"]["read_on"]["handle"].endswith("dump")
+    # the text before the offset is there to read with the handle, from the start
+    whole = json.loads(await invoke(tool, mode, {"handle": record["cut"]["read_on"]["handle"]}))
+    assert whole["records"][0]["text"].startswith("account,customer,city")
+
+    # a hit that fits the room is shown whole, from its start
+    small = "account,customer\nACC-1,Tomasz Ferreira"
+    store.append("t2", [HumanMessage(small, id="small")])
+    text = await invoke(tool, mode, {"query": "Tomasz Ferreira"}, thread="t2")
+    assert json.loads(text)["records"][0]["text"] == small

@@ -8,8 +8,10 @@ matches, so among the first :data:`PASSAGE_DEPTH` hits each scores its own score
 are hits too). A page takes that ranking hit by hit: the hit (marked ``"hit": true``), then the
 visible event just after it in the branch (most often the answer to what matched) when it fits
 whole, each record once; a record already taken after an earlier hit is marked as a hit where
-it stands. The page shows its records in time (seq) order, so a later statement reads after
-the one it corrects. The ranking is the same on every call over the same history, so a cursor
+it stands. A hit too long for the room left is shown from its line holding the most of the
+query's words (:func:`focus`: the row of a table, the line of a log), with its ``offset``; its
+handle reads it whole. The page shows its records in time (seq) order, so a later statement
+reads after the one it corrects. The ranking is the same on every call over the same history, so a cursor
 is how many of its hits were served.
 """
 
