@@ -59,8 +59,12 @@ class ContextConfig:
         trigger: compaction starts when the estimate is above this (tokens, or a fraction of
             the usable window = window - reserve).
         target: compaction brings the estimate below this (< trigger), leaving room to work.
-        keep_recent_tokens: the recent tail kept verbatim by compaction (at most half the target,
-            so the summary fits beside it).
+        keep_recent_tokens: the least recent tail kept verbatim by compaction (at most half the
+            target, so the summary fits beside it).
+        tail_fills_target: compaction keeps more than ``keep_recent_tokens`` when the target
+            affords it: every recent message that fits under the target beside the fixed part
+            of the request and a summary at its cap (docs/design.md §6). False keeps exactly
+            ``keep_recent_tokens`` (fewer tokens per request, and compactions further apart).
         safety_margin: added to every estimate (tokens, or a fraction of the estimate).
         tool_output_cap_tokens: a tool result above this (or above a quarter of the usable
             window, whichever is less) is capped on entry (the original stays in the history
@@ -102,6 +106,7 @@ class ContextConfig:
     trigger: Amount = 0.8
     target: Amount = 0.5
     keep_recent_tokens: int = 20_000
+    tail_fills_target: bool = True
     safety_margin: Amount = 0.02
     tool_output_cap_tokens: int | None = 8_000
     clear_tool_results_keep: int | None = None

@@ -707,3 +707,29 @@ def test_compaction_keeps_every_message_the_target_affords_beside_a_summary_at_i
     tight = replace(budget, target=400)
     cut = choose_span_cut(_turn(messages, estimate), tight, COUNTER, CountCache(), summary_cap=cap)
     assert cut is not None and budget.keep_recent_tokens - 2 * max(counts) < cut.tail_tokens
+
+
+@pytest.mark.parametrize("fills", [True, False])
+def test_tail_fills_target_false_keeps_exactly_keep_recent_tokens(store, fills):
+    from langgraph.graph.message import add_messages
+
+    config = replace(
+        WINDOW, keep_recent_tokens=100, summary_max_tokens=300, tail_fills_target=fills
+    )
+    messages = []
+    for n in range(45):  # over the trigger (2,000), within the usable window (2,500)
+        messages.append(HumanMessage(f"question {n}: " + "about the order " * 6, id=f"h{n}"))
+        messages.append(AIMessage(f"answer {n}: " + "it ships soon " * 6, id=f"a{n}"))
+    store.append("t", messages)
+    estimate = sum(COUNTER.count_message(m) for m in messages)
+    assert WINDOW.resolve().trigger < estimate < WINDOW.resolve().usable
+    node = make_compact_node(store, config=config, counter=COUNTER)
+    state = {"messages": messages, "context": {"budget": {"total": estimate}}}
+    update = node.invoke(state, {"configurable": {"thread_id": "t"}})
+    assert update["context"]["compaction"]["status"] == "committed"
+    view = add_messages(messages, update["messages"])
+    tail = sum(COUNTER.count_message(m) for m in view if not m.additional_kwargs.get("ctx_summary"))
+    if fills:  # the target (1,250) less a summary at its cap
+        assert 1_250 - 300 - 2 * 40 < tail <= 1_250 - 300
+    else:
+        assert tail <= 100

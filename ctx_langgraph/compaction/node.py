@@ -141,7 +141,8 @@ class CompactNode:
         """The compaction protocol; with ``commit=False`` it stops after storing the candidate
         (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
         turn = read_turn(state, config, self.budget.usable, commit=commit)
-        cut = choose_span_cut(turn, self.budget, self._counter, self.cache, summary_cap=self.cap)
+        cap = self.cap if self.config.tail_fills_target else None
+        cut = choose_span_cut(turn, self.budget, self._counter, self.cache, summary_cap=cap)
         span = yield from locate_span(turn, cut, self.store)
         if not isinstance(span, Span):
             return span

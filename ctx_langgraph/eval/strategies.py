@@ -268,6 +268,7 @@ def _ours(
             trigger=config.trigger,
             target=config.target,
             keep_recent_tokens=1,
+            tail_fills_target=False,
             summary_max_tokens=config.summary_max_tokens,
         )
     closers: list[Callable[[], None]] = []
