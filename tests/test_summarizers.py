@@ -887,3 +887,48 @@ def test_chat_openai_sends_the_cap_as_max_completion_tokens():
         assert LLMSummarizer(model).summarize(llm_request(cap=640)) == valid_text()
     [(_, body)] = server.requests
     assert body["max_completion_tokens"] == 640 and "max_tokens" not in body
+
+
+# ----------------------------------------------------------------------------- instructions
+
+
+def _decisions_and_chatter() -> list[BaseMessage]:
+    messages: list[BaseMessage] = [
+        HumanMessage("We decided the API design uses cursor pagination, not offsets.")
+    ]
+    for n in range(40):
+        messages.append(HumanMessage(f"I went to the market on day {n} and bought {n} apples."))
+        messages.append(AIMessage(f"Noted, day {n}."))
+    return messages
+
+
+def test_instructions_raise_the_parts_they_name_under_the_cap():
+    events = events_of(_decisions_and_chatter())
+    plain = ExtractiveSummarizer().summarize(request(events, cap=250))
+    steered_request = replace(
+        request(events, cap=250), instructions="keep the API design decisions"
+    )
+    steered = ExtractiveSummarizer().summarize(steered_request)
+    assert "cursor pagination" not in plain  # the newest chatter wins the cap on its own
+    assert "cursor pagination" in steered  # the part the instructions name outranks it
+    assert TIKTOKEN.count_text(steered) <= 250
+    # instructions that name nothing change nothing
+    unrelated = replace(request(events, cap=250), instructions="zebra xylophone")
+    assert ExtractiveSummarizer().summarize(unrelated) == plain
+
+
+def test_a_chat_model_reads_the_instructions_in_its_prompt_after_the_rules():
+    events = events_of(_decisions_and_chatter()[:5])
+    llm = LLMSummarizer(RecordingChatModel(reply="x"))
+    plain = llm.messages_for(request(events))
+    steered = llm.messages_for(replace(request(events), instructions="  keep API decisions "))
+    assert "<focus>" not in plain[-1].text
+    assert "<focus>\nkeep API decisions\n</focus>" in steered[-1].text
+    assert steered[0].text == plain[0].text  # the format and rules are unchanged
+    blank = llm.messages_for(replace(request(events), instructions="   "))
+    assert "<focus>" not in blank[-1].text
+
+
+def test_instructions_must_be_text():
+    with pytest.raises(TypeError, match="instructions must be text"):
+        SummaryRequest(None, [], 0, 100, TIKTOKEN, instructions=["keep it"])  # type: ignore[arg-type]

@@ -93,6 +93,8 @@ class Draft:
     statements: list[KeyStatement] = field(default_factory=list)
     limit: int | None = None
     """Items kept per section (the newest); bounds the work per event on long spans."""
+    focus: frozenset[str] = frozenset()
+    """Keywords of the request's instructions: a part sharing one ranks one higher."""
 
     @classmethod
     def of(cls, document: SummaryDocument | None, limit: int | None = None) -> Draft:
@@ -165,16 +167,22 @@ def part_ranks(draft: Draft) -> list[tuple[tuple[int, int, int, int], _Part]]:
     key goes first. A key statement ranks as what it says (a quote is the stated value or
     event itself, verbatim, so it competes with the facts at their rank)."""
     parts: list[tuple[tuple[int, int, int, int], _Part]] = []
+
+    def focused(text: str) -> int:
+        return 1 if draft.focus and not draft.focus.isdisjoint(keywords(text)) else 0
+
     for order, (name, _) in enumerate(LIST_SECTIONS):
         for index, item in enumerate(draft.sections[name]):
             rank = RANK_CORRECTED if item.supersedes else _SECTION_RANKS[name]
+            rank += focused(item.text)
             seq = max(item.source_seqs, default=0)
             parts.append(((rank, seq, order, index), ("item", name, index)))
     for index, statement in enumerate(draft.statements):
-        rank = statement_rank(statement) or RANK_GOAL
+        rank = (statement_rank(statement) or RANK_GOAL) + focused(statement.text)
         parts.append(((rank, statement.source_seq, 10, index), ("statement", "", index)))
     for index, fact in enumerate(draft.facts):
-        parts.append(((fact_rank(fact), fact.source_seq, 11, index), ("fact", "", index)))
+        rank = fact_rank(fact) + focused(fact.text)
+        parts.append(((rank, fact.source_seq, 11, index), ("fact", "", index)))
     for level in range(len(_CONSTRAINT_LIMITS)):
         parts.append(((RANK_GOAL, -2, level, 0), ("shorten", "constraints", level)))
     for level in range(len(_GOAL_LIMITS) + 1):

@@ -122,6 +122,7 @@ class ExtractiveSummarizer:
     def _draft(self, request: SummaryRequest) -> Draft:
         """The merged summary before the cap is applied."""
         draft = Draft.of(request.previous, self.max_items_per_section)
+        draft.focus = frozenset(keywords(request.instructions or ""))
         new_questions: set[str] = set()
         calls: dict[str, str] = {}
         for event in request.events:

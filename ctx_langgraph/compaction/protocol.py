@@ -25,6 +25,9 @@ class SummaryRequest:
 
     ``events`` are the visible events from the old cursor up to the new cut, in seq order, with
     nothing skipped; the new summary covers everything through ``covered_through_seq``.
+    ``instructions`` steer what the summary keeps ("keep the API design decisions"): a chat
+    model reads them in its prompt, the extractive summarizer ranks the parts that share their
+    words one higher; they never replace the format or the cap.
     """
 
     previous: SummaryDocument | None
@@ -32,6 +35,7 @@ class SummaryRequest:
     covered_through_seq: int
     cap_tokens: int
     counter: TokenCounter
+    instructions: str | None = None
 
     def __post_init__(self) -> None:
         seqs = [event.seq for event in self.events]
@@ -43,6 +47,10 @@ class SummaryRequest:
             )
         if self.cap_tokens <= 0:
             raise ValueError(f"cap_tokens must be positive, got {self.cap_tokens}")
+        if self.instructions is not None and not isinstance(self.instructions, str):
+            raise TypeError(
+                f"instructions must be text or None, got {type(self.instructions).__name__}"
+            )
         object.__setattr__(self, "events", tuple(self.events))
 
 

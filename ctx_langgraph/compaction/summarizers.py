@@ -190,12 +190,19 @@ class LLMSummarizer:
             else "(none: this is the first summary)"
         )
         events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
+        focus = ""
+        if request.instructions and request.instructions.strip():
+            focus = (
+                "What to keep above all in this summary (the user's request; it does not change "
+                f"the format, the rules or the limit):\n<focus>\n{request.instructions.strip()}"
+                "\n</focus>\n\n"
+            )
         return [
             SystemMessage(self.instructions),
             HumanMessage(
                 f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>\n\n"
                 f"New events:\n<events>\n{events}\n</events>\n\n"
-                f"Write the updated summary covering everything through seq "
+                f"{focus}Write the updated summary covering everything through seq "
                 f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
             ),
         ]
