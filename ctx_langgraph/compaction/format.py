@@ -306,8 +306,8 @@ class SummaryDocument:
         Accepts extra whitespace and blank lines, ``*``/``+``/numbered bullets, lines without a
         bullet, any heading level, a missing title (read as format v2: every section required),
         unknown extra sections (ignored), items without ``[seq ...]``, format v3 (a section left
-        out is empty) and format v1 (no ``Key statements`` section). Key facts without a kind get the kind ``"fact"``; a statement without quotes
-        is taken whole, without a speaker.
+        out is empty) and format v1 (no ``Key statements`` section). Key facts without a kind
+        get the kind ``"fact"``; a statement without quotes is taken whole, without a speaker.
 
         Raises:
             SummaryFormatError: a required section heading is missing or repeated, a key fact

@@ -113,13 +113,10 @@ def choose_span_cut(
     elif summary_cap is not None and turn.estimate >= sum(counts):
         # (an estimate below the view's own count is not of this view: keep the setting)
         start = first_coverable(messages)
-        fixed = (
-            turn.estimate
-            - sum(counts[start:])
-            - sum(
-                count for m, count in zip(messages[:start], counts, strict=False) if is_summary(m)
-            )
+        old_summary = sum(
+            c for m, c in zip(messages[:start], counts, strict=False) if is_summary(m)
         )
+        fixed = turn.estimate - sum(counts[start:]) - old_summary  # system, tools, memory, margin
         keep_recent = max(keep_recent, budget.target - fixed - summary_cap)
     server_at = next(
         (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),

@@ -11,8 +11,8 @@ whole, each record once; a record already taken after an earlier hit is marked a
 it stands. A hit too long for the room left is shown from its line holding the most of the
 query's words (:func:`focus`: the row of a table, the line of a log), with its ``offset``; its
 handle reads it whole. The page shows its records in time (seq) order, so a later statement
-reads after the one it corrects. The ranking is the same on every call over the same history, so a cursor
-is how many of its hits were served.
+reads after the one it corrects. The ranking is the same on every call over the same history,
+so a cursor is how many of its hits were served.
 """
 
 from __future__ import annotations
