@@ -2,7 +2,7 @@
 over-count, and recovers after a crash.
 
 The public API is what ``__all__`` lists: the three entry points, their configuration and the
-objects you pass them. Everything else is importable from its subpackage, which lists its own
+objects you pass them, and :func:`compact_thread` (compaction on request). Everything else is importable from its subpackage, which lists its own
 public names in its ``__all__``: the errors (:mod:`ctx_langgraph.errors`), the history records
 (:mod:`ctx_langgraph.history`), usage records and the ledger's callback handlers and node
 (:mod:`ctx_langgraph.usage`, ``.usage.callbacks``, ``.usage.node``), counters and the budget
@@ -15,7 +15,13 @@ retention hooks and reports (:mod:`ctx_langgraph.retention`), provider-side comp
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from ctx_langgraph.compaction import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from ctx_langgraph.compaction import (
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    acompact_thread,
+    compact_thread,
+)
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history import (
@@ -60,7 +66,9 @@ __all__ = [
     "Summarizer",
     "UsageLedger",
     "__version__",
+    "acompact_thread",
     "add_context_management",
+    "compact_thread",
     "create_context_agent",
     "make_history_lookup_tool",
     "normalize_usage",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 __all__ = [
+    "CompactRequestError",
     "CompactionConflict",
     "CompactionFailed",
     "ContextBudgetExceeded",
@@ -219,6 +220,17 @@ class CompactionFailed(ContextManagementError):
             f"{estimate:,} input tokens and {usable:,} fit. The previous summary is still active and "
             "nothing was removed: retry later, raise summary_max_tokens, or use a larger window."
         )
+
+
+class CompactRequestError(ContextManagementError, ValueError):
+    """A compaction request cannot be served as given: its instructions are not text or are too
+    long, ``requested_by`` is unknown, ``keep_recent_tokens`` is not a count, or the graph given
+    to :func:`~ctx_langgraph.compaction.request.compact_thread` has no context management.
+    Nothing was compacted and nothing was lost."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"compaction request not served: {problem}")
 
 
 class SummaryFormatError(ContextManagementError, ValueError):

@@ -61,6 +61,7 @@ from ctx_langgraph.budget.node import make_budget_node, make_budget_router
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import default_summarizer
+from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
@@ -152,7 +153,7 @@ def _add_nodes(builder: Builder, nodes: _ContextNodes) -> None:
 def _add_routes(builder: Builder, model_node: str) -> None:
     """``ctx_budget`` on to the model node (or ``ctx_compact`` first), the model to ``ctx_usage``."""
     builder.add_conditional_edges(
-        CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node]
+        CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node, END]
     )
     builder.add_edge(CTX_COMPACT, CTX_BUDGET)
     builder.add_edge(model_node, CTX_USAGE)
@@ -331,12 +332,17 @@ def add_context_management(
 
 
 def _agent_tools(
-    tools: Sequence[Any], lookup_tool: bool | BaseTool, store: HistoryStore
+    tools: Sequence[Any], lookup_tool: bool | BaseTool, store: HistoryStore, compact_tool: bool
 ) -> list[Any]:
-    """The agent's tools, with the history lookup tool when asked for."""
+    """The agent's tools, with the history lookup tool and the compaction tool when asked for."""
+    own: list[Any] = list(tools)
     if isinstance(lookup_tool, BaseTool):
-        return [*tools, lookup_tool]
-    return [*tools, make_history_lookup_tool(store)] if lookup_tool else list(tools)
+        own.append(lookup_tool)
+    elif lookup_tool:
+        own.append(make_history_lookup_tool(store))
+    if compact_tool:
+        own.append(make_compact_tool())
+    return own
 
 
 def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
@@ -381,6 +387,7 @@ def create_context_agent(
     pinned_rules: PinnedRules | None = None,
     memory: LongTermMemory | None = None,
     provider_count: ProviderCountHook | None = None,
+    compact_tool: bool = False,
 ) -> StateGraph[Any, Any, Any, Any]:
     """A tool-calling agent with context management, uncompiled (compile with your checkpointer).
 
@@ -410,6 +417,10 @@ def create_context_agent(
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
         counter: overrides the token counter picked from the model name.
+        compact_tool: give the model the ``compact_context`` tool: it asks for a compaction
+            with an optional focus, done before its next step (the input
+            ``{"context": {"compact": {"instructions": "..."}}}`` and
+            :func:`~ctx_langgraph.compaction.compact_thread` ask without the model).
 
     Example:
         >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -423,7 +434,7 @@ def create_context_agent(
         >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
-    all_tools = _agent_tools(tools, lookup_tool, store)
+    all_tools = _agent_tools(tools, lookup_tool, store, compact_tool)
     return add_context_management(
         _agent_graph(model, all_tools, prompt),
         model_node="model",

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-from langchain.agents.middleware.types import ModelResponse
+from langchain.agents.middleware.types import ModelResponse, hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
@@ -44,6 +44,7 @@ from ctx_langgraph.budget.node import BudgetNode
 from ctx_langgraph.compaction.node import CompactNode
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import default_summarizer
+from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
@@ -104,6 +105,8 @@ def _before_model_steps(
         context = merge_context(context, update.get("context"))
         rewritten = rewritten or "messages" in update
     result: dict[str, Any] = {"context": context}
+    if (context.get("budget") or {}).get("decision") == "done":
+        result["jump_to"] = "end"  # a requested compaction, and nothing for the model to answer
     if rewritten:
         result["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *local["messages"]]
     elif replaced:
@@ -134,6 +137,11 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
         lookup_tool: give the agent :func:`~ctx_langgraph.lookup.make_history_lookup_tool`.
+        compact_tool: give the agent the ``compact_context`` tool
+            (:func:`~ctx_langgraph.compaction.make_compact_tool`): the model asks for a
+            compaction, with an optional focus, done before its next call. A compaction can
+            also be asked for with the input ``{"context": {"compact": {"instructions": "..."}}}``
+            (with no new message the run ends after it, without a model call).
         max_rounds: budget/compact rounds per model call (each compaction covers more).
 
     Example:
@@ -166,6 +174,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         counter: TokenCounter | None = None,
         provider_count: ProviderCountHook | None = None,
         lookup_tool: bool = True,
+        compact_tool: bool = False,
         max_rounds: int = 4,
         pinned_rules: PinnedRules | None = None,
         memory: LongTermMemory | None = None,
@@ -173,6 +182,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         super().__init__()
         config = config or ContextConfig()
         own: list[BaseTool] = [make_history_lookup_tool(store)] if lookup_tool else []
+        if compact_tool:
+            own.append(make_compact_tool())
         self.tools = own
         self.store = store
         self.max_rounds = max_rounds
@@ -221,12 +232,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         finally:
             _MODEL_CALL_HANDLER.reset(token)
 
+    @hook_config(can_jump_to=["end"])
     def before_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         with self._booking():
             return run(self._before_model(state))
 
+    @hook_config(can_jump_to=["end"])
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ __all__ = [
     "BudgetDecision",
     "BudgetReport",
     "Calibration",
+    "CompactRequest",
     "CompactionReport",
     "ContextReport",
     "ContextState",
@@ -52,8 +53,25 @@ __all__ = [
 ]
 
 
-BudgetDecision = Literal["proceed", "compact", "precompact"]
-"""Where the router after ``ctx_budget`` sends the turn."""
+BudgetDecision = Literal["proceed", "compact", "precompact", "done"]
+"""Where the router after ``ctx_budget`` sends the turn (``done``: a requested compaction was
+served and there is nothing for the model to answer, so the run ends)."""
+
+
+class CompactRequest(TypedDict, total=False):
+    """``context["compact"]``: a compaction asked for now, whatever the budget says.
+
+    Set it as graph input (``{"context": {"compact": {"instructions": "..."}}}``, from Studio or
+    the app), through :func:`~ctx_langgraph.compaction.request.compact_thread`, or by the model
+    with the ``compact_context`` tool. ``ctx_budget`` routes to ``ctx_compact``, which serves it
+    once (committed or not) and clears it."""
+
+    instructions: str | None
+    """What the summary should keep above all (``"keep the API design decisions"``)."""
+    requested_by: str
+    """``user``, ``model`` or ``app`` (recorded with the summary version)."""
+    keep_recent_tokens: int | None
+    """The verbatim tail to keep (default: the configuration's ``keep_recent_tokens``)."""
 
 
 class BudgetReport(TypedDict, total=False):
@@ -255,7 +273,7 @@ class CompactionReport(TypedDict, total=False):
     """The view's last message at the attempt."""
     status: str
     """``committed``, ``committed_precomputed``, ``reconciled``, ``failed``,
-    ``nothing_to_cover`` or ``not_recorded``."""
+    ``nothing_to_cover``, ``not_recorded``, or ``refused`` (a malformed request)."""
     error: str
     """Why nothing was covered (``not_recorded``)."""
     fallback: str
@@ -280,6 +298,10 @@ class CompactionReport(TypedDict, total=False):
     """History messages the rewrite took out of the view."""
     provider: ProviderReport
     """The provider's own window for the span."""
+    requested: CompactRequest
+    """The compaction request this attempt served (absent for automatic compaction)."""
+    request_error: str
+    """Why a compaction request was not served (it was malformed)."""
 
 
 class SummarizerBackoff(TypedDict):
@@ -444,6 +466,9 @@ class ContextReport(TypedDict, total=False):
     """The usage booked for the last reply (``ctx_usage``)."""
     overflow: OverflowReport
     """The last recovery after a provider's context-length error."""
+    compact: CompactRequest | None
+    """A compaction asked for now (input, ``compact_thread`` or the ``compact_context`` tool);
+    ``ctx_compact`` serves it once and sets it to None."""
 
 
 def merge_context(

@@ -203,7 +203,15 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("export-postgres-malformed", ["export", "--postgres", "not a dsn", "--thread", "t1"], ["--postgres", "connection string"]),
     # the command itself
     ("no-command", [], ["COMMAND"]),
-    ("unknown-command", ["compact"], ["'compact'"]),
+    ("unknown-command", ["squash"], ["'squash'"]),
+    # compact
+    ("compact-no-database", ["compact", "--thread", "t"], ["--sqlite", "--postgres"]),
+    ("compact-no-thread", ["compact", "--sqlite", "{history.sqlite}"], ["--thread"]),
+    ("compact-sqlite-missing", ["compact", "--sqlite", "{missing}", "--thread", "t"], ["--sqlite", "missing.json", "no such file"]),
+    ("compact-keep-negative", ["compact", "--sqlite", "{history.sqlite}", "--thread", "t", "--keep-recent-tokens", "-1"], ["--keep-recent-tokens", "'-1'"]),
+    ("compact-window-small", ["compact", "--sqlite", "{history.sqlite}", "--thread", "t", "--window", "100"], ["--window", "'100'"]),
+    ("compact-instructions-blank", ["compact", "--sqlite", "{history.sqlite}", "--thread", "t", "--instructions", " "], ["--instructions"]),
+    ("compact-summary-model-unknown", ["compact", "--sqlite", "{history.sqlite}", "--thread", "t", "--summary-model", "nosuch:x"], ["nosuch:x"]),
 ]  # fmt: skip
 
 
@@ -213,7 +221,7 @@ def _argv(template: list[str], files: dict[str, str]) -> list[str]:
     ]
 
 
-COMMANDS = ("demo", "eval", "history-demo", "retention", "export")
+COMMANDS = ("demo", "eval", "history-demo", "retention", "export", "compact")
 
 
 def _assert_refused(argv: list[str], status: int, out: str, err: str, fragments: list[str]) -> None:
@@ -406,5 +414,5 @@ def test_postgres_with_the_tables_still_works(pg_dsn, capsys):
 
 
 def test_every_refusal_case_names_an_existing_command():
-    assert {c[1][0] for c in CASES if c[1]} - set(COMMANDS) == {"compact"}
+    assert {c[1][0] for c in CASES if c[1]} - set(COMMANDS) == {"squash"}
     assert len({c[0] for c in CASES}) == len(CASES)

@@ -247,6 +247,7 @@ def test_the_wiring_moves_edges_not_nodes(memory_store: Any) -> None:
         ("__start__", "ctx_budget"),
         ("ctx_budget", "agent"),
         ("ctx_budget", "ctx_compact"),
+        ("ctx_budget", "__end__"),  # a requested compaction with nothing to answer
         ("ctx_compact", "ctx_budget"),
         ("agent", "ctx_usage"),
         ("ctx_usage", "tools"),

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from ctx_langgraph import SQLiteHistoryStore
+
 pytest.importorskip(
     "langgraph_api", reason="langgraph dev needs the studio extra: pip install -e '.[studio]'"
 )
@@ -57,12 +59,18 @@ class Studio:
             )
 
     def run(
-        self, thread_id: str, assistant_id: str, text: str, config: dict[str, Any] | None = None
+        self,
+        thread_id: str,
+        assistant_id: str,
+        text: str | None,
+        config: dict[str, Any] | None = None,
+        input: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """One turn, as Studio's chat sends it; the thread's values after the run."""
+        """One turn, as Studio's chat sends it (or ``input`` as Studio's input form sends it);
+        the thread's values after the run."""
         body: dict[str, Any] = {
             "assistant_id": assistant_id,
-            "input": {"messages": [{"role": "user", "content": text}]},
+            "input": input or {"messages": [{"role": "user", "content": text}]},
         }
         if config is not None:
             body["config"] = config
@@ -198,3 +206,29 @@ def test_compaction_playground_compacts_in_studio(studio, assistants):
     assert context["budget"]["generation"] == context["active_generation"]  # re-estimated after
     assert context["compaction"]["status"] == "committed"
     assert values["messages"][0]["id"] == "ctx-summary"
+
+
+def test_a_compaction_asked_for_from_studio(studio, assistants):
+    """Studio's input form: ``{"context": {"compact": {"instructions": ...}}}`` compacts the
+    thread now, below the trigger, with the instructions recorded; no model call follows."""
+    thread_id = studio.call("POST", "/threads", {})["thread_id"]
+    playground = assistants["compaction_playground"]
+    for text in ("My locker code is 4471", "Where is ORD-2041?", "Where is ORD-2042?"):
+        values = studio.run(thread_id, playground, text)
+    assert not values["context"].get("active_generation")  # below the trigger so far
+    before = len(values["messages"])
+
+    focus = "keep the locker code"
+    values = studio.run(
+        thread_id, playground, None, input={"context": {"compact": {"instructions": focus}}}
+    )
+    context = values["context"]
+    assert context["compaction"]["status"] == "committed"
+    assert context["compaction"]["requested"] == {"instructions": focus, "requested_by": "user"}
+    assert context["compact"] is None and context["budget"]["decision"] == "done"
+    assert values["messages"][0]["id"] == "ctx-summary"
+    assert values["messages"][-1]["type"] == "ai" and len(values["messages"]) < before
+
+    with SQLiteHistoryStore.from_path(studio.log.parent / "history.sqlite") as store:
+        versions = [v for v in store.list_versions(thread_id) if v.status == "active"]
+    assert [v.metadata for v in versions] == [{"requested_by": "user", "instructions": focus}]

@@ -1,7 +1,9 @@
 """Step 6 of ``ctx_budget``: the decision (docs/design.md §2, §5).
 
-``compact`` above the trigger (or when an edit took the summary away, or the provider compacted),
-``precompact`` between the pre-compaction threshold and the trigger, ``proceed`` otherwise, and
+``compact`` above the trigger (or when an edit took the summary away, the provider compacted, or
+a compaction was requested: ``context["compact"]``), ``precompact`` between the pre-compaction
+threshold and the trigger, ``done`` when a requested compaction was served and the model has
+nothing to answer, ``proceed`` otherwise, and
 :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can make the request fit.
 """
 
@@ -10,10 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
 from ctx_langgraph.budget.estimate import BudgetEstimate
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.core.compact_request import read_request
 from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.state import BudgetDecision, CompactionReport, ContextReport
 from ctx_langgraph.view.markers import is_summary
@@ -47,11 +50,33 @@ def _tried(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
     )
 
 
+def _nothing_to_answer(view: Sequence[BaseMessage]) -> bool:
+    """The view ends with the model's final reply (or holds no conversation): a run that only
+    asked for a compaction ends there instead of calling the model again."""
+    if not view or is_summary(view[-1]):
+        return True
+    last = view[-1]
+    return isinstance(last, AIMessage) and not last.tool_calls
+
+
+def _request_served(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
+    """A requested compaction was just served on this very view."""
+    last = context.get("compaction") or {}
+    return bool(last.get("requested") or last.get("request_error")) and last.get(
+        "at_message_id"
+    ) == (view[-1].id if view else None)
+
+
 def decision(
     s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
 ) -> tuple[BudgetDecision, bool]:
     """The decision, and whether the configured summarizer is backing off after failures."""
     budget, context = s.budget, turn.context
+    requested, problem = read_request(context.get("compact"))
+    if (requested is not None or problem is not None) and s.compact_node is not None:
+        return "compact", False  # asked for: served (or refused, when malformed) once, now
+    if _request_served(context, view) and _nothing_to_answer(view):
+        return "done", False
     backing_off = _backing_off(context)
     can_compact = s.compact_node is not None and not _tried(context, view)
     if context.get("rebuild") and can_compact and not backing_off:

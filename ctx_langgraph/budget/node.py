@@ -42,6 +42,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph.budget.calibration import thread_counter
@@ -286,10 +287,19 @@ def make_budget_router(
     model_node: str, compact_node: str = "ctx_compact"
 ) -> Callable[[dict[str, Any]], str]:
     """The conditional edge after ``ctx_budget``: to ``compact_node`` when the budget said so,
-    else to the model node."""
+    to ``END`` when a requested compaction was served and the model has nothing to answer
+    (``done``), else to the model node. Its path map is ``[compact_node, model_node, END]``.
+
+    Example:
+        >>> route = make_budget_router("model")
+        >>> [route({"context": {"budget": {"decision": d}}}) for d in ("proceed", "compact", "done")]
+        ['model', 'ctx_compact', '__end__']
+    """
 
     def route(state: dict[str, Any]) -> str:
         decision = ((state.get("context") or {}).get("budget") or {}).get("decision")
+        if decision == "done":
+            return END
         return compact_node if decision in ("compact", "precompact") else model_node
 
     return route

@@ -1,9 +1,9 @@
 """The ``ctx-langgraph`` command line: the offline demos, the strategy comparison, checkpoint
-retention and thread export.
+retention, thread export and compaction on request.
 
 Exit status: 0 done; 1 the command ran but could not do what was asked (``export``: the
 thread has no history; ``retention``: a thread was refused or the database failed midway;
-``demo``: a request went over the window); 2 a bad argument, file, dataset or database,
+``demo``: a request went over the window; ``compact``: nothing was committed); 2 a bad argument, file, dataset or database,
 reported in one line on stderr, ``ctx-langgraph <command>: error: <message>``, before any
 work starts.
 """
@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ctx_langgraph.cli.args import ArgumentParser, UsageError, one_line
+from ctx_langgraph.cli.compact import add_compact_parser
 from ctx_langgraph.cli.demo import add_demo_parser
 from ctx_langgraph.cli.eval import add_eval_parser
 from ctx_langgraph.cli.export import add_export_parser
@@ -39,9 +40,10 @@ examples:
   ctx-langgraph demo --turns 100
   ctx-langgraph eval --format synthetic --sessions 3 --out eval-synthetic
   ctx-langgraph retention --sqlite checkpoints.sqlite --keep-last 10 --keep-within 7d --dry-run
+  ctx-langgraph compact --sqlite history.sqlite --thread T --instructions "keep the API decisions"
 
 exit status: 0 done; 1 ran but could not do it (export: no such thread; retention: a
-thread refused; demo: a request over the window); 2 bad arguments, files or databases
+thread refused; demo: a request over the window; compact: nothing committed); 2 bad arguments, files or databases
 (one line on stderr)."""
 
 
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_history_demo_parser(commands)
     add_retention_parser(commands)
     add_export_parser(commands)
+    add_compact_parser(commands)
     return parser
 
 

@@ -16,7 +16,7 @@ from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
 
-__all__ = ["add_export_parser"]
+__all__ = ["add_export_parser", "add_history_options", "check_history_database", "open_store"]
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"--thread {args.thread!r} --tenant {args.tenant!r}: {exc}") from None
     where = _check_databases(args)
     with contextlib.ExitStack() as stack:
-        store = _open_store(stack, args, scope, where)
+        store = open_store(stack, args, scope, where)
         memory = _open_memory(stack, args)
         try:
             document = export_thread(store, scope, ledger=not args.no_ledger, memory=memory)
@@ -43,15 +43,20 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_history_database(args: argparse.Namespace) -> str:
+    """Check the history store's database (``--sqlite`` or ``--postgres``) is there, before
+    opening it; names the option."""
+    if args.sqlite:
+        sqlite_tables(args.sqlite, "--sqlite")
+        return f"--sqlite {args.sqlite!r}"
+    check_postgres(args.postgres, "--postgres")
+    return "--postgres"
+
+
 def _check_databases(args: argparse.Namespace) -> str:
     """Check the history and memory databases are there (before opening any); names the
     history store's option."""
-    if args.sqlite:
-        sqlite_tables(args.sqlite, "--sqlite")
-        where = f"--sqlite {args.sqlite!r}"
-    else:
-        check_postgres(args.postgres, "--postgres")
-        where = "--postgres"
+    where = check_history_database(args)
     if args.memory_sqlite and "store" not in sqlite_tables(args.memory_sqlite, "--memory-sqlite"):
         raise UsageError(
             f"--memory-sqlite {args.memory_sqlite!r} holds no LangGraph store (no 'store' "
@@ -67,9 +72,10 @@ def _check_databases(args: argparse.Namespace) -> str:
     return where
 
 
-def _open_store(
+def open_store(
     stack: contextlib.ExitStack[Any], args: argparse.Namespace, scope: Scope, where: str
 ) -> HistoryStore:
+    """The history store ``--sqlite`` or ``--postgres`` names, open until ``stack`` closes."""
     from ctx_langgraph.history import PostgresHistoryStore
 
     try:
@@ -140,6 +146,15 @@ examples:
 """
 
 
+def add_history_options(parser: argparse.ArgumentParser) -> None:
+    """``--sqlite``/``--postgres`` (the history store), ``--thread`` and ``--tenant``."""
+    history = parser.add_mutually_exclusive_group(required=True)
+    history.add_argument("--sqlite", metavar="PATH", help="the SQLite history store file")
+    history.add_argument("--postgres", metavar="DSN", help="the PostgreSQL history store")
+    parser.add_argument("--thread", required=True, help="the thread id")
+    parser.add_argument("--tenant", default="default", help="the thread's tenant")
+
+
 def add_export_parser(commands: Any) -> None:
     export = commands.add_parser(
         "export",
@@ -148,11 +163,7 @@ def add_export_parser(commands: Any) -> None:
         description=_EXPORT_DESCRIPTION,
         epilog=_EXPORT_EXAMPLES,
     )
-    history = export.add_mutually_exclusive_group(required=True)
-    history.add_argument("--sqlite", metavar="PATH", help="the SQLite history store file")
-    history.add_argument("--postgres", metavar="DSN", help="the PostgreSQL history store")
-    export.add_argument("--thread", required=True, help="the thread id")
-    export.add_argument("--tenant", default="default", help="the thread's tenant")
+    add_history_options(export)
     memories = export.add_mutually_exclusive_group()
     memories.add_argument(
         "--memory-sqlite",

@@ -21,6 +21,7 @@ from ctx_langgraph.compaction.node import (
     make_compact_node,
     summary_message,
 )
+from ctx_langgraph.compaction.on_request import acompact_thread, compact_thread
 from ctx_langgraph.compaction.summarizers import (
     SUMMARY_TAG,
     ExtractiveSummarizer,
@@ -29,8 +30,10 @@ from ctx_langgraph.compaction.summarizers import (
     SummaryRequest,
     extract_key_facts,
 )
+from ctx_langgraph.compaction.tool import COMPACT_TOOL_NAME, make_compact_tool
 
 __all__ = [
+    "COMPACT_TOOL_NAME",
     "REQUIRED_SECTIONS",
     "SUMMARY_FORMAT_VERSION",
     "SUMMARY_MESSAGE_ID",
@@ -44,10 +47,13 @@ __all__ = [
     "SummaryDocument",
     "SummaryItem",
     "SummaryRequest",
+    "acompact_thread",
     "choose_cut",
+    "compact_thread",
     "extract_key_facts",
     "first_coverable",
     "make_compact_node",
+    "make_compact_tool",
     "pairing_problems",
     "summary_message",
     "tool_groups",

@@ -92,8 +92,10 @@ def create_candidate(
     summarizer_id: str,
     summary_tokens: int,
     provider_state: dict[str, Any] | None,
+    metadata: dict[str, Any] | None = None,
 ) -> Flow[CompactionCheckpoint]:
-    """The candidate checkpoint of the new summary, stored (not yet active)."""
+    """The candidate checkpoint of the new summary, stored (not yet active); ``metadata`` is
+    recorded with it (a compaction request's instructions and who asked)."""
     # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
     event_ids = {
         f.source_seq: f.source_event_id
@@ -121,6 +123,7 @@ def create_candidate(
         summary_tokens=summary_tokens,
         format_version=document.version,
         provider_state=provider_state,
+        metadata=metadata,
     )
     return candidate
 

@@ -50,7 +50,14 @@ from ctx_langgraph.compaction.commit import (
     take_snapshot,
 )
 from ctx_langgraph.compaction.format import SummaryDocument
-from ctx_langgraph.compaction.report import failed, next_backoff, precompacting, rewritten
+from ctx_langgraph.compaction.report import (
+    failed,
+    next_backoff,
+    precompacting,
+    refused,
+    rewritten,
+    served,
+)
 from ctx_langgraph.compaction.span import (
     Span,
     Turn,
@@ -141,8 +148,19 @@ class CompactNode:
         """The compaction protocol; with ``commit=False`` it stops after storing the candidate
         (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
         turn = read_turn(state, config, self.budget.usable, commit=commit)
-        cap = self.cap if self.config.tail_fills_target else None
-        cut = choose_span_cut(turn, self.budget, self._counter, self.cache, summary_cap=cap)
+        if turn.request_error is not None:
+            return refused(turn.report())
+        outcome = yield from self._compact(turn, commit)
+        return outcome if turn.request is None else served(outcome)
+
+    def _compact(self, turn: Turn, commit: bool) -> Flow[dict[str, Any]]:
+        request = turn.request
+        # a requested compaction keeps its own (or the configured) tail: it does not fill the target
+        cap = self.cap if self.config.tail_fills_target and request is None else None
+        keep = request.get("keep_recent_tokens") if request is not None else None
+        cut = choose_span_cut(
+            turn, self.budget, self._counter, self.cache, summary_cap=cap, keep_recent_tokens=keep
+        )
         span = yield from locate_span(turn, cut, self.store)
         if not isinstance(span, Span):
             return span
@@ -162,7 +180,7 @@ class CompactNode:
         if active is not None and active.covered_through_seq >= span.through_seq:
             active = yield from reconcile_with(turn, active, store)
             return self._report(turn, active, attempts, "reconciled")
-        if commit:
+        if commit and turn.request is None:  # (a background candidate ignored the request)
             early = yield from commit_precomputed(
                 store, scope, turn.messages, active, attempts.problems
             )
@@ -192,6 +210,7 @@ class CompactNode:
             written.summarizer.id,
             self._counter.count_text(written.text),
             provider_state,
+            _recorded_request(turn),
         )
         if not commit:
             return {"candidate_id": candidate.id}
@@ -238,6 +257,7 @@ class CompactNode:
             must_fit=turn.must_fit,
             estimate=turn.estimate,
             usable=self.budget.usable,
+            instructions=turn.request.get("instructions") if turn.request else None,
         )
 
     def _backoff(self, turn: Turn) -> SummarizerBackoff:
@@ -284,6 +304,17 @@ class CompactNode:
         _PRECOMPACTIONS.add(task)
         task.add_done_callback(_PRECOMPACTIONS.discard)
         return started
+
+
+def _recorded_request(turn: Turn) -> dict[str, Any] | None:
+    """What a summary version records of the request it was made for (None: automatic)."""
+    request = turn.request
+    if request is None:
+        return None
+    return {
+        "requested_by": request.get("requested_by"),
+        "instructions": request.get("instructions"),
+    }
 
 
 def _background_done(outcome: Any) -> None:

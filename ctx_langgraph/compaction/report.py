@@ -27,7 +27,9 @@ __all__ = [
     "not_recorded",
     "nothing_to_cover",
     "precompacting",
+    "refused",
     "rewritten",
+    "served",
 ]
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,19 @@ def nothing_to_cover(info: CompactionReport, *, rebuild: bool = False) -> dict[s
     if rebuild:
         context = {"rebuild": False, **context}
     return {"context": context}
+
+
+def refused(info: CompactionReport) -> dict[str, Any]:
+    """A malformed compaction request: cleared, and why in ``context["compaction"]``."""
+    context: ContextReport = {"compact": None, "compaction": {**info, "status": "refused"}}
+    return {"context": context}
+
+
+def served(update: dict[str, Any]) -> dict[str, Any]:
+    """Any outcome of a requested compaction clears the request: it is served once, committed
+    or not (a failure keeps the old summary and says why in ``context["compaction"]``)."""
+    context: dict[str, Any] = {**update.get("context", {}), "compact": None}
+    return {**update, "context": context}
 
 
 def not_recorded(info: CompactionReport, message_id: object) -> dict[str, Any]:

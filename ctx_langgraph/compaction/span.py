@@ -20,11 +20,18 @@ from ctx_langgraph.budget.counters import CountCache, TokenCounter
 from ctx_langgraph.compaction.cut import CutPoint, choose_cut, first_coverable
 from ctx_langgraph.compaction.report import not_recorded, nothing_to_cover
 from ctx_langgraph.config import ResolvedBudget
+from ctx_langgraph.core.compact_request import read_request
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
-from ctx_langgraph.state import BudgetReport, CompactionReport, ContextReport, ServerCompaction
+from ctx_langgraph.state import (
+    BudgetReport,
+    CompactionReport,
+    CompactRequest,
+    ContextReport,
+    ServerCompaction,
+)
 from ctx_langgraph.view.markers import is_summary
 
 __all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn", "reconcile_with"]
@@ -48,14 +55,23 @@ class Turn:
     """The budget says the configured summarizer is backing off."""
     server: ServerCompaction | None
     """``context["server_compaction"]``: where the provider compacted the conversation itself."""
+    request: CompactRequest | None = None
+    """``context["compact"]``: a compaction asked for now, with its instructions."""
+    request_error: str | None = None
+    """Why ``context["compact"]`` cannot be served (it is malformed)."""
 
     def report(self) -> CompactionReport:
-        """Where this attempt happened: the budget does not send the same view back to a
-        failed compaction."""
-        return {
+        """Where this attempt happened (the budget does not send the same view back to a
+        failed compaction), and the request it serves."""
+        report: CompactionReport = {
             "epoch": self.epoch,
             "at_message_id": self.messages[-1].id if self.messages else None,
         }
+        if self.request is not None:
+            report["requested"] = self.request
+        if self.request_error is not None:
+            report["request_error"] = self.request_error
+        return report
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,7 @@ def read_turn(
     context = cast(ContextReport, dict(state.get("context") or {}))
     budget = context.get("budget") or BudgetReport()
     estimate = int(budget.get("total") or 0)
+    request, request_error = read_request(context.get("compact")) if commit else (None, None)
     return Turn(
         messages=messages,
         context=context,
@@ -88,6 +105,8 @@ def read_turn(
         must_fit=commit and estimate > usable,
         backing_off=budget.get("summarizer") == "fallback",
         server=context.get("server_compaction"),
+        request=request,
+        request_error=request_error,
     )
 
 
@@ -98,16 +117,18 @@ def choose_span_cut(
     cache: CountCache,
     *,
     summary_cap: int | None = None,
+    keep_recent_tokens: int | None = None,
 ) -> CutPoint | None:
     """The cut: where the provider compacted, else the one that keeps the recent tokens.
 
     With ``summary_cap`` (the new summary's most tokens) and an estimate, the kept tail is the
     larger of ``keep_recent_tokens`` and what fills the target beside the request's fixed part
     (system prompt, tools, memory) and a summary at its cap: compaction lands at the target,
-    not below it, and every message it can afford stays verbatim."""
+    not below it, and every message it can afford stays verbatim. ``keep_recent_tokens``
+    overrides the configured tail (a compaction request's own)."""
     messages, server = turn.messages, turn.server
     counts = [cache.count(counter, m) for m in messages]
-    keep_recent = budget.keep_recent_tokens
+    keep_recent = budget.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens
     if turn.must_fit:  # the kept tail alone may be too much: cut deeper
         keep_recent = max(0, keep_recent - (turn.estimate - budget.target))
     elif summary_cap is not None and turn.estimate >= sum(counts):

@@ -135,8 +135,10 @@ def summarize_span(
     cap: int,
     counter: TokenCounter,
     deadline: float,
+    instructions: str | None = None,
 ) -> Flow[str]:
-    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
+    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's
+    window; ``instructions`` (a compaction request's focus) go with every batch."""
     batches = _span_batches(summarizer, previous, list(snapshot.events), cap, counter)
     text = ""
     for batch in batches:
@@ -146,6 +148,7 @@ def summarize_span(
             covered_through_seq=batch[-1].seq if batch else snapshot.covered_through_seq,
             cap_tokens=cap,
             counter=counter,
+            instructions=instructions,
         )
         timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()))
         text = yield call(timed, "summarize", request)
@@ -162,12 +165,13 @@ def _attempt(
     counter: TokenCounter,
     deadline: float,
     problems: list[str],
+    instructions: str | None = None,
 ) -> Flow[str | None]:
     """One summarizer attempt: its valid text, or None with the problem noted."""
     number = len(problems) + 1
     try:
         text: object = yield from summarize_span(
-            summarizer, previous, snapshot, cap, counter, deadline
+            summarizer, previous, snapshot, cap, counter, deadline, instructions
         )
     except Exception as exc:  # the summarizer raised or timed out: a failed attempt
         problems.append(f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300])
@@ -205,6 +209,8 @@ class SummaryPlan:
     """The request is over the usable window: it cannot go on uncompacted."""
     estimate: int
     usable: int
+    instructions: str | None = None
+    """A compaction request's focus, for every summarizer call (the fallback's too)."""
 
 
 def write_summary(
@@ -231,6 +237,7 @@ def write_summary(
                 plan.counter,
                 run.deadline,
                 run.problems,
+                plan.instructions,
             )
             if text is not None:
                 break
@@ -249,6 +256,6 @@ def write_summary(
     # (offline and bounded: only a loaded machine makes it slow, so it gets time)
     deadline = time.monotonic() + plan.fallback_s
     text = yield from _attempt(
-        used, previous, snapshot, plan.cap, plan.counter, deadline, run.problems
+        used, previous, snapshot, plan.cap, plan.counter, deadline, run.problems, plan.instructions
     )
     return Written(text, used, written_backoff)

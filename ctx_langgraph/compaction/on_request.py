@@ -1,0 +1,194 @@
+"""``compact_thread``: compact a thread now, from the app, a script or the command line.
+
+Two ways in, one protocol (docs/design.md §6):
+
+- **a compiled graph** with context management (:func:`~ctx_langgraph.add_context_management`,
+  :func:`~ctx_langgraph.create_context_agent`, or ``create_agent`` with
+  :class:`~ctx_langgraph.ContextManagementMiddleware`) and a checkpointer: the graph is invoked
+  with ``{"context": {"compact": request}}``; its ``ctx_budget`` routes to ``ctx_compact``, which
+  serves the request, rewrites the thread's state and ends the run without a model call;
+- **a history store** (no graph at hand, e.g. ``ctx-langgraph compact``): the thread's view is
+  rebuilt from the store (active summary + the events after it) and ``ctx_compact``'s own flow
+  runs on it; the graph's next ``ctx_budget`` pass applies the committed summary to its state.
+
+Either way the summary is committed by compare-and-swap, the instructions go to the summarizer
+and are recorded in the summary version's ``metadata``, and a failing summarizer keeps the old
+summary (the report says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.compaction.node import CompactNode
+from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer
+from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.compact_request import compact_request
+from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.scope import scope_from_config
+from ctx_langgraph.errors import CompactRequestError
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
+from ctx_langgraph.state import CompactionReport, CompactRequest, ContextReport
+from ctx_langgraph.view.summary import summary_message
+
+__all__ = ["acompact_thread", "compact_thread"]
+
+
+def _request(
+    instructions: str | None, requested_by: str, keep_recent_tokens: int | None
+) -> CompactRequest:
+    return compact_request(
+        instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
+    )
+
+
+def _graph_input(graph: Any, config: RunnableConfig, request: CompactRequest) -> dict[str, Any]:
+    """The input that asks ``graph`` to compact the thread (checked: a context channel and a
+    checkpointer)."""
+    channels = getattr(graph, "channels", None) or {}
+    if "context" not in channels:
+        raise CompactRequestError(
+            "the graph has no context channel: build it with add_context_management, "
+            "create_context_agent or ContextManagementMiddleware, or pass the history store"
+        )
+    if getattr(graph, "checkpointer", None) is None:
+        raise CompactRequestError(
+            "the graph has no checkpointer, so it keeps no thread to compact: compile it with "
+            "one, or pass the history store"
+        )
+    if not ((config or {}).get("configurable") or {}).get("thread_id"):
+        raise CompactRequestError('config has no configurable["thread_id"]')
+    return {"context": {"compact": request}}
+
+
+def _graph_report(values: Mapping[str, Any]) -> CompactionReport:
+    context: Mapping[str, Any] = values.get("context") or {}
+    report: CompactionReport = context.get("compaction") or CompactionReport()
+    return report
+
+
+def _store_node(
+    store: HistoryStore,
+    context_config: ContextConfig | None,
+    summarizer: Summarizer | None,
+    model: Any,
+    counter: TokenCounter | None,
+) -> CompactNode:
+    config = context_config or ContextConfig()
+    try:
+        config.resolve(model)
+    except ValueError as exc:
+        raise CompactRequestError(
+            f"{exc} (pass context_config=ContextConfig(context_window=...) as the graph uses)"
+        ) from None
+    return CompactNode(store, config, summarizer or ExtractiveSummarizer(), model, counter)
+
+
+def _store_flow(
+    node: CompactNode, config: RunnableConfig, request: CompactRequest
+) -> Flow[CompactionReport]:
+    """The thread's view rebuilt from the store, compacted by ``ctx_compact``'s own flow."""
+    scope = scope_from_config(config)
+    active: CompactionCheckpoint | None = yield call(node.store, "get_active", scope)
+    after = active.covered_through_seq + 1 if active is not None else 1
+    events: list[HistoryEvent] = yield call(node.store, "read_events", scope, from_seq=after)
+    messages: list[BaseMessage] = [summary_message(active)] if active is not None else []
+    messages.extend(event.message for event in events)
+    if not events and active is None:
+        return {"status": "nothing_to_cover", "error": f"thread {scope.thread_id!r} has no history"}
+    context: ContextReport = {"compact": request, "branch": scope.branch}
+    if active is not None:
+        context["active_generation"] = active.generation
+    update = yield from node.flow({"messages": messages, "context": context}, config)
+    return _graph_report(update)
+
+
+def compact_thread(
+    target: Any,
+    config: RunnableConfig,
+    instructions: str | None = None,
+    *,
+    requested_by: str = "app",
+    keep_recent_tokens: int | None = None,
+    summarizer: Summarizer | None = None,
+    context_config: ContextConfig | None = None,
+    model: Any = None,
+    counter: TokenCounter | None = None,
+) -> CompactionReport:
+    """Compact a thread now, whatever its budget says, with optional instructions.
+
+    Args:
+        target: a compiled graph with context management and a checkpointer, or the
+            :class:`~ctx_langgraph.history.HistoryStore` the graph records into.
+        config: the thread's run config (``{"configurable": {"thread_id": ...}}``; ``ctx_tenant``
+            and ``ctx_branch`` as the graph gets them).
+        instructions: what the summary must keep above all (``"keep the API design decisions"``):
+            in the LLM summarizer's prompt, weighting the extractive summarizer's choice, and
+            recorded in the summary version's ``metadata``.
+        requested_by: ``app`` (default), ``user`` or ``model``: recorded with the version.
+        keep_recent_tokens: the verbatim tail to keep (default: the configuration's).
+        summarizer, context_config, model, counter: with a store only, what the graph's
+            ``ctx_compact`` would use (default: the extractive summarizer, ``ContextConfig()``;
+            give the graph's window). A graph uses its own.
+
+    Returns:
+        The compaction report (``context["compaction"]``): ``status`` (``committed``,
+        ``failed``, ``nothing_to_cover``...), ``generation``, ``covered_through_seq``,
+        ``requested``, ``problems``.
+
+    Raises:
+        CompactRequestError: malformed instructions, or a graph without context management, a
+            checkpointer or a thread id. Nothing is compacted.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore, create_context_agent
+        >>> from ctx_langgraph.testing import MeteringChatModel
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> config = ContextConfig(context_window=8_000, output_reserve=1_000, keep_recent_tokens=50)
+        >>> graph = create_context_agent(MeteringChatModel(replies=["Noted."]), store=store,
+        ...                              config=config).compile(checkpointer=InMemorySaver())
+        >>> thread = {"configurable": {"thread_id": "t"}}
+        >>> for text in ("The deploy key lives in vault path ops/deploy.", "Ship on Friday.",
+        ...              "Use blue-green releases."):
+        ...     _ = graph.invoke({"messages": [("user", text)]}, thread)
+        >>> report = compact_thread(graph, thread, "keep the deploy details")
+        >>> report["status"], report["requested"]["instructions"]
+        ('committed', 'keep the deploy details')
+        >>> store.get_active("t").metadata
+        {'requested_by': 'app', 'instructions': 'keep the deploy details'}
+    """
+    request = _request(instructions, requested_by, keep_recent_tokens)
+    if isinstance(target, HistoryStore):
+        node = _store_node(target, context_config, summarizer, model, counter)
+        return run(_store_flow(node, config, request))
+    target.invoke(_graph_input(target, config, request), config)
+    return _graph_report(target.get_state(config).values)
+
+
+async def acompact_thread(
+    target: Any,
+    config: RunnableConfig,
+    instructions: str | None = None,
+    *,
+    requested_by: str = "app",
+    keep_recent_tokens: int | None = None,
+    summarizer: Summarizer | None = None,
+    context_config: ContextConfig | None = None,
+    model: Any = None,
+    counter: TokenCounter | None = None,
+) -> CompactionReport:
+    """Async twin of :func:`compact_thread` (the graph's ``ainvoke``, the store's async methods)."""
+    request = _request(instructions, requested_by, keep_recent_tokens)
+    if isinstance(target, HistoryStore):
+        node = _store_node(target, context_config, summarizer, model, counter)
+        return await arun(_store_flow(node, config, request))
+    await target.ainvoke(_graph_input(target, config, request), config)
+    return _graph_report((await target.aget_state(config)).values)
