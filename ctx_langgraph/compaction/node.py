@@ -11,6 +11,11 @@ Protocol (docs/design.md §6, the order matters for crash recovery):
 5. only then rewrite the graph state: the summary message (stable id) + the tail, the projection
    epoch bumped, the baseline dropped.
 
+A compaction asked for (``context["compact"]``: the ``compact_context`` tool,
+:func:`~ctx_langgraph.compaction.compact_thread`, or a run's input) runs the same protocol below
+the trigger, keeping ``keep_recent_tokens``, with its instructions in every summarizer request and
+in the version's ``metadata``; any outcome clears it (it is served once).
+
 On failure the old summary stays active and nothing is removed. A failure is never sticky: when
 the request still fits, the node proceeds and ``ctx_budget`` tries again after a backoff (by model
 calls and time, doubling per failure in a row: ``context["compaction"]`` shows the failures and
