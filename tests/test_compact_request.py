@@ -319,3 +319,20 @@ def test_the_compact_command(tmp_path: Any, capsys: pytest.CaptureFixture[str]) 
     too_long = "x" * (MAX_INSTRUCTIONS_CHARS + 1)
     assert main([*args, "--instructions", too_long]) == 2
     assert "more than" in capsys.readouterr().err
+
+
+async def test_compact_thread_on_a_create_agent_graph() -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    model = MeteringChatModel(replies=["Noted."])
+    middleware = ContextManagementMiddleware(store, model=model, config=CONFIG)
+    agent = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
+    for text in TURNS:
+        agent.invoke({"messages": [HumanMessage(text)]}, THREAD)
+    calls = _calls(model)
+    report = await acompact_thread(agent, THREAD, FOCUS)
+    assert report["status"] == "committed" and _calls(model) == calls  # jumped to the end
+    [version] = _committed(store)
+    assert version.metadata == {"requested_by": "app", "instructions": FOCUS}
+    out = agent.invoke({"messages": [HumanMessage("Go on.")]}, THREAD)
+    assert out["messages"][0].id == SUMMARY_MESSAGE_ID and out["messages"][-1].content == "Noted."
