@@ -19,6 +19,12 @@ and look at:
 - ``messages``: the old turns replaced by one message with id ``ctx-summary`` (the summary),
   followed by the recent turns kept verbatim.
 
+To compact on demand, below the trigger, submit the input
+``{"context": {"compact": {"instructions": "keep the locker code"}}}`` with no message: the run
+goes ``ctx_budget → ctx_compact → ctx_budget`` and ends there (``context.budget.decision`` is
+``done``, no model call); ``context.compaction.requested`` shows the instructions, which the
+summary version also records.
+
 Then ask "Recall my locker code": the summarized words come back exactly through
 ``history_lookup``, from the history store (SQLite file ``CTX_HISTORY_DB``, default
 ``ctx-history.sqlite`` in the temp directory). Compiled without a checkpointer: ``langgraph dev``
