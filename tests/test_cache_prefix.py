@@ -1,0 +1,127 @@
+"""The cacheable prefix: the pure measure, the ledger's per-call figure (sync and async, every
+backend, across a restart), and the fake model's simulated cache reads built on it."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from ctx_langgraph.budget import TiktokenCounter
+from ctx_langgraph.testing import MeteringChatModel
+from ctx_langgraph.usage import UsageLedger
+from ctx_langgraph.usage.callbacks import AsyncLedgerCallbackHandler, LedgerCallbackHandler
+from ctx_langgraph.usage.prefix import cacheable_prefix, request_shape, shared_parts
+from tests.conftest import Backend
+
+COUNTER = TiktokenCounter("gpt-4o")
+SYSTEM = SystemMessage("You are a careful assistant. " * 20)
+
+
+def turns(n: int) -> list[list]:
+    """The requests of ``n`` turns of a growing conversation: each the one before plus a reply
+    and a new question."""
+    messages: list = [SYSTEM, HumanMessage("question 0")]
+    requests = [list(messages)]
+    for i in range(1, n):
+        messages += [AIMessage(f"answer {i - 1}"), HumanMessage(f"question {i}")]
+        requests.append(list(messages))
+    return requests
+
+
+def test_prefix_counts_the_shared_leading_parts_only():
+    first, second = turns(2)
+    a, b = request_shape(first, COUNTER), request_shape(second, COUNTER)
+    assert cacheable_prefix(a.digests, b) == a.input_tokens
+    # an edit early in the request makes everything after it uncacheable
+    edited = [SYSTEM, HumanMessage("question zero"), *second[2:]]
+    c = request_shape(edited, COUNTER)
+    assert cacheable_prefix(b.digests, c) == b.tokens[0]
+    # the tool schemas come first: a changed tool set moves the whole prefix
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    with_tools = request_shape(second, COUNTER, tools=tools)
+    assert shared_parts(b.digests, with_tools.digests) == 0
+    again = request_shape(second + [AIMessage("x")], COUNTER, tools=tools)
+    assert cacheable_prefix(with_tools.digests, again) == with_tools.input_tokens
+
+
+def test_the_langchain_id_is_not_part_of_the_digest():
+    a = request_shape([HumanMessage("hi", id="one")], COUNTER)
+    b = request_shape([HumanMessage("hi", id="two")], COUNTER)
+    assert a.digests == b.digests
+
+
+def test_metering_model_reads_the_cacheable_prefix():
+    model = MeteringChatModel(replies=["ok"])
+    requests = turns(3)
+    reads = []
+    for request in requests:
+        reply = model.invoke(request)
+        reads.append(reply.usage_metadata["input_token_details"]["cache_read"])
+    shapes = [request_shape(r, COUNTER) for r in requests]
+    assert reads == [
+        0,
+        cacheable_prefix(shapes[0].digests, shapes[1]),
+        cacheable_prefix(shapes[1].digests, shapes[2]),
+    ]
+    assert reads[2] == shapes[1].input_tokens > 0
+
+
+async def _run_calls(store, mode: str, thread: str, requests, model) -> None:
+    ledger = UsageLedger(store)
+    config = {"configurable": {"thread_id": thread}}
+    if mode == "sync":
+        handler = LedgerCallbackHandler(ledger, counter=COUNTER)
+        for request in requests:
+            model.invoke(request, {**config, "metadata": {"thread_id": thread}, "callbacks": [handler]})
+    else:
+        ahandler = AsyncLedgerCallbackHandler(ledger, counter=COUNTER)
+        for request in requests:
+            await model.ainvoke(
+                request, {**config, "metadata": {"thread_id": thread}, "callbacks": [ahandler]}
+            )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_ledger_books_the_cacheable_prefix_across_a_restart(backend: Backend, mode: str):
+    requests = turns(4)
+    model = MeteringChatModel(replies=["ok"])
+    store = backend.make()
+    store.setup()
+    await _run_calls(store, mode, "t1", requests[:2], model)
+    # a restart: a new store object (the same database unless it is :memory:) and new handlers
+    store = backend.make()
+    store.setup()
+    await _run_calls(store, mode, "t1", requests[2:], model)
+    ledger = UsageLedger(store)
+    records = ledger.records("t1") if mode == "sync" else await ledger.arecords("t1")
+    shapes = [request_shape(r, COUNTER) for r in requests]
+    expected = [0] + [
+        cacheable_prefix(before.digests, after) for before, after in zip(shapes, shapes[1:])
+    ]
+    assert [r.cacheable_prefix for r in records] == expected
+    # the fake's cache reads are the same measure, booked next to it
+    assert [r.usage.cache_read for r in records] == expected
+    assert all(p > 0 for p in expected[1:])
+    [totals] = ledger.totals("t1")
+    assert totals.cacheable_prefix == sum(expected)
+    # another thread starts from nothing
+    await _run_calls(store, mode, "t2", requests[3:], model)
+    assert [r.cacheable_prefix for r in ledger.records("t2")] == [0]
+
+
+def test_a_duplicate_booking_keeps_the_prefix_and_the_totals(tmp_path):
+    from ctx_langgraph.history import SQLiteHistoryStore
+    from ctx_langgraph.usage import NormalizedUsage
+
+    store = SQLiteHistoryStore.from_path(tmp_path / "h.sqlite")
+    store.setup()
+    ledger = UsageLedger(store)
+    usage = NormalizedUsage(input_total=100, input_uncached=40, cache_read=60, output=5)
+    ledger.record("c1", usage, scope="t", version=1, cacheable_prefix=64)
+    ledger.record("c1", usage, scope="t", version=1, cacheable_prefix=64)
+    ledger.record("c1", usage, scope="t", version=2)  # a later event that did not measure
+    assert ledger.get("c1").cacheable_prefix == 64
+    assert ledger.totals("t")[0].cacheable_prefix == 64
+    with pytest.raises(ValueError, match="cacheable_prefix"):
+        ledger.record("c2", usage, scope="t", cacheable_prefix=-1)
+    store.close()
