@@ -125,3 +125,64 @@ def test_a_duplicate_booking_keeps_the_prefix_and_the_totals(tmp_path):
     with pytest.raises(ValueError, match="cacheable_prefix"):
         ledger.record("c2", usage, scope="t", cacheable_prefix=-1)
     store.close()
+
+
+# --------------------------------------------------------------------------- context["cache"]
+
+
+def _agent(tools=(), prompt=None, window=3_000):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from ctx_langgraph import ContextConfig, create_context_agent
+    from ctx_langgraph.history import SQLiteHistoryStore
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    model = MeteringChatModel(replies=[lambda messages: AIMessage("noted: " + "ok " * 40)])
+    config = ContextConfig(context_window=window, output_reserve=300, keep_recent_tokens=600)
+    graph = create_context_agent(
+        model, list(tools), store=store, config=config, prompt=prompt, lookup_tool=False,
+        counter=COUNTER,
+    ).compile(checkpointer=InMemorySaver())
+    return graph, model
+
+
+def test_context_cache_reports_the_prefix_the_model_reads():
+    graph, model = _agent()
+    thread = {"configurable": {"thread_id": "c1"}}
+    reports, reads = [], []
+    for i in range(30):
+        graph.invoke({"messages": [HumanMessage(f"turn {i}: " + "words " * 60, id=f"h{i}")]}, thread)
+        state = graph.get_state(thread).values
+        reports.append(state["context"]["cache"])
+        reply = state["messages"][-1]
+        reads.append(reply.usage_metadata["input_token_details"]["cache_read"])
+    assert reports[0]["prefix_tokens"] == 0 and reports[0]["moved_by"] is None
+    # the same measure as the model's simulated cache: the same figure, call by call
+    assert [r["prefix_tokens"] for r in reports] == reads
+    for report in reports:
+        assert report["ratio"] == round(report["prefix_tokens"] / report["input_tokens"], 4)
+        assert len(report["digests"][0]) == 12
+    # between compactions nothing moves; a compaction moves it at the summary
+    moved = [r["moved_by"] for r in reports[1:]]
+    assert set(moved) <= {None, "summary"}
+    assert "summary" in moved and moved.count(None) > moved.count("summary")
+    steady = [r["ratio"] for r, m in zip(reports[1:], moved, strict=True) if m is None]
+    assert max(steady) > 0.8
+
+
+def test_context_cache_names_a_changed_tool_set_or_prompt():
+    from ctx_langgraph.budget.prefix_step import moved_by
+    from ctx_langgraph.view.markers import MEMORY_FLAG
+
+    view = [HumanMessage("a"), AIMessage("b")]
+    before = request_shape(view, COUNTER, system="tools v1")
+    after = request_shape(view, COUNTER, system="tools v2")
+    assert moved_by(before.digests, after, view, True) == "tools or system prompt"
+    memory = SystemMessage("likes tea", additional_kwargs={MEMORY_FLAG: True})
+    changed = [SystemMessage("likes coffee", additional_kwargs={MEMORY_FLAG: True}), *view]
+    old = request_shape([memory, *view], COUNTER)
+    assert moved_by(old.digests, request_shape(changed, COUNTER), changed, False) == "memory"
+    assert moved_by(old.digests, request_shape([memory], COUNTER), [memory], False) == (
+        "removed messages"
+    )
