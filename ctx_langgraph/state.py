@@ -250,6 +250,11 @@ class MemoryReport(TypedDict, total=False):
     """Records in the view's memory message."""
     tokens: int
     """Tokens of the memory message."""
+    query: str
+    """What the records are ranked by: the user's latest message when the summary last moved,
+    held until the next compaction so the memory message keeps the prompt prefix cacheable."""
+    generation: int
+    """The summary generation ``query`` was taken at."""
 
 
 class ProviderReport(TypedDict, total=False):

@@ -150,11 +150,12 @@ def _agent(tools=(), prompt=None, window=3_000):
 def test_context_cache_reports_the_prefix_the_model_reads():
     graph, model = _agent()
     thread = {"configurable": {"thread_id": "c1"}}
-    reports, reads = [], []
+    reports, reads, generations_seen = [], [], []
     for i in range(30):
         graph.invoke({"messages": [HumanMessage(f"turn {i}: " + "words " * 60, id=f"h{i}")]}, thread)
         state = graph.get_state(thread).values
         reports.append(state["context"]["cache"])
+        generations_seen.append(state["context"].get("active_generation", 0))
         reply = state["messages"][-1]
         reads.append(reply.usage_metadata["input_token_details"]["cache_read"])
     assert reports[0]["prefix_tokens"] == 0 and reports[0]["moved_by"] is None
@@ -167,6 +168,9 @@ def test_context_cache_reports_the_prefix_the_model_reads():
     moved = [r["moved_by"] for r in reports[1:]]
     assert set(moved) <= {None, "summary"}
     assert "summary" in moved and moved.count(None) > moved.count("summary")
+    # the summary moves the prefix when a compaction commits, never in between
+    generations = [g for g in generations_seen]
+    assert moved.count("summary") == len(set(generations)) - 1
     steady = [r["ratio"] for r, m in zip(reports[1:], moved, strict=True) if m is None]
     assert max(steady) > 0.8
 
@@ -186,3 +190,73 @@ def test_context_cache_names_a_changed_tool_set_or_prompt():
     assert moved_by(old.digests, request_shape([memory], COUNTER), [memory], False) == (
         "removed messages"
     )
+
+
+def test_tool_results_are_cleared_in_batches_so_the_prefix_moves_rarely():
+    from langchain_core.messages import ToolMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from ctx_langgraph import ContextConfig
+    from ctx_langgraph.budget import make_budget_node
+    from ctx_langgraph.history import SQLiteHistoryStore
+    from ctx_langgraph.state import ContextState
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    config = ContextConfig(
+        context_window=50_000, output_reserve=1_000, clear_tool_results_keep=2,
+        clear_tool_results_batch=3,
+    )
+    node = make_budget_node(store, config=config, counter=COUNTER, compact_node=None)
+    builder = StateGraph(ContextState)
+    builder.add_node("ctx_budget", node)
+    builder.add_edge(START, "ctx_budget")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "tools"}}
+    moved = []
+    for n in range(12):
+        call = AIMessage("", id=f"a{n}", tool_calls=[{"name": "get", "args": {"n": n}, "id": f"c{n}"}])
+        result = ToolMessage(f"result {n} " * 80, tool_call_id=f"c{n}", id=f"t{n}")
+        graph.invoke({"messages": [HumanMessage(f"go {n}", id=f"h{n}"), call, result]}, thread)
+        moved.append(graph.get_state(thread).values["context"]["cache"]["moved_by"])
+    # results 0..2 are due at turn 4 (5 results, keep 2), then three more every three turns
+    assert moved == [None] * 4 + ["cleared tool result", None, None] * 2 + [
+        "cleared tool result", None
+    ]
+
+
+def test_the_memory_message_holds_its_selection_between_compactions():
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from ctx_langgraph import ContextConfig, create_context_agent
+    from ctx_langgraph.history import SQLiteHistoryStore
+    from ctx_langgraph.memory import LongTermMemory, MemoryCandidate, MemoryScopes
+    from ctx_langgraph.view.markers import is_memory_message
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    memory = LongTermMemory(InMemoryStore(), max_records=2)
+    scopes = MemoryScopes("default", "m1")
+    topics = ["gardening", "peanuts", "sailing", "taxes"]
+    memory.remember(scopes, [MemoryCandidate(f"Likes {t}.", key=t) for t in topics])
+    model = MeteringChatModel(replies=["ok " * 30])
+    config = ContextConfig(context_window=3_000, output_reserve=300, keep_recent_tokens=500)
+    graph = create_context_agent(
+        model, store=store, config=config, memory=memory, lookup_tool=False, counter=COUNTER
+    ).compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "m1"}}
+    seen = []
+    for n in range(24):
+        topic = topics[n % len(topics)]
+        graph.invoke({"messages": [HumanMessage(f"about {topic}: " + "so " * 80, id=f"h{n}")]}, thread)
+        values = graph.get_state(thread).values
+        text = next(m.text for m in values["messages"] if is_memory_message(m))
+        seen.append((values["context"].get("active_generation", 0), text))
+    # one memory message per summary generation: a new question does not rewrite the prefix
+    by_generation: dict[int, set[str]] = {}
+    for generation, text in seen:
+        by_generation.setdefault(generation, set()).add(text)
+    assert all(len(texts) == 1 for texts in by_generation.values())
+    assert len(by_generation) > 1  # compactions happened, and each could re-rank
