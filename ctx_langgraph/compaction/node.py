@@ -238,6 +238,7 @@ class CompactNode:
             must_fit=turn.must_fit,
             estimate=turn.estimate,
             usable=self.budget.usable,
+            view=turn.messages,
         )
 
     def _backoff(self, turn: Turn) -> SummarizerBackoff:

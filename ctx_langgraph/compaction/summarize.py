@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from langchain_core.messages import BaseMessage
+
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
@@ -135,8 +137,10 @@ def summarize_span(
     cap: int,
     counter: TokenCounter,
     deadline: float,
+    view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str]:
-    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's window."""
+    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's
+    window; the view (what the model would see) goes with a span summarized in one call."""
     batches = _span_batches(summarizer, previous, list(snapshot.events), cap, counter)
     text = ""
     for batch in batches:
@@ -146,6 +150,7 @@ def summarize_span(
             covered_through_seq=batch[-1].seq if batch else snapshot.covered_through_seq,
             cap_tokens=cap,
             counter=counter,
+            view=view if len(batches) == 1 else None,
         )
         timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()))
         text = yield call(timed, "summarize", request)
@@ -162,12 +167,13 @@ def _attempt(
     counter: TokenCounter,
     deadline: float,
     problems: list[str],
+    view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str | None]:
     """One summarizer attempt: its valid text, or None with the problem noted."""
     number = len(problems) + 1
     try:
         text: object = yield from summarize_span(
-            summarizer, previous, snapshot, cap, counter, deadline
+            summarizer, previous, snapshot, cap, counter, deadline, view
         )
     except Exception as exc:  # the summarizer raised or timed out: a failed attempt
         problems.append(f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300])
@@ -205,6 +211,8 @@ class SummaryPlan:
     """The request is over the usable window: it cannot go on uncompacted."""
     estimate: int
     usable: int
+    view: Sequence[BaseMessage] | None = None
+    """What the model would see at this compaction (:attr:`SummaryRequest.view`)."""
 
 
 def write_summary(
@@ -231,6 +239,7 @@ def write_summary(
                 plan.counter,
                 run.deadline,
                 run.problems,
+                plan.view,
             )
             if text is not None:
                 break
