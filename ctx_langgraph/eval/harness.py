@@ -407,10 +407,11 @@ def _check_calls(
 
 
 def _series(replay_calls: Sequence[ModelCall], checks: _CallChecks) -> dict[str, list[int]]:
-    """``series.json``'s entry of one run: input tokens and turn per call, and the calls right
-    after a compaction."""
+    """``series.json``'s entry of one run: input tokens, cacheable prefix and turn per call,
+    and the calls right after a compaction."""
     return {
         "input_tokens": [call.input_tokens for call in replay_calls],
+        "cacheable_prefix": [call.cacheable_prefix for call in replay_calls],
         "turn": [call.turn for call in replay_calls],
         "compaction_calls": checks.compaction_calls,
     }
