@@ -431,8 +431,8 @@ def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
     each conversation's own figures."""
     rows = [row for run in runs for row in run.questions]
     out = question_rates(rows)
-    for key in _SUMS:
-        out[key] = round(sum(run.metrics[key] for run in runs), 3)
+    for key in _SUMS:  # (USD to the micro-dollar, as each run has it)
+        out[key] = round(sum(run.metrics[key] for run in runs), 6 if key.startswith("cost_") else 3)
     for key in _MAXES:
         out[key] = max((run.metrics[key] for run in runs), default=0)
     out["cacheable_prefix_ratio"] = prefix_ratio(
