@@ -116,7 +116,7 @@ class BudgetReport(TypedDict, total=False):
 class CacheReport(TypedDict, total=False):
     """``context["cache"]``: how much of the request about to be sent a provider's prompt
     cache can read, against the previous request sent on the thread (``ctx_budget``, on a pass
-    that proceeds to the model; :mod:`ctx_langgraph.usage.prefix`)."""
+    that proceeds to the model; :mod:`ctx_langgraph.budget.prefix`)."""
 
     prefix_tokens: int
     """Leading tokens identical to the previous request (tool schemas and system prompt,

@@ -31,7 +31,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
-from ctx_langgraph.usage.prefix import cacheable_prefix, request_shape
+from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape
 
 __all__ = ["MeteringChatModel", "Reply", "scripted_summary_reply", "tool_agent_reply"]
 
@@ -44,7 +44,7 @@ class MeteringChatModel(BaseChatModel):
 
     ``usage_metadata.input_tokens`` is ``TiktokenCounter(counter_model).count_request(messages,
     tools)`` of the request received; ``input_token_details.cache_read`` is its
-    :func:`~ctx_langgraph.usage.prefix.cacheable_prefix` against the previous request (the tool
+    :func:`~ctx_langgraph.budget.prefix.cacheable_prefix` against the previous request (the tool
     schemas and leading messages it shares), as a provider's prompt cache would read.
     Replies cycle when the script runs out.
 

@@ -34,13 +34,19 @@ def chat_model(provider: str, url: str) -> Any:
         from langchain_openai import ChatOpenAI
 
         return ChatOpenAI(
-            model="gpt-4o", base_url=url + "/v1", api_key="test-key", max_retries=0,
+            model="gpt-4o",
+            base_url=url + "/v1",
+            api_key="test-key",
+            max_retries=0,
             default_headers=headers,
         )
     from langchain_anthropic import ChatAnthropic
 
     return ChatAnthropic(
-        model="claude-sonnet-4-5", base_url=url, api_key="test-key", max_retries=0,
+        model="claude-sonnet-4-5",
+        base_url=url,
+        api_key="test-key",
+        max_retries=0,
         default_headers=headers,
     )
 
@@ -53,7 +59,9 @@ def test_in_conversation_summaries_read_the_cached_view(provider: str):
     with serve() as server:
         server.meter(PATHS[provider], reply)
         model = chat_model(provider, server.url)
-        config = ContextConfig(context_window=16_000, output_reserve=1_000, keep_recent_tokens=3_000)
+        config = ContextConfig(
+            context_window=16_000, output_reserve=1_000, keep_recent_tokens=3_000
+        )
         graph = create_context_agent(
             model,
             store=store,
@@ -84,7 +92,10 @@ def test_the_standalone_summary_reads_nothing_from_the_cache():
     store.setup()
     ledger = UsageLedger(store)
     with serve() as server:
-        server.meter(PATHS["openai"], lambda body: SUMMARY if "Previous summary" in json.dumps(body) else "ok")
+        server.meter(
+            PATHS["openai"],
+            lambda body: SUMMARY if "Previous summary" in json.dumps(body) else "ok",
+        )
         model = chat_model("openai", server.url)
         config = ContextConfig(context_window=8_000, output_reserve=1_000, keep_recent_tokens=1_500)
         graph = create_context_agent(

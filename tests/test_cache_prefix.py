@@ -3,14 +3,16 @@ backend, across a restart), and the fake model's simulated cache reads built on 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from ctx_langgraph.budget import TiktokenCounter
+from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape, shared_parts
 from ctx_langgraph.testing import MeteringChatModel
 from ctx_langgraph.usage import UsageLedger
 from ctx_langgraph.usage.callbacks import AsyncLedgerCallbackHandler, LedgerCallbackHandler
-from ctx_langgraph.usage.prefix import cacheable_prefix, request_shape, shared_parts
 from tests.conftest import Backend
 
 COUNTER = TiktokenCounter("gpt-4o")
@@ -40,7 +42,7 @@ def test_prefix_counts_the_shared_leading_parts_only():
     tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
     with_tools = request_shape(second, COUNTER, tools=tools)
     assert shared_parts(b.digests, with_tools.digests) == 0
-    again = request_shape(second + [AIMessage("x")], COUNTER, tools=tools)
+    again = request_shape([*second, AIMessage("x")], COUNTER, tools=tools)
     assert cacheable_prefix(with_tools.digests, again) == with_tools.input_tokens
 
 
@@ -72,7 +74,9 @@ async def _run_calls(store, mode: str, thread: str, requests, model) -> None:
     if mode == "sync":
         handler = LedgerCallbackHandler(ledger, counter=COUNTER)
         for request in requests:
-            model.invoke(request, {**config, "metadata": {"thread_id": thread}, "callbacks": [handler]})
+            model.invoke(
+                request, {**config, "metadata": {"thread_id": thread}, "callbacks": [handler]}
+            )
     else:
         ahandler = AsyncLedgerCallbackHandler(ledger, counter=COUNTER)
         for request in requests:
@@ -96,7 +100,7 @@ async def test_ledger_books_the_cacheable_prefix_across_a_restart(backend: Backe
     records = ledger.records("t1") if mode == "sync" else await ledger.arecords("t1")
     shapes = [request_shape(r, COUNTER) for r in requests]
     expected = [0] + [
-        cacheable_prefix(before.digests, after) for before, after in zip(shapes, shapes[1:])
+        cacheable_prefix(before.digests, after) for before, after in itertools.pairwise(shapes)
     ]
     assert [r.cacheable_prefix for r in records] == expected
     # the fake's cache reads are the same measure, booked next to it
@@ -141,18 +145,25 @@ def _agent(tools=(), prompt=None, window=3_000):
     model = MeteringChatModel(replies=[lambda messages: AIMessage("noted: " + "ok " * 40)])
     config = ContextConfig(context_window=window, output_reserve=300, keep_recent_tokens=600)
     graph = create_context_agent(
-        model, list(tools), store=store, config=config, prompt=prompt, lookup_tool=False,
+        model,
+        list(tools),
+        store=store,
+        config=config,
+        prompt=prompt,
+        lookup_tool=False,
         counter=COUNTER,
     ).compile(checkpointer=InMemorySaver())
     return graph, model
 
 
 def test_context_cache_reports_the_prefix_the_model_reads():
-    graph, model = _agent()
+    graph, _model = _agent()
     thread = {"configurable": {"thread_id": "c1"}}
     reports, reads, generations_seen = [], [], []
     for i in range(30):
-        graph.invoke({"messages": [HumanMessage(f"turn {i}: " + "words " * 60, id=f"h{i}")]}, thread)
+        graph.invoke(
+            {"messages": [HumanMessage(f"turn {i}: " + "words " * 60, id=f"h{i}")]}, thread
+        )
         state = graph.get_state(thread).values
         reports.append(state["context"]["cache"])
         generations_seen.append(state["context"].get("active_generation", 0))
@@ -195,7 +206,7 @@ def test_context_cache_names_a_changed_tool_set_or_prompt():
 def test_tool_results_are_cleared_in_batches_so_the_prefix_moves_rarely():
     from langchain_core.messages import ToolMessage
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.graph import START, StateGraph
 
     from ctx_langgraph import ContextConfig
     from ctx_langgraph.budget import make_budget_node
@@ -205,7 +216,9 @@ def test_tool_results_are_cleared_in_batches_so_the_prefix_moves_rarely():
     store = SQLiteHistoryStore.from_path(":memory:")
     store.setup()
     config = ContextConfig(
-        context_window=50_000, output_reserve=1_000, clear_tool_results_keep=2,
+        context_window=50_000,
+        output_reserve=1_000,
+        clear_tool_results_keep=2,
         clear_tool_results_batch=3,
     )
     node = make_budget_node(store, config=config, counter=COUNTER, compact_node=None)
@@ -216,13 +229,16 @@ def test_tool_results_are_cleared_in_batches_so_the_prefix_moves_rarely():
     thread = {"configurable": {"thread_id": "tools"}}
     moved = []
     for n in range(12):
-        call = AIMessage("", id=f"a{n}", tool_calls=[{"name": "get", "args": {"n": n}, "id": f"c{n}"}])
+        call = AIMessage(
+            "", id=f"a{n}", tool_calls=[{"name": "get", "args": {"n": n}, "id": f"c{n}"}]
+        )
         result = ToolMessage(f"result {n} " * 80, tool_call_id=f"c{n}", id=f"t{n}")
         graph.invoke({"messages": [HumanMessage(f"go {n}", id=f"h{n}"), call, result]}, thread)
         moved.append(graph.get_state(thread).values["context"]["cache"]["moved_by"])
     # results 0..2 are due at turn 4 (5 results, keep 2), then three more every three turns
     assert moved == [None] * 4 + ["cleared tool result", None, None] * 2 + [
-        "cleared tool result", None
+        "cleared tool result",
+        None,
     ]
 
 
@@ -250,7 +266,9 @@ def test_the_memory_message_holds_its_selection_between_compactions():
     seen = []
     for n in range(24):
         topic = topics[n % len(topics)]
-        graph.invoke({"messages": [HumanMessage(f"about {topic}: " + "so " * 80, id=f"h{n}")]}, thread)
+        graph.invoke(
+            {"messages": [HumanMessage(f"about {topic}: " + "so " * 80, id=f"h{n}")]}, thread
+        )
         values = graph.get_state(thread).values
         text = next(m.text for m in values["messages"] if is_memory_message(m))
         seen.append((values["context"].get("active_generation", 0), text))

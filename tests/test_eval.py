@@ -146,7 +146,10 @@ def test_every_strategy_reports_its_cacheable_prefix_and_cost(results):
 
     metrics, series = results["metrics"], results["series"]
     assert metrics["settings"]["prices"] == {
-        "model": "gpt-4o", "input": 2.5, "cached_input": 1.25, "output": 10.0
+        "model": "gpt-4o",
+        "input": 2.5,
+        "cached_input": 1.25,
+        "output": 10.0,
     }
     for name in STRATEGIES:  # the peers included
         entry = metrics["strategies"][name]

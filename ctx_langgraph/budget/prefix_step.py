@@ -2,7 +2,7 @@
 
 The request (the tool schemas and system prompt the model node adds, then the view) is measured
 against the previous request sent on the thread, whose part digests ``context["cache"]`` keeps:
-``prefix_tokens`` leading tokens are identical (:func:`~ctx_langgraph.usage.prefix.cacheable_prefix`),
+``prefix_tokens`` leading tokens are identical (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`),
 ``moved_by`` names the first part that differs when the previous request is not a prefix of this
 one (``summary``: a compaction committed; ``memory``, ``pinned rules``, ``cleared tool result``,
 ``tools or system prompt``, or the kind of message that changed). A pass that routes to
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from langchain_core.messages import BaseMessage
 
+from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape, shared_parts
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.state import CacheReport
-from ctx_langgraph.usage.prefix import RequestShape, cacheable_prefix, request_shape, shared_parts
 from ctx_langgraph.view.markers import (
     CAPPED_FLAG,
     CLEARED_FLAG,

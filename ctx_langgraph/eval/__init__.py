@@ -20,7 +20,7 @@ history lookup tool. Then, deterministically:
   ``question_over_window_calls``, ``question_summarizer_calls``);
 - ``cacheable_prefix_ratio``: the replay's cacheable prefix tokens over its input tokens (each
   call's leading tokens identical to the previous call's request,
-  :mod:`ctx_langgraph.usage.prefix`), and ``cost_usd`` / ``cost_usd_uncached``: the replay's
+  :mod:`ctx_langgraph.budget.prefix`), and ``cost_usd`` / ``cost_usd_uncached``: the replay's
   model and summarizer calls at gpt-4o list prices with and without a prompt cache
   (:mod:`~ctx_langgraph.eval.pricing`; the prices are in ``settings["prices"]``);
 - ``method``, ``tools``, ``question_phase``: what each strategy is, its agent's tools and what

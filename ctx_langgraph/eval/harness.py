@@ -257,9 +257,9 @@ def run_conversation(
 
 def _call_metrics(
     replay_calls: Sequence[ModelCall], question_calls: Sequence[ModelCall], usable: int
-) -> dict[str, int]:
-    """Input tokens and calls of the replay and of the question phase, and the calls whose
-    input is larger than the usable window."""
+) -> dict[str, int | float | None]:
+    """Input tokens (their cacheable prefix, and output tokens) and calls of the replay and of
+    the question phase, and the calls whose input is larger than the usable window."""
     tokens = [call.input_tokens for call in replay_calls]
     asked = [call.input_tokens for call in question_calls]
     prefix = sum(call.cacheable_prefix for call in replay_calls)

@@ -34,6 +34,7 @@ from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.format import SummaryDocument
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
@@ -42,7 +43,6 @@ from ctx_langgraph.errors import DatasetError, SummaryFormatError
 from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import HistoryEvent
 from ctx_langgraph.testing import MeteringChatModel
-from ctx_langgraph.usage.prefix import cacheable_prefix, request_shape
 
 __all__ = [
     "CountingChatModel",
@@ -195,7 +195,7 @@ class ModelCall:
     """Ids of the messages the strategy's summary claims to cover (when it says so)."""
     cacheable_prefix: int = 0
     """Leading input tokens identical to the previous call's request
-    (:func:`~ctx_langgraph.usage.prefix.cacheable_prefix`): what a prompt cache would read."""
+    (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`): what a prompt cache would read."""
     output_tokens: int = 0
 
 
@@ -391,7 +391,7 @@ class SummarizerStats:
     cache_read: int = 0
     """Input tokens a prompt cache would read: leading tokens shared with the request before."""
     previous: tuple[str, ...] | None = None
-    """The part digests of the last request booked (:mod:`ctx_langgraph.usage.prefix`)."""
+    """The part digests of the last request booked (:mod:`ctx_langgraph.budget.prefix`)."""
 
     def book(self, input_tokens: int, output_tokens: int, cache_read: int = 0) -> None:
         """One summarizer call of this size."""

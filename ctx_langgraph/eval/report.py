@@ -38,8 +38,8 @@ __all__ = [
     "METRIC_DEFINITIONS",
     "category_figure",
     "category_table",
-    "price_note",
     "input_tokens_figure",
+    "price_note",
     "summary_table",
     "write_outputs",
     "write_report",
@@ -362,7 +362,11 @@ def price_note(metrics: Mapping[str, Any]) -> str | None:
         return None
     rates = ", ".join(
         f"{label} {prices[key]:.2f}"
-        for label, key in (("input", "input"), ("cached input", "cached_input"), ("output", "output"))
+        for label, key in (
+            ("input", "input"),
+            ("cached input", "cached_input"),
+            ("output", "output"),
+        )
         if is_number(prices.get(key))
     )
     return (

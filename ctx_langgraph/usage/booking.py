@@ -52,7 +52,7 @@ class LedgerRecord:
     """USD, or None when the model has no price or a needed count is unknown."""
     cacheable_prefix: int | None = None
     """Leading input tokens identical to the thread's previous request, as the callback
-    handler measured them (:mod:`ctx_langgraph.usage.prefix`), or None when not measured.
+    handler measured them (:mod:`ctx_langgraph.budget.prefix`), or None when not measured.
     Compare with ``usage.cache_read``, what the provider says its cache read."""
 
 

@@ -7,7 +7,7 @@ with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulativ
 summed twice.
 
 Each call's ``cacheable_prefix`` is measured when it starts: the request's part digests (tool
-schemas, then each message; :mod:`ctx_langgraph.usage.prefix`) against those of the thread's
+schemas, then each message; :mod:`ctx_langgraph.budget.prefix`) against those of the thread's
 previous request, which the ledger keeps in its database (``note_request``), so the measure
 carries over a restart. It is booked next to the provider's ``cache_read`` when the call ends.
 """
@@ -26,12 +26,12 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
+from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 from ctx_langgraph.usage.accumulator import UsageAccumulator
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
-from ctx_langgraph.usage.prefix import RequestShape, cacheable_prefix, request_shape
 from ctx_langgraph.usage.types import NormalizedUsage
 
 __all__ = ["AsyncLedgerCallbackHandler", "LedgerCallbackHandler"]
@@ -222,6 +222,15 @@ class _LedgerHandlerCore:
 
 class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
     """Books every chat-model call of a run (sync; LangChain runs it in a thread for async runs).
+
+    Args:
+        ledger: where the calls are booked.
+        scope: the thread of calls whose run metadata has no ``thread_id``.
+        default_purpose: the purpose of a call with no ``ctx_purpose`` metadata or tag.
+        counter: counts the request's parts for its ``cacheable_prefix`` (default: picked by
+            each call's model name).
+        measure_prefix: measure each call's ``cacheable_prefix`` against the thread's previous
+            request (one small read-and-write of the ledger's database when a call starts).
 
     Example:
         .. code-block:: python

@@ -431,7 +431,7 @@ class UsageLedger:
             version: orders the events of one call: a higher version replaces the record, an
                 equal one is a duplicate (booked 0), a lower one is stale (booked 0).
             cacheable_prefix: the request's leading input tokens identical to the thread's
-                previous request (:func:`~ctx_langgraph.usage.prefix.cacheable_prefix`; the
+                previous request (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`; the
                 callback handlers measure it); None keeps what was booked.
         """
         op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
@@ -452,7 +452,9 @@ class UsageLedger:
         op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
         return await self.store.arun(op, write=True)
 
-    def _note_request(self, scope: Scope | str, digests: Sequence[str]) -> Op[tuple[str, ...] | None]:
+    def _note_request(
+        self, scope: Scope | str, digests: Sequence[str]
+    ) -> Op[tuple[str, ...] | None]:
         return _note_request_op(
             self.store.dialect, ensure_scope(scope), tuple(digests), self.store.clock()
         )

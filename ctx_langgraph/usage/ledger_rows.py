@@ -131,7 +131,10 @@ def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
             f"INSERT INTO ctx_usage_calls (tenant, thread_id, {_CALLS}) "
             f"VALUES ({marks(len(CALL_COLUMNS) + 2)})",
             many=[
-                (*key, *(_when(d, call[n]) if n in _TIMES else _value(call, n) for n in CALL_COLUMNS))
+                (
+                    *key,
+                    *(_when(d, call[n]) if n in _TIMES else _value(call, n) for n in CALL_COLUMNS),
+                )
                 for call in ledger["calls"]
             ],
         )
@@ -140,7 +143,13 @@ def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
             f"INSERT INTO ctx_usage_totals (tenant, thread_id, {_TOTALS}) "
             f"VALUES ({marks(len(TOTAL_COLUMNS) + 2)})",
             many=[
-                (*key, *(total.get(n, 0) if n in OPTIONAL_COLUMNS else total[n] for n in TOTAL_COLUMNS))
+                (
+                    *key,
+                    *(
+                        total.get(n, 0) if n in OPTIONAL_COLUMNS else total[n]
+                        for n in TOTAL_COLUMNS
+                    ),
+                )
                 for total in ledger["totals"]
             ],
         )

@@ -77,10 +77,10 @@ def _prefix_tables(*, integer: str, timestamp: str) -> list[str]:
 
 SQLITE: Steps = {
     2: list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
-    7: _prefix_tables(integer="INTEGER", timestamp="REAL"),
+    7: list(_prefix_tables(integer="INTEGER", timestamp="REAL")),
 }
 
 POSTGRES: Steps = {
     2: list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
-    7: _prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ"),
+    7: list(_prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
 }
