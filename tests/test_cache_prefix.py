@@ -278,3 +278,35 @@ def test_the_memory_message_holds_its_selection_between_compactions():
         by_generation.setdefault(generation, set()).add(text)
     assert all(len(texts) == 1 for texts in by_generation.values())
     assert len(by_generation) > 1  # compactions happened, and each could re-rank
+
+
+def test_a_thread_export_carries_the_prefix_and_an_older_export_still_imports():
+    import copy
+
+    from ctx_langgraph.history import SQLiteHistoryStore
+    from ctx_langgraph.threads import delete_thread, export_thread, import_thread
+    from ctx_langgraph.usage import NormalizedUsage
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    store.append("x", [HumanMessage("hi", id="h1")])
+    ledger = UsageLedger(store)
+    usage = NormalizedUsage(input_total=100, input_uncached=40, cache_read=60, output=5)
+    ledger.record("c1", usage, scope="x", cacheable_prefix=64)
+    ledger.note_request("x", ["a", "b"])
+    document = export_thread(store, "x")
+    assert document["ledger"]["calls"][0]["cacheable_prefix"] == 64
+    assert document["ledger"]["totals"][0]["cacheable_prefix"] == 64
+    older = copy.deepcopy(document)
+    for row in (*older["ledger"]["calls"], *older["ledger"]["totals"]):
+        del row["cacheable_prefix"]
+    delete_thread(store, "x", ledger=True)
+    assert ledger.note_request("x", ["a"]) is None  # deleting a thread forgets its last request
+    delete_thread(store, "x", ledger=True)
+    import_thread(store, document)
+    assert ledger.get("c1").cacheable_prefix == 64
+    delete_thread(store, "x", ledger=True)
+    import_thread(store, older)
+    assert ledger.get("c1").cacheable_prefix is None
+    assert ledger.totals("x")[0].cacheable_prefix == 0
+    store.close()
