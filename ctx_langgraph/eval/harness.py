@@ -28,7 +28,7 @@ from ctx_langgraph.eval.metrics import (
     evidence_available,
     orphan_tool_messages,
 )
-from ctx_langgraph.eval.pricing import eval_price, price_settings, replay_costs
+from ctx_langgraph.eval.pricing import eval_price, prefix_ratio, price_settings, replay_costs
 from ctx_langgraph.eval.replay import ModelCall, ReplayTurn, replay_tools, replay_turns
 from ctx_langgraph.eval.strategies import (
     OURS,
@@ -227,12 +227,7 @@ def run_conversation(
             history, history_at_call = _replay(strategy, name, turns, thread, cost, done)
             replay_calls = list(strategy.script.calls)
             stats = strategy.summarizer_stats
-            replay_summaries = (
-                stats.calls,
-                stats.input_tokens,
-                stats.output_tokens,
-                stats.cache_read,
-            )
+            replay_summaries = stats.totals()
             rows = _ask(strategy, conversation, thread, reader, cost, done)
             question_calls = strategy.script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
@@ -275,16 +270,6 @@ def _call_metrics(
         "question_model_calls": len(asked),
         "question_over_window_calls": sum(t > usable for t in asked),
     }
-
-
-def prefix_ratio(prefix_tokens: float, input_tokens: float) -> float | None:
-    """Cacheable prefix tokens over input tokens (None without input), 4 decimals.
-
-    Example:
-        >>> prefix_ratio(850, 1000), prefix_ratio(0, 0)
-        (0.85, None)
-    """
-    return round(prefix_tokens / input_tokens, 4) if input_tokens else None
 
 
 def _summary_metrics(

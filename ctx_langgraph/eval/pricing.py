@@ -1,4 +1,5 @@
-"""What a replay would cost at a provider's list prices, with and without its prompt cache.
+"""What a replay would cost at a provider's list prices, with and without its prompt cache,
+and the share of its input a prompt cache could read.
 
 The evaluation meters every strategy with one tokenizer; this module prices those counts with
 one :class:`~ctx_langgraph.usage.ModelPrice` (``gpt-4o`` from the package's
@@ -24,7 +25,7 @@ from typing import Any
 
 from ctx_langgraph.usage.prices import ModelPrice, PriceTable
 
-__all__ = ["PRICE_MODEL", "eval_price", "price_settings", "replay_costs"]
+__all__ = ["PRICE_MODEL", "eval_price", "prefix_ratio", "price_settings", "replay_costs"]
 
 PRICE_MODEL = "gpt-4o"
 """The model whose list prices the evaluation's cost columns use."""
@@ -53,6 +54,16 @@ def _cost(price: ModelPrice, input_tokens: int, cached: int, output: int) -> flo
     cached_rate = price.input if price.cached_input is None else price.cached_input
     micro_usd = (input_tokens - cached) * price.input + cached * cached_rate + output * price.output
     return micro_usd / 1_000_000
+
+
+def prefix_ratio(prefix_tokens: float, input_tokens: float) -> float | None:
+    """Cacheable prefix tokens over input tokens (None without input), 4 decimals.
+
+    Example:
+        >>> prefix_ratio(850, 1000), prefix_ratio(0, 0)
+        (0.85, None)
+    """
+    return round(prefix_tokens / input_tokens, 4) if input_tokens else None
 
 
 def replay_costs(metrics: Mapping[str, Any], price: ModelPrice) -> dict[str, float]:

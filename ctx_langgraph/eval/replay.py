@@ -400,6 +400,10 @@ class SummarizerStats:
         self.output_tokens += output_tokens
         self.cache_read += cache_read
 
+    def totals(self) -> tuple[int, int, int, int]:
+        """Calls, input tokens, output tokens and cache reads so far."""
+        return self.calls, self.input_tokens, self.output_tokens, self.cache_read
+
     def book_request(
         self, messages: Sequence[BaseMessage], counter: TokenCounter, output_tokens: int
     ) -> None:
