@@ -71,6 +71,10 @@ class ContextConfig:
             store; the context gets a head/tail preview and a handle). None: no cap.
         clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
             placeholders, persisted in the state so the prompt prefix stays stable. None: never.
+        clear_tool_results_batch: clear only once at least this many results are past the last
+            ``clear_tool_results_keep`` (then all of them at once): each clearing rewrites an old
+            message and so moves the request's cacheable prefix back to it; in batches it moves
+            once every N tool results instead of on every one.
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
@@ -110,6 +114,7 @@ class ContextConfig:
     safety_margin: Amount = 0.02
     tool_output_cap_tokens: int | None = 8_000
     clear_tool_results_keep: int | None = None
+    clear_tool_results_batch: int = 4
     summary_max_tokens: int = 2_000
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
@@ -156,6 +161,10 @@ class ContextConfig:
         if self.clear_tool_results_keep is not None and self.clear_tool_results_keep < 0:
             raise ValueError(
                 f"clear_tool_results_keep must be >= 0, got {self.clear_tool_results_keep}"
+            )
+        if self.clear_tool_results_batch < 1:
+            raise ValueError(
+                f"clear_tool_results_batch must be >= 1, got {self.clear_tool_results_batch}"
             )
         if self.context_window is not None:
             self.resolve()  # fail early on an impossible combination

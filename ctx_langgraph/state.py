@@ -30,6 +30,7 @@ __all__ = [
     "Baseline",
     "BudgetDecision",
     "BudgetReport",
+    "CacheReport",
     "Calibration",
     "CompactRequest",
     "CompactionReport",
@@ -128,6 +129,27 @@ class BudgetReport(TypedDict, total=False):
     summarizer: Literal["fallback"]
     """Present when the configured summarizer is backing off and the offline one must cover
     a request that cannot wait."""
+
+
+class CacheReport(TypedDict, total=False):
+    """``context["cache"]``: how much of the request about to be sent a provider's prompt
+    cache can read, against the previous request sent on the thread (``ctx_budget``, on a pass
+    that proceeds to the model; :mod:`ctx_langgraph.budget.prefix`)."""
+
+    prefix_tokens: int
+    """Leading tokens identical to the previous request (tool schemas and system prompt,
+    then whole messages, in order)."""
+    input_tokens: int
+    """The request's tokens, as the same measure counts them."""
+    ratio: float | None
+    """``prefix_tokens / input_tokens``."""
+    moved_by: str | None
+    """The first part that differs from the previous request (``summary`` after a
+    compaction, ``memory``, ``pinned rules``, ``cleared tool result``, ``tools or system
+    prompt``, ``human message``, ...), None when the previous request is a prefix of this one."""
+    digests: list[str]
+    """The request's part digests (12 hex characters each): what the next pass measures
+    against."""
 
 
 class PendingRequest(TypedDict, total=False):
@@ -246,6 +268,11 @@ class MemoryReport(TypedDict, total=False):
     """Records in the view's memory message."""
     tokens: int
     """Tokens of the memory message."""
+    query: str
+    """What the records are ranked by: the user's latest message when the summary last moved,
+    held until the next compaction so the memory message keeps the prompt prefix cacheable."""
+    generation: int
+    """The summary generation ``query`` was taken at."""
 
 
 class ProviderReport(TypedDict, total=False):
@@ -444,6 +471,8 @@ class ContextReport(TypedDict, total=False):
     """What long-term memory did on the last pass (``ctx_budget``, when wired)."""
     request: PendingRequest
     """The request about to be sent, as ``ctx_budget`` estimated it."""
+    cache: CacheReport
+    """The request's cacheable prefix against the thread's previous request (``ctx_budget``)."""
     calibration: Calibration
     """The approximate counter's learned ratio for this thread (``ctx_budget``)."""
     calibrated_with: str | None

@@ -31,6 +31,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
+from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape
 
 __all__ = ["MeteringChatModel", "Reply", "scripted_summary_reply", "tool_agent_reply"]
 
@@ -42,8 +43,9 @@ class MeteringChatModel(BaseChatModel):
     """Scripted replies with exact, offline usage metering.
 
     ``usage_metadata.input_tokens`` is ``TiktokenCounter(counter_model).count_request(messages,
-    tools)`` of the request received; ``input_token_details.cache_read`` counts the messages (and
-    tool schemas) shared with the previous request as a prefix, as a provider's prompt cache would.
+    tools)`` of the request received; ``input_token_details.cache_read`` is its
+    :func:`~ctx_langgraph.budget.prefix.cacheable_prefix` against the previous request (the tool
+    schemas and leading messages it shares), as a provider's prompt cache would read.
     Replies cycle when the script runs out.
 
     Example:
@@ -101,22 +103,10 @@ class MeteringChatModel(BaseChatModel):
     ) -> ChatResult:
         tools: list[Any] = kwargs.get("tools") or []
         counter = self.counter
-        revisions = [CountCache.revision(m) for m in messages]  # hashed once per message
-        per_message = [
-            self._cache.count(counter, m, r) for m, r in zip(messages, revisions, strict=True)
-        ]
-        tool_tokens = counter.count_tools(tools) if tools else 0
-        input_tokens = sum(per_message) + tool_tokens + 3
-        keys = [f"{m.id}:{r}" for m, r in zip(messages, revisions, strict=True)]
-        shared = 0
-        for mine, theirs in zip(keys, self._previous, strict=False):
-            if mine != theirs:
-                break
-            shared += 1
-        cache_read = (
-            (sum(per_message[:shared]) + tool_tokens) if self.simulate_cache and shared else 0
-        )
-        self._previous = keys
+        shape = request_shape(messages, counter, tools=tools, cache=self._cache)
+        input_tokens = shape.input_tokens + 3
+        cache_read = cacheable_prefix(self._previous, shape) if self.simulate_cache else 0
+        self._previous = list(shape.digests)
         reply = self._next_reply(messages)
         self._calls += 1
         output = counter.count_message(reply) - 3

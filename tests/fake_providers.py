@@ -1,5 +1,12 @@
 """A loopback HTTP server that replays provider wire format (JSON bodies and SSE streams), so the
-real ``ChatOpenAI`` / ``ChatAnthropic`` clients can be tested end to end without a network."""
+real ``ChatOpenAI`` / ``ChatAnthropic`` clients can be tested end to end without a network.
+
+In metering mode (:meth:`ProviderReplay.meter`) a path answers every request itself, with usage
+computed from the request as a provider with a prompt cache reports it: the input tokens of
+the request (tiktoken of its tool schemas, system prompt and messages as sent), and as cache
+reads the longest common token prefix with the previous request of the same thread (the
+``x-ctx-thread`` header, one thread per server without it).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +35,47 @@ class ProviderReplay:
     url: str = ""
     answer: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     """A reply body computed from each request, for a path whose queue is empty."""
+    metered: dict[str, Callable[[dict[str, Any]], str]] = field(default_factory=dict)
+    """Paths in metering mode: the reply text for each request (usage computed from it)."""
+    previous: dict[str, list[int]] = field(default_factory=dict)
+    """Each thread's previous request, as tokens (metering mode)."""
+    usages: list[dict[str, Any]] = field(default_factory=list)
+    """What metering mode reported for each request: input, cache_read, thread, path."""
+
+    def meter(self, path: str, text: Callable[[dict[str, Any]], str] | str = "Done.") -> None:
+        """Answer every request of ``path`` with ``text`` (or ``text(body)``) and usage
+        computed from the request (chat completions or Anthropic messages wire format)."""
+        self.metered[path] = text if callable(text) else (lambda body: text)
+
+    def _metered(self, path: str, body: dict[str, Any], thread: str) -> Reply:
+        tokens = _request_tokens(path, body)
+        before = self.previous.get(thread, [])
+        cached = 0
+        for mine, theirs in zip(tokens, before, strict=False):
+            if mine != theirs:
+                break
+            cached += 1
+        self.previous[thread] = tokens
+        self.usages.append(
+            {"path": path, "thread": thread, "input": len(tokens), "cache_read": cached}
+        )
+        text = self.metered[path](body)
+        number = len(self.usages)
+        if path.endswith("/messages"):
+            usage = {
+                "input_tokens": len(tokens) - cached,
+                "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": 0,
+                "output_tokens": _encoding().encode(text).__len__(),
+            }
+            return Reply(body=anthropic_message(f"msg_metered_{number}", usage, text))
+        usage = {
+            "prompt_tokens": len(tokens),
+            "completion_tokens": len(_encoding().encode(text)),
+            "total_tokens": len(tokens) + len(_encoding().encode(text)),
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        return Reply(body=chat_completion(f"chatcmpl-metered-{number}", usage, text))
 
     def json(self, path: str, body: Any, status: int = 200) -> None:
         self.replies[path].append(Reply(status=status, body=body))
@@ -47,6 +95,10 @@ def _handler(replay: ProviderReplay) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?")[0]
             replay.requests.append((path, body))
             queue = replay.replies.get(path)
+            if not queue and path in replay.metered:
+                thread = self.headers.get("x-ctx-thread") or "default"
+                with _METER_LOCK:
+                    queue = deque([replay._metered(path, body, thread)])
             if not queue and path in replay.answer:
                 queue = deque([Reply(body=replay.answer[path](body))])
             if not queue:
@@ -75,6 +127,34 @@ def _handler(replay: ProviderReplay) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
 
     return Handler
+
+
+_METER_LOCK = threading.Lock()
+
+
+def _encoding() -> Any:
+    import tiktoken
+
+    from ctx_langgraph.budget.counters import ensure_offline_encodings
+
+    ensure_offline_encodings()
+    return tiktoken.get_encoding("o200k_base")
+
+
+def _request_tokens(path: str, body: dict[str, Any]) -> list[int]:
+    """The request's tokens in the order a provider renders it: tool schemas, system prompt,
+    then the messages (each as its JSON on the wire)."""
+    encoding = _encoding()
+    parts: list[Any] = []
+    if body.get("tools"):
+        parts.append(body["tools"])
+    if path.endswith("/messages") and body.get("system"):
+        parts.append(body["system"])
+    parts += list(body.get("messages") or [])
+    tokens: list[int] = []
+    for part in parts:
+        tokens += encoding.encode(json.dumps(part, sort_keys=True), disallowed_special=())
+    return tokens
 
 
 @contextmanager

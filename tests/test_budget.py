@@ -158,7 +158,8 @@ def test_giant_tool_output_is_capped_and_the_original_kept(store):
 
 
 def test_old_tool_results_are_cleared_and_stay_cleared(store):
-    node = budget_node(store, compact_node=None, cfg={"clear_tool_results_keep": 1})
+    cfg = {"clear_tool_results_keep": 1, "clear_tool_results_batch": 1}
+    node = budget_node(store, compact_node=None, cfg=cfg)
     messages = []
     for n in range(3):
         messages += [

@@ -141,6 +141,33 @@ def test_metrics_follow_the_documented_schema(results):
         assert keys <= set(metrics["strategies"][name]), name
 
 
+def test_every_strategy_reports_its_cacheable_prefix_and_cost(results):
+    from ctx_langgraph.eval.pricing import eval_price, replay_costs
+
+    metrics, series = results["metrics"], results["series"]
+    assert metrics["settings"]["prices"] == {
+        "model": "gpt-4o",
+        "input": 2.5,
+        "cached_input": 1.25,
+        "output": 10.0,
+    }
+    for name in STRATEGIES:  # the peers included
+        entry = metrics["strategies"][name]
+        prefix, total = entry["cacheable_prefix_tokens"], entry["input_tokens_total"]
+        assert entry["cacheable_prefix_ratio"] == round(prefix / total, 4), name
+        assert 0 < entry["cacheable_prefix_ratio"] < 1, name
+        assert sum(series["tiny"][name]["cacheable_prefix"]) == prefix
+        assert entry["cost_usd"] < entry["cost_usd_uncached"], name
+        assert entry["cost_usd"] == pytest.approx(replay_costs(entry, eval_price())["cost_usd"])
+    # appending to a stable prefix: everything but the newest messages is cacheable
+    assert metrics["strategies"]["full"]["cacheable_prefix_ratio"] > 0.9
+    # trimming from the front moves the prefix on nearly every call
+    assert (
+        metrics["strategies"]["last_n"]["cacheable_prefix_ratio"]
+        < metrics["strategies"]["summary_tail_lookup"]["cacheable_prefix_ratio"]
+    )
+
+
 def test_a_strategy_that_loses_messages_is_caught(conversation):
     """The harness measures, it does not trust: a summary that claims less than it replaced is
     a coverage gap, and a tool result without its call is an orphan."""

@@ -176,6 +176,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
     from ctx_langgraph.history.rows import message_to_row
     from ctx_langgraph.storage import migrations
     from ctx_langgraph.storage import runner as base
+    from ctx_langgraph.usage import ledger_rows
 
     old = [
         HumanMessage("Refund order A-1042 today", id="h1"),
@@ -191,6 +192,9 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         patch.setattr(base, "SCHEMA_VERSION", 4)
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
         patch.setattr(_serde, "search_document", token_document)
+        for name in ("_CALLS", "_TOTALS"):  # the ledger's columns before v7
+            columns = getattr(ledger_rows, name).replace(", cacheable_prefix", "")
+            patch.setattr(ledger_rows, name, columns)
         store = backend.make()
         assert store.setup() == 4
         store.append("t", old)
@@ -202,7 +206,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 6
+    assert store.setup() == base.SCHEMA_VERSION == 7
     for table in ("ctx_events", "ctx_event_revisions"):
         assert {(type(h), len(h)) for h in _column(store, table, "content_hash")} == {(bytes, 32)}
     expected = message_to_row(revised).content_hash

@@ -151,6 +151,7 @@ SUBPACKAGE_HOMES = {
     ],
     "ctx_langgraph.usage.callbacks": ["AsyncLedgerCallbackHandler", "LedgerCallbackHandler"],
     "ctx_langgraph.usage.node": ["make_usage_node"],
+    "ctx_langgraph.budget.prefix": ["RequestShape", "cacheable_prefix", "request_shape"],
 }
 
 

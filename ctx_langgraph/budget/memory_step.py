@@ -20,7 +20,7 @@ from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
 from ctx_langgraph.memory.store import LongTermMemory, MemoryChange, place_memory
 from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
-from ctx_langgraph.state import ContextReport
+from ctx_langgraph.state import ContextReport, MemoryReport
 from ctx_langgraph.view.markers import MEMORY_FLAG, is_memory_message, is_synthetic
 
 __all__ = ["UnstreamedMemory", "fit_memory", "learn_and_recall"]
@@ -72,10 +72,7 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
         except (MemoryExtractionError, MemoryStoreError) as exc:
             log.warning("ctx-langgraph: long-term memory not updated: %s", exc)
             info["error"] = str(exc)
-    query = next(
-        (m.text for m in reversed(turn.messages) if m.type == "human" and not is_synthetic(m)),
-        "",
-    )
+    query = _recall_query(turn)
     try:
         turn.records = yield call(memory, "recall", scopes, query)
     except MemoryStoreError as exc:  # the view keeps the memory it had
@@ -86,6 +83,25 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
         turn.messages, changed = place_memory(turn.messages, loaded)
         if changed:
             turn.note("memory changed")
+
+
+def _recall_query(turn: Turn) -> str:
+    """What the records are ranked by: the user's latest message when the summary last moved
+    (or on the thread's first pass), not on every turn. The memory message sits before the
+    summary and the tail, so a selection that followed each new message would rewrite the
+    request's prefix every turn and no prompt cache could read past it; ranked by a query held
+    between compactions, it changes only when the memory's records do, or when a compaction
+    moves the prefix anyway."""
+    held: MemoryReport = turn.context.get("memory") or {}
+    generation = int(turn.context.get("active_generation", 0))
+    query = held.get("query")
+    if query is None or held.get("generation") != generation:
+        query = next(
+            (m.text for m in reversed(turn.messages) if m.type == "human" and not is_synthetic(m)),
+            "",
+        )
+    turn.memory_info["query"], turn.memory_info["generation"] = query, generation
+    return query
 
 
 def fit_memory(s: BudgetSettings, turn: Turn) -> None:

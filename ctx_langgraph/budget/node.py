@@ -23,7 +23,9 @@ Before every model call the node runs these steps, each a small function of its 
 5. estimates the next request (measured baseline + appended, or a recount of the bounded view);
 6. decides (:mod:`~ctx_langgraph.budget.decide`): ``compact`` above the trigger, ``proceed``
    otherwise, and raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can
-   make the request fit.
+   make the request fit;
+7. measures the request's cacheable prefix against the thread's previous request
+   (:mod:`~ctx_langgraph.budget.prefix_step`): ``context["cache"]``.
 
 The estimate and its breakdown go to ``context["budget"]``, visible in Studio and notebooks.
 The node object holds configuration only: a pass's working data is a
@@ -59,6 +61,7 @@ from ctx_langgraph.budget.edits import (
 from ctx_langgraph.budget.estimate import BudgetEstimate
 from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request, estimate_view
 from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
+from ctx_langgraph.budget.prefix_step import measure_prefix
 from ctx_langgraph.budget.record import record
 from ctx_langgraph.budget.report import budget_update
 from ctx_langgraph.budget.trim import apply_replacements, cap_tool_results, clear_old_tool_results
@@ -204,6 +207,7 @@ class BudgetNode:
         fit_memory(s, turn)
         yield from count_exactly(s, turn)
         decide(s, turn)  # 6
+        measure_prefix(s, turn)  # 7
         return budget_update(s, turn)
 
     def _estimate(self, view: Sequence[BaseMessage], context: ContextReport) -> BudgetEstimate:

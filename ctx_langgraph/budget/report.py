@@ -63,6 +63,8 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
         report["request"]["counted_word_chars"] = words
         report["calibrated_with"] = context.get("calibrated_with")
     report["recorded_digest"] = _recorded_digest(turn, last_recorded)
+    if turn.cache is not None:
+        report["cache"] = turn.cache
     update: dict[str, Any] = {"context": report}
     if turn.rewritten:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.view]

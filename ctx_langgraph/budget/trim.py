@@ -56,17 +56,25 @@ def cap_tool_results(s: BudgetSettings, turn: Turn) -> None:
 
 
 def clear_old_tool_results(s: BudgetSettings, turn: Turn) -> None:
-    """3. Clear old tool results to placeholders, keeping the last ``clear_tool_results_keep``."""
+    """3. Clear old tool results to placeholders, keeping the last ``clear_tool_results_keep``,
+    once ``clear_tool_results_batch`` of them are due (a clearing moves the cacheable prefix
+    back to the oldest result it rewrites: in batches, it moves less often)."""
     keep = s.config.clear_tool_results_keep
     if keep is None:
         return
     by_id, replacements = turn.by_id, turn.replacements
     tool_results = [m for m in turn.messages if isinstance(m, ToolMessage) and m.id]
-    for message in tool_results[: max(0, len(tool_results) - keep)]:
-        if not message.additional_kwargs.get(CLEARED_FLAG):
-            seq = by_id[message.id].seq if message.id in by_id else None
-            tokens = s.cache.count(turn.counter, message)
-            replacements[str(message.id)] = cleared(message, tokens, seq)
+    due = [
+        m
+        for m in tool_results[: max(0, len(tool_results) - keep)]
+        if not m.additional_kwargs.get(CLEARED_FLAG)
+    ]
+    if len(due) < s.config.clear_tool_results_batch:
+        return
+    for message in due:
+        seq = by_id[message.id].seq if message.id in by_id else None
+        tokens = s.cache.count(turn.counter, message)
+        replacements[str(message.id)] = cleared(message, tokens, seq)
     if any(r.additional_kwargs.get(CLEARED_FLAG) for r in replacements.values()):
         turn.reasons.append("tool results cleared")
 

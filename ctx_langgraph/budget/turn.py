@@ -19,7 +19,7 @@ from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.memory.types import MemoryRecord
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import BudgetDecision, ContextReport, MemoryReport
+from ctx_langgraph.state import BudgetDecision, CacheReport, ContextReport, MemoryReport
 
 __all__ = ["BudgetSettings", "Turn"]
 
@@ -92,6 +92,8 @@ class Turn:
     decision: BudgetDecision = "proceed"
     fallback: bool = False
     """The configured summarizer is backing off: the offline one covers the span."""
+    cache: CacheReport | None = None
+    """The request's cacheable prefix (step 7), when the pass sends one."""
 
     def note(self, reason: str) -> None:
         """The view changed for ``reason``: the update replaces it, the epoch moves."""

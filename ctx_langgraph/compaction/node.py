@@ -263,6 +263,7 @@ class CompactNode:
             estimate=turn.estimate,
             usable=self.budget.usable,
             instructions=turn.request.get("instructions") if turn.request else None,
+            view=turn.messages,
         )
 
     def _backoff(self, turn: Turn) -> SummarizerBackoff:

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from langchain_core.messages import BaseMessage
+
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.format import (
     SummaryDocument,
@@ -28,6 +30,10 @@ class SummaryRequest:
     ``instructions`` steer what the summary keeps ("keep the API design decisions"): a chat
     model reads them in its prompt, the extractive summarizer ranks the parts that share their
     words one higher; they never replace the format or the cap.
+    ``view`` is what the agent's model would see at this compaction (the state's messages: the
+    summary message and the tail, the span included), when the compaction node has it: a
+    summarizer that summarizes inside the conversation (``LLMSummarizer(in_conversation=True)``)
+    sends it as its request's prefix, which the provider's prompt cache already holds.
     """
 
     previous: SummaryDocument | None
@@ -36,6 +42,7 @@ class SummaryRequest:
     cap_tokens: int
     counter: TokenCounter
     instructions: str | None = None
+    view: Sequence[BaseMessage] | None = None
 
     def __post_init__(self) -> None:
         seqs = [event.seq for event in self.events]
@@ -52,6 +59,8 @@ class SummaryRequest:
                 f"instructions must be text or None, got {type(self.instructions).__name__}"
             )
         object.__setattr__(self, "events", tuple(self.events))
+        if self.view is not None:
+            object.__setattr__(self, "view", tuple(self.view))
 
 
 @runtime_checkable

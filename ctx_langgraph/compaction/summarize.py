@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from langchain_core.messages import BaseMessage
+
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
@@ -136,9 +138,11 @@ def summarize_span(
     counter: TokenCounter,
     deadline: float,
     instructions: str | None = None,
+    view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str]:
     """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's
-    window; ``instructions`` (a compaction request's focus) go with every batch."""
+    window; ``instructions`` (a compaction request's focus) go with every batch, the view (what
+    the model would see) with a span summarized in one call."""
     batches = _span_batches(summarizer, previous, list(snapshot.events), cap, counter)
     text = ""
     for batch in batches:
@@ -149,6 +153,7 @@ def summarize_span(
             cap_tokens=cap,
             counter=counter,
             instructions=instructions,
+            view=view if len(batches) == 1 else None,
         )
         timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()))
         text = yield call(timed, "summarize", request)
@@ -166,12 +171,13 @@ def _attempt(
     deadline: float,
     problems: list[str],
     instructions: str | None = None,
+    view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str | None]:
     """One summarizer attempt: its valid text, or None with the problem noted."""
     number = len(problems) + 1
     try:
         text: object = yield from summarize_span(
-            summarizer, previous, snapshot, cap, counter, deadline, instructions
+            summarizer, previous, snapshot, cap, counter, deadline, instructions, view
         )
     except Exception as exc:  # the summarizer raised or timed out: a failed attempt
         problems.append(f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300])
@@ -211,6 +217,8 @@ class SummaryPlan:
     usable: int
     instructions: str | None = None
     """A compaction request's focus, for every summarizer call (the fallback's too)."""
+    view: Sequence[BaseMessage] | None = None
+    """What the model would see at this compaction (:attr:`SummaryRequest.view`)."""
 
 
 def write_summary(
@@ -238,6 +246,7 @@ def write_summary(
                 run.deadline,
                 run.problems,
                 plan.instructions,
+                plan.view,
             )
             if text is not None:
                 break

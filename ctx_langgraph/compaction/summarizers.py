@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
 from langchain_core.language_models import BaseChatModel
@@ -38,6 +39,7 @@ from ctx_langgraph.core.dates import day_label
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import SummaryModelError
 from ctx_langgraph.history.types import HistoryEvent
+from ctx_langgraph.view.markers import is_summary
 
 __all__ = [
     "OFFLINE_MODEL_MARKER",
@@ -111,6 +113,8 @@ day from the event's header ("[seq 12, Mon 8 May 2023]") when it differs from th
 - Be brief: the whole summary must stay under the token limit given below."""
 
 
+_INDEX_WORDS: Final = 8
+"""Words of each event the in-conversation index repeats (the model reads the rest above)."""
 _FENCED = re.compile(r"^\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
 
 
@@ -147,6 +151,17 @@ class LLMSummarizer:
         window_tokens: how many input tokens one call may take (``None``: unlimited); the caller
             splits larger spans into ordered batches.
         instructions: a system prompt to use instead of :data:`DEFAULT_INSTRUCTIONS`.
+        in_conversation: summarize inside the conversation: send the request's ``view`` (the
+            messages the agent's model would see now, previous summary included) and then one
+            last message with the instructions, an index of the span's events by seq and the
+            limit, so the provider's prompt cache, which holds the view from the agent's last
+            call, covers all but that message. Without a view (a span split in batches, a
+            rebuild) the call is the standalone prompt. The reply is validated as any other.
+        tools: with ``in_conversation``, the tools the agent's model is bound to: the request
+            carries their schemas first, as the agent's own calls do, so the cached prefix
+            matches from the first token (the instructions say not to call them).
+        system_prompt: with ``in_conversation``, a system prompt the agent's model node puts
+            before the view itself (it is not in the state), for the same reason.
 
     Example:
         >>> from ctx_langgraph.budget import ApproximateCounter
@@ -157,6 +172,24 @@ class LLMSummarizer:
         >>> request = SummaryRequest(None, [], 0, cap_tokens=300, counter=ApproximateCounter())
         >>> summarizer.id, summarizer.summarize(request) == summary
         ('llm:gpt-4o', True)
+
+        In the conversation, the view first and the instructions last:
+
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> view = [HumanMessage("Ship v2 by Friday", id="h1"), AIMessage("On it.", id="a1"),
+        ...         HumanMessage("And the docs?", id="h2")]
+        >>> _ = store.append("t", view)
+        >>> request = SummaryRequest(None, store.read_events("t")[:2], 2, cap_tokens=300,
+        ...                          counter=ApproximateCounter(), view=view)
+        >>> messages = LLMSummarizer(MeteringChatModel(replies=[summary]),
+        ...                          in_conversation=True).messages_for(request)
+        >>> messages[:3] == view, type(messages[-1]).__name__
+        (True, 'HumanMessage')
+        >>> print(messages[-1].text.split("</events>")[0].split("<events>")[1].strip())
+        [seq 1] human: Ship v2 by Friday
+        [seq 2] ai: On it.
     """
 
     def __init__(
@@ -166,11 +199,17 @@ class LLMSummarizer:
         max_output_tokens: int | None = None,
         window_tokens: int | None = None,
         instructions: str | None = None,
+        in_conversation: bool = False,
+        tools: Sequence[Any] = (),
+        system_prompt: str | None = None,
     ) -> None:
         self.model = model
         self.max_output_tokens = max_output_tokens
         self.window_tokens = window_tokens
         self.instructions = instructions or DEFAULT_INSTRUCTIONS
+        self.in_conversation = in_conversation
+        self.tools = list(tools)
+        self.system_prompt = system_prompt
 
     @property
     def id(self) -> str:
@@ -183,13 +222,14 @@ class LLMSummarizer:
         return min(request.cap_tokens, self.max_output_tokens)
 
     def messages_for(self, request: SummaryRequest) -> list[BaseMessage]:
-        """The prompt: fixed instructions, then the previous summary and the new events."""
+        """The prompt: fixed instructions, then the previous summary and the new events; in the
+        conversation (``in_conversation`` and a ``view``), the view and then one last message
+        with the instructions and an index of the span's events."""
         previous = (
             request.previous.render()
             if request.previous is not None
             else "(none: this is the first summary)"
         )
-        events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
         focus = ""
         if request.instructions and request.instructions.strip():
             focus = (
@@ -197,6 +237,9 @@ class LLMSummarizer:
                 f"the format, the rules or the limit):\n<focus>\n{request.instructions.strip()}"
                 "\n</focus>\n\n"
             )
+        if self.in_conversation and request.view:
+            return self._in_conversation(request, request.view, previous, focus)
+        events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
         return [
             SystemMessage(self.instructions),
             HumanMessage(
@@ -207,6 +250,43 @@ class LLMSummarizer:
             ),
         ]
 
+    def _in_conversation(
+        self, request: SummaryRequest, view: Sequence[BaseMessage], previous: str, focus: str
+    ) -> list[BaseMessage]:
+        """The view as the agent's model sees it, then the summarization request."""
+        prefix: list[BaseMessage] = []
+        if self.system_prompt and not (view and view[0].type == "system"):
+            prefix.append(SystemMessage(self.system_prompt))  # as the model node adds it
+        in_view = any(is_summary(m) for m in view)
+        carried = (
+            "The previous summary is the summary message in the conversation above."
+            if in_view or request.previous is None
+            else f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>"
+        )
+        index = "\n".join(_index_line(event) for event in request.events) or "(no new events)"
+        return [
+            *prefix,
+            *view,
+            HumanMessage(
+                "Stop the conversation here: do not answer it and do not call any tool. Your "
+                "task now is to write the conversation's running summary.\n\n"
+                f"{self.instructions}\n\n{carried}\n\n"
+                "The new events to merge into it are these messages of the conversation above, "
+                "by seq (the first words of each; read them in full above); messages after the "
+                f"last of them stay in the conversation verbatim, leave them out:\n<events>\n"
+                f"{index}\n</events>\n\n"
+                f"{focus}Write the updated summary covering everything through seq "
+                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+            ),
+        ]
+
+    def _bound(self, request: SummaryRequest) -> Any:
+        """The model with the output cap (and, in the conversation, the agent's tools)."""
+        model: Any = self.model
+        if self.in_conversation and request.view and self.tools:
+            model = model.bind_tools(self.tools)
+        return model.bind(max_tokens=self.output_cap(request))
+
     def _call_config(self, config: RunnableConfig | None) -> RunnableConfig:
         ours = RunnableConfig(tags=[SUMMARY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "summary"})
         return merge_configs(ensure_config(config), ours)
@@ -214,9 +294,7 @@ class LLMSummarizer:
     def summarize(self, request: SummaryRequest, *, config: RunnableConfig | None = None) -> str:
         messages, call_config = self.messages_for(request), self._call_config(config)
         try:
-            reply = self.model.bind(max_tokens=self.output_cap(request)).invoke(
-                messages, config=call_config
-            )
+            reply = self._bound(request).invoke(messages, config=call_config)
         except TypeError as exc:
             if "max_tokens" not in str(exc):
                 raise
@@ -229,15 +307,19 @@ class LLMSummarizer:
     ) -> str:
         messages, call_config = self.messages_for(request), self._call_config(config)
         try:
-            reply = await self.model.bind(max_tokens=self.output_cap(request)).ainvoke(
-                messages, config=call_config
-            )
+            reply = await self._bound(request).ainvoke(messages, config=call_config)
         except TypeError as exc:
             if "max_tokens" not in str(exc):
                 raise
             log.warning("%s does not take max_tokens; summarizing without an output cap", self.id)
             reply = await self.model.ainvoke(messages, config=call_config)
         return _reply_text(reply)
+
+
+def _index_line(event: HistoryEvent) -> str:
+    words = event.text.split()
+    head = " ".join(words[:_INDEX_WORDS]) + (" ..." if len(words) > _INDEX_WORDS else "")
+    return f"[seq {event.seq}] {event.role}: {head}"
 
 
 def _reply_text(reply: Any) -> str:

@@ -18,6 +18,11 @@ history lookup tool. Then, deterministically:
   ``summarizer_calls`` and tokens and ``compactions`` during the replay (the question phase's
   are counted apart: ``question_input_tokens_total``, ``question_model_calls``,
   ``question_over_window_calls``, ``question_summarizer_calls``);
+- ``cacheable_prefix_ratio``: the replay's cacheable prefix tokens over its input tokens (each
+  call's leading tokens identical to the previous call's request,
+  :mod:`ctx_langgraph.budget.prefix`), and ``cost_usd`` / ``cost_usd_uncached``: the replay's
+  model and summarizer calls at gpt-4o list prices with and without a prompt cache
+  (:mod:`~ctx_langgraph.eval.pricing`; the prices are in ``settings["prices"]``);
 - ``method``, ``tools``, ``question_phase``: what each strategy is, its agent's tools and what
   the reader does at question time
   (:func:`~ctx_langgraph.eval.strategies.describe_strategy`);
@@ -38,7 +43,9 @@ everyone (``summary_model``).
      "conversations": [str, ...], "versions": {"ctx_langgraph": str, "langgraph": str, ...},
      "settings": {"retrieval_tokens": int, "usable": int, "trigger": int, "target": int,
                   "keep_recent_tokens": int, "summary_max_tokens": int, "counter": str,
-                  "reader": str, "summarizer": str},
+                  "reader": str, "summarizer": str,
+                  "prices": {"model": str, "input": float, "cached_input": float,
+                             "output": float}},
      "strategies": {"<name>": {
          "method": str, "tools": [str, ...], "question_phase": str,
          "questions": int, "evidence_available_strict": float, "evidence_available_lenient":
@@ -46,6 +53,9 @@ everyone (``summary_model``).
          "answer_f1": float | null,
          "by_category": {"<category>": {"questions": int, "evidence_available_strict": ...}},
          "input_tokens_total": int, "input_tokens_max": int, "model_calls": int,
+         "cacheable_prefix_tokens": int, "cacheable_prefix_ratio": float | null,
+         "output_tokens_total": int, "summarizer_cache_read_tokens": int,
+         "cost_usd": float, "cost_usd_uncached": float,
          "over_window_calls": int, "summarizer_calls": int, "summarizer_input_tokens": int,
          "summarizer_output_tokens": int, "compactions": int, "coverage_gaps": int,
          "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
@@ -54,8 +64,9 @@ everyone (``summary_model``).
          "warnings": int, "wall_seconds": float,
          "conversations": {"<name>": {the same figures for that conversation}}}}}
 
-``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call], "turn": [per
-call], "compaction_calls": [indexes of calls right after a compaction]}}}``.
+``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call],
+"cacheable_prefix": [per call], "turn": [per call], "compaction_calls": [indexes of calls right
+after a compaction]}}}``.
 
 Command line: ``ctx-langgraph eval --dataset PATH [--format locomo|trace|synthetic]
 [--strategies a,b,...|all] [--window TOKENS] [--out DIR] [--seed N]``.

@@ -28,6 +28,7 @@ from ctx_langgraph.eval.metrics import (
     evidence_available,
     orphan_tool_messages,
 )
+from ctx_langgraph.eval.pricing import eval_price, prefix_ratio, price_settings, replay_costs
 from ctx_langgraph.eval.replay import ModelCall, ReplayTurn, replay_tools, replay_turns
 from ctx_langgraph.eval.strategies import (
     OURS,
@@ -61,11 +62,16 @@ RATES = (
 )
 _SUMS = (
     "input_tokens_total",
+    "cacheable_prefix_tokens",
+    "output_tokens_total",
     "model_calls",
     "over_window_calls",
     "summarizer_calls",
     "summarizer_input_tokens",
     "summarizer_output_tokens",
+    "summarizer_cache_read_tokens",
+    "cost_usd",
+    "cost_usd_uncached",
     "compactions",
     "coverage_gaps",
     "coverage_overlaps",
@@ -221,7 +227,7 @@ def run_conversation(
             history, history_at_call = _replay(strategy, name, turns, thread, cost, done)
             replay_calls = list(strategy.script.calls)
             stats = strategy.summarizer_stats
-            replay_summaries = (stats.calls, stats.input_tokens, stats.output_tokens)
+            replay_summaries = stats.totals()
             rows = _ask(strategy, conversation, thread, reader, cost, done)
             question_calls = strategy.script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
@@ -234,6 +240,7 @@ def run_conversation(
                 "warnings": len(caught),
                 "wall_seconds": round(wall, 3),
             }
+            run.metrics.update(replay_costs(run.metrics, eval_price()))
             run.series = _series(replay_calls, checks)
             done(cost.setup / 2, "measured")
             if log:
@@ -245,13 +252,17 @@ def run_conversation(
 
 def _call_metrics(
     replay_calls: Sequence[ModelCall], question_calls: Sequence[ModelCall], usable: int
-) -> dict[str, int]:
-    """Input tokens and calls of the replay and of the question phase, and the calls whose
-    input is larger than the usable window."""
+) -> dict[str, int | float | None]:
+    """Input tokens (their cacheable prefix, and output tokens) and calls of the replay and of
+    the question phase, and the calls whose input is larger than the usable window."""
     tokens = [call.input_tokens for call in replay_calls]
     asked = [call.input_tokens for call in question_calls]
+    prefix = sum(call.cacheable_prefix for call in replay_calls)
     return {
         "input_tokens_total": sum(tokens),
+        "cacheable_prefix_tokens": prefix,
+        "cacheable_prefix_ratio": prefix_ratio(prefix, sum(tokens)),
+        "output_tokens_total": sum(call.output_tokens for call in replay_calls),
         "input_tokens_max": max(tokens, default=0),
         "model_calls": len(tokens),
         "over_window_calls": sum(t > usable for t in tokens),
@@ -262,7 +273,7 @@ def _call_metrics(
 
 
 def _summary_metrics(
-    replay_summaries: tuple[int, int, int], summarizer_calls: int, checks: _CallChecks
+    replay_summaries: tuple[int, int, int, int], summarizer_calls: int, checks: _CallChecks
 ) -> dict[str, int]:
     """The summarizer's work in the replay (and its calls in the question phase), and what
     the replay's model inputs held."""
@@ -270,6 +281,7 @@ def _summary_metrics(
         "summarizer_calls": replay_summaries[0],
         "summarizer_input_tokens": replay_summaries[1],
         "summarizer_output_tokens": replay_summaries[2],
+        "summarizer_cache_read_tokens": replay_summaries[3],
         "compactions": len(checks.compaction_calls),
         "coverage_gaps": checks.gaps,
         "coverage_overlaps": checks.overlaps,
@@ -380,10 +392,11 @@ def _check_calls(
 
 
 def _series(replay_calls: Sequence[ModelCall], checks: _CallChecks) -> dict[str, list[int]]:
-    """``series.json``'s entry of one run: input tokens and turn per call, and the calls right
-    after a compaction."""
+    """``series.json``'s entry of one run: input tokens, cacheable prefix and turn per call,
+    and the calls right after a compaction."""
     return {
         "input_tokens": [call.input_tokens for call in replay_calls],
+        "cacheable_prefix": [call.cacheable_prefix for call in replay_calls],
         "turn": [call.turn for call in replay_calls],
         "compaction_calls": checks.compaction_calls,
     }
@@ -403,10 +416,13 @@ def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
     each conversation's own figures."""
     rows = [row for run in runs for row in run.questions]
     out = question_rates(rows)
-    for key in _SUMS:
-        out[key] = round(sum(run.metrics[key] for run in runs), 3)
+    for key in _SUMS:  # (USD to the micro-dollar, as each run has it)
+        out[key] = round(sum(run.metrics[key] for run in runs), 6 if key.startswith("cost_") else 3)
     for key in _MAXES:
         out[key] = max((run.metrics[key] for run in runs), default=0)
+    out["cacheable_prefix_ratio"] = prefix_ratio(
+        out["cacheable_prefix_tokens"], out["input_tokens_total"]
+    )
     out["conversations"] = {
         run.conversation: {k: v for k, v in run.metrics.items() if k != "by_category"}
         for run in runs
@@ -577,4 +593,5 @@ def _settings(
         "counter": counter.id,
         "reader": "scripted" if reader is None else _model_name(reader),
         "summarizer": "extractive" if summary_model is None else _model_name(summary_model),
+        "prices": price_settings(),
     }

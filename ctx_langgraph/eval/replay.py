@@ -34,6 +34,7 @@ from langchain_core.tools import BaseTool
 from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape
 from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.format import SummaryDocument
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
@@ -192,6 +193,10 @@ class ModelCall:
     """The question's index when the call answered a question at the end of the replay."""
     claimed: frozenset[str] | None = None
     """Ids of the messages the strategy's summary claims to cover (when it says so)."""
+    cacheable_prefix: int = 0
+    """Leading input tokens identical to the previous call's request
+    (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`): what a prompt cache would read."""
+    output_tokens: int = 0
 
 
 @dataclass
@@ -281,6 +286,8 @@ class ReplayModel(MeteringChatModel):
                 int(usage.get("input_tokens", 0)),
                 None if script.question is None else script.question[0],
                 script.claimed,
+                int((usage.get("input_token_details") or {}).get("cache_read") or 0),
+                int(usage.get("output_tokens", 0)),
             )
         )
         script.claimed = None
@@ -381,12 +388,30 @@ class SummarizerStats:
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read: int = 0
+    """Input tokens a prompt cache would read: leading tokens shared with the request before."""
+    previous: tuple[str, ...] | None = None
+    """The part digests of the last request booked (:mod:`ctx_langgraph.budget.prefix`)."""
 
-    def book(self, input_tokens: int, output_tokens: int) -> None:
+    def book(self, input_tokens: int, output_tokens: int, cache_read: int = 0) -> None:
         """One summarizer call of this size."""
         self.calls += 1
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+        self.cache_read += cache_read
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """Calls, input tokens, output tokens and cache reads so far."""
+        return self.calls, self.input_tokens, self.output_tokens, self.cache_read
+
+    def book_request(
+        self, messages: Sequence[BaseMessage], counter: TokenCounter, output_tokens: int
+    ) -> None:
+        """One summarizer call of ``messages``, its cache reads measured against the request
+        before (a summarizing chat model's own previous request)."""
+        shape = request_shape(messages, counter)
+        self.book(shape.input_tokens, output_tokens, cacheable_prefix(self.previous, shape))
+        self.previous = shape.digests
 
 
 class CountingSummarizer:
@@ -514,7 +539,7 @@ class ExtractiveChatModel(BaseChatModel):
         summary = self._summarizer.summarize(request)
         input_tokens = sum(counter.count_message(m) for m in messages)
         output_tokens = counter.count_text(summary)
-        self._stats.book(input_tokens, output_tokens)
+        self._stats.book_request(messages, counter, output_tokens)
         reply = AIMessage(
             summary,
             id=f"summary-{uuid.uuid4().hex[:12]}",
@@ -552,6 +577,5 @@ class CountingChatModel(BaseChatModel):
     ) -> ChatResult:
         reply = self.inner.invoke(messages, stop=stop, **kwargs)
         counter: TokenCounter = self.counter
-        read = sum(counter.count_message(m) for m in messages)
-        self._stats.book(read, counter.count_text(reply.text))
+        self._stats.book_request(messages, counter, counter.count_text(reply.text))
         return ChatResult(generations=[ChatGeneration(message=reply)])

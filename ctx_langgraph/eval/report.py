@@ -39,6 +39,7 @@ __all__ = [
     "category_figure",
     "category_table",
     "input_tokens_figure",
+    "price_note",
     "summary_table",
     "write_outputs",
     "write_report",
@@ -76,6 +77,17 @@ METRIC_DEFINITIONS: dict[str, str] = {
         "(input_tokens_total + question_input_tokens_total)"
     ),
     "input_tokens_max": "largest input of a single model call, in tokens",
+    "cacheable_prefix_ratio": (
+        "cacheable prefix tokens / input tokens, summed over the replay's model calls: a "
+        "call's cacheable prefix is its leading tokens identical to the previous call's "
+        "request (tool schemas and whole messages, in order), what a provider's prompt cache "
+        "would read at the cached-input price"
+    ),
+    "cost_usd": (
+        "USD of the replay's model calls and summarizer calls at the stated prices, each "
+        "call's cacheable prefix (a summarizer call's own cache reads) at the cached-input "
+        "price; cost_usd_uncached prices the same calls without a prompt cache"
+    ),
     "over_window_calls": (
         "model calls whose input is larger than the usable window (the window minus the "
         "output reserve)"
@@ -127,6 +139,12 @@ def _f1(value: object) -> str:
     return _MISSING
 
 
+def _usd(value: object) -> str:
+    if is_number(value):
+        return f"{value:,.2f}"
+    return _MISSING
+
+
 def _seconds(value: object) -> str:
     if is_number(value):
         return f"{value:,.1f}"
@@ -147,6 +165,11 @@ _OPTIONAL_COLUMNS: list[_Column] = [
 _COST_COLUMNS: list[_Column] = [
     ("input tokens total", "input_tokens_total", _int),
     ("max input", "input_tokens_max", _int),
+]
+_CACHE_COLUMNS: list[_Column] = [
+    ("cacheable prefix", "cacheable_prefix_ratio", _pct),
+    ("cost $", "cost_usd", _usd),
+    ("cost w/o cache $", "cost_usd_uncached", _usd),
 ]
 _QUESTION_COLUMNS: list[_Column] = [
     ("question tokens", "question_input_tokens_total", _int),
@@ -169,6 +192,7 @@ _ALL_COLUMNS: list[_Column] = [
     *_BASE_COLUMNS,
     *_OPTIONAL_COLUMNS,
     *_COST_COLUMNS,
+    *_CACHE_COLUMNS,
     *_QUESTION_COLUMNS,
     *_OVER_WINDOW,
     *_TAIL_COLUMNS,
@@ -186,6 +210,7 @@ def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Colum
     if present("question_input_tokens_total"):
         columns += _QUESTION_COLUMNS
     columns += _COST_COLUMNS[1:]
+    columns += [column for column in _CACHE_COLUMNS if present(column[1])]
     if over_window_counts({"strategies": strategies}):
         columns += _OVER_WINDOW
     return columns + _TAIL_COLUMNS
@@ -317,8 +342,37 @@ def summary_table(metrics: dict[str, Any]) -> str:
         last_n   |           41.2% |            50.0% |         37.5% |             98,765 |     4,001 |                0 |           0 |   31 |        0 |       2 |             0 |     0.5
     """
     table = _aligned(*_summary(metrics))
-    note = over_window_note(metrics)
-    return table if note is None else f"{table}\n\n{note}"
+    notes = [note for note in (price_note(metrics), over_window_note(metrics)) if note]
+    return "\n\n".join([table, *notes])
+
+
+def price_note(metrics: Mapping[str, Any]) -> str | None:
+    """The prices the cost columns use, as ``metrics["settings"]["prices"]`` states them
+    (``None`` when the metrics have no cost).
+
+    Example:
+        >>> price_note({"settings": {"prices": {"model": "gpt-4o", "input": 2.5,
+        ...     "cached_input": 1.25, "output": 10.0}}})  # doctest: +NORMALIZE_WHITESPACE
+        'Costs at gpt-4o list prices, USD per 1M tokens: input 2.50, cached input 1.25, output
+        10.00; replay answer calls and summarizer calls, the question phase not included.'
+    """
+    settings: Mapping[str, Any] = metrics.get("settings") or {}
+    prices = settings.get("prices")
+    if not isinstance(prices, Mapping):
+        return None
+    rates = ", ".join(
+        f"{label} {prices[key]:.2f}"
+        for label, key in (
+            ("input", "input"),
+            ("cached input", "cached_input"),
+            ("output", "output"),
+        )
+        if is_number(prices.get(key))
+    )
+    return (
+        f"Costs at {prices.get('model', _MISSING)} list prices, USD per 1M tokens: {rates}; "
+        "replay answer calls and summarizer calls, the question phase not included."
+    )
 
 
 def category_table(metrics: dict[str, Any]) -> str:
@@ -405,6 +459,9 @@ def _render_markdown(
     lines += ["", "## Strategies", ""]
     lines.append(_markdown_table(*strategy_table(metrics), text_columns=len(STRATEGY_HEADERS) - 1))
     lines += ["", "## Summary", "", _markdown_table(*_summary(metrics))]
+    prices = price_note(metrics)
+    if prices is not None:
+        lines += ["", prices]
     note = over_window_note(metrics)
     if note is not None:
         lines += ["", f"**{note}**"]

@@ -24,7 +24,7 @@ from ctx_langgraph.storage.tables import (
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _DOMAINS = (branches, events, summaries, search, usage)
 """The order each version's steps run in: a table before what indexes or reads it."""

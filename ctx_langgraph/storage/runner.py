@@ -18,7 +18,7 @@ Example:
     >>> with SQLiteDatabase.from_path(":memory:") as db:
     ...     _ = db.setup()
     ...     db.run(tables())
-    ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_totals']
+    ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_requests', 'ctx_usage_totals']
 """
 
 from __future__ import annotations

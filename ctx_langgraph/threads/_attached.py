@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from ctx_langgraph.threads._values import BIGINT, ValueChecks, at, fail, shown
-from ctx_langgraph.usage.ledger_rows import CALL_COLUMNS, TOTAL_COLUMNS
+from ctx_langgraph.threads._values import BIGINT, MISSING, ValueChecks, at, fail, shown
+from ctx_langgraph.usage.ledger_rows import CALL_COLUMNS, OPTIONAL_COLUMNS, TOTAL_COLUMNS
 from ctx_langgraph.usage.types import COUNT_FIELDS
 
 __all__ = ["AttachedPartChecks"]
@@ -28,7 +28,10 @@ class AttachedPartChecks(ValueChecks):
         ):
             path = at("ledger.calls", index)
             call = self.mapping(path, item)
-            values = {name: self.field(call, path, name) for name in CALL_COLUMNS}
+            values = {
+                name: self.field(call, path, name, OPTIONAL_COLUMNS.get(name, MISSING))
+                for name in CALL_COLUMNS
+            }
             key = self.text(at(path, "call_key"), values["call_key"], empty=False)
             if key in keys:
                 fail(at(path, "call_key"), f"call {key!r} is listed twice")
@@ -40,7 +43,7 @@ class AttachedPartChecks(ValueChecks):
             self.choice(at(path, "status"), values["status"], _CALL_STATUSES)
             self.integer(at(path, "version"), values["version"], -1)
             self.optional_text(at(path, "response_id"), values["response_id"])
-            for column in (*COUNT_FIELDS, "cost_nano_usd"):
+            for column in (*COUNT_FIELDS, "cost_nano_usd", "cacheable_prefix"):
                 self.optional_integer(at(path, column), values[column], 0)
             raw = self.text(at(path, "raw"), values["raw"])
             try:
@@ -57,7 +60,10 @@ class AttachedPartChecks(ValueChecks):
         ):
             path = at("ledger.totals", index)
             total = self.mapping(path, item)
-            values = {name: self.field(total, path, name) for name in TOTAL_COLUMNS}
+            values = {
+                name: self.field(total, path, name, 0 if name in OPTIONAL_COLUMNS else MISSING)
+                for name in TOTAL_COLUMNS
+            }
             group = (
                 self.name(at(path, "branch"), values["branch"]),
                 self.text(at(path, "purpose"), values["purpose"], empty=False),

@@ -25,7 +25,14 @@ __all__ = [
 ]
 
 BookingReason = Literal["new", "update", "duplicate", "stale"]
-TOTALS_COLUMNS = ("calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd", "cost_unknown_calls")
+TOTALS_COLUMNS = (
+    "calls",
+    "unknown_calls",
+    *COUNT_FIELDS,
+    "cost_nano_usd",
+    "cost_unknown_calls",
+    "cacheable_prefix",
+)
 """The running totals of a group, each changed by a signed difference."""
 
 
@@ -43,6 +50,10 @@ class LedgerRecord:
     record, ``{}`` for a complete one."""
     cost: float | None
     """USD, or None when the model has no price or a needed count is unknown."""
+    cacheable_prefix: int | None = None
+    """Leading input tokens identical to the thread's previous request, as the callback
+    handler measured them (:mod:`ctx_langgraph.budget.prefix`), or None when not measured.
+    Compare with ``usage.cache_read``, what the provider says its cache read."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class StoredCall:
     cost_nano: int | None
     response_id: str | None
     raw: dict[str, Any]
+    cacheable_prefix: int | None = None
 
     @property
     def booked(self) -> bool:
@@ -82,6 +94,7 @@ def ledger_record(call_key: str, scope: Scope, stored: StoredCall) -> LedgerReco
         version=stored.version,
         usage=usage,
         cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
+        cacheable_prefix=stored.cacheable_prefix,
     )
 
 
@@ -101,6 +114,7 @@ def _totals_row(stored: StoredCall, sign: int) -> dict[str, int]:
     row["unknown_calls"] = sign * (stored.status == "unknown")
     row["cost_nano_usd"] = sign * (stored.cost_nano or 0)
     row["cost_unknown_calls"] = sign * (stored.cost_nano is None)
+    row["cacheable_prefix"] = sign * (stored.cacheable_prefix or 0)
     return row
 
 
@@ -112,8 +126,10 @@ def plan_booking(
     status: UsageStatus,
     version: int,
     cost_nano: Callable[[NormalizedUsage], int | None],
+    cacheable_prefix: int | None = None,
 ) -> BookingPlan:
-    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes."""
+    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes
+    (``cacheable_prefix`` None keeps the booked value, as an unknown count does)."""
     zero = dict.fromkeys(COUNT_FIELDS, 0)
     if old.booked and version <= old.version:
         return BookingPlan(old, "duplicate" if version == old.version else "stale", [], zero, 0)
@@ -129,6 +145,7 @@ def plan_booking(
         cost_nano=cost_nano(merged),
         response_id=merged.response_id,
         raw={} if status == "complete" else dict(usage.raw),
+        cacheable_prefix=cacheable_prefix if cacheable_prefix is not None else old.cacheable_prefix,
     )
     adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
     for record, sign in ((old, -1), (stored, 1)):

@@ -5,6 +5,11 @@ including the summarizer and models in nodes you do not own, is booked, with its
 from the call's metadata (``ctx_purpose``) or tags (``ctx:summary``). Streamed calls are folded
 with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulative usage is not
 summed twice.
+
+Each call's ``cacheable_prefix`` is measured when it starts: the request's part digests (tool
+schemas, then each message; :mod:`ctx_langgraph.budget.prefix`) against those of the thread's
+previous request, which the ledger keeps in its database (``note_request``), so the measure
+carries over a restart. It is booked next to the provider's ``cache_read`` when the call ends.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, GenerationChunk, LLMResult
 
+from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
+from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 from ctx_langgraph.usage.accumulator import UsageAccumulator
@@ -41,6 +48,8 @@ class _Run:
     purpose: str
     model: str | None
     accumulator: UsageAccumulator = field(default_factory=UsageAccumulator)
+    request: RequestShape | None = None
+    cacheable_prefix: int | None = None
 
 
 def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, default: str) -> str:
@@ -71,6 +80,11 @@ def scope_of(metadata: Mapping[str, Any] | None, fallback: Scope | None) -> Scop
     )
 
 
+def _tools_from(kwargs: Mapping[str, Any]) -> list[Any]:
+    tools = (kwargs.get("invocation_params") or {}).get("tools")
+    return list(tools) if isinstance(tools, list | tuple) else []
+
+
 def _model_from(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:
     params = kwargs.get("invocation_params") or {}
     for key in ("model", "model_name", "model_id"):
@@ -88,12 +102,54 @@ class _LedgerHandlerCore:
         *,
         scope: Scope | str | None = None,
         default_purpose: str = "answer",
+        counter: TokenCounter | None = None,
+        measure_prefix: bool = True,
     ) -> None:
         self.ledger = ledger
         self.scope = Scope(scope) if isinstance(scope, str) else scope
         self.default_purpose = default_purpose
+        self.counter = counter
+        """Counts the request's parts for ``cacheable_prefix``; by default the call's model
+        picks it (tiktoken for OpenAI-family names, the calibrated approximation otherwise)."""
+        self.measure_prefix = measure_prefix
+        self._counters: dict[str, TokenCounter] = {}
+        self._count_cache = CountCache()
         self._runs: dict[UUID, _Run] = {}
         self._lock = threading.Lock()
+
+    def _counter_for(self, model: str | None) -> TokenCounter:
+        if self.counter is not None:
+            return self.counter
+        name = model or ""
+        with self._lock:
+            counter = self._counters.get(name)
+            if counter is None:
+                counter = self._counters[name] = default_counter(name or None)
+        return counter
+
+    def _shape(
+        self, run: _Run | None, messages: Sequence[Sequence[BaseMessage]], kwargs: Mapping[str, Any]
+    ) -> RequestShape | None:
+        """The request's parts, when its cacheable prefix is to be measured."""
+        if run is None or not self.measure_prefix or not messages:
+            return None
+        try:
+            shape = request_shape(
+                messages[0],
+                self._counter_for(run.model),
+                tools=_tools_from(kwargs),
+                cache=self._count_cache,
+            )
+        except Exception as exc:  # measuring must never break the call
+            log.warning("ctx-langgraph: could not measure the request's prefix: %s", exc)
+            return None
+        run.request = shape
+        return shape
+
+    @staticmethod
+    def _measured(run: _Run, previous: tuple[str, ...] | None) -> None:
+        if run.request is not None:
+            run.cacheable_prefix = cacheable_prefix(previous, run.request)
 
     def _start(
         self,
@@ -102,20 +158,22 @@ class _LedgerHandlerCore:
         tags: Sequence[str] | None,
         metadata: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
-    ) -> None:
+    ) -> _Run | None:
         scope = scope_of(metadata, self.scope)
         if scope is None:
             log.warning(
                 "ctx-langgraph: model call %s has no thread_id and the handler no scope; not booked",
                 run_id,
             )
-            return
+            return None
+        run = _Run(
+            scope,
+            purpose_of(tags, metadata, self.default_purpose),
+            _model_from(serialized, kwargs),
+        )
         with self._lock:
-            self._runs[run_id] = _Run(
-                scope,
-                purpose_of(tags, metadata, self.default_purpose),
-                _model_from(serialized, kwargs),
-            )
+            self._runs[run_id] = run
+        return run
 
     def _chunk(self, run_id: UUID, chunk: Any) -> None:
         run = self._runs.get(run_id)
@@ -159,11 +217,20 @@ class _LedgerHandlerCore:
             usage = replace(usage, complete=False)
         key = call_key_for(usage, message_id=message_id, attempt_id=str(run_id))
         status = usage.status if error is None else ("partial" if usage.known else "unknown")
-        return key, usage, run.scope, run.purpose, status
+        return key, usage, run.scope, run.purpose, status, run.cacheable_prefix
 
 
 class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
     """Books every chat-model call of a run (sync; LangChain runs it in a thread for async runs).
+
+    Args:
+        ledger: where the calls are booked.
+        scope: the thread of calls whose run metadata has no ``thread_id``.
+        default_purpose: the purpose of a call with no ``ctx_purpose`` metadata or tag.
+        counter: counts the request's parts for its ``cacheable_prefix`` (default: picked by
+            each call's model name).
+        measure_prefix: measure each call's ``cacheable_prefix`` against the thread's previous
+            request (one small read-and-write of the ledger's database when a call starts).
 
     Example:
         .. code-block:: python
@@ -185,7 +252,13 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, serialized, tags, metadata, kwargs)
+        run = self._start(run_id, serialized, tags, metadata, kwargs)
+        shape = self._shape(run, messages, kwargs)
+        if run is not None and shape is not None:
+            try:
+                self._measured(run, self.ledger.note_request(run.scope, shape.digests))
+            except Exception as exc:  # the ledger's database down must not fail the call
+                log.warning("ctx-langgraph: could not note the request's digests: %s", exc)
 
     def on_llm_new_token(
         self,
@@ -208,9 +281,15 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
     def _book(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
         if booking is None:
             return None
-        key, usage, scope, purpose, status = booking
+        key, usage, scope, purpose, status, prefix = booking
         return self.ledger.record(
-            key, usage, scope=scope, purpose=purpose, status=status, version=FINAL_VERSION
+            key,
+            usage,
+            scope=scope,
+            purpose=purpose,
+            status=status,
+            version=FINAL_VERSION,
+            cacheable_prefix=prefix,
         )
 
 
@@ -229,7 +308,13 @@ class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._start(run_id, serialized, tags, metadata, kwargs)
+        run = self._start(run_id, serialized, tags, metadata, kwargs)
+        shape = self._shape(run, messages, kwargs)
+        if run is not None and shape is not None:
+            try:
+                self._measured(run, await self.ledger.anote_request(run.scope, shape.digests))
+            except Exception as exc:  # the ledger's database down must not fail the call
+                log.warning("ctx-langgraph: could not note the request's digests: %s", exc)
 
     async def on_llm_new_token(
         self,
@@ -252,7 +337,13 @@ class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
     async def _abook(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
         if booking is None:
             return None
-        key, usage, scope, purpose, status = booking
+        key, usage, scope, purpose, status, prefix = booking
         return await self.ledger.arecord(
-            key, usage, scope=scope, purpose=purpose, status=status, version=FINAL_VERSION
+            key,
+            usage,
+            scope=scope,
+            purpose=purpose,
+            status=status,
+            version=FINAL_VERSION,
+            cacheable_prefix=prefix,
         )

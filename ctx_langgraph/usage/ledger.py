@@ -50,7 +50,7 @@ GROUP_COLUMNS = ("tenant", "thread_id", "branch", "purpose", "provider", "model"
 _CALL_COLS = (
     "call_key, tenant, thread_id, branch, purpose, provider, model, status, version, response_id, "
     + ", ".join(COUNT_FIELDS)
-    + ", cost_nano_usd, raw"
+    + ", cost_nano_usd, raw, cacheable_prefix"
 )
 
 
@@ -85,6 +85,8 @@ class UsageTotals:
     """Sum of the known costs, USD."""
     cost_unknown_calls: int
     """Calls whose cost is unknown: when above 0, ``cost`` is a lower bound."""
+    cacheable_prefix: int = 0
+    """Sum of the measured cacheable prefixes (compare with ``counts["cache_read"]``)."""
 
 
 def _stored(value: str | None) -> str | None:
@@ -111,6 +113,7 @@ def _stored_from_row(row: Sequence[Any]) -> StoredCall:
         },
         cost_nano=None if row[16] is None else int(row[16]),
         raw=json.loads(row[17]),
+        cacheable_prefix=None if row[18] is None else int(row[18]),
     )
 
 
@@ -123,7 +126,7 @@ _UPDATE_CALL = (
     "UPDATE ctx_usage_calls SET purpose = ?, provider = ?, model = ?, status = ?, version = ?, "
     "response_id = ?, "
     + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
-    + ", cost_nano_usd = ?, raw = ?, updated_at = ? WHERE call_key = ?"
+    + ", cost_nano_usd = ?, raw = ?, cacheable_prefix = ?, updated_at = ? WHERE call_key = ?"
 )
 _ADD_TO_TOTALS = (
     f"INSERT INTO ctx_usage_totals (tenant, thread_id, branch, purpose, provider, model, "
@@ -143,6 +146,7 @@ class _Event:
     purpose: str
     status: UsageStatus
     version: int
+    cacheable_prefix: int | None = None
 
 
 def _record_op(
@@ -163,6 +167,7 @@ def _record_op(
         status=event.status,
         version=event.version,
         cost_nano=cost_nano,
+        cacheable_prefix=event.cacheable_prefix,
     )
     if plan.reason in ("new", "update"):
         yield from _write_row(d, event.call_key, plan.stored, now)
@@ -216,6 +221,7 @@ def _write_row(d: Dialect, call_key: str, stored: StoredCall, now: dt.datetime) 
             *(stored.counts[name] for name in COUNT_FIELDS),
             stored.cost_nano,
             json.dumps(stored.raw, default=str),
+            stored.cacheable_prefix,
             d.ts(now),
             store_text(call_key),
         ),
@@ -237,6 +243,31 @@ def _add_to_totals(owner: Scope, plan: BookingPlan) -> Op[None]:
                 *(change.get(c, 0) for c in TOTALS_COLUMNS),
             ),
         )
+
+
+_SWAP_REQUEST = (
+    "INSERT INTO ctx_usage_requests (tenant, thread_id, branch, digests, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, branch) DO UPDATE SET "
+    "digests = excluded.digests, updated_at = excluded.updated_at"
+)
+
+
+def _note_request_op(
+    d: Dialect, scope: Scope, digests: tuple[str, ...], now: dt.datetime
+) -> Op[tuple[str, ...] | None]:
+    """Read the thread's last request digests under a row lock and replace them, in one
+    transaction (two calls of one thread racing each measure against the one before)."""
+    key = (scope.tenant, scope.thread_id, scope.branch)
+    row = yield Stmt(
+        "SELECT digests FROM ctx_usage_requests WHERE tenant = ? AND thread_id = ? AND branch = ?"
+        + d.for_update,
+        key,
+        "one",
+    )
+    yield Stmt(_SWAP_REQUEST, (*key, " ".join(digests), d.ts(now)))
+    if row is None:
+        return None
+    return tuple(str(row[0]).split())
 
 
 def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
@@ -310,6 +341,7 @@ def _totals_op(
                 counts={name: named[name] for name in COUNT_FIELDS},
                 cost=named["cost_nano_usd"] / 1e9,
                 cost_unknown_calls=named["cost_unknown_calls"],
+                cacheable_prefix=named["cacheable_prefix"],
             )
         )
     return totals
@@ -356,6 +388,7 @@ class UsageLedger:
         purpose: str,
         status: UsageStatus | None,
         version: int,
+        cacheable_prefix: int | None = None,
     ) -> Op[BookedDelta]:
         if not call_key:
             raise ValueError("call_key must be a non-empty string")
@@ -363,8 +396,16 @@ class UsageLedger:
             raise ValueError("purpose must be a non-empty string")
         if version < 0:
             raise ValueError(f"version must be >= 0, got {version}")
+        if cacheable_prefix is not None and cacheable_prefix < 0:
+            raise ValueError(f"cacheable_prefix must be >= 0, got {cacheable_prefix}")
         event = _Event(
-            call_key, ensure_scope(scope), usage, purpose, status or usage.status, version
+            call_key,
+            ensure_scope(scope),
+            usage,
+            purpose,
+            status or usage.status,
+            version,
+            cacheable_prefix,
         )
         return _record_op(self.store.dialect, event, self._cost_nano, self.store.clock())
 
@@ -377,6 +418,7 @@ class UsageLedger:
         purpose: str = "answer",
         status: UsageStatus | None = None,
         version: int = 0,
+        cacheable_prefix: int | None = None,
     ) -> BookedDelta:
         """Record a call's usage and book the difference to what was booked for it before.
 
@@ -388,8 +430,11 @@ class UsageLedger:
             status: ``complete``, ``partial`` or ``unknown``; derived from ``usage`` by default.
             version: orders the events of one call: a higher version replaces the record, an
                 equal one is a duplicate (booked 0), a lower one is stale (booked 0).
+            cacheable_prefix: the request's leading input tokens identical to the thread's
+                previous request (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`; the
+                callback handlers measure it); None keeps what was booked.
         """
-        op = self._booking(call_key, usage, scope, purpose, status, version)
+        op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
         return self.store.run(op, write=True)
 
     async def arecord(
@@ -401,10 +446,40 @@ class UsageLedger:
         purpose: str = "answer",
         status: UsageStatus | None = None,
         version: int = 0,
+        cacheable_prefix: int | None = None,
     ) -> BookedDelta:
         """Async twin of :meth:`record`."""
-        op = self._booking(call_key, usage, scope, purpose, status, version)
+        op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
         return await self.store.arun(op, write=True)
+
+    def _note_request(
+        self, scope: Scope | str, digests: Sequence[str]
+    ) -> Op[tuple[str, ...] | None]:
+        return _note_request_op(
+            self.store.dialect, ensure_scope(scope), tuple(digests), self.store.clock()
+        )
+
+    def note_request(self, scope: Scope | str, digests: Sequence[str]) -> tuple[str, ...] | None:
+        """Store ``digests`` as the part digests of the thread's last request and return the
+        ones stored before (None when the thread had none): the previous request a call's
+        cacheable prefix is measured against, kept in the database so it survives a restart.
+
+        Example:
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+            >>> ledger = UsageLedger(store)
+            >>> ledger.note_request("t", ["tools", "system", "hi"]) is None
+            True
+            >>> ledger.note_request("t", ["tools", "system", "hi", "hello"])
+            ('tools', 'system', 'hi')
+        """
+        return self.store.run(self._note_request(scope, digests), write=True)
+
+    async def anote_request(
+        self, scope: Scope | str, digests: Sequence[str]
+    ) -> tuple[str, ...] | None:
+        """Async twin of :meth:`note_request`."""
+        return await self.store.arun(self._note_request(scope, digests), write=True)
 
     def get(self, call_key: str) -> LedgerRecord | None:
         """The record of one call, or None."""

@@ -27,8 +27,11 @@ __all__ = [
     "import_rows",
 ]
 
-LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals")
+LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals", "ctx_usage_requests")
 """The ledger's tables, in the order a thread's rows are deleted from them."""
+OPTIONAL_COLUMNS = {"cacheable_prefix": None}
+"""Exported fields added after the export format was first written, with the value an older
+export's row gets (a call's cacheable prefix unmeasured; nothing in the totals)."""
 CALL_COLUMNS = (
     "call_key",
     "branch",
@@ -43,6 +46,7 @@ CALL_COLUMNS = (
     "raw",
     "created_at",
     "updated_at",
+    "cacheable_prefix",
 )
 """The fields of an exported call, in column order."""
 TOTAL_COLUMNS = (
@@ -55,6 +59,7 @@ TOTAL_COLUMNS = (
     *COUNT_FIELDS,
     "cost_nano_usd",
     "cost_unknown_calls",
+    "cacheable_prefix",
 )
 """The fields of an exported total, in column order (the first four are its group)."""
 _TIMES = frozenset({"created_at", "updated_at"})
@@ -111,6 +116,12 @@ def _when(d: Dialect, value: str | None) -> Any:
     return None if value is None else d.ts(dt.datetime.fromisoformat(value))
 
 
+def _value(call: Mapping[str, Any], name: str) -> Any:
+    if name in OPTIONAL_COLUMNS:
+        return call.get(name, OPTIONAL_COLUMNS[name])
+    return call[name]
+
+
 def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
     """Write the ``"ledger"`` part of a checked thread export as ``scope``'s thread's rows.
     Returns the number of calls written."""
@@ -120,7 +131,10 @@ def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
             f"INSERT INTO ctx_usage_calls (tenant, thread_id, {_CALLS}) "
             f"VALUES ({marks(len(CALL_COLUMNS) + 2)})",
             many=[
-                (*key, *(_when(d, call[n]) if n in _TIMES else call[n] for n in CALL_COLUMNS))
+                (
+                    *key,
+                    *(_when(d, call[n]) if n in _TIMES else _value(call, n) for n in CALL_COLUMNS),
+                )
                 for call in ledger["calls"]
             ],
         )
@@ -128,6 +142,15 @@ def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
         yield Stmt(
             f"INSERT INTO ctx_usage_totals (tenant, thread_id, {_TOTALS}) "
             f"VALUES ({marks(len(TOTAL_COLUMNS) + 2)})",
-            many=[(*key, *(total[n] for n in TOTAL_COLUMNS)) for total in ledger["totals"]],
+            many=[
+                (
+                    *key,
+                    *(
+                        total.get(n, 0) if n in OPTIONAL_COLUMNS else total[n]
+                        for n in TOTAL_COLUMNS
+                    ),
+                )
+                for total in ledger["totals"]
+            ],
         )
     return len(ledger["calls"])

@@ -57,10 +57,30 @@ def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
     ]
 
 
+def _prefix_tables(*, integer: str, timestamp: str) -> list[str]:
+    """Version 7: each call's cacheable prefix (leading input tokens identical to the thread's
+    previous request) next to the provider's cache reads, its sum in the totals, and the part
+    digests of each thread's last request, so the measure survives a restart."""
+    return [
+        f"ALTER TABLE ctx_usage_calls ADD COLUMN cacheable_prefix {integer}",
+        f"ALTER TABLE ctx_usage_totals ADD COLUMN cacheable_prefix {integer} NOT NULL DEFAULT 0",
+        f"""CREATE TABLE ctx_usage_requests (
+            tenant TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            digests TEXT NOT NULL,
+            updated_at {timestamp} NOT NULL,
+            PRIMARY KEY (tenant, thread_id, branch)
+        )""",
+    ]
+
+
 SQLITE: Steps = {
     2: list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
+    7: list(_prefix_tables(integer="INTEGER", timestamp="REAL")),
 }
 
 POSTGRES: Steps = {
     2: list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
+    7: list(_prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
 }
