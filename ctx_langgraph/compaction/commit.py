@@ -92,6 +92,7 @@ def create_candidate(
     summarizer_id: str,
     summary_tokens: int,
     provider_state: dict[str, Any] | None,
+    metadata: dict[str, Any] | None = None,
 ) -> Flow[CompactionCheckpoint]:
     """The candidate checkpoint of the new summary, stored (not yet active)."""
     # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
@@ -121,6 +122,7 @@ def create_candidate(
         summary_tokens=summary_tokens,
         format_version=document.version,
         provider_state=provider_state,
+        metadata=metadata,
     )
     return candidate
 

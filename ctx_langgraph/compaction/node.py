@@ -67,6 +67,7 @@ from ctx_langgraph.compaction.summarize import (
     write_summary,
 )
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
+from ctx_langgraph.compaction.trail import next_trail, with_trail
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
@@ -104,6 +105,8 @@ class CompactNode:
     budget: ResolvedBudget = field(init=False)
     cap: int = field(init=False)
     """The summary's token cap."""
+    trail_tokens: int = field(init=False)
+    """The artifact trail's token cap (beside the summary's)."""
     provider: str | None = field(init=False)
     backend: CompactionBackend | None = field(init=False)
     window: ProviderWindow = field(init=False)
@@ -115,6 +118,7 @@ class CompactNode:
         derive("counter", self.counter or default_counter(self.model))
         derive("budget", self.config.resolve(self.model))
         derive("cap", min(self.config.summary_max_tokens, max(64, self.budget.target // 2)))
+        derive("trail_tokens", self.config.artifact_trail_cap(self.cap))
         derive("provider", provider_key(self.model))
         backend = self.config.compaction_backend
         derive("backend", None if backend == "local" else backend)
@@ -141,7 +145,7 @@ class CompactNode:
         """The compaction protocol; with ``commit=False`` it stops after storing the candidate
         (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
         turn = read_turn(state, config, self.budget.usable, commit=commit)
-        cap = self.cap if self.config.tail_fills_target else None
+        cap = self.cap + self.trail_tokens if self.config.tail_fills_target else None
         cut = choose_span_cut(turn, self.budget, self._counter, self.cache, summary_cap=cap)
         span = yield from locate_span(turn, cut, self.store)
         if not isinstance(span, Span):
@@ -183,15 +187,18 @@ class CompactNode:
         provider_state = yield from self.window.state(
             scope, turn.messages, span, turn.server, attempts.info
         )
+        trail = next_trail(active, snapshot.events, self.trail_tokens, self._counter, written.text)
+        text = with_trail(written.text, trail)
         candidate = yield from create_candidate(
             store,
             snapshot,
-            written.text,
+            text,
             active,
             span,
             written.summarizer.id,
-            self._counter.count_text(written.text),
+            self._counter.count_text(text),
             provider_state,
+            metadata=trail.metadata(),
         )
         if not commit:
             return {"candidate_id": candidate.id}
