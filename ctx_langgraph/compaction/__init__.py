@@ -1,5 +1,6 @@
 """Compaction: the rolling summary with a coverage cursor (docs/design.md §6)."""
 
+from ctx_langgraph.compaction.artifacts import Touch, span_touches
 from ctx_langgraph.compaction.cut import (
     CutPoint,
     choose_cut,
@@ -29,12 +30,16 @@ from ctx_langgraph.compaction.summarizers import (
     SummaryRequest,
     extract_key_facts,
 )
+from ctx_langgraph.compaction.trail import TRAIL_HEADING, ArtifactEntry, ArtifactTrail
 
 __all__ = [
     "REQUIRED_SECTIONS",
     "SUMMARY_FORMAT_VERSION",
     "SUMMARY_MESSAGE_ID",
     "SUMMARY_TAG",
+    "TRAIL_HEADING",
+    "ArtifactEntry",
+    "ArtifactTrail",
     "CompactNode",
     "CutPoint",
     "ExtractiveSummarizer",
@@ -44,11 +49,13 @@ __all__ = [
     "SummaryDocument",
     "SummaryItem",
     "SummaryRequest",
+    "Touch",
     "choose_cut",
     "extract_key_facts",
     "first_coverable",
     "make_compact_node",
     "pairing_problems",
+    "span_touches",
     "summary_message",
     "tool_groups",
     "validate_summary",
