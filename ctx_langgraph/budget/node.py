@@ -151,9 +151,10 @@ class BudgetNode:
         if floor > budget.trigger:
             log.warning(
                 "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
-                "and artifact trail up to %d + kept tail %d + memory up to %d), above the trigger %d: compaction "
-                "could run on every turn. Lower keep_recent_tokens, summary_max_tokens or the "
-                "memory's max_tokens, or raise the window.",
+                "and artifact trail up to %d + kept tail %d + memory up to %d), above the trigger "
+                "%d: compaction could run on every turn. Lower keep_recent_tokens, "
+                "summary_max_tokens, artifact_trail_tokens or the memory's max_tokens, or raise "
+                "the window.",
                 floor,
                 s.overhead_tokens,
                 summary_cap,
