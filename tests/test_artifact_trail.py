@@ -437,6 +437,7 @@ def test_the_trail_survives_several_compactions_in_the_store_and_the_view(
     state = asyncio.run(run())
     active = store.get_active("t")
     assert active is not None and active.generation >= 3
+    assert active.summarizer_id == summarizer.id  # the trail is the same whoever wrote the prose
     trail = ArtifactTrail.from_metadata(active.metadata[TRAIL_KEY])
     artifacts = [e.artifact for e in trail.entries]
     assert "/mnt/backups/ledger/nightly.tar.zst" in artifacts  # said at seq 1, kept since
