@@ -92,9 +92,12 @@ _CHANGES: Final = frozenset(
     {
         "write", "edit", "update", "patch", "replace", "delete", "remove", "rm", "rmdir",
         "move", "mv", "rename", "append", "insert", "save", "put", "upload", "apply", "modify",
-        "cp", "copy", "chmod", "chown", "truncate", "tee", "ln", "install", "set", "str",
+        "cp", "copy", "chmod", "chown", "truncate", "tee", "ln", "install", "set", "undo",
     }
 )  # fmt: skip
+_SUBCOMMANDS: Final = _CREATES | _CHANGES | {"view", "read", "get", "list", "show", "open"}
+"""An editor tool's ``command`` argument (``create``, ``view``, ``str_replace``): a verb, not a
+shell command."""
 
 
 @dataclass(frozen=True)
@@ -215,20 +218,31 @@ def _strings(value: Any) -> Iterator[tuple[str, str]]:
             yield from _strings(item)
 
 
+def _is_subcommand(key: str, value: str) -> bool:
+    return (
+        key.lower() in _COMMAND_KEYS
+        and " " not in value.strip()
+        and bool(_words(value) & _SUBCOMMANDS)
+    )
+
+
 def _call_touches(name: str, args: Any) -> tuple[tuple[ArtifactKind, str, Action], ...]:
     """What one tool call touches and how (docs/design.md §6)."""
+    strings = list(_strings(args))
     action = _verb_action(_words(name))
+    for key, value in strings:
+        if _is_subcommand(key, value):  # an editor's ``create``, ``view``, ``str_replace``
+            action = _verb_action(_words(value))
     touched: dict[tuple[ArtifactKind, str], Action] = {}
     commands: list[str] = []
-    for key, value in _strings(args):
-        if key.lower() in _COMMAND_KEYS and " " in value.strip():
+    for key, value in strings:
+        if _is_subcommand(key, value):
+            continue
+        if key.lower() in _COMMAND_KEYS and value.strip():
             commands.append(value.strip())
             verb, written = _command_action(value)
             for kind, artifact in find_artifacts(value):
                 touched.setdefault((kind, artifact), "changed" if artifact in written else verb)
-            continue
-        if key.lower() in _COMMAND_KEYS:  # an editor's sub-command: ``create``, ``view``
-            action = _verb_action(_words(value)) if value else action
             continue
         for kind, artifact in find_artifacts(value):
             touched.setdefault((kind, artifact), action)
