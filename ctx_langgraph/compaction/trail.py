@@ -6,7 +6,8 @@ where it was created, read, changed or mentioned, and its last known state (a ve
 excerpt). The compaction step computes it, whatever summarizer wrote the prose: the previous
 version's trail (:meth:`ArtifactTrail.from_checkpoint`) merged with the span's touches
 (:meth:`ArtifactTrail.merged`), then capped on its own (:meth:`ArtifactTrail.capped`,
-``ContextConfig.artifact_trail_tokens``), the entry touched longest ago going first. It is
+``ContextConfig.artifact_trail_tokens``): what was only read goes before what someone told of,
+before what was created or changed, and within each the entry touched longest ago first. It is
 stored structured in the checkpoint's ``metadata["artifact_trail"]`` and rendered as the
 summary text's last section (:data:`TRAIL_HEADING`), which the summary parser does not read
 as part of the prose; a summary cap never cuts it.
