@@ -491,3 +491,26 @@ def test_a_lookup_naming_an_artifact_returns_its_entry_and_events(
     assert COUNTER.count_text(text) <= 1500
     unnamed = json.loads(tool.invoke({"query": "filler something"}, config=cfg))
     assert "artifacts" not in unnamed
+
+
+@pytest.mark.parametrize("edit", ["delete_events", "hide_events"])
+def test_deleting_or_hiding_a_covered_event_clears_the_trail_that_quotes_it(
+    store: HistoryStore, edit: str
+) -> None:
+    secret = "The private key is kept in /home/ann/.ssh/id_ed25519 on the build host."
+    store.append(
+        "t",
+        [HumanMessage(secret, id="s1"), *[HumanMessage(f"m {n}", id=f"m{n}") for n in range(4)]],
+    )
+    snap = store.snapshot("t", through_seq=3)
+    trail = next_trail(None, snap.events, 500, COUNTER)
+    assert trail.entries[0].state == secret
+    metadata = {**trail.metadata(), "instructions": "keep the API decisions"}
+    committed = store.commit_candidate(
+        store.create_candidate(snap, summary_text=with_trail("# s", trail), metadata=metadata)
+    )
+    getattr(store, edit)("t", ["s1"])
+    version = next(v for v in store.list_versions("t") if v.id == committed.id)
+    assert version.status == "invalid" and version.summary_text is None
+    assert version.metadata == {"instructions": "keep the API decisions"}  # the rest stays
+    assert secret not in json.dumps(version.to_json())

@@ -34,7 +34,7 @@ from typing import Any, Final, cast
 
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.artifacts import ArtifactKind, Touch, span_touches
-from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
+from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY, CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.state import ArtifactsReport
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 TRAIL_HEADING: Final = "Artifact trail"
-TRAIL_KEY: Final = "artifact_trail"
+TRAIL_KEY: Final = ARTIFACT_TRAIL_KEY
 """The key of the trail in a checkpoint's ``metadata``."""
 TRAIL_VERSION: Final = 1
 MAX_TOUCHES: Final = 6
