@@ -76,6 +76,11 @@ class ContextConfig:
             message and so moves the request's cacheable prefix back to it; in batches it moves
             once every N tool results instead of on every one.
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
+        artifact_trail_tokens: the cap of the artifact trail each summary carries beside its
+            prose (the files, URLs, ids and commands the thread touched, with their seqs and
+            last known state; docs/design.md §6), at most the summary's own cap; the trail
+            touched longest ago goes first, what was only read before what someone told of
+            before what was changed. None: no trail.
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
         compaction_backoff_s: after a failed compaction the next one waits at least this long
@@ -116,6 +121,7 @@ class ContextConfig:
     clear_tool_results_keep: int | None = None
     clear_tool_results_batch: int = 4
     summary_max_tokens: int = 2_000
+    artifact_trail_tokens: int | None = 1_000
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
     compaction_backoff_s: float = 5.0
@@ -151,6 +157,11 @@ class ContextConfig:
         if self.summary_max_tokens < 64:
             raise ValueError(
                 f"summary_max_tokens must be at least 64, got {self.summary_max_tokens}"
+            )
+        if self.artifact_trail_tokens is not None and self.artifact_trail_tokens < 64:
+            raise ValueError(
+                f"artifact_trail_tokens must be at least 64 (or None: no trail), got "
+                f"{self.artifact_trail_tokens}"
             )
         if self.compaction_attempts < 1 or not self.compaction_timeout_s > 0:
             raise ValueError("compaction_attempts must be >= 1 and compaction_timeout_s > 0")
@@ -192,6 +203,20 @@ class ContextConfig:
         if self.output_reserve is not None:
             return self.output_reserve
         return min(DEFAULT_OUTPUT_RESERVE, window // 4)
+
+    def artifact_trail_cap(self, summary_cap: int) -> int:
+        """The artifact trail's token cap beside a summary capped at ``summary_cap``:
+        ``artifact_trail_tokens``, at most ``summary_cap`` (a small window's trail does not
+        outgrow its summary); 0 without a trail.
+
+        Example:
+            >>> ContextConfig().artifact_trail_cap(2_000), ContextConfig().artifact_trail_cap(597)
+            (1000, 597)
+            >>> ContextConfig(artifact_trail_tokens=None).artifact_trail_cap(2_000)
+            0
+        """
+        tokens = self.artifact_trail_tokens
+        return 0 if tokens is None else min(tokens, summary_cap)
 
     def margin(self, estimate: int) -> int:
         if isinstance(self.safety_margin, float):

@@ -27,6 +27,8 @@ from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
 __all__ = [
+    "ArtifactSighting",
+    "ArtifactsReport",
     "Baseline",
     "BudgetDecision",
     "BudgetReport",
@@ -290,6 +292,35 @@ class ProviderReport(TypedDict, total=False):
     """The compact endpoint's response id."""
 
 
+class ArtifactSighting(TypedDict):
+    """One entry of the artifact trail, as ``context["artifacts"]["newest"]`` lists it."""
+
+    artifact: str
+    """The path, URL, id or command."""
+    kind: str
+    """``path``, ``url``, ``id`` or ``command``."""
+    last_seq: int
+    """Where it was last touched."""
+    action: str
+    """What happened there: ``created``, ``read``, ``changed``, ``failed`` or ``mentioned``."""
+
+
+class ArtifactsReport(TypedDict):
+    """``context["artifacts"]``: the artifact trail the active summary carries (docs/design.md
+    §6), written by ``ctx_compact``. The whole trail is in the summary message and in the
+    summary version's ``metadata["artifact_trail"]``; the history lookup finds an entry by
+    its artifact."""
+
+    count: int
+    """Entries in the trail."""
+    tokens: int | None
+    """The tokens of its section of the summary message."""
+    evicted: int
+    """Entries its cap (``ContextConfig.artifact_trail_tokens``) dropped over the thread's life."""
+    newest: list[ArtifactSighting]
+    """The most recently touched entries, newest first (at most five)."""
+
+
 class CompactionReport(TypedDict, total=False):
     """``context["compaction"]``: the last compaction attempt, written by ``ctx_compact``
     (docs/design.md §6); ``ctx_budget`` does not send the same view back after a failure."""
@@ -447,6 +478,9 @@ class ContextReport(TypedDict, total=False):
     """Its generation (``ctx_compact``, ``ctx_budget``)."""
     covered_through_seq: int
     """The last seq it covers (``ctx_compact``, ``ctx_budget``)."""
+    artifacts: ArtifactsReport
+    """The artifact trail of the active summary: how many entries, its tokens, the newest
+    (``ctx_compact``)."""
     rebuild: bool
     """An edit took the summary away: ``ctx_budget`` sets it, ``ctx_compact`` clears it after
     rebuilding the summary from the raw history."""

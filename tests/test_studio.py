@@ -231,4 +231,6 @@ def test_a_compaction_asked_for_from_studio(studio, assistants):
 
     with SQLiteHistoryStore.from_path(studio.log.parent / "history.sqlite") as store:
         versions = [v for v in store.list_versions(thread_id) if v.status == "active"]
-    assert [v.metadata for v in versions] == [{"requested_by": "user", "instructions": focus}]
+    assert [(v.metadata["requested_by"], v.metadata["instructions"]) for v in versions] == [
+        ("user", focus)
+    ]

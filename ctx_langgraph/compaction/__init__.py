@@ -1,5 +1,6 @@
 """Compaction: the rolling summary with a coverage cursor (docs/design.md §6)."""
 
+from ctx_langgraph.compaction.artifacts import Touch, span_touches
 from ctx_langgraph.compaction.cut import (
     CutPoint,
     choose_cut,
@@ -31,6 +32,7 @@ from ctx_langgraph.compaction.summarizers import (
     extract_key_facts,
 )
 from ctx_langgraph.compaction.tool import COMPACT_TOOL_NAME, make_compact_tool
+from ctx_langgraph.compaction.trail import TRAIL_HEADING, ArtifactEntry, ArtifactTrail
 
 __all__ = [
     "COMPACT_TOOL_NAME",
@@ -38,6 +40,9 @@ __all__ = [
     "SUMMARY_FORMAT_VERSION",
     "SUMMARY_MESSAGE_ID",
     "SUMMARY_TAG",
+    "TRAIL_HEADING",
+    "ArtifactEntry",
+    "ArtifactTrail",
     "CompactNode",
     "CutPoint",
     "ExtractiveSummarizer",
@@ -47,6 +52,7 @@ __all__ = [
     "SummaryDocument",
     "SummaryItem",
     "SummaryRequest",
+    "Touch",
     "acompact_thread",
     "choose_cut",
     "compact_thread",
@@ -55,6 +61,7 @@ __all__ = [
     "make_compact_node",
     "make_compact_tool",
     "pairing_problems",
+    "span_touches",
     "summary_message",
     "tool_groups",
     "validate_summary",

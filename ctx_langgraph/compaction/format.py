@@ -59,6 +59,7 @@ from ctx_langgraph.compaction.summary_lines import (
     parse_statements,
     render_fact,
 )
+from ctx_langgraph.compaction.trail import TRAIL_HEADING
 from ctx_langgraph.errors import SummaryFormatError
 from ctx_langgraph.history.types import KeyFact
 
@@ -364,6 +365,8 @@ def _sections(text: str) -> tuple[int, dict[str, list[tuple[int, str]]]]:
             version = int(title.group(1))
             continue
         heading = _HEADING.match(line) or _BOLD_HEADING.match(line)
+        if heading and line.startswith("#") and clean_text(heading.group(1)) == TRAIL_HEADING:
+            break  # the artifact trail, always last: not prose (its states are verbatim text)
         known = _ALIASES.get(clean_text(heading.group(1)).lower()) if heading else None
         if heading and known is None and line.startswith("#"):
             current = None  # an extra section: its lines are ignored

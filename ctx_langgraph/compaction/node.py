@@ -79,6 +79,7 @@ from ctx_langgraph.compaction.summarize import (
     write_summary,
 )
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
+from ctx_langgraph.compaction.trail import next_trail, with_trail
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
@@ -116,6 +117,8 @@ class CompactNode:
     budget: ResolvedBudget = field(init=False)
     cap: int = field(init=False)
     """The summary's token cap."""
+    trail_tokens: int = field(init=False)
+    """The artifact trail's token cap (beside the summary's)."""
     provider: str | None = field(init=False)
     backend: CompactionBackend | None = field(init=False)
     window: ProviderWindow = field(init=False)
@@ -127,6 +130,7 @@ class CompactNode:
         derive("counter", self.counter or default_counter(self.model))
         derive("budget", self.config.resolve(self.model))
         derive("cap", min(self.config.summary_max_tokens, max(64, self.budget.target // 2)))
+        derive("trail_tokens", self.config.artifact_trail_cap(self.cap))
         derive("provider", provider_key(self.model))
         backend = self.config.compaction_backend
         derive("backend", None if backend == "local" else backend)
@@ -161,7 +165,8 @@ class CompactNode:
     def _compact(self, turn: Turn, commit: bool) -> Flow[dict[str, Any]]:
         request = turn.request
         # a requested compaction keeps its own (or the configured) tail: it does not fill the target
-        cap = self.cap if self.config.tail_fills_target and request is None else None
+        fills = self.config.tail_fills_target and request is None
+        cap = self.cap + self.trail_tokens if fills else None
         keep = request.get("keep_recent_tokens") if request is not None else None
         cut = choose_span_cut(
             turn, self.budget, self._counter, self.cache, summary_cap=cap, keep_recent_tokens=keep
@@ -206,16 +211,18 @@ class CompactNode:
         provider_state = yield from self.window.state(
             scope, turn.messages, span, turn.server, attempts.info
         )
+        trail = next_trail(active, snapshot.events, self.trail_tokens, self._counter, written.text)
+        text = with_trail(written.text, trail)
         candidate = yield from create_candidate(
             store,
             snapshot,
-            written.text,
+            text,
             active,
             span,
             written.summarizer.id,
-            self._counter.count_text(written.text),
+            self._counter.count_text(text),
             provider_state,
-            _recorded_request(turn),
+            metadata={**trail.metadata(), **_recorded_request(turn)},
         )
         if not commit:
             return {"candidate_id": candidate.id}
@@ -312,11 +319,11 @@ class CompactNode:
         return started
 
 
-def _recorded_request(turn: Turn) -> dict[str, Any] | None:
-    """What a summary version records of the request it was made for (None: automatic)."""
+def _recorded_request(turn: Turn) -> dict[str, Any]:
+    """What a summary version records of the request it was made for (nothing: automatic)."""
     request = turn.request
     if request is None:
-        return None
+        return {}
     return {
         "requested_by": request.get("requested_by"),
         "instructions": request.get("instructions"),

@@ -162,8 +162,9 @@ def compact_thread(
         >>> report = compact_thread(graph, thread, "keep the deploy details")
         >>> report["status"], report["requested"]["instructions"]
         ('committed', 'keep the deploy details')
-        >>> store.get_active("t").metadata
-        {'requested_by': 'app', 'instructions': 'keep the deploy details'}
+        >>> metadata = store.get_active("t").metadata
+        >>> metadata["requested_by"], metadata["instructions"]
+        ('app', 'keep the deploy details')
     """
     request = _request(instructions, requested_by, keep_recent_tokens)
     if isinstance(target, HistoryStore):

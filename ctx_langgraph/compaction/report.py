@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ctx_langgraph.compaction.summarize import Attempts
+from ctx_langgraph.compaction.trail import ArtifactTrail
 from ctx_langgraph.errors import CompactionFailed
 from ctx_langgraph.history.types import CompactionCheckpoint
 from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
@@ -83,6 +84,7 @@ def rewritten(
         "active_checkpoint_id": checkpoint.id,
         "active_generation": checkpoint.generation,
         "covered_through_seq": checkpoint.covered_through_seq,
+        "artifacts": ArtifactTrail.from_checkpoint(checkpoint).report(),
         "compaction": {
             **info,
             "status": status,

@@ -26,7 +26,12 @@ from ctx_langgraph.history.rows import (
     record_of,
     stored_optional,
 )
-from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
+from ctx_langgraph.history.types import (
+    DERIVED_METADATA_KEYS,
+    AppendResult,
+    HistoryEvent,
+    Scope,
+)
 from ctx_langgraph.storage.codec import load_text, store_names, store_text
 from ctx_langgraph.storage.dialects import Dialect, scope_key
 from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
@@ -274,6 +279,7 @@ def invalidate_covering(
             "AND covered_through_seq >= ?",
             where,
         )
+        yield from _clear_derived_metadata(where)
     if invalid:
         yield Stmt(
             "UPDATE ctx_checkpoints SET status = 'invalid', error = ? WHERE id = ?",
@@ -287,6 +293,24 @@ def invalidate_covering(
                 (scope.tenant, scope.thread_id, *chunk),
             )
     return invalid
+
+
+def _clear_derived_metadata(where: tuple[str, str, str, int]) -> Op[None]:
+    """The covering versions' metadata without what quotes the events (the artifact trail)."""
+    rows = yield Stmt(
+        "SELECT id, metadata FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? "
+        "AND branch = ? AND covered_through_seq >= ?",
+        where,
+        "all",
+    )
+    cleared = []
+    for checkpoint_id, text in rows:
+        metadata = json.loads(text)
+        if any(key in metadata for key in DERIVED_METADATA_KEYS):
+            kept = {k: v for k, v in metadata.items() if k not in DERIVED_METADATA_KEYS}
+            cleared.append((json.dumps(kept), checkpoint_id))
+    if cleared:
+        yield Stmt("UPDATE ctx_checkpoints SET metadata = ? WHERE id = ?", many=cleared)
 
 
 def _edit_visibility(

@@ -5,15 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
 from ctx_langgraph.core.scope import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 
 __all__ = [
+    "ARTIFACT_TRAIL_KEY",
     "DEFAULT_BRANCH",
     "DEFAULT_TENANT",
+    "DERIVED_METADATA_KEYS",
     "AppendResult",
     "AppendStatus",
     "BranchInfo",
@@ -27,6 +29,12 @@ __all__ = [
     "Scope",
     "SearchPage",
 ]
+
+ARTIFACT_TRAIL_KEY: Final = "artifact_trail"
+"""The key of a summary version's ``metadata`` holding its artifact trail."""
+DERIVED_METADATA_KEYS: Final = (ARTIFACT_TRAIL_KEY,)
+"""Keys of a summary version's ``metadata`` that quote the events it covers: an edit, hiding or
+deletion of a covered event clears them with the summary's text and key facts."""
 
 Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
 AppendStatus = Literal["appended", "duplicate", "revised"]

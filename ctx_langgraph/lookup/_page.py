@@ -72,6 +72,8 @@ class Page:
         """Records are shown in seq order, whatever order they were gathered in."""
         self.in_context: frozenset[str] = frozenset()
         """Event ids of the current turn's messages: searches leave them out."""
+        self.artifacts: list[dict[str, Any]] | None = None
+        """Entries of the artifact trail the query names, shown before the records."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         if self.in_time_order:
@@ -81,6 +83,8 @@ class Page:
             page["order"] = self.order
         if self.reduced:
             page["cap"] = f"{self.max_tokens} tokens: the room left in your context"
+        if self.artifacts:
+            page["artifacts"] = self.artifacts
         page.update(records=records, next_cursor=next_cursor)
         return json.dumps(page, ensure_ascii=False, separators=(",", ":"))
 
