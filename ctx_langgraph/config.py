@@ -7,8 +7,8 @@ rules + tool schemas + task state + memory + summary + uncovered tail + retrieve
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from ctx_langgraph.core.timestamps import TimestampSource
 
@@ -76,11 +76,16 @@ class ContextConfig:
             message and so moves the request's cacheable prefix back to it; in batches it moves
             once every N tool results instead of on every one.
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
-        artifact_trail_tokens: the cap of the artifact trail each summary carries beside its
-            prose (the files, URLs, ids and commands the thread touched, with their seqs and
-            last known state; docs/design.md §6), at most the summary's own cap; the trail
-            touched longest ago goes first, what was only read before what someone told of
-            before what was changed. None: no trail.
+        artifact_trail_tokens: the cap of the artifact trail each summary carries (the files,
+            URLs, ids and commands the thread touched, with their seqs and last known state;
+            docs/design.md §6); over it, what was touched longest ago goes first, what was only
+            read before what someone told of before what was changed. None: no trail.
+        artifact_trail_room: where the trail's room comes from. ``"beside"``: its own, beside
+            the summary's prose (up to the summary's cap: a compacted request is larger by the
+            trail); ``"inside"``: out of the summary's cap (up to half of it; the prose gets the
+            rest, and a compacted request stays the size it was). None (default): ``inside``
+            when the history lookup tool is wired (the lookup reaches the whole history and the
+            trail itself), else ``beside``.
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
         compaction_timeout_s: time budget of all attempts of one compaction together.
         compaction_backoff_s: after a failed compaction the next one waits at least this long
@@ -122,6 +127,7 @@ class ContextConfig:
     clear_tool_results_batch: int = 4
     summary_max_tokens: int = 2_000
     artifact_trail_tokens: int | None = 1_000
+    artifact_trail_room: Literal["beside", "inside"] | None = None
     compaction_attempts: int = 3
     compaction_timeout_s: float = 120.0
     compaction_backoff_s: float = 5.0
@@ -162,6 +168,11 @@ class ContextConfig:
             raise ValueError(
                 f"artifact_trail_tokens must be at least 64 (or None: no trail), got "
                 f"{self.artifact_trail_tokens}"
+            )
+        if self.artifact_trail_room not in (None, "beside", "inside"):
+            raise ValueError(
+                f"artifact_trail_room must be 'beside', 'inside' or None, got "
+                f"{self.artifact_trail_room!r}"
             )
         if self.compaction_attempts < 1 or not self.compaction_timeout_s > 0:
             raise ValueError("compaction_attempts must be >= 1 and compaction_timeout_s > 0")
@@ -206,17 +217,40 @@ class ContextConfig:
 
     def artifact_trail_cap(self, summary_cap: int) -> int:
         """The artifact trail's token cap beside a summary capped at ``summary_cap``:
-        ``artifact_trail_tokens``, at most ``summary_cap`` (a small window's trail does not
-        outgrow its summary); 0 without a trail.
+        ``artifact_trail_tokens``, at most ``summary_cap`` beside it, at most half of it inside
+        it (``artifact_trail_room``; unset counts as beside); 0 without a trail.
 
         Example:
             >>> ContextConfig().artifact_trail_cap(2_000), ContextConfig().artifact_trail_cap(597)
             (1000, 597)
+            >>> ContextConfig(artifact_trail_room="inside").artifact_trail_cap(597)
+            298
             >>> ContextConfig(artifact_trail_tokens=None).artifact_trail_cap(2_000)
             0
         """
         tokens = self.artifact_trail_tokens
-        return 0 if tokens is None else min(tokens, summary_cap)
+        if tokens is None:
+            return 0
+        return min(tokens, summary_cap // 2 if self.trail_inside else summary_cap)
+
+    @property
+    def trail_inside(self) -> bool:
+        """The artifact trail takes its room out of the summary's cap (``artifact_trail_room``)."""
+        return self.artifact_trail_room == "inside"
+
+    def with_trail_room(self, lookup: bool) -> ContextConfig:
+        """This configuration with ``artifact_trail_room`` decided when unset: ``inside`` when
+        the history lookup tool is wired (``lookup``), else ``beside``.
+
+        Example:
+            >>> ContextConfig().with_trail_room(lookup=True).artifact_trail_room
+            'inside'
+            >>> ContextConfig(artifact_trail_room="beside").with_trail_room(True).artifact_trail_room
+            'beside'
+        """
+        if self.artifact_trail_room is not None:
+            return self
+        return replace(self, artifact_trail_room="inside" if lookup else "beside")
 
     def margin(self, estimate: int) -> int:
         if isinstance(self.safety_margin, float):

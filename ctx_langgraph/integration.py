@@ -64,7 +64,7 @@ from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.lookup import is_history_lookup_tool, make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
@@ -224,6 +224,7 @@ def _context_nodes(
     model-backed memory extractor's are booked as they stream, as the model node's will be.
     Without ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer`."""
     booking = LedgerCallbackHandler(ledger) if book_model_calls else None
+    config = config.with_trail_room(lookup=any(is_history_lookup_tool(t) for t in tools))
     if summarizer is None:
         summarizer = default_summarizer(model, summary_model=summary_model, config=config)
     compact = make_compact_node(

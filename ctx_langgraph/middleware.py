@@ -180,7 +180,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         memory: LongTermMemory | None = None,
     ) -> None:
         super().__init__()
-        config = config or ContextConfig()
+        config = (config or ContextConfig()).with_trail_room(lookup=lookup_tool)
         own: list[BaseTool] = [make_history_lookup_tool(store)] if lookup_tool else []
         if compact_tool:
             own.append(make_compact_tool())

@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import itertools
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -339,10 +340,16 @@ def test_a_summary_text_without_a_trail_still_parses_and_reads_an_empty_trail(
     assert merged.entries == ()
 
 
-def test_the_node_keeps_room_for_the_trail_beside_the_summary() -> None:
+def test_the_trail_has_room_beside_or_inside_the_summary() -> None:
     store = SQLiteHistoryStore.from_path(":memory:")
     node = CompactNode(store, WINDOW, counter=COUNTER)
-    assert node.trail_tokens == min(1_000, node.cap)
+    assert node.trail_tokens == min(1_000, node.cap)  # beside the prose, up to its cap
+    inside = CompactNode(store, replace(WINDOW, artifact_trail_room="inside"), counter=COUNTER)
+    assert inside.trail_tokens == min(1_000, inside.cap // 2)  # the prose keeps half at least
+    assert WINDOW.with_trail_room(lookup=True).artifact_trail_room == "inside"
+    assert WINDOW.with_trail_room(lookup=False).artifact_trail_room == "beside"
+    with pytest.raises(ValueError, match="artifact_trail_room"):
+        ContextConfig(artifact_trail_room="under")  # type: ignore[arg-type]
     off = CompactNode(store, ContextConfig(**{**vars(WINDOW), "artifact_trail_tokens": None}))
     assert off.trail_tokens == 0
     with pytest.raises(ValueError, match="artifact_trail_tokens"):
@@ -365,7 +372,7 @@ def agent_reply(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage("Done: the file is read and the settings look fine. " * 2)
 
 
-def build(store: HistoryStore, summarizer: Any) -> Any:
+def build(store: HistoryStore, summarizer: Any, config: ContextConfig = WINDOW) -> Any:
     model = MeteringChatModel(replies=[agent_reply])
 
     def call_model(state: dict[str, Any]) -> dict[str, Any]:
@@ -384,10 +391,10 @@ def build(store: HistoryStore, summarizer: Any) -> Any:
         return {"messages": results}
 
     builder = StateGraph(ContextState)
-    builder.add_node("ctx_budget", make_budget_node(store, config=WINDOW, counter=COUNTER))
+    builder.add_node("ctx_budget", make_budget_node(store, config=config, counter=COUNTER))
     builder.add_node(
         "ctx_compact",
-        make_compact_node(store, config=WINDOW, counter=COUNTER, summarizer=summarizer),
+        make_compact_node(store, config=config, counter=COUNTER, summarizer=summarizer),
     )
     builder.add_node("model", call_model)
     builder.add_node("tools", tools)
@@ -450,6 +457,32 @@ def test_the_trail_survives_several_compactions_in_the_store_and_the_view(
     assert report["count"] == len(trail.entries) and report["tokens"] == trail.tokens
     assert report["newest"][0]["last_seq"] == trail.entries[-1].last_seq
     assert trail.tokens is not None and trail.tokens <= CompactNode(store, WINDOW).trail_tokens
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_trail_inside_the_summary_cap_leaves_the_prose_the_rest(
+    store: HistoryStore, mode: str
+) -> None:
+    inside = replace(WINDOW, artifact_trail_room="inside")
+    graph = build(store, ExtractiveSummarizer(), config=inside)
+    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+
+    async def run() -> None:
+        for turn in range(1, 70):
+            inputs = {"messages": [HumanMessage(chat(turn), id=f"h{turn}")]}
+            if mode == "sync":
+                graph.invoke(inputs, cfg)
+            else:
+                await graph.ainvoke(inputs, cfg)
+
+    asyncio.run(run())
+    node = CompactNode(store, inside, counter=COUNTER)
+    versions = [v for v in store.list_versions("t") if v.status in ("active", "superseded")]
+    assert len(versions) >= 3
+    for version in versions:  # prose and trail together within the summary's cap
+        trail = ArtifactTrail.from_metadata(version.metadata[TRAIL_KEY])
+        assert trail.entries and (trail.tokens or 0) <= node.trail_tokens
+        assert version.summary_tokens is not None and version.summary_tokens <= node.cap + 2
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

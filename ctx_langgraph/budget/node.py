@@ -149,16 +149,17 @@ class BudgetNode:
     def _warn_if_compaction_cannot_settle(self) -> None:
         s, budget = self.settings, self.budget
         summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
-        summary_cap += self.config.artifact_trail_cap(summary_cap)
+        if not self.config.trail_inside:  # a trail beside the summary takes room of its own
+            summary_cap += self.config.artifact_trail_cap(summary_cap)
         memory_cap = s.memory_allowance() if self.memory is not None else 0
         floor = s.overhead_tokens + summary_cap + budget.keep_recent_tokens + memory_cap
         if floor > budget.trigger:
             log.warning(
                 "ctx-langgraph: a compacted request can be %d tokens (tools and prompt %d + summary "
-                "and artifact trail up to %d + kept tail %d + memory up to %d), above the trigger "
-                "%d: compaction could run on every turn. Lower keep_recent_tokens, "
-                "summary_max_tokens, artifact_trail_tokens or the memory's max_tokens, or raise "
-                "the window.",
+                "with its artifact trail up to %d + kept tail %d + memory up to %d), above the "
+                "trigger %d: compaction could run on every turn. Lower keep_recent_tokens, "
+                "summary_max_tokens, artifact_trail_tokens or the memory's max_tokens, set "
+                "artifact_trail_room='inside', or raise the window.",
                 floor,
                 s.overhead_tokens,
                 summary_cap,

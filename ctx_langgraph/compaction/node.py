@@ -166,7 +166,7 @@ class CompactNode:
         request = turn.request
         # a requested compaction keeps its own (or the configured) tail: it does not fill the target
         fills = self.config.tail_fills_target and request is None
-        cap = self.cap + self.trail_tokens if fills else None
+        cap = self.cap + self._trail_beside(turn) if fills else None
         keep = request.get("keep_recent_tokens") if request is not None else None
         cut = choose_span_cut(
             turn, self.budget, self._counter, self.cache, summary_cap=cap, keep_recent_tokens=keep
@@ -203,15 +203,21 @@ class CompactNode:
         previous = (
             SummaryDocument.parse(active.summary_text) if active and active.summary_text else None
         )
+        # inside the summary's cap the trail takes its room first, and the prose gets the rest
+        room = self.trail_tokens
+        prose_cap = self.cap
+        if self.config.trail_inside:
+            room = next_trail(active, snapshot.events, room, self._counter).tokens or 0
+            prose_cap -= room
         written = yield from write_summary(
-            self._plan(turn), previous, snapshot, attempts, lambda: self._backoff(turn)
+            self._plan(turn, prose_cap), previous, snapshot, attempts, lambda: self._backoff(turn)
         )
         if written.text is None:
             return failed(attempts, turn.estimate, self.budget.usable, written.backoff)
         provider_state = yield from self.window.state(
             scope, turn.messages, span, turn.server, attempts.info
         )
-        trail = next_trail(active, snapshot.events, self.trail_tokens, self._counter, written.text)
+        trail = next_trail(active, snapshot.events, room, self._counter, written.text)
         text = with_trail(written.text, trail)
         candidate = yield from create_candidate(
             store,
@@ -257,13 +263,24 @@ class CompactNode:
         done["context"].update(written.backoff)
         return done
 
-    def _plan(self, turn: Turn) -> SummaryPlan:
+    def _trail_beside(self, turn: Turn) -> int:
+        """The room a trail beside the summary takes in the compacted request: the thread's
+        trail as the state last reported it (one compaction behind: a trail grows slowly, and
+        an empty one takes none)."""
+        if self.config.trail_inside or not self.trail_tokens:
+            return 0
+        reported = turn.context.get("artifacts")
+        tokens = reported.get("tokens") if reported else None
+        return min(self.trail_tokens, int(tokens or 0))
+
+    def _plan(self, turn: Turn, cap: int) -> SummaryPlan:
+        """Who summarizes, within ``cap`` tokens of prose."""
         return SummaryPlan(
             summarizer=self.summarizer,
             fallback=self.fallback,
             attempts=self.config.compaction_attempts,
             fallback_s=max(FALLBACK_MIN_S, self.config.compaction_timeout_s),
-            cap=self.cap,
+            cap=cap,
             counter=self._counter,
             backing_off=turn.backing_off,
             must_fit=turn.must_fit,

@@ -35,7 +35,11 @@ from ctx_langgraph.lookup._page import ARTIFACT as ARTIFACT
 from ctx_langgraph.lookup._page import NOTICE
 from ctx_langgraph.lookup._ranked import RANKED_ORDER as RANKED_ORDER
 from ctx_langgraph.lookup._state import ROOM_MARGIN as ROOM_MARGIN
-from ctx_langgraph.lookup.tool import DEFAULT_MAX_TOKENS, make_history_lookup_tool
+from ctx_langgraph.lookup.tool import (
+    DEFAULT_MAX_TOKENS,
+    is_history_lookup_tool,
+    make_history_lookup_tool,
+)
 from ctx_langgraph.lookup.tool import DESCRIPTION as DESCRIPTION
 from ctx_langgraph.lookup.tool import MIN_MAX_TOKENS as MIN_MAX_TOKENS
 from ctx_langgraph.lookup.tool import USAGE as USAGE
@@ -43,4 +47,10 @@ from ctx_langgraph.lookup.tool import USAGE as USAGE
 RANKED_NOTE = RANKED_ORDER
 """Another name of :data:`RANKED_ORDER`: what a page of a query says of its order."""
 
-__all__ = ["DEFAULT_MAX_TOKENS", "HANDLE_PREFIX", "NOTICE", "make_history_lookup_tool"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "HANDLE_PREFIX",
+    "NOTICE",
+    "is_history_lookup_tool",
+    "make_history_lookup_tool",
+]

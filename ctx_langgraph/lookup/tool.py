@@ -17,7 +17,12 @@ from ctx_langgraph.lookup._flows import lookup_flow
 from ctx_langgraph.lookup._page import ARTIFACT, Page
 from ctx_langgraph.lookup._state import MIN_MAX_TOKENS, page_cap
 
-__all__ = ["DEFAULT_MAX_TOKENS", "MIN_MAX_TOKENS", "make_history_lookup_tool"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MIN_MAX_TOKENS",
+    "is_history_lookup_tool",
+    "make_history_lookup_tool",
+]
 
 DEFAULT_MAX_TOKENS = 1500
 
@@ -162,4 +167,21 @@ def make_history_lookup_tool(
         handle_tool_error=True,
         response_format="content_and_artifact",
         handle_validation_error=_invalid_arguments,
+        metadata={LOOKUP_MARK: True},
     )
+
+
+LOOKUP_MARK = "ctx_history_lookup"
+"""The metadata key that marks a tool made by :func:`make_history_lookup_tool`."""
+
+
+def is_history_lookup_tool(tool: Any) -> bool:
+    """Whether ``tool`` was made by :func:`make_history_lookup_tool` (whatever its name).
+
+    Example:
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:")
+        >>> is_history_lookup_tool(make_history_lookup_tool(store, name="recall")), is_history_lookup_tool(len)
+        (True, False)
+    """
+    return bool((getattr(tool, "metadata", None) or {}).get(LOOKUP_MARK))
