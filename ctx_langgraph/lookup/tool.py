@@ -114,14 +114,13 @@ def make_history_lookup_tool(
         store: the history store the graph records into.
         max_tokens: the cap of every page, notice and cursors included (at least 300).
         counter: counts the page's tokens; exact ``gpt-4o`` tiktoken by default.
-        name: the tool's name.
+        name: the tool's name (:func:`is_history_lookup_tool` knows the tool by any name).
         description: what the model is told the tool does.
 
     Returns:
-        A LangChain tool (sync and async) returning a JSON page ``{"notice", "order",
-        "records", "next_cursor"}``; its ``ToolMessage`` carries the artifact
-        ``{"ctx_lookup": True}``: ``ctx_budget`` does not cap such a page (the tool bounds it)
-        and summarizers skip it (it quotes older events).
+        A LangChain tool (sync and async) returning a JSON page ``{"notice", "order", "records",
+        "next_cursor"}``; its ``ToolMessage`` carries the artifact ``{"ctx_lookup": True}``:
+        ``ctx_budget`` does not cap the page (the tool bounds it), summarizers skip it.
 
     Raises:
         ValueError: ``max_tokens`` is below 300.
