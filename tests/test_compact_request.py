@@ -5,6 +5,7 @@ instructions; a failing summarizer keeps the old one; a malformed request never 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -341,3 +342,26 @@ async def test_compact_thread_on_a_create_agent_graph() -> None:
     assert _request_of(version) == {"requested_by": "app", "instructions": FOCUS}
     out = agent.invoke({"messages": [HumanMessage("Go on.")]}, THREAD)
     assert out["messages"][0].id == SUMMARY_MESSAGE_ID and out["messages"][-1].content == "Noted."
+
+
+async def test_two_workers_asking_at_once_commit_in_turn(store: HistoryStore) -> None:
+    """Two compactions asked for at the same moment (two processes, two tabs of Studio): the
+    compare-and-swap lets one commit first; the other covers more or reconciles. No error,
+    no lost message, each committed version carries its own request."""
+    graph, _ = _agent(store)
+    _talk(graph, [*TURNS, *(f"More step {n}: /vault/more-{n}." for n in range(6))])
+    kwargs: dict[str, Any] = {"context_config": CONFIG}
+    first, second = await asyncio.gather(
+        acompact_thread(store, THREAD, "first worker", **kwargs),
+        acompact_thread(store, THREAD, "second worker", **kwargs),
+    )
+    assert {first["status"], second["status"]} <= {"committed", "reconciled", "nothing_to_cover"}
+    assert "committed" in (first["status"], second["status"])
+    versions = sorted(_committed(store), key=lambda v: v.generation)
+    assert [v.generation for v in versions] == list(range(1, len(versions) + 1))
+    assert all(v.metadata["instructions"] in ("first worker", "second worker") for v in versions)
+    covered = [v.covered_through_seq for v in versions]
+    assert covered == sorted(covered)
+    # the thread goes on, and every recorded message is still in the store
+    _talk(graph, ["Next question."])
+    assert len(store.read_events("t")) == 2 * (len(TURNS) + 6 + 1)
