@@ -100,7 +100,8 @@ def _handler(replay: ProviderReplay) -> type[BaseHTTPRequestHandler]:
                 with _METER_LOCK:
                     queue = deque([replay._metered(path, body, thread)])
             if not queue and path in replay.answer:
-                queue = deque([Reply(body=replay.answer[path](body))])
+                answered = replay.answer[path](body)  # a body, or a whole Reply (SSE)
+                queue = deque([answered if isinstance(answered, Reply) else Reply(body=answered)])
             if not queue:
                 self.send_response(404)
                 self.send_header("content-type", "application/json")
@@ -322,7 +323,32 @@ def responses_body(
     }
 
 
-def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -> list:
+def responses_stream(
+    resp_id: str,
+    usage: dict[str, Any],
+    text: str = "Done.",
+    output: list[dict[str, Any]] | None = None,
+) -> list:
+    """A Responses stream of one text message; ``output`` items (a server-side compaction
+    item...) come first, each as ``response.output_item.added`` then ``.done``."""
+    events = _responses_stream(resp_id, usage, text, len(output or ()))
+    if not output:
+        return events
+    extra: list[tuple[str | None, Any]] = []
+    for index, item in enumerate(output):
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            extra.append(
+                (kind, {"type": kind, "sequence_number": 0, "output_index": index, "item": item})
+            )
+    events = [*events[:2], *extra, *events[2:]]
+    completed = events[-1][1]["response"]
+    completed["output"] = [*output, *completed["output"]]
+    for number, (_name, data) in enumerate(events):
+        data["sequence_number"] = number
+    return events
+
+
+def _responses_stream(resp_id: str, usage: dict[str, Any], text: str, first: int) -> list:
     pending = {
         **responses_body(resp_id, None, text),
         "status": "in_progress",
@@ -351,7 +377,7 @@ def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -
             {
                 "type": "response.output_item.added",
                 "sequence_number": next(seq),
-                "output_index": 0,
+                "output_index": first,
                 "item": item,
             },
         ),
@@ -361,7 +387,7 @@ def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -
                 "type": "response.content_part.added",
                 "sequence_number": next(seq),
                 "item_id": item["id"],
-                "output_index": 0,
+                "output_index": first,
                 "content_index": 0,
                 "part": {"type": "output_text", "text": "", "annotations": []},
             },
@@ -372,7 +398,7 @@ def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -
                 "type": "response.output_text.delta",
                 "sequence_number": next(seq),
                 "item_id": item["id"],
-                "output_index": 0,
+                "output_index": first,
                 "content_index": 0,
                 "delta": text,
                 "logprobs": [],
@@ -384,7 +410,7 @@ def responses_stream(resp_id: str, usage: dict[str, Any], text: str = "Done.") -
                 "type": "response.output_text.done",
                 "sequence_number": next(seq),
                 "item_id": item["id"],
-                "output_index": 0,
+                "output_index": first,
                 "content_index": 0,
                 "text": text,
                 "logprobs": [],

@@ -237,20 +237,32 @@ async def test_a_failed_compact_call_still_commits_the_readable_summary(
         OpenAIResponsesCompaction(openai_model(server)).compact([HumanMessage("x")])
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
+@pytest.mark.parametrize("output_version", [None, "v0", "responses/v1", "v1"])
 def test_server_side_compaction_items_are_recorded_with_the_coverage_they_imply(
-    server: fp.ProviderReplay, store: HistoryStore
+    server: fp.ProviderReplay, store: HistoryStore, output_version: str | None, streaming: bool
 ):
+    """In every output format langchain-openai produces (``v1`` wraps the item in a
+    ``non_standard`` block), invoked or streamed."""
     threshold = 1_500
     compaction = {"type": "compaction", "id": "cmp_srv_1", "encrypted_content": "gAAAsrv=="}
 
     def reply(request: dict[str, Any]) -> Any:
         already = any(item.get("type") == "compaction" for item in request["input"])
         over = tokens_of(request) > threshold
-        return responses_reply(request, [compaction] if over and not already else None)
+        body = responses_reply(request, [compaction] if over and not already else None)
+        if not request.get("stream"):
+            return body
+        items = [item for item in body["output"] if item.get("type") == "compaction"]
+        text = body["output"][-1]["content"][0]["text"]
+        return fp.Reply(events=fp.responses_stream(body["id"], body["usage"], text, items))
 
     server.answer["/v1/responses"] = reply
     mode = [{"type": "compaction", "compact_threshold": threshold}]
-    model = openai_model(server, context_management=mode)
+    options: dict[str, Any] = {"streaming": streaming}
+    if output_version is not None:
+        options["output_version"] = output_version
+    model = openai_model(server, context_management=mode, **options)
     config = ContextConfig(context_window=50_000, output_reserve=1_000)  # we never compact here
     graph = create_context_agent(
         model, store=store, config=config, summarizer=OFFLINE, lookup_tool=False
@@ -408,6 +420,12 @@ def test_opaque_items_are_stripped_only_from_copies():
     assert stripped.content == [{"type": "text", "text": "hi"}] and message.content[0] == item
     assert without_provider_items(AIMessage("plain")).content == "plain"
     assert server_compaction_item(message) == item and server_compaction_item(stripped) is None
+    # langchain-openai's v1 output wraps the item; a stream's merge adds an index
+    wrapped = AIMessage(
+        [{"type": "non_standard", "value": {**item, "index": 0}}, {"type": "text", "text": "hi"}]
+    )
+    assert server_compaction_item(wrapped) == item
+    assert without_provider_items(wrapped).content == [{"type": "text", "text": "hi"}]
 
 
 def test_a_backend_that_is_not_an_adapter_is_refused():

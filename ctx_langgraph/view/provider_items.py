@@ -9,19 +9,50 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from ctx_langgraph.view.markers import PROVIDER_TOKENS, SUMMARY_FLAG
 
-__all__ = ["server_compaction_item", "window_messages", "without_provider_items"]
+__all__ = [
+    "provider_block",
+    "server_compaction_item",
+    "window_messages",
+    "without_provider_items",
+]
 
 _OPAQUE_BLOCKS: Final = frozenset({"compaction"})
 """Content block types only the provider that made them can read."""
 
 
+_STREAM_KEYS: Final = frozenset({"index", "sub_index"})
+"""Keys langchain adds to a block while merging a stream (not the provider's)."""
+
+
+def provider_block(block: Any) -> dict[str, Any] | None:
+    """A content block as its provider wrote it, in every output format langchain produces:
+    the block itself (``v0``, ``responses/v1``), or the value of the ``non_standard`` block
+    that wraps it (``v1``); without the keys a stream's merge adds. None for a text part.
+
+    Example:
+        >>> item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
+        >>> provider_block({"type": "non_standard", "value": item}) == item
+        True
+        >>> provider_block({**item, "index": 0}) == item, provider_block("text")
+        (True, None)
+    """
+    if not isinstance(block, dict):
+        return None
+    value = block.get("value")
+    if block.get("type") == "non_standard" and isinstance(value, dict):
+        block = value
+    return {key: part for key, part in block.items() if key not in _STREAM_KEYS}
+
+
 def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
-    """The compaction item a Responses reply carries (server-side compaction), if any."""
+    """The compaction item a Responses reply carries (server-side compaction), if any, in
+    whatever output format and whether streamed or not (:func:`provider_block`)."""
     if not isinstance(message, AIMessage) or not isinstance(message.content, list):
         return None
     for block in message.content:
-        if isinstance(block, dict) and block.get("type") == "compaction":
-            return dict(block)
+        item = provider_block(block)
+        if item is not None and item.get("type") == "compaction":
+            return item
     return None
 
 
@@ -33,7 +64,7 @@ def without_provider_items(message: BaseMessage) -> BaseMessage:
     kept = [
         block
         for block in message.content
-        if not (isinstance(block, dict) and block.get("type") in _OPAQUE_BLOCKS)
+        if (provider_block(block) or {}).get("type") not in _OPAQUE_BLOCKS
     ]
     if len(kept) == len(message.content):
         return message
