@@ -50,12 +50,14 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
+from ctx_langgraph.providers import chains_responses
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
+from ctx_langgraph.view.provider_items import chain_broken, unchained
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
@@ -213,6 +215,9 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             ledger=self._usage.ledger,
         )
         self._handler = LedgerCallbackHandler(self._usage.ledger)
+        self.chained = chains_responses(model)
+        """The model chains requests by ``previous_response_id``: a view the provider does not
+        hold (after a compaction or an edit) goes out whole, once."""
 
     def _node(self, kind: str) -> BudgetNode | CompactNode:
         return self._budget if kind == "budget" else self._compact
@@ -310,7 +315,12 @@ class _ModelCall:
 
     def _model_request(self, step: OverflowStep) -> ModelRequest[Any]:
         kind, state = step
-        return self.request if kind == "call" else self.request.override(messages=state["messages"])
+        request = self.request
+        messages = request.messages if kind == "call" else state["messages"]
+        context = request.state.get("context") if kind == "call" else state.get("context")
+        if self.middleware.chained and chain_broken(context):
+            messages = unchained(messages)  # the provider does not hold this view: send it whole
+        return request if messages is request.messages else request.override(messages=messages)
 
     def serve(self, step: OverflowStep) -> Any:
         kind, state = step

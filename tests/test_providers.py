@@ -10,12 +10,18 @@ from typing import Any
 
 import fake_providers as fp
 import pytest
+from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctx_langgraph import ContextConfig, ExtractiveSummarizer, create_context_agent
+from ctx_langgraph import (
+    ContextConfig,
+    ContextManagementMiddleware,
+    ExtractiveSummarizer,
+    create_context_agent,
+)
 from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.errors import ProviderCompactionError
 from ctx_langgraph.history import HistoryStore
@@ -510,3 +516,53 @@ def test_the_agent_asks_the_provider_for_an_exact_count_near_the_limit(
     assert counted and "provider" in methods
     assert len(counted) < len(methods) / 2  # asked only near the limit, not every turn
     assert all(body["model"] == "gpt-4.1" and body["input"] for body in counted)
+
+
+@pytest.mark.parametrize("mode", ["graph", "middleware"])
+def test_a_thread_chained_by_previous_response_id_sends_a_compacted_view_whole_once(
+    server: fp.ProviderReplay, store: HistoryStore, mode: str
+):
+    """With ``use_previous_response_id`` langchain sends only what follows the last reply and
+    the provider keeps the rest. A compaction (or an edit) changes the view the provider holds:
+    the next request goes out whole, without ``previous_response_id``, and starts a new chain;
+    the provider's context then never outgrows the window."""
+    held: dict[str, list[Any]] = {}  # response id -> the conversation the provider holds
+    largest = [0]
+
+    def reply(request: dict[str, Any]) -> Any:
+        previous = request.get("previous_response_id")
+        if previous is not None and previous not in held:
+            missing = f"Previous response with id '{previous}' not found."
+            return fp.Reply(400, fp.openai_error(missing, code="previous_response_not_found"))
+        context = [*held.get(previous or "", []), *request["input"]]
+        largest[0] = max(largest[0], tokens_of({"input": context}))
+        body = responses_reply({**request, "input": context})
+        held[body["id"]] = [*context, *body["output"]]
+        return body
+
+    server.answer["/v1/responses"] = reply
+    model = openai_model(server, use_previous_response_id=True)
+    config = ContextConfig(**SMALL)
+    run: Any = {"configurable": {"thread_id": f"chain-{mode}"}}
+    if mode == "graph":
+        graph = create_context_agent(
+            model, store=store, config=config, summarizer=OFFLINE, lookup_tool=False
+        ).compile(checkpointer=InMemorySaver())
+    else:
+        middleware = ContextManagementMiddleware(
+            store, model=model, config=config, summarizer=OFFLINE, lookup_tool=False
+        )
+        graph = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
+    for n in range(1, 30):
+        graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"c{n}")]}, run)
+
+    active = store.get_active(f"chain-{mode}")
+    assert active is not None and active.generation >= 2
+    requests = sent(server, "/v1/responses")
+    whole = [body for body in requests[1:] if "previous_response_id" not in body]
+    assert len(whole) >= active.generation  # once after each compaction
+    for body in whole:  # the compacted view, summary first
+        assert "Summary of the earlier conversation" in json.dumps(body["input"])
+    assert sum("previous_response_id" in body for body in requests) >= len(requests) // 2
+    # the provider's context stayed within the usable window (a little framing aside)
+    assert largest[0] <= config.resolve().usable * 1.1

@@ -56,6 +56,24 @@ def provider_key(model: Any) -> str:
     return ANTHROPIC if llm_type.startswith("anthropic") else llm_type
 
 
+def chains_responses(model: Any) -> bool:
+    """Whether ``model`` (or the model under ``bind_tools``) speaks the Responses API chained by
+    ``previous_response_id`` (``ChatOpenAI(use_previous_response_id=True)``): it then sends only
+    the messages after the last reply, and the provider keeps the rest.
+
+    Example:
+        >>> from langchain_openai import ChatOpenAI
+        >>> chains_responses(ChatOpenAI(model="gpt-4.1", use_previous_response_id=True, api_key="k"))
+        True
+        >>> chains_responses(ChatOpenAI(model="gpt-4.1", api_key="k")), chains_responses(None)
+        (False, False)
+    """
+    model = getattr(model, "bound", model)
+    return bool(getattr(model, "use_previous_response_id", False)) and (
+        provider_key(model) == OPENAI_RESPONSES
+    )
+
+
 # ----------------------------------------------------------------------------- context-length errors
 
 _OVERFLOW_CODES: Final = frozenset({"context_length_exceeded", "request_too_large"})

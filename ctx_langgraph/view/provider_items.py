@@ -3,6 +3,7 @@ provider's stored window, and a message without the blocks only its provider can
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -10,8 +11,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctx_langgraph.view.markers import PROVIDER_TOKENS, SUMMARY_FLAG
 
 __all__ = [
+    "chain_broken",
     "provider_block",
     "server_compaction_item",
+    "unchained",
     "window_messages",
     "without_provider_items",
 ]
@@ -89,4 +92,47 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
         if item.get("type") == "compaction" and isinstance(tokens, int):
             kwargs[PROVIDER_TOKENS] = tokens  # counted as the provider reported, not as ciphertext
         out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
+    return out
+
+
+def chain_broken(context: Any) -> bool:
+    """The view's prefix is not the one the provider holds for the thread: no baseline was
+    measured on it (a compaction dropped it, or none yet), or it was measured in another
+    projection epoch (an edit, cleared results, a provider switch). A model chained by
+    ``previous_response_id`` must then send the view whole, once.
+
+    Example:
+        >>> chain_broken({"projection_epoch": 2, "baseline": {"projection_epoch": 2}})
+        False
+        >>> chain_broken({"projection_epoch": 3, "baseline": {"projection_epoch": 2}}), chain_broken({})
+        (True, True)
+    """
+    context = context if isinstance(context, Mapping) else {}
+    baseline = context.get("baseline")
+    if not isinstance(baseline, Mapping):
+        return True
+    return bool(baseline.get("projection_epoch") != context.get("projection_epoch", 0))
+
+
+def unchained(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with the provider's response ids taken off the assistant messages' copies,
+    so a model with ``use_previous_response_id`` sends them whole and starts a new chain
+    instead of continuing one from a reply whose context is no longer the view.
+
+    Example:
+        >>> reply = AIMessage("ok", response_metadata={"id": "resp_1", "model_name": "gpt-4.1"})
+        >>> [m.response_metadata for m in unchained([HumanMessage("hi"), reply])]
+        [{}, {'model_name': 'gpt-4.1'}]
+        >>> reply.response_metadata["id"]
+        'resp_1'
+    """
+    out: list[BaseMessage] = []
+    for message in messages:
+        response_id = (
+            message.response_metadata.get("id") if isinstance(message, AIMessage) else None
+        )
+        if isinstance(response_id, str) and response_id.startswith("resp_"):
+            metadata = {k: v for k, v in message.response_metadata.items() if k != "id"}
+            message = message.model_copy(update={"response_metadata": metadata})
+        out.append(message)
     return out
