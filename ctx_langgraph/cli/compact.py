@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
 from ctx_langgraph.cli.args import UsageError, int_between, non_empty, one_line
 from ctx_langgraph.cli.export import add_history_options, check_history_database, open_store
 from ctx_langgraph.errors import (
@@ -44,14 +46,19 @@ def _compact(args: argparse.Namespace) -> int:
     except SummaryModelError as exc:
         raise UsageError(str(exc)) from None
     where = check_history_database(args)
-    run = {"configurable": {"thread_id": scope.thread_id, "ctx_tenant": scope.tenant}}
-    run["configurable"]["ctx_branch"] = scope.branch
+    run: RunnableConfig = {
+        "configurable": {
+            "thread_id": scope.thread_id,
+            "ctx_tenant": scope.tenant,
+            "ctx_branch": scope.branch,
+        }
+    }
     with contextlib.ExitStack() as stack:
         store = open_store(stack, args, scope, where)
         try:
             report = compact_thread(
                 store,
-                run,  # type: ignore[arg-type]  # a plain dict is a RunnableConfig
+                run,
                 args.instructions,
                 requested_by="user",
                 summarizer=summarizer,

@@ -79,7 +79,7 @@ from ctx_langgraph.compaction.summarize import (
     write_summary,
 )
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
-from ctx_langgraph.compaction.trail import next_trail, with_trail
+from ctx_langgraph.compaction.trail import ArtifactTrail, merged_trail, with_trail
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
@@ -205,9 +205,10 @@ class CompactNode:
         )
         # inside the summary's cap the trail takes its room first, and the prose gets the rest
         room = self.trail_tokens
+        merged = merged_trail(active, snapshot.events) if room > 0 else ArtifactTrail()
         prose_cap = self.cap
-        if self.config.trail_inside:
-            room = next_trail(active, snapshot.events, room, self._counter).tokens or 0
+        if self.config.trail_inside and room > 0:
+            room = merged.capped(room, self._counter).tokens or 0
             prose_cap -= room
         written = yield from write_summary(
             self._plan(turn, prose_cap), previous, snapshot, attempts, lambda: self._backoff(turn)
@@ -217,7 +218,7 @@ class CompactNode:
         provider_state = yield from self.window.state(
             scope, turn.messages, span, turn.server, attempts.info
         )
-        trail = next_trail(active, snapshot.events, room, self._counter, written.text)
+        trail = merged.capped(room, self._counter, written.text) if room > 0 else ArtifactTrail()
         text = with_trail(written.text, trail)
         candidate = yield from create_candidate(
             store,

@@ -41,14 +41,6 @@ from ctx_langgraph.view.summary import summary_message
 __all__ = ["acompact_thread", "compact_thread"]
 
 
-def _request(
-    instructions: str | None, requested_by: str, keep_recent_tokens: int | None
-) -> CompactRequest:
-    return compact_request(
-        instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
-    )
-
-
 def _graph_input(graph: Any, config: RunnableConfig, request: CompactRequest) -> dict[str, Any]:
     """The input that asks ``graph`` to compact the thread (checked: a context channel and a
     checkpointer)."""
@@ -166,7 +158,9 @@ def compact_thread(
         >>> metadata["requested_by"], metadata["instructions"]
         ('app', 'keep the deploy details')
     """
-    request = _request(instructions, requested_by, keep_recent_tokens)
+    request = compact_request(
+        instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
+    )
     if isinstance(target, HistoryStore):
         node = _store_node(target, context_config, summarizer, model, counter)
         return run(_store_flow(node, config, request))
@@ -187,7 +181,9 @@ async def acompact_thread(
     counter: TokenCounter | None = None,
 ) -> CompactionReport:
     """Async twin of :func:`compact_thread` (the graph's ``ainvoke``, the store's async methods)."""
-    request = _request(instructions, requested_by, keep_recent_tokens)
+    request = compact_request(
+        instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
+    )
     if isinstance(target, HistoryStore):
         node = _store_node(target, context_config, summarizer, model, counter)
         return await arun(_store_flow(node, config, request))

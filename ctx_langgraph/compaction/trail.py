@@ -43,6 +43,7 @@ __all__ = [
     "TRAIL_KEY",
     "ArtifactEntry",
     "ArtifactTrail",
+    "merged_trail",
     "next_trail",
     "with_trail",
 ]
@@ -313,5 +314,12 @@ def next_trail(
     when 0)."""
     if max_tokens <= 0:
         return ArtifactTrail()
-    merged = ArtifactTrail.from_checkpoint(active).merged(span_touches(events))
-    return merged.capped(max_tokens, counter, prose)
+    return merged_trail(active, events).capped(max_tokens, counter, prose)
+
+
+def merged_trail(
+    active: CompactionCheckpoint | None, events: Iterable[HistoryEvent]
+) -> ArtifactTrail:
+    """``active``'s trail merged with the touches of ``events``, before any cap (cap it with
+    :meth:`ArtifactTrail.capped`, as often as needed, without reading the events again)."""
+    return ArtifactTrail.from_checkpoint(active).merged(span_touches(events))
