@@ -28,7 +28,7 @@ from ctx_langgraph._overflow import OverflowStep, Recovered, merge_recovery, ret
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.state import ContextReport, merge_context
-from ctx_langgraph.view.provider_items import chain_broken, unchained
+from ctx_langgraph.view.provider_items import Wire
 
 __all__ = [
     "CTX_BUDGET",
@@ -145,9 +145,10 @@ class OverflowRetry:
     coerce: Callable[..., Any] | None
     """Builds the node's input from the channel values, as LangGraph does for a pydantic or
     dataclass state; None for a dict state."""
-    chained: bool = False
-    """The model chains its requests by ``previous_response_id``: a view the provider does not
-    hold (after a compaction or an edit) goes out whole, once (docs/design.md §6)."""
+    wire: Wire = Wire()
+    """What the model's wire protocol needs of the messages sent: no other provider's opaque
+    items, and a view the provider does not hold sent whole when requests are chained by
+    ``previous_response_id`` (docs/design.md §6)."""
 
     def _node_input(self, state: dict[str, Any], step: OverflowStep) -> Any:
         kind, view = step
@@ -157,8 +158,7 @@ class OverflowRetry:
             if self.own_context:
                 values["context"] = view["context"]
         context = view["context"] if kind == "retry" else state.get("context")
-        if self.chained and chain_broken(context):
-            values["messages"] = unchained(values.get("messages") or [])
+        values["messages"] = self.wire.messages(values.get("messages") or [], context)
         if not self.own_context:
             values.pop("context", None)
         return self.coerce(**values) if self.coerce is not None else values
@@ -225,7 +225,7 @@ def guarded_model_node(
     compact: Runnable[Any, Any],
     budget: Runnable[Any, Any],
     counter: TokenCounter,
-    chained: bool = False,
+    wire: Wire | None = None,
 ) -> ModelNode:
     """``runnable`` (the model node's) wrapped in :class:`OverflowRetry`. The wrapper reads the
     node's channels as a dict, plus the ``context`` channel when the node does not read it (taken
@@ -245,7 +245,9 @@ def guarded_model_node(
         if isclass(schema) and (issubclass(schema, BaseModel) or dataclasses.is_dataclass(schema))
         else None
     )
-    guard = OverflowRetry(runnable, compact, budget, counter, own_context, coerce, chained)
+    guard = OverflowRetry(
+        runnable, compact, budget, counter, own_context, coerce, wire or Wire()
+    )
     wrapped = RunnableCallable(
         guard.invoke, guard.ainvoke, name=model_node, trace=False, recurse=False
     )

@@ -66,7 +66,7 @@ from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import is_history_lookup_tool, make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
-from ctx_langgraph.providers import chains_responses
+from ctx_langgraph.providers import Wire, wire_of
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
@@ -132,8 +132,8 @@ class _ContextNodes(NamedTuple):
     counter: TokenCounter
     booking: BaseCallbackHandler | None
     """Books every chat-model call inside the model node (None: ``ctx_usage`` books alone)."""
-    chained: bool = False
-    """The model chains requests by ``previous_response_id`` (see ``OverflowRetry.chained``)."""
+    wire: Wire = Wire()
+    """What the model's wire protocol needs of the messages sent (``OverflowRetry.wire``)."""
 
 
 def _add_nodes(builder: Builder, nodes: _ContextNodes) -> None:
@@ -193,7 +193,7 @@ def _rewire_model_node(
         compact=nodes.compact,
         budget=nodes.budget,
         counter=nodes.counter,
-        chained=nodes.chained,
+        wire=nodes.wire,
     )
     splice(builder, model_node, guarded)
 
@@ -252,7 +252,7 @@ def _context_nodes(
         usage=make_usage_node(ledger, store=store, timestamp=config.timestamp),
         counter=counter or default_counter(model),
         booking=booking,
-        chained=chains_responses(model),
+        wire=wire_of(model),
     )
 
 

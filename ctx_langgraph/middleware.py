@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -50,14 +50,13 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
-from ctx_langgraph.providers import chains_responses
+from ctx_langgraph.providers import Wire, wire_of
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
-from ctx_langgraph.view.provider_items import chain_broken, unchained
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
@@ -215,9 +214,10 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             ledger=self._usage.ledger,
         )
         self._handler = LedgerCallbackHandler(self._usage.ledger)
-        self.chained = chains_responses(model)
-        """The model chains requests by ``previous_response_id``: a view the provider does not
-        hold (after a compaction or an edit) goes out whole, once."""
+        self.wire: Wire = wire_of(model)
+        """What the model's wire protocol needs of the messages sent: no other provider's
+        opaque items, and a view the provider does not hold sent whole when requests are
+        chained by ``previous_response_id``."""
 
     def _node(self, kind: str) -> BudgetNode | CompactNode:
         return self._budget if kind == "budget" else self._compact
@@ -318,9 +318,10 @@ class _ModelCall:
         request = self.request
         messages = request.messages if kind == "call" else state["messages"]
         context = request.state.get("context") if kind == "call" else state.get("context")
-        if self.middleware.chained and chain_broken(context):
-            messages = unchained(messages)  # the provider does not hold this view: send it whole
-        return request if messages is request.messages else request.override(messages=messages)
+        sent = self.middleware.wire.messages(messages, context)
+        if sent is request.messages:
+            return request
+        return request.override(messages=cast("list[AnyMessage]", list(sent)))
 
     def serve(self, step: OverflowStep) -> Any:
         kind, state = step

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
     "ArtifactSighting",
@@ -236,6 +236,13 @@ class ServerCompaction(TypedDict):
     """The reply that carried the item."""
     item: dict[str, Any]
     """The provider's opaque compaction item."""
+    provider: NotRequired[str]
+    """Who made it: ``"openai-responses"`` or ``"anthropic"`` (absent in a state saved before
+    Anthropic's compaction was supported: OpenAI's)."""
+    item_tokens: NotRequired[int | None]
+    """What the provider reported generating for it (Anthropic's compaction usage), if known."""
+    model: NotRequired[str | None]
+    """The model that made it (the reply's ``model_name``)."""
 
 
 class RepairTotals(TypedDict):
@@ -282,6 +289,8 @@ class ProviderReport(TypedDict, total=False):
 
     kind: str
     """``server`` (an item a reply carried) or the compact endpoint's kind."""
+    provider: str
+    """Who made the item a reply carried (``openai-responses`` or ``anthropic``)."""
     status: str
     """``recorded``, ``compacted`` or ``failed``."""
     error: str

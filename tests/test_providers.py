@@ -285,7 +285,7 @@ def test_server_side_compaction_items_are_recorded_with_the_coverage_they_imply(
     carrier = next(e for e in store.read_events("srv") if server_compaction_item(e.message))
     assert active.covered_through_seq == carrier.seq - 1  # everything before the reply
     assert active.provider_state["kind"] == "server"
-    assert active.provider_state["model"] == "gpt-4.1"
+    assert active.provider_state["model"] == "gpt-4.1-2025-04-14"  # the reply's model
     assert active.provider_state["window"] == [compaction]
     assert active.summary_text and "turn 1:" in active.summary_text  # readable, same span
 

@@ -18,7 +18,7 @@ from ctx_langgraph.errors import MemoryStoreError
 from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
 from ctx_langgraph.view.markers import SUMMARY_FLAG, is_flagged, is_summary, is_synthetic
 from ctx_langgraph.view.pinned import pin
-from ctx_langgraph.view.provider_items import server_compaction_item
+from ctx_langgraph.view.provider_items import compaction_iterations, server_compaction
 from ctx_langgraph.view.repair import repair_tool_pairs
 from ctx_langgraph.view.summary import rewrite_view
 
@@ -74,8 +74,9 @@ def pin_rules(s: BudgetSettings, turn: Turn) -> Flow[None]:
 
 
 def note_server_compaction(turn: Turn) -> None:
-    """1b. A reply carrying a server-side compaction item (OpenAI's context_management): the
-    provider compacted everything before it; ``ctx_compact`` records that coverage.
+    """1b. A reply carrying a server-side compaction item (OpenAI's ``context_management``,
+    Anthropic's ``compact_20260112`` edit): the provider compacted everything before it;
+    ``ctx_compact`` records that coverage, for the provider that made the item.
     (``ctx_usage`` records a reply as it arrives: it saw the first append.)"""
     by_id = turn.by_id
     first_seen = [m for m in turn.fresh if m.id in by_id and by_id[m.id].status == "appended"]
@@ -84,9 +85,17 @@ def note_server_compaction(turn: Turn) -> None:
         recorded_reply = next((m for m in reversed(turn.messages) if m.id == reply["id"]), None)
         first_seen += [recorded_reply] if recorded_reply is not None else []
     for message in first_seen:
-        item = server_compaction_item(message)
-        if item is not None:
-            turn.context["server_compaction"] = {"message_id": message.id, "item": item}
+        found = server_compaction(message)
+        if found is not None:
+            provider, item = found
+            outputs = [e.get("output_tokens") for e in compaction_iterations(message)]
+            turn.context["server_compaction"] = {
+                "message_id": message.id,
+                "item": item,
+                "provider": provider,
+                "item_tokens": outputs[-1] if outputs and isinstance(outputs[-1], int) else None,
+                "model": message.response_metadata.get("model_name"),
+            }
             turn.reasons.append("provider compacted")
 
 

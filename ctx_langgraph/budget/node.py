@@ -71,7 +71,7 @@ from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.memory.store import LongTermMemory
-from ctx_langgraph.providers import provider_key
+from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
@@ -112,7 +112,8 @@ class BudgetNode:
             # deletes, hides and revisions made through this store invalidate derived memories
             self.store.add_edit_listener(self.memory)
         counter = self.counter = self.counter or default_counter(self.model)
-        self.budget: ResolvedBudget = self.config.resolve(self.model)
+        # a provider that compacts server-side does so at its threshold: ours is the window
+        self.budget: ResolvedBudget = defer_to_server(self.config.resolve(self.model), self.model)
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
         # what every request carries besides the messages: the tool schemas and a system prompt
         # the model node adds itself (counted as overhead, and part of the fingerprint)

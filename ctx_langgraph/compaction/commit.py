@@ -165,9 +165,12 @@ class ProviderWindow:
         if span.kind == "server":
             assert server is not None  # a server cut is where the server compaction happened
             item = dict(server.get("item") or {})
-            model = str(getattr(self.model, "model_name", None) or "")
-            result = ProviderCompaction(OPENAI_RESPONSES, "server", model, [item])
-            info["provider"] = {"kind": "server", "status": "recorded"}
+            made_by = server.get("provider") or OPENAI_RESPONSES
+            model = str(server.get("model") or getattr(self.model, "model_name", None) or "")
+            tokens = server.get("item_tokens")
+            usage = {"output_tokens": tokens} if isinstance(tokens, int) else None
+            result = ProviderCompaction(made_by, "server", model, [item], usage=usage)
+            info["provider"] = {"kind": "server", "status": "recorded", "provider": made_by}
             return {**result.state(), "in_message": server.get("message_id")}
         backend = self.backend
         if backend is None or backend.provider != self.provider or span.cut is None:

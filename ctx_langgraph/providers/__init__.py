@@ -11,6 +11,9 @@ context editing and token counting).
   "compact_threshold": N}])``): a compaction item that arrives in a reply is recorded by
   ``ctx_budget`` as a checkpoint covering everything before that reply, with a readable summary
   of the same span.
+- :class:`AnthropicServerCompaction`: Anthropic's server-side compaction (the
+  ``compact_20260112`` edit). Its ``compaction`` block is recorded like OpenAI's item, with a
+  readable summary of the same span, sent back only to Anthropic, and its usage booked.
 - :class:`AnthropicContextEditing`: the ``context_management`` parameter of ``ChatAnthropic``
   (``clear_tool_uses_20250919``, ``clear_thinking_20251015``). ``ctx_usage`` reads the
   ``applied_edits`` of each reply, and the budget follows them.
@@ -32,14 +35,18 @@ from ctx_langgraph.providers.adapters import (
     ANTHROPIC,
     OPENAI_RESPONSES,
     AnthropicContextEditing,
+    AnthropicServerCompaction,
     CompactionBackend,
     OpenAIResponsesCompaction,
     ProviderCompaction,
     applied_edits,
     chains_responses,
+    compacts_server_side,
     context_overflow_message,
+    defer_to_server,
     is_context_overflow,
     provider_key,
+    wire_of,
 )
 from ctx_langgraph.providers.count import (
     AnthropicCountHook,
@@ -47,6 +54,9 @@ from ctx_langgraph.providers.count import (
     ProviderCountHook,
 )
 from ctx_langgraph.view.provider_items import (
+    Wire,
+    item_provider,
+    server_compaction,
     server_compaction_item,
     window_messages,
     without_provider_items,
@@ -57,17 +67,24 @@ __all__ = [
     "OPENAI_RESPONSES",
     "AnthropicContextEditing",
     "AnthropicCountHook",
+    "AnthropicServerCompaction",
     "CompactionBackend",
     "OpenAIResponsesCompaction",
     "OpenAIResponsesCountHook",
     "ProviderCompaction",
     "ProviderCountHook",
+    "Wire",
     "applied_edits",
     "chains_responses",
+    "compacts_server_side",
     "context_overflow_message",
+    "defer_to_server",
     "is_context_overflow",
+    "item_provider",
     "provider_key",
+    "server_compaction",
     "server_compaction_item",
     "window_messages",
+    "wire_of",
     "without_provider_items",
 ]

@@ -5,32 +5,39 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol, runtime_checkable
 
 import langchain_core.exceptions
 from langchain_core.messages import BaseMessage
 
+from ctx_langgraph.config import ResolvedBudget
 from ctx_langgraph.errors import ContextManagementError, ProviderCompactionError
 from ctx_langgraph.providers.count import OpenAIResponsesCountHook
+from ctx_langgraph.view.provider_items import ANTHROPIC, OPENAI_RESPONSES, Wire
 
 __all__ = [
     "ANTHROPIC",
     "OPENAI_RESPONSES",
     "AnthropicContextEditing",
+    "AnthropicServerCompaction",
     "CompactionBackend",
     "OpenAIResponsesCompaction",
     "ProviderCompaction",
     "applied_edits",
     "context_overflow_message",
     "is_context_overflow",
+    "compacts_server_side",
+    "defer_to_server",
     "provider_key",
+    "wire_of",
 ]
 
-OPENAI_RESPONSES: Final = "openai-responses"
-ANTHROPIC: Final = "anthropic"
 CONTEXT_MANAGEMENT_BETA: Final = "context-management-2025-06-27"
+COMPACTION_BETA: Final = "compact-2026-01-12"
+ANTHROPIC_DEFAULT_TRIGGER: Final = 150_000
+"""Anthropic's compaction trigger when the edit names none (input tokens)."""
 
 
 def provider_key(model: Any) -> str:
@@ -72,6 +79,69 @@ def chains_responses(model: Any) -> bool:
     return bool(getattr(model, "use_previous_response_id", False)) and (
         provider_key(model) == OPENAI_RESPONSES
     )
+
+
+def wire_of(model: Any) -> Wire:
+    """What ``model``'s wire protocol needs of the messages a request sends
+    (:class:`~ctx_langgraph.view.provider_items.Wire`): its provider, and whether it chains
+    requests by ``previous_response_id``. An unknown model (None) changes nothing.
+
+    Example:
+        >>> from langchain_anthropic import ChatAnthropic
+        >>> wire_of(ChatAnthropic(model="claude-sonnet-4-6", api_key="k")), wire_of(None)
+        (Wire(provider='anthropic', chained=False), Wire(provider=None, chained=False))
+    """
+    if model is None:
+        return Wire()
+    return Wire(provider_key(getattr(model, "bound", model)), chains_responses(model))
+
+
+def compacts_server_side(model: Any) -> int | None:
+    """The input tokens above which ``model``'s provider compacts the conversation itself
+    (OpenAI's ``context_management=[{"type": "compaction", "compact_threshold": N}]``,
+    Anthropic's ``compact_20260112`` edit), 0 when it compacts at a threshold of its own
+    choosing, None when it does not compact.
+
+    Example:
+        >>> from langchain_anthropic import ChatAnthropic
+        >>> model = ChatAnthropic(model="claude-sonnet-4-6", api_key="k")
+        >>> compacts_server_side(AnthropicServerCompaction(trigger_tokens=60_000).apply(model))
+        60000
+        >>> compacts_server_side(model) is None
+        True
+    """
+    managed = getattr(getattr(model, "bound", model), "context_management", None)
+    if isinstance(managed, list):  # OpenAI Responses
+        for entry in managed:
+            if isinstance(entry, Mapping) and entry.get("type") == "compaction":
+                threshold = entry.get("compact_threshold")
+                return int(threshold) if isinstance(threshold, int) else 0
+    if isinstance(managed, Mapping):  # Anthropic
+        for edit in managed.get("edits") or ():
+            if isinstance(edit, Mapping) and str(edit.get("type", "")).startswith("compact_"):
+                trigger = edit.get("trigger")
+                value = trigger.get("value") if isinstance(trigger, Mapping) else None
+                return int(value) if isinstance(value, int) else ANTHROPIC_DEFAULT_TRIGGER
+    return None
+
+
+def defer_to_server(budget: ResolvedBudget, model: Any) -> ResolvedBudget:
+    """The budget when ``model``'s provider compacts server-side: the provider compacts at
+    its threshold, and a local compaction runs only when a request would not fit otherwise
+    (the trigger becomes the usable window). ``budget`` itself for any other model.
+
+    Example:
+        >>> from ctx_langgraph.config import ContextConfig
+        >>> from langchain_anthropic import ChatAnthropic
+        >>> model = AnthropicServerCompaction(trigger_tokens=60_000).apply(
+        ...     ChatAnthropic(model="claude-sonnet-4-6", api_key="k"))
+        >>> budget = ContextConfig(context_window=200_000).resolve()
+        >>> budget.trigger, defer_to_server(budget, model).trigger
+        (146892, 183616)
+    """
+    if compacts_server_side(model) is None or budget.trigger >= budget.usable:
+        return budget
+    return replace(budget, trigger=budget.usable)
 
 
 # ----------------------------------------------------------------------------- context-length errors
@@ -440,8 +510,84 @@ class AnthropicContextEditing:
 
     def apply(self, model: Any) -> Any:
         """A copy of a ``ChatAnthropic`` model with these edits set (and the API's
-        ``context-management-2025-06-27`` beta, which sends them through the beta endpoint)."""
+        ``context-management-2025-06-27`` beta, which sends them through the beta endpoint).
+        A compaction edit the model has (:class:`AnthropicServerCompaction`) is kept, last."""
         betas = list(getattr(model, "betas", None) or [])
         if CONTEXT_MANAGEMENT_BETA not in betas:
             betas.append(CONTEXT_MANAGEMENT_BETA)
-        return model.model_copy(update={"context_management": self.params(), "betas": betas})
+        managed = getattr(model, "context_management", None) or {}
+        compaction = [  # a compaction edit the model has stays, after these
+            edit
+            for edit in (managed.get("edits") or () if isinstance(managed, Mapping) else ())
+            if str(dict(edit).get("type", "")).startswith("compact_")
+        ]
+        params = self.params()
+        params["edits"] += compaction
+        return model.model_copy(update={"context_management": params, "betas": betas})
+
+
+@dataclass(frozen=True)
+class AnthropicServerCompaction:
+    """Anthropic's server-side compaction (the ``compact_20260112`` context edit, beta
+    ``compact-2026-01-12``), as ``ChatAnthropic``'s ``context_management``.
+
+    When a request's input passes the trigger, Anthropic summarizes the conversation and the
+    reply starts with a ``compaction`` block (the summary as text, an opaque
+    ``encrypted_content`` and a ``signature``); every later request sends the block back and
+    nothing before it. ``ctx_budget`` notices the block, ``ctx_compact`` records it with the
+    coverage it implies (everything before the reply) next to a readable summary of the same
+    span made by the thread's summarizer, and the block goes back only to Anthropic: a request
+    to another provider gets the readable summary. The compaction's own usage
+    (``usage.iterations``) is booked in the ledger as ``compaction``.
+
+    Args:
+        trigger_tokens: compact when the input passes this many tokens (the API's minimum is
+            50,000). None: the usable window's trigger of ``config`` given to :meth:`apply`
+            (``ContextConfig.trigger``), else the API's default (150,000).
+        pause_after_compaction: the API stops after the compaction block (``stop_reason``
+            ``"compaction"``) instead of answering in the same reply; the turn then ends on
+            that reply, and the next turn continues from the compacted context.
+        instructions: what the summary must keep (sent as the edit's ``instructions``). None:
+            the API's own prompt.
+
+    Example:
+        >>> edit = AnthropicServerCompaction(trigger_tokens=80_000).params()["edits"][0]
+        >>> edit["type"], edit["trigger"]
+        ('compact_20260112', {'type': 'input_tokens', 'value': 80000})
+    """
+
+    trigger_tokens: int | None = None
+    pause_after_compaction: bool = False
+    instructions: str | None = None
+
+    def params(self, trigger_tokens: int | None = None) -> dict[str, Any]:
+        """The ``context_management`` request parameter (``trigger_tokens`` when this
+        adapter names none)."""
+        edit: dict[str, Any] = {"type": "compact_20260112"}
+        trigger = self.trigger_tokens if self.trigger_tokens is not None else trigger_tokens
+        if trigger is not None:
+            edit["trigger"] = {"type": "input_tokens", "value": int(trigger)}
+        if self.pause_after_compaction:
+            edit["pause_after_compaction"] = True
+        if self.instructions:
+            edit["instructions"] = self.instructions
+        return {"edits": [edit]}
+
+    def apply(self, model: Any, config: Any = None) -> Any:
+        """A copy of a ``ChatAnthropic`` model with the compaction edit added to its
+        ``context_management`` (after any context-editing edits it has), and the
+        ``compact-2026-01-12`` beta. With ``config`` (a
+        :class:`~ctx_langgraph.config.ContextConfig`) and no ``trigger_tokens``, the trigger
+        is the config's for the model's window."""
+        trigger = None if config is None else config.resolve(model).trigger
+        managed = dict(getattr(model, "context_management", None) or {})
+        kept = [
+            edit
+            for edit in managed.get("edits") or ()
+            if not str(dict(edit).get("type", "")).startswith("compact_")
+        ]
+        managed["edits"] = [*kept, *self.params(trigger)["edits"]]
+        betas = list(getattr(model, "betas", None) or [])
+        if COMPACTION_BETA not in betas:
+            betas.append(COMPACTION_BETA)
+        return model.model_copy(update={"context_management": managed, "betas": betas})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -43,6 +43,7 @@ from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
 from ctx_langgraph.usage.types import NormalizedUsage
+from ctx_langgraph.view.provider_items import ANTHROPIC, compaction_iterations, server_compaction
 
 if TYPE_CHECKING:  # (the history store imports this package's ledger)
     from ctx_langgraph.history.base import HistoryStore
@@ -88,6 +89,28 @@ def _read_usage(reply: AIMessage) -> NormalizedUsage:
     except ContextManagementError as exc:
         log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
         return NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
+
+
+def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, NormalizedUsage]]:
+    """The usage of the server-side compaction a reply reports apart from its own (Anthropic's
+    ``usage.iterations``), each under its own call key. A reply carrying Anthropic's
+    compaction block without it (streamed: langchain-anthropic drops ``iterations``) books the
+    compaction as unknown, so the ledger shows a call it cannot price."""
+    model = reply.response_metadata.get("model_name")
+    model = model if isinstance(model, str) else None
+    usages: list[tuple[str, NormalizedUsage]] = []
+    for n, entry in enumerate(compaction_iterations(reply)):
+        try:
+            usage = normalize_usage(entry, provider="anthropic")
+        except ContextManagementError as exc:
+            usage = NormalizedUsage(provider="anthropic", complete=False, raw={"error": str(exc)})
+        usages.append((f"{key}:compaction:{n}", replace(usage, model=model)))
+    found = server_compaction(reply)
+    if not usages and found is not None and found[0] == ANTHROPIC:
+        why = "the reply carries a compaction block but reports no usage.iterations (streamed)"
+        unknown = NormalizedUsage(provider="anthropic", model=model, complete=False)
+        usages.append((f"{key}:compaction:0", replace(unknown, raw={"error": why})))
+    return usages
 
 
 def _recorded(
@@ -208,6 +231,17 @@ def _usage_flow(
         status=usage.status,
         version=FINAL_VERSION,
     )
+    for compaction_key, compaction in _compaction_usages(reply, key):
+        yield call(
+            ledger,
+            "record",
+            compaction_key,
+            compaction,
+            scope=scope,
+            purpose="compaction",
+            status=compaction.status,
+            version=FINAL_VERSION,
+        )
     update |= _last_usage(reply, context, booked)
     update |= _provider_edits(reply, context)
     update |= _baseline(messages, context, booked)

@@ -1,9 +1,11 @@
-"""Provider items in the view: a reply's server-side compaction item, the view messages of a
-provider's stored window, and a message without the blocks only its provider can read."""
+"""Provider items in the view: a reply's server-side compaction item (OpenAI's or Anthropic's,
+told apart), the view messages of a provider's stored window, a message without the blocks only
+its provider can read, and a request's messages as the model's wire protocol needs them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -11,13 +13,22 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from ctx_langgraph.view.markers import PROVIDER_TOKENS, SUMMARY_FLAG
 
 __all__ = [
+    "ANTHROPIC",
+    "OPENAI_RESPONSES",
+    "Wire",
     "chain_broken",
+    "compaction_iterations",
+    "item_provider",
     "provider_block",
+    "server_compaction",
     "server_compaction_item",
     "unchained",
     "window_messages",
     "without_provider_items",
 ]
+
+OPENAI_RESPONSES: Final = "openai-responses"
+ANTHROPIC: Final = "anthropic"
 
 _OPAQUE_BLOCKS: Final = frozenset({"compaction"})
 """Content block types only the provider that made them can read."""
@@ -47,28 +58,105 @@ def provider_block(block: Any) -> dict[str, Any] | None:
     return {key: part for key, part in block.items() if key not in _STREAM_KEYS}
 
 
-def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
-    """The compaction item a Responses reply carries (server-side compaction), if any, in
-    whatever output format and whether streamed or not (:func:`provider_block`)."""
+def item_provider(message: BaseMessage, item: Mapping[str, Any]) -> str:
+    """Which provider made an opaque ``item`` of ``message``: ``"anthropic"`` or
+    ``"openai-responses"``. Both name their compaction ``{"type": "compaction"}``; the
+    provider is read from the projection's flag, else the reply's ``model_provider``, else the
+    item's shape (Anthropic's block has ``content`` and a ``signature``, OpenAI's item an ``id``).
+
+    Example:
+        >>> openai = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
+        >>> anthropic = {"type": "compaction", "content": "The user asked...", "signature": "s"}
+        >>> item_provider(AIMessage([openai]), openai), item_provider(AIMessage([anthropic]), anthropic)
+        ('openai-responses', 'anthropic')
+    """
+    flag = message.additional_kwargs.get(SUMMARY_FLAG)
+    if isinstance(flag, Mapping) and flag.get("provider") in (ANTHROPIC, OPENAI_RESPONSES):
+        return str(flag["provider"])
+    made_by = (getattr(message, "response_metadata", None) or {}).get("model_provider")
+    if made_by == "anthropic":
+        return ANTHROPIC
+    if made_by == "openai":
+        return OPENAI_RESPONSES
+    if "id" in item and not ({"content", "signature", "tool_changes"} & item.keys()):
+        return OPENAI_RESPONSES
+    return ANTHROPIC
+
+
+def server_compaction(message: BaseMessage) -> tuple[str, dict[str, Any]] | None:
+    """The provider and the compaction item a reply carries (server-side compaction), if
+    any, in whatever output format and whether streamed or not (:func:`provider_block`).
+
+    An Anthropic block whose ``content`` is null is a compaction that failed, which the API
+    treats as a no-op (nothing was dropped): it is not one.
+
+    Example:
+        >>> block = {"type": "compaction", "content": "Summary so far.", "encrypted_content": "e"}
+        >>> reply = AIMessage([{"type": "non_standard", "value": block}, {"type": "text", "text": "ok"}],
+        ...                   response_metadata={"model_provider": "anthropic"})
+        >>> server_compaction(reply) == ("anthropic", block)
+        True
+        >>> server_compaction(AIMessage([{**block, "content": None}], response_metadata={"model_provider": "anthropic"})) is None
+        True
+    """
     if not isinstance(message, AIMessage) or not isinstance(message.content, list):
         return None
     for block in message.content:
         item = provider_block(block)
-        if item is not None and item.get("type") == "compaction":
-            return item
+        if item is None or item.get("type") != "compaction":
+            continue
+        provider = item_provider(message, item)
+        if provider == ANTHROPIC and not item.get("content"):
+            continue  # a failed compaction: the provider dropped nothing
+        return provider, item
     return None
 
 
-def without_provider_items(message: BaseMessage) -> BaseMessage:
+def compaction_iterations(message: BaseMessage) -> list[dict[str, Any]]:
+    """The usage of the compaction steps a reply reports apart from its own (Anthropic's
+    ``usage.iterations`` entries of type ``compaction``, not in the top-level counts). Empty
+    when there are none, or when the reply was streamed (langchain-anthropic keeps no
+    ``iterations`` from a stream).
+
+    Example:
+        >>> usage = {"input_tokens": 900, "output_tokens": 20, "iterations": [
+        ...     {"type": "compaction", "input_tokens": 61000, "output_tokens": 1400},
+        ...     {"type": "message", "input_tokens": 900, "output_tokens": 20}]}
+        >>> compaction_iterations(AIMessage("ok", response_metadata={"usage": usage}))
+        [{'type': 'compaction', 'input_tokens': 61000, 'output_tokens': 1400}]
+    """
+    usage = (getattr(message, "response_metadata", None) or {}).get("usage")
+    iterations = usage.get("iterations") if isinstance(usage, Mapping) else None
+    if not isinstance(iterations, list):
+        return []
+    return [
+        dict(entry)
+        for entry in iterations
+        if isinstance(entry, Mapping) and entry.get("type") == "compaction"
+    ]
+
+
+def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
+    """The compaction item a reply carries, if any (:func:`server_compaction` without the
+    provider)."""
+    found = server_compaction(message)
+    return None if found is None else found[1]
+
+
+def without_provider_items(message: BaseMessage, *, keep_for: str | None = None) -> BaseMessage:
     """``message`` without content blocks only their provider can read (an encrypted
-    compaction item); the same object when it has none."""
+    compaction item); with ``keep_for``, only those another provider made. The same object
+    when there is nothing to take out."""
     if not isinstance(message.content, list):
         return message
-    kept = [
-        block
-        for block in message.content
-        if (provider_block(block) or {}).get("type") not in _OPAQUE_BLOCKS
-    ]
+    kept = []
+    for block in message.content:
+        item = provider_block(block) or {}
+        if item.get("type") in _OPAQUE_BLOCKS and (
+            keep_for is None or item_provider(message, item) != keep_for
+        ):
+            continue
+        kept.append(block)
     if len(kept) == len(message.content):
         return message
     return message.model_copy(update={"content": kept or ""})
@@ -85,7 +173,7 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
             SUMMARY_FLAG: {**flag, "provider": state.get("provider"), "part": part}
         }
         ident = f"ctx-window-{stem}-{part}"
-        if item.get("type") == "message" and item.get("role") == "user":
+        if item.get("type") == "message" and item.get("role") == "user":  # OpenAI's window
             out.append(HumanMessage(item.get("content") or "", id=ident, additional_kwargs=kwargs))
             continue
         tokens = state.get("item_tokens")
@@ -136,3 +224,41 @@ def unchained(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
             message = message.model_copy(update={"response_metadata": metadata})
         out.append(message)
     return out
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What the model's wire protocol needs of a request's messages, applied to the copies
+    that go out (the state keeps the messages as they are).
+
+    - ``provider`` (:func:`~ctx_langgraph.providers.provider_key`): an opaque item another
+      provider made (an OpenAI compaction item on the way to Anthropic, or Anthropic's block on
+      the way to OpenAI, whatever put it in the view) is taken out. None: the model is not
+      known, nothing is taken out.
+    - ``chained`` (:func:`~ctx_langgraph.providers.chains_responses`): a view the provider
+      does not hold is sent whole, once (:func:`chain_broken`, :func:`unchained`).
+
+    Example:
+        >>> block = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
+        >>> view = [HumanMessage("hi"), AIMessage([block, {"type": "text", "text": "ok"}])]
+        >>> Wire("anthropic").messages(view, {})[1].content
+        [{'type': 'text', 'text': 'ok'}]
+        >>> Wire("openai-responses").messages(view, {})[1].content == view[1].content
+        True
+    """
+
+    provider: str | None = None
+    chained: bool = False
+
+    def messages(
+        self, messages: Sequence[BaseMessage], context: Any
+    ) -> Sequence[BaseMessage]:
+        """The messages to send (``messages`` itself when nothing changes)."""
+        out: Sequence[BaseMessage] = messages
+        if self.provider not in (None, "unknown"):
+            kept = [without_provider_items(m, keep_for=self.provider) for m in messages]
+            if any(a is not b for a, b in zip(kept, messages, strict=True)):
+                out = kept
+        if self.chained and chain_broken(context):
+            out = unchained(out)
+        return out
