@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Generator, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from inspect import isclass
 from typing import Annotated, Any, NamedTuple, get_type_hints
 
@@ -145,7 +145,7 @@ class OverflowRetry:
     coerce: Callable[..., Any] | None
     """Builds the node's input from the channel values, as LangGraph does for a pydantic or
     dataclass state; None for a dict state."""
-    wire: Wire = Wire()
+    wire: Wire = field(default_factory=Wire)
     """What the model's wire protocol needs of the messages sent: no other provider's opaque
     items, and a view the provider does not hold sent whole when requests are chained by
     ``previous_response_id`` (docs/design.md §6)."""
@@ -245,9 +245,7 @@ def guarded_model_node(
         if isclass(schema) and (issubclass(schema, BaseModel) or dataclasses.is_dataclass(schema))
         else None
     )
-    guard = OverflowRetry(
-        runnable, compact, budget, counter, own_context, coerce, wire or Wire()
-    )
+    guard = OverflowRetry(runnable, compact, budget, counter, own_context, coerce, wire or Wire())
     wrapped = RunnableCallable(
         guard.invoke, guard.ainvoke, name=model_node, trace=False, recurse=False
     )

@@ -175,21 +175,61 @@ def serve() -> Iterator[ProviderReplay]:
 # ----------------------------------------------------------------------------- wire formats
 
 
-def anthropic_message(msg_id: str, usage: dict[str, Any], text: str = "Done.") -> dict[str, Any]:
+def anthropic_message(
+    msg_id: str,
+    usage: dict[str, Any],
+    text: str = "Done.",
+    blocks: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A Messages API reply; ``blocks`` (a compaction block) come before the text."""
     return {
         "id": msg_id,
         "type": "message",
         "role": "assistant",
         "model": "claude-sonnet-4-5-20250929",
-        "content": [{"type": "text", "text": text}],
+        "content": [*(blocks or []), {"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": None,
         "usage": usage,
     }
 
 
+def anthropic_compaction_block(summary: str | None, n: int) -> dict[str, Any]:
+    """A compaction block as the API returns it (``BetaCompactionBlock``)."""
+    return {
+        "type": "compaction",
+        "content": summary,
+        "encrypted_content": f"EqAB{n:04d}==",
+        "signature": f"sig_{n:04d}",
+        "tool_changes": [],
+    }
+
+
+def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """A compaction block streamed as the API streams it: the start carries the block without
+    its content, one ``compaction_delta`` carries the content and the encrypted content."""
+    start = {**block, "content": None, "encrypted_content": None}
+    delta = {
+        "type": "compaction_delta",
+        "content": block.get("content"),
+        "encrypted_content": block.get("encrypted_content"),
+    }
+    return [
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        ),
+        ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}),
+        ("content_block_stop", {"type": "content_block_stop", "index": index}),
+    ]
+
+
 def anthropic_stream(
-    msg_id: str, start_usage: dict[str, Any], deltas: list[dict[str, Any]], text: str = "Done."
+    msg_id: str,
+    start_usage: dict[str, Any],
+    deltas: list[dict[str, Any]],
+    text: str = "Done.",
+    blocks: list[dict[str, Any]] | None = None,
 ) -> list:
     events: list[tuple[str | None, Any]] = [
         (
@@ -203,11 +243,16 @@ def anthropic_stream(
                 },
             },
         ),
+    ]
+    for index, block in enumerate(blocks or ()):
+        events += _block_events(index, block)
+    at = len(blocks or ())
+    events += [
         (
             "content_block_start",
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": at,
                 "content_block": {"type": "text", "text": ""},
             },
         ),
@@ -219,12 +264,12 @@ def anthropic_stream(
                 "content_block_delta",
                 {
                     "type": "content_block_delta",
-                    "index": 0,
+                    "index": at,
                     "delta": {"type": "text_delta", "text": piece},
                 },
             )
         )
-    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": at}))
     for i, usage in enumerate(deltas):
         last = i == len(deltas) - 1
         events.append(

@@ -26,10 +26,10 @@ __all__ = [
     "OpenAIResponsesCompaction",
     "ProviderCompaction",
     "applied_edits",
-    "context_overflow_message",
-    "is_context_overflow",
     "compacts_server_side",
+    "context_overflow_message",
     "defer_to_server",
+    "is_context_overflow",
     "provider_key",
     "wire_of",
 ]

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from ctx_langgraph.view.markers import PROVIDER_TOKENS, SUMMARY_FLAG
+from ctx_langgraph.view.markers import PROVIDER_TOKENS, STRIPPED_FLAG, SUMMARY_FLAG
 
 __all__ = [
     "ANTHROPIC",
@@ -22,6 +22,7 @@ __all__ = [
     "provider_block",
     "server_compaction",
     "server_compaction_item",
+    "strip_opaque",
     "unchained",
     "window_messages",
     "without_provider_items",
@@ -183,6 +184,32 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
     return out
 
 
+def strip_opaque(message: BaseMessage, *, keep_for: str | None = None) -> BaseMessage:
+    """``message`` without a provider's opaque items (:func:`without_provider_items`), as a
+    copy flagged so it is never recorded over the original; the same object when it has none.
+    In the tail of a view, the projection brings the window, once, for the provider that can
+    read it."""
+    stripped = without_provider_items(message, keep_for=keep_for)
+    if stripped is message:
+        return message
+    kwargs = {**stripped.additional_kwargs, STRIPPED_FLAG: True}
+    return stripped.model_copy(update={"additional_kwargs": kwargs})
+
+
+def _emptied(message: BaseMessage) -> bool:
+    """An assistant message with nothing left to send once its opaque items were taken out."""
+    return (
+        isinstance(message, AIMessage)
+        and not message.content
+        and not message.tool_calls
+        and not message.invalid_tool_calls
+        and (
+            bool(message.additional_kwargs.get(STRIPPED_FLAG))
+            or message.response_metadata.get("stop_reason") == "compaction"
+        )
+    )
+
+
 def chain_broken(context: Any) -> bool:
     """The view's prefix is not the one the provider holds for the thread: no baseline was
     measured on it (a compaction dropped it, or none yet), or it was measured in another
@@ -235,6 +262,9 @@ class Wire:
       provider made (an OpenAI compaction item on the way to Anthropic, or Anthropic's block on
       the way to OpenAI, whatever put it in the view) is taken out. None: the model is not
       known, nothing is taken out.
+    - An assistant message left with nothing once its opaque item is out (Anthropic's reply
+      that paused after compacting, ``pause_after_compaction``) is not sent: an empty assistant
+      turn is a request error, on every later turn.
     - ``chained`` (:func:`~ctx_langgraph.providers.chains_responses`): a view the provider
       does not hold is sent whole, once (:func:`chain_broken`, :func:`unchained`).
 
@@ -250,15 +280,15 @@ class Wire:
     provider: str | None = None
     chained: bool = False
 
-    def messages(
-        self, messages: Sequence[BaseMessage], context: Any
-    ) -> Sequence[BaseMessage]:
+    def messages(self, messages: Sequence[BaseMessage], context: Any) -> Sequence[BaseMessage]:
         """The messages to send (``messages`` itself when nothing changes)."""
         out: Sequence[BaseMessage] = messages
         if self.provider not in (None, "unknown"):
-            kept = [without_provider_items(m, keep_for=self.provider) for m in messages]
+            kept = [strip_opaque(m, keep_for=self.provider) for m in messages]
             if any(a is not b for a, b in zip(kept, messages, strict=True)):
                 out = kept
+        if any(_emptied(m) for m in out):
+            out = [m for m in out if not _emptied(m)]
         if self.chained and chain_broken(context):
             out = unchained(out)
         return out

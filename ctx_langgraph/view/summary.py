@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctx_langgraph.history.types import CompactionCheckpoint
-from ctx_langgraph.view.markers import STRIPPED_FLAG, SUMMARY_FLAG, is_summary
-from ctx_langgraph.view.provider_items import window_messages, without_provider_items
+from ctx_langgraph.view.markers import SUMMARY_FLAG, is_summary
+from ctx_langgraph.view.provider_items import strip_opaque, window_messages
 
 __all__ = [
     "SUMMARY_MESSAGE_ID",
@@ -87,14 +87,3 @@ def rewrite_view(
     covered = project_checkpoint(checkpoint, provider)
     tail = [strip_opaque(m) for m in messages[keep_from:]]
     return [*system, *covered, *tail], keep_from - start
-
-
-def strip_opaque(message: BaseMessage) -> BaseMessage:
-    """A message of the tail without a provider's opaque items (a server-side compaction item
-    in a reply): the projection brings the window, once, for the provider that can read it.
-    The copy is flagged, so it is never recorded over the original."""
-    stripped = without_provider_items(message)
-    if stripped is message:
-        return message
-    kwargs = {**stripped.additional_kwargs, STRIPPED_FLAG: True}
-    return stripped.model_copy(update={"additional_kwargs": kwargs})
