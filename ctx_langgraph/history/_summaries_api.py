@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.history import segments as segment_ops
 from ctx_langgraph.history import summaries as summary_ops
 from ctx_langgraph.history._store import StoreBase
 from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, KeyFact, Scope
@@ -172,15 +173,19 @@ class SummariesAPI(StoreBase):
         return await self.arun(summary_ops.list_versions(self.dialect, checked_scope(scope)))
 
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
-        """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest.
+        """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest
+        (and the segment index's superseded rows beyond the ``keep`` newest of each range).
 
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.
         """
-        op = summary_ops.prune_versions(self.dialect, checked_scope(scope), keep, self.clock())
-        return self.run(op, write=True)
+        return self.run(self._prune(scope, keep), write=True)
 
     async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Async twin of :meth:`prune_versions`."""
-        op = summary_ops.prune_versions(self.dialect, checked_scope(scope), keep, self.clock())
-        return await self.arun(op, write=True)
+        return await self.arun(self._prune(scope, keep), write=True)
+
+    def _prune(self, scope: Scope | str, keep: int) -> Op[int]:
+        scope = checked_scope(scope)
+        pruned = yield from summary_ops.prune_versions(self.dialect, scope, keep, self.clock())
+        return pruned + (yield from segment_ops.prune_segments(scope, keep))

@@ -14,6 +14,7 @@ from ctx_langgraph.history import branches as branch_ops
 from ctx_langgraph.history._branches_api import BranchesAPI
 from ctx_langgraph.history._events_api import EventsAPI
 from ctx_langgraph.history._search_api import SearchAPI
+from ctx_langgraph.history._segments_api import SegmentsAPI
 from ctx_langgraph.history._store import EditListener
 from ctx_langgraph.history._summaries_api import SummariesAPI
 from ctx_langgraph.history.types import Scope
@@ -21,7 +22,7 @@ from ctx_langgraph.history.types import Scope
 __all__ = ["EditListener", "HistoryStore"]
 
 
-class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI):
+class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI):
     """Raw history, compaction checkpoints, their active pointer, search (docs/design.md §4).
 
     Use :class:`~ctx_langgraph.history.SQLiteHistoryStore` (embedded default) or

@@ -274,6 +274,7 @@ THREAD_TABLES = (
     "ctx_event_edits",
     "ctx_events",
     "ctx_checkpoints",
+    "ctx_segments",
     "ctx_branches",
     "ctx_threads",
 )

@@ -47,6 +47,7 @@ __all__ = [
     "hide_events",
     "insert_events",
     "invalidate_covering",
+    "invalidate_segments",
     "plan_append",
     "read_events",
     "show_events",
@@ -273,6 +274,7 @@ def invalidate_covering(
             "all",
         )
         invalid.extend(row[0] for row in rows)
+        yield from invalidate_segments(Scope(scope.thread_id, scope.tenant, name), seqs, why)
         yield Stmt(
             "UPDATE ctx_checkpoints SET summary_text = NULL, key_facts = '[]', "
             "provider_state = NULL WHERE tenant = ? AND thread_id = ? AND branch = ? "
@@ -293,6 +295,29 @@ def invalidate_covering(
                 (scope.tenant, scope.thread_id, *chunk),
             )
     return invalid
+
+
+def invalidate_segments(scope: Scope, seqs: Sequence[int], why: str) -> Op[int]:
+    """The active segments of ``scope``'s branch whose range holds one of ``seqs`` lose their
+    text and key facts and become ``invalid`` (rebuilt from the remaining raw history later).
+    Returns how many."""
+    changed = 0
+    for seq in sorted(set(seqs)):
+        count = yield Stmt(
+            "UPDATE ctx_segments SET status = 'invalid', summary_text = NULL, key_facts = '[]', "
+            "error = ? WHERE tenant = ? AND thread_id = ? AND branch = ? AND status = 'active' AND first_seq <= ? AND last_seq >= ?",
+            (
+                store_text(f"invalidated: {why}"[:500]),
+                scope.tenant,
+                scope.thread_id,
+                scope.branch,
+                seq,
+                seq,
+            ),
+            "rowcount",
+        )
+        changed += int(count or 0)
+    return changed
 
 
 def _clear_derived_metadata(where: tuple[str, str, str, int]) -> Op[None]:

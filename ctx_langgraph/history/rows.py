@@ -22,7 +22,13 @@ from langchain_core.messages import (
 )
 
 from ctx_langgraph.core.text import search_document
-from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent, KeyFact, Scope
+from ctx_langgraph.history.types import (
+    CompactionCheckpoint,
+    HistoryEvent,
+    KeyFact,
+    Scope,
+    Segment,
+)
 from ctx_langgraph.storage.codec import dumps, json_text, load_names, load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
 
@@ -30,6 +36,7 @@ __all__ = [
     "BRANCH_COLS",
     "CHECKPOINT_COLS",
     "EVENT_COLS",
+    "SEGMENT_COLS",
     "EventRow",
     "checkpoint_from_row",
     "event_from_row",
@@ -37,6 +44,7 @@ __all__ = [
     "message_to_row",
     "optional_text",
     "record_of",
+    "segment_from_row",
     "stored_optional",
     "text_projection",
 ]
@@ -224,6 +232,13 @@ CHECKPOINT_COLS = (
 )
 
 
+SEGMENT_COLS = (
+    "id, tenant, thread_id, branch, first_seq, last_seq, generation, source_revision, "
+    "range_hash, summary_text, key_facts, summarizer_id, summary_tokens, status, error, "
+    "metadata, created_at"
+)
+
+
 def optional_text(stored: str | None) -> str | None:
     """The text :func:`stored_optional` stored (None stays None)."""
     return None if stored is None else load_text(stored)
@@ -283,3 +298,24 @@ def record_of(content: str, text: str | None) -> dict[str, Any]:
     """The full message record of a stored content column and its text (None: stored whole)."""
     stored: dict[str, Any] = json.loads(content)
     return stored if text is None else expand_record(stored, load_text(text))
+
+
+def segment_from_row(d: Dialect, row: Sequence[Any]) -> Segment:
+    """A segment read with :data:`SEGMENT_COLS`."""
+    return Segment(
+        id=row[0],
+        scope=Scope(row[2], row[1], row[3]),
+        first_seq=int(row[4]),
+        last_seq=int(row[5]),
+        generation=int(row[6]),
+        source_revision=int(row[7]),
+        range_hash=row[8],
+        summary_text=optional_text(row[9]),
+        key_facts=tuple(KeyFact.from_json(item) for item in json.loads(row[10])),
+        summarizer_id=optional_text(row[11]),
+        summary_tokens=None if row[12] is None else int(row[12]),
+        status=row[13],
+        error=optional_text(row[14]),
+        metadata=json.loads(row[15]),
+        created_at=d.from_ts(row[16]),
+    )

@@ -28,6 +28,8 @@ __all__ = [
     "Role",
     "Scope",
     "SearchPage",
+    "Segment",
+    "SegmentStatus",
 ]
 
 ARTIFACT_TRAIL_KEY: Final = "artifact_trail"
@@ -39,6 +41,7 @@ deletion of a covered event clears them with the summary's text and key facts.""
 Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
 AppendStatus = Literal["appended", "duplicate", "revised"]
 CheckpointStatus = Literal["candidate", "active", "superseded", "failed", "invalid"]
+SegmentStatus = Literal["active", "superseded", "invalid"]
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,75 @@ class CompactionCheckpoint:
             error=data.get("error"),
             created_at=dt.datetime.fromisoformat(str(data["created_at"])),
             committed_at=None if committed is None else dt.datetime.fromisoformat(str(committed)),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of the index: a summary of a separate range of history (``first_seq`` to
+    ``last_seq``), with the revision it was made from. Segments are different ranges, not
+    versions of one summary; a range rebuilt after an edit gets a new ``generation``, and the
+    old row is ``superseded``. An edit of an event in its range makes an active segment
+    ``invalid`` (its text and facts cleared) until it is rebuilt."""
+
+    id: str
+    scope: Scope
+    first_seq: int
+    last_seq: int
+    generation: int
+    source_revision: int
+    """The thread's edit counter when the range was read."""
+    range_hash: str
+    """sha256 of (seq, event_id, revision) of every visible event of the range."""
+    summary_text: str | None
+    key_facts: tuple[KeyFact, ...]
+    summarizer_id: str | None
+    summary_tokens: int | None
+    status: SegmentStatus
+    error: str | None
+    created_at: dt.datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON, as an export holds it (:meth:`from_json` reads it back)."""
+        return {
+            "id": self.id,
+            "tenant": self.scope.tenant,
+            "thread_id": self.scope.thread_id,
+            "branch": self.scope.branch,
+            "first_seq": self.first_seq,
+            "last_seq": self.last_seq,
+            "generation": self.generation,
+            "source_revision": self.source_revision,
+            "range_hash": self.range_hash,
+            "summary_text": self.summary_text,
+            "key_facts": [fact.to_json() for fact in self.key_facts],
+            "summarizer_id": self.summarizer_id,
+            "summary_tokens": self.summary_tokens,
+            "status": self.status,
+            "error": self.error,
+            "created_at": self.created_at.isoformat(),
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Segment:
+        return cls(
+            id=str(data["id"]),
+            scope=Scope(str(data["thread_id"]), str(data["tenant"]), str(data["branch"])),
+            first_seq=int(data["first_seq"]),
+            last_seq=int(data["last_seq"]),
+            generation=int(data["generation"]),
+            source_revision=int(data["source_revision"]),
+            range_hash=str(data["range_hash"]),
+            summary_text=data.get("summary_text"),
+            key_facts=tuple(KeyFact.from_json(item) for item in data.get("key_facts") or ()),
+            summarizer_id=data.get("summarizer_id"),
+            summary_tokens=data.get("summary_tokens"),
+            status=data["status"],
+            error=data.get("error"),
+            created_at=dt.datetime.fromisoformat(str(data["created_at"])),
             metadata=dict(data.get("metadata") or {}),
         )
 

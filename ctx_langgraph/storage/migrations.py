@@ -18,15 +18,16 @@ from ctx_langgraph.storage.tables import (
     branches,
     events,
     search,
+    segments,
     summaries,
     usage,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
-_DOMAINS = (branches, events, summaries, search, usage)
+_DOMAINS = (branches, events, summaries, search, usage, segments)
 """The order each version's steps run in: a table before what indexes or reads it."""
 
 _SETUP_LOCK_KEY = 0x637478_4C47  # pg_advisory_xact_lock key for concurrent setup() calls

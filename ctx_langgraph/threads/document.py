@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from ctx_langgraph.history.types import CheckpointStatus, Scope
+from ctx_langgraph.history.types import CheckpointStatus, Scope, SegmentStatus
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.threads._attached import AttachedPartChecks
 from ctx_langgraph.threads._values import INTEGER, at, encodes, fail, shown
@@ -28,6 +28,7 @@ EXPORT_FORMAT = "ctx-langgraph/thread"
 EXPORT_VERSION = 1
 
 _SUMMARY_STATUSES: tuple[str, ...] = get_args(CheckpointStatus)
+_SEGMENT_STATUSES: tuple[str, ...] = get_args(SegmentStatus)
 _POINTED_STATUSES = ("active", "superseded")
 """What a branch's active pointer can name: its own active summary, or the one it inherited."""
 
@@ -83,7 +84,7 @@ class _Summary:
     status: str
 
 
-_ANY_TEXT = frozenset({"events", "revisions", "summaries"})
+_ANY_TEXT = frozenset({"events", "revisions", "summaries", "segments"})
 """The parts of a document whose text columns are stored escaped (NUL, lone surrogates)."""
 
 
@@ -123,6 +124,9 @@ class _Checker(AttachedPartChecks):
             self.field(document, "", "summaries"), branches, (tenant, thread_id), edit_version
         )
         self.active_pointers(branches, summaries)
+        segments = document.get("segments")
+        if segments is not None:  # (exports made before the segment index have none)
+            self.segments(segments, branches, (tenant, thread_id), edit_version)
         ledger = document.get("ledger")
         if ledger:
             self.ledger(ledger)
@@ -399,14 +403,67 @@ class _Checker(AttachedPartChecks):
             summaries[summary_id] = _Summary(branch, generation, covered, status)
         return summaries
 
-    def key_facts(self, path: str, value: object, covered: int) -> None:
+    def segments(
+        self,
+        value: object,
+        branches: Mapping[str, _Branch],
+        thread: tuple[str, str],
+        edit_version: int,
+    ) -> None:
+        """The segment index: each row names this thread and a branch, its range lies within
+        the branch, and its key facts cite seqs of that range."""
+        seen: set[str] = set()
+        for index, item in enumerate(self.items("segments", value)):
+            path = at("segments", index)
+            row = self.mapping(path, item)
+            segment_id = self.text(at(path, "id"), self.field(row, path, "id"), empty=False)
+            if segment_id in seen:
+                fail(at(path, "id"), f"segment {segment_id!r} is listed twice")
+            seen.add(segment_id)
+            for key, expected in zip(("tenant", "thread_id"), thread, strict=True):
+                if self.field(row, path, key) != expected:
+                    fail(
+                        at(path, key),
+                        f"expected the document's {key} {expected!r}, got {shown(row[key])}",
+                    )
+            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
+            head_seq = branches[branch].head_seq
+            first = self.integer(
+                at(path, "first_seq"), self.field(row, path, "first_seq"), 1, head_seq
+            )
+            last = self.integer(
+                at(path, "last_seq"), self.field(row, path, "last_seq"), first, head_seq
+            )
+            self.integer(at(path, "generation"), self.field(row, path, "generation"), 1)
+            self.integer(
+                at(path, "source_revision"),
+                self.field(row, path, "source_revision"),
+                0,
+                edit_version,
+            )
+            self.text(at(path, "range_hash"), self.field(row, path, "range_hash"))
+            self.optional_text(at(path, "summary_text"), row.get("summary_text"), column=False)
+            self.key_facts(at(path, "key_facts"), row.get("key_facts"), last, first)
+            self.optional_text(at(path, "summarizer_id"), row.get("summarizer_id"), column=False)
+            self.optional_integer(at(path, "summary_tokens"), row.get("summary_tokens"), 0, INTEGER)
+            self.choice(at(path, "status"), self.field(row, path, "status"), _SEGMENT_STATUSES)
+            self.optional_text(at(path, "error"), row.get("error"), column=False)
+            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
+            metadata = row.get("metadata")
+            if metadata is not None:
+                self.mapping(at(path, "metadata"), metadata)
+                self.json_value(at(path, "metadata"), metadata)
+
+    def key_facts(self, path: str, value: object, covered: int, first: int = 1) -> None:
         if value is None:
             return
         for index, item in enumerate(self.items(path, value)):
             where = at(path, index)
             fact = self.mapping(where, item)
             self.text(at(where, "text"), self.field(fact, where, "text"), column=False)
-            self.integer(at(where, "source_seq"), self.field(fact, where, "source_seq"), 1, covered)
+            self.integer(
+                at(where, "source_seq"), self.field(fact, where, "source_seq"), first, covered
+            )
             self.text(at(where, "kind"), fact.get("kind", "fact"), column=False)
             for key in ("source_event_id", "replaces", "day", "tool"):
                 self.optional_text(at(where, key), fact.get(key), column=False)

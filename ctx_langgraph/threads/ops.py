@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from langchain_core.messages import messages_from_dict
@@ -21,13 +22,16 @@ from ctx_langgraph.history.events import insert_events
 from ctx_langgraph.history.rows import (
     BRANCH_COLS,
     CHECKPOINT_COLS,
+    SEGMENT_COLS,
     EventRow,
     checkpoint_from_row,
     message_to_row,
     record_of,
+    segment_from_row,
 )
+from ctx_langgraph.history.segments import segment_values
 from ctx_langgraph.history.summaries import checkpoint_values
-from ctx_langgraph.history.types import CompactionCheckpoint
+from ctx_langgraph.history.types import CompactionCheckpoint, Segment
 from ctx_langgraph.storage.codec import load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, marks
@@ -71,6 +75,12 @@ def export_thread(
         d, key, "ctx_event_edits", _EDIT_FIELDS, "edit_version, branch, seq"
     )
     summaries = yield from _exported_summaries(d, key)
+    segments = yield Stmt(
+        f"SELECT {SEGMENT_COLS} FROM ctx_segments WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY branch, first_seq, generation",
+        key,
+        "all",
+    )
     document: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -83,6 +93,7 @@ def export_thread(
         "revisions": revisions,
         "edits": edits,
         "summaries": summaries,
+        "segments": [segment_from_row(d, row).to_json() for row in segments],
     }
     if ledger:
         document["ledger"] = yield from ledger_rows.export_rows(d, scope)
@@ -206,11 +217,21 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
     revisions = yield from _insert_revisions(d, key, document["revisions"])
     yield from _insert_edits(d, key, document["edits"])
     summaries = yield from _insert_summaries(d, key, document["summaries"])
+    segments = [Segment.from_json(item) for item in document.get("segments") or ()]
+    if segments:
+        yield Stmt(
+            f"INSERT INTO ctx_segments ({SEGMENT_COLS}) VALUES ({marks(17)})",
+            many=[
+                segment_values(d, replace(seg, scope=Scope(key[1], key[0], seg.scope.branch)))
+                for seg in segments
+            ],
+        )
     counts = {
         "branches": len(document["branches"]),
         "events": events,
         "revisions": revisions,
         "summaries": summaries,
+        "segments": len(segments),
     }
     ledger = document.get("ledger")
     if ledger:
