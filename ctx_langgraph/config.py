@@ -95,6 +95,14 @@ class ContextConfig:
         precompact_at: above this (tokens or a fraction of the usable window; below ``trigger``) a
             summary candidate is built in the background from a snapshot, so that a later turn
             over the trigger can commit it without waiting for the summarizer. None: off.
+        segment_events: the segment index: after a compaction, the history the summary covers
+            is summarized in separate ranges of this many events (at most two ranges per
+            compaction; in the background where ``precompact_at`` is set), for the history
+            lookup to search (``make_history_lookup_tool(segments=True)``; the lookup tool of
+            ``create_context_agent`` searches them when this is set). Never loaded into a
+            prompt. None (the default): no index.
+        segment_gap_s: a pause between two events longer than this (seconds) closes a segment
+            early (a new session); None: segments close by count only.
         summary_versions_keep: superseded or failed summary versions kept per branch after each
             commit (the active one, and any another branch still uses, are always kept); None
             keeps every version.
@@ -133,6 +141,8 @@ class ContextConfig:
     compaction_backoff_s: float = 5.0
     summary_versions_keep: int | None = 5
     precompact_at: Amount | None = None
+    segment_events: int | None = None
+    segment_gap_s: float | None = 6 * 3600.0
     compaction_backend: Any = "local"
     timestamp: TimestampSource | None = None
 
@@ -160,6 +170,12 @@ class ContextConfig:
             raise ValueError(
                 f"tool_output_cap_tokens must be at least 64, got {self.tool_output_cap_tokens}"
             )
+        if self.segment_events is not None and self.segment_events < 4:
+            raise ValueError(
+                f"segment_events must be at least 4 (or None: no index), got {self.segment_events}"
+            )
+        if self.segment_gap_s is not None and not self.segment_gap_s > 0:
+            raise ValueError(f"segment_gap_s must be positive (or None), got {self.segment_gap_s}")
         if self.summary_max_tokens < 64:
             raise ValueError(
                 f"summary_max_tokens must be at least 64, got {self.summary_max_tokens}"

@@ -338,14 +338,19 @@ def add_context_management(
 
 
 def _agent_tools(
-    tools: Sequence[Any], lookup_tool: bool | BaseTool, store: HistoryStore, compact_tool: bool
+    tools: Sequence[Any],
+    lookup_tool: bool | BaseTool,
+    store: HistoryStore,
+    compact_tool: bool,
+    segments: bool = False,
 ) -> list[Any]:
-    """The agent's tools, with the history lookup tool and the compaction tool when asked for."""
+    """The agent's tools, with the history lookup tool (searching the segment index when it is
+    built) and the compaction tool when asked for."""
     own: list[Any] = list(tools)
     if isinstance(lookup_tool, BaseTool):
         own.append(lookup_tool)
     elif lookup_tool:
-        own.append(make_history_lookup_tool(store))
+        own.append(make_history_lookup_tool(store, segments=segments))
     if compact_tool:
         own.append(make_compact_tool())
     return own
@@ -440,7 +445,8 @@ def create_context_agent(
         >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
-    all_tools = _agent_tools(tools, lookup_tool, store, compact_tool)
+    indexed = config is not None and config.segment_events is not None
+    all_tools = _agent_tools(tools, lookup_tool, store, compact_tool, indexed)
     return add_context_management(
         _agent_graph(model, all_tools, prompt),
         model_node="model",

@@ -182,7 +182,10 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     ) -> None:
         super().__init__()
         config = (config or ContextConfig()).with_trail_room(lookup=lookup_tool)
-        own: list[BaseTool] = [make_history_lookup_tool(store)] if lookup_tool else []
+        indexed = config.segment_events is not None  # the lookup searches the segment index
+        own: list[BaseTool] = (
+            [make_history_lookup_tool(store, segments=indexed)] if lookup_tool else []
+        )
         if compact_tool:
             own.append(make_compact_tool())
         self.tools = own

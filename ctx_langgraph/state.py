@@ -50,6 +50,7 @@ __all__ = [
     "RecordedDigest",
     "RecordedReply",
     "RepairTotals",
+    "SegmentReport",
     "ServerCompaction",
     "SummarizerBackoff",
     "merge_context",
@@ -330,6 +331,23 @@ class ArtifactsReport(TypedDict):
     """The most recently touched entries, newest first (at most five)."""
 
 
+class SegmentReport(TypedDict):
+    """``context["compaction"]["segments"]``: the segment index's build after a compaction."""
+
+    built: int
+    """Segments summarized and stored."""
+    failed: int
+    """Ranges tried and left for the next build (the summarizer or the store failed, or an
+    edit raced the build)."""
+    pending: int
+    """Ranges still waiting (at most two are built per compaction)."""
+    error: NotRequired[str]
+    """The last problem met."""
+    background: NotRequired[bool]
+    """The build runs in the background (``precompact_at`` is set): its counts are not known
+    yet."""
+
+
 class CompactionReport(TypedDict, total=False):
     """``context["compaction"]``: the last compaction attempt, written by ``ctx_compact``
     (docs/design.md §6); ``ctx_budget`` does not send the same view back after a failure."""
@@ -363,6 +381,8 @@ class CompactionReport(TypedDict, total=False):
     """Tokens of the summary text (None: the store did not count them)."""
     removed_messages: int
     """History messages the rewrite took out of the view."""
+    segments: SegmentReport
+    """What the segment index's build did after this compaction (``segment_events``)."""
     provider: ProviderReport
     """The provider's own window for the span."""
     requested: CompactRequest

@@ -932,7 +932,14 @@ def test_the_untampered_export_imports_and_takes_new_appends(exported):
     before = stored_rows(store)
     document = copy.deepcopy(original)
     counts = import_thread(store, document)
-    assert counts == {"branches": 2, "events": 9, "revisions": 1, "summaries": 1, "ledger_calls": 1}
+    assert counts == {
+        "branches": 2,
+        "events": 9,
+        "revisions": 1,
+        "summaries": 1,
+        "segments": 0,
+        "ledger_calls": 1,
+    }
     for branch in ("main", "b"):
         scope = Scope("t", branch=branch)
         own = [e for e in original["events"] if e["branch"] in ("main", branch)]

@@ -40,6 +40,7 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,7 @@ from ctx_langgraph.compaction.report import (
     rewritten,
     served,
 )
+from ctx_langgraph.compaction.segments import SegmentBuilder
 from ctx_langgraph.compaction.span import (
     Span,
     Turn,
@@ -82,10 +84,11 @@ from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarize
 from ctx_langgraph.compaction.trail import ArtifactTrail, merged_trail, with_trail
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint
 from ctx_langgraph.providers import CompactionBackend, provider_key
-from ctx_langgraph.state import SummarizerBackoff
+from ctx_langgraph.state import SegmentReport, SummarizerBackoff
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID, summary_message
 
@@ -122,6 +125,8 @@ class CompactNode:
     provider: str | None = field(init=False)
     backend: CompactionBackend | None = field(init=False)
     window: ProviderWindow = field(init=False)
+    segments: SegmentBuilder | None = field(init=False)
+    """Builds the segment index after a commit (``segment_events``); None: no index."""
 
     def __post_init__(self) -> None:
         def derive(name: str, value: Any) -> None:
@@ -135,6 +140,19 @@ class CompactNode:
         backend = self.config.compaction_backend
         derive("backend", None if backend == "local" else backend)
         derive("window", ProviderWindow(self.model, self.provider, self.backend, self.ledger))
+        size = self.config.segment_events
+        builder = SegmentBuilder(
+            self.store,
+            self.summarizer,
+            self.fallback,
+            self._counter,
+            size or 0,
+            self.config.segment_gap_s,
+            self.cap,
+            attempts=self.config.compaction_attempts,
+            timeout_s=self.config.compaction_timeout_s,
+        )
+        derive("segments", builder if size else None)
         if self.backend is not None and self.backend.provider != self.provider:
             log.warning(
                 "ctx-langgraph: compaction_backend %s is for %s, but the model speaks %s: "
@@ -160,7 +178,21 @@ class CompactNode:
         if turn.request_error is not None:
             return refused(turn.report())
         outcome = yield from self._compact(turn, commit)
+        if commit and (through := _committed_through(outcome, self.segments)) is not None:
+            report: SegmentReport = {"built": 0, "failed": 0, "pending": 0, "background": True}
+            if not self._index_in_background:
+                report = yield from self._index(turn.scope, through)
+            outcome["context"]["compaction"]["segments"] = report
         return outcome if turn.request is None else served(outcome)
+
+    @property
+    def _index_in_background(self) -> bool:
+        """The segment index is built after the turn, where ``precompact_at`` is set."""
+        return self.config.precompact_at is not None
+
+    def _index(self, scope: Scope, through: int) -> Flow[SegmentReport]:
+        assert self.segments is not None
+        return (yield from self.segments.flow(scope, through))
 
     def _compact(self, turn: Turn, commit: bool) -> Flow[dict[str, Any]]:
         request = turn.request
@@ -303,38 +335,34 @@ class CompactNode:
 
     # ------------------------------------------------------------------ sync and async shells
 
+    def _background_index(self, state: dict[str, Any], config: RunnableConfig, outcome: Any) -> Any:
+        """The scope and seq a background build of the segment index runs for, if any."""
+        if not self._index_in_background or not isinstance(outcome, dict):
+            return None
+        through = _committed_through(outcome, self.segments)
+        if through is None:
+            return None
+        return scope_from_config(config, state.get("context")), through
+
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
-        if started is None:
-            return run(self.flow(state, config))
-
-        def build() -> None:
-            try:
-                _background_done(run(self.flow(state, config, commit=False)))
-            except Exception as exc:  # a background attempt never breaks the run
-                log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
-
-        in_context = contextvars.copy_context().run  # the run's config and callbacks go along
-        threading.Thread(
-            target=in_context, args=(build,), name="ctx-precompact", daemon=True
-        ).start()
-        return started
+        if started is not None:  # the candidate is built after the turn
+            _in_thread(lambda: run(self.flow(state, config, commit=False)), "ctx-precompact")
+            return started
+        outcome = run(self.flow(state, config))
+        if (job := self._background_index(state, config, outcome)) is not None:
+            _in_thread(lambda: run(self._index(*job)), "ctx-segments")
+        return outcome
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
-        if started is None:
-            return await arun(self.flow(state, config))
-
-        async def build() -> None:
-            try:
-                _background_done(await arun(self.flow(state, config, commit=False)))
-            except Exception as exc:
-                log.warning("ctx-langgraph: background pre-compaction failed: %s", exc)
-
-        task = asyncio.get_running_loop().create_task(build())
-        _PRECOMPACTIONS.add(task)
-        task.add_done_callback(_PRECOMPACTIONS.discard)
-        return started
+        if started is not None:
+            _in_task(arun(self.flow(state, config, commit=False)), "ctx-precompact")
+            return started
+        outcome = await arun(self.flow(state, config))
+        if (job := self._background_index(state, config, outcome)) is not None:
+            _in_task(arun(self._index(*job)), "ctx-segments")
+        return outcome
 
 
 def _recorded_request(turn: Turn) -> dict[str, Any]:
@@ -346,6 +374,44 @@ def _recorded_request(turn: Turn) -> dict[str, Any]:
         "requested_by": request.get("requested_by"),
         "instructions": request.get("instructions"),
     }
+
+
+def _committed_through(outcome: dict[str, Any], segments: SegmentBuilder | None) -> int | None:
+    """What a new summary covers, when the segment index is on and one was committed."""
+    context = outcome.get("context") or {}
+    compaction = context.get("compaction") or {}
+    if segments is None or compaction.get("status") not in ("committed", "committed_precomputed"):
+        return None
+    through = context.get("covered_through_seq")
+    return int(through) if isinstance(through, int) else None
+
+
+def _in_thread(job: Callable[[], Any], name: str) -> None:
+    """Run ``job`` in a daemon thread with the run's context (its config and callbacks go
+    along); a failure is logged, never raised into the run."""
+
+    def guarded() -> None:
+        try:
+            _background_done(job())
+        except Exception as exc:
+            log.warning("ctx-langgraph: background %s failed: %s", name, exc)
+
+    in_context = contextvars.copy_context().run
+    threading.Thread(target=in_context, args=(guarded,), name=name, daemon=True).start()
+
+
+def _in_task(job: Awaitable[Any], name: str) -> None:
+    """Run ``job`` as a task of the running loop, kept until done; a failure is logged."""
+
+    async def guarded() -> None:
+        try:
+            _background_done(await job)
+        except Exception as exc:
+            log.warning("ctx-langgraph: background %s failed: %s", name, exc)
+
+    task = asyncio.get_running_loop().create_task(guarded())
+    _PRECOMPACTIONS.add(task)
+    task.add_done_callback(_PRECOMPACTIONS.discard)
 
 
 def _background_done(outcome: Any) -> None:

@@ -74,6 +74,10 @@ class Page:
         """Event ids of the current turn's messages: searches leave them out."""
         self.artifacts: list[dict[str, Any]] | None = None
         """Entries of the artifact trail the query names, shown before the records."""
+        self.segment_index = False
+        """A query's first page starts with the best segments of the index (and their events)."""
+        self.segments: list[dict[str, Any]] | None = None
+        """The segments of the index a query's first page shows, before the records."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         if self.in_time_order:
@@ -85,6 +89,8 @@ class Page:
             page["cap"] = f"{self.max_tokens} tokens: the room left in your context"
         if self.artifacts:
             page["artifacts"] = self.artifacts
+        if self.segments:
+            page["segments"] = self.segments
         page.update(records=records, next_cursor=next_cursor)
         return json.dumps(page, ensure_ascii=False, separators=(",", ":"))
 
@@ -104,9 +110,11 @@ class Page:
         at: int | None = None,
         hit: bool = False,
         whole: bool = False,
+        extra: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], int] | None:
         """Add ``event.text[start:]`` as a record (at index ``at``, else last), cut if it does
-        not fit, unless ``whole``; ``hit`` marks it as a match of the query.
+        not fit, unless ``whole``; ``hit`` marks it as a match of the query, ``extra`` adds
+        keys first (``from_segment``).
 
         ``next_cursor(end)`` is the cursor the page would end with after this record. Returns
         the record and where its text stops, or None when the record is better left to the
@@ -119,7 +127,7 @@ class Page:
         at = len(self.records) if at is None else at
 
         def shown(end: int) -> dict[str, Any]:
-            record = _record(event, start, end)
+            record = {**(extra or {}), **_record(event, start, end)}
             return {"hit": True, **record} if hit else record
 
         def fits(end: int) -> bool:

@@ -28,6 +28,7 @@ from ctx_langgraph.lookup._args import Filters
 from ctx_langgraph.lookup._cursors import RankedCursor
 from ctx_langgraph.lookup._page import Page, always, too_small
 from ctx_langgraph.lookup._reads import next_turn, rank
+from ctx_langgraph.lookup._segments import segment_flow
 from ctx_langgraph.lookup._trail import trail_flow
 
 __all__ = ["RANKED_ORDER", "focus", "fuse", "passages", "ranked_flow"]
@@ -192,7 +193,10 @@ def ranked_flow(
     wanted = skip + RANK_FETCH
     stems = list(dict.fromkeys(stem for query in filters.query for stem in rank_terms(query)))
     if skip == 0:  # the first page: the trail entries the query names, and their events
-        yield from trail_flow(store, scope, filters.query, page, RankedCursor(filters, 1).encode())
+        first_cursor = RankedCursor(filters, 1).encode()
+        yield from trail_flow(store, scope, filters.query, page, first_cursor)
+        if page.segment_index:  # and the best segments of the index, and theirs
+            yield from segment_flow(store, scope, filters.query, page, first_cursor)
     events, complete = yield from _ranking(store, scope, filters, wanted)
     served, previous = skip, None  # previous: the cursor after the last hit served
     while True:

@@ -75,12 +75,7 @@ def export_thread(
         d, key, "ctx_event_edits", _EDIT_FIELDS, "edit_version, branch, seq"
     )
     summaries = yield from _exported_summaries(d, key)
-    segments = yield Stmt(
-        f"SELECT {SEGMENT_COLS} FROM ctx_segments WHERE tenant = ? AND thread_id = ? "
-        "ORDER BY branch, first_seq, generation",
-        key,
-        "all",
-    )
+    segments = yield from _exported_segments(d, key)
     document: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -93,7 +88,7 @@ def export_thread(
         "revisions": revisions,
         "edits": edits,
         "summaries": summaries,
-        "segments": [segment_from_row(d, row).to_json() for row in segments],
+        "segments": segments,
     }
     if ledger:
         document["ledger"] = yield from ledger_rows.export_rows(d, scope)
@@ -187,6 +182,16 @@ def _exported_row(d: Dialect, row: Sequence[Any], fields: Sequence[_Field]) -> d
         else:
             exported[key] = read(*values)
     return exported
+
+
+def _exported_segments(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
+    rows = yield Stmt(
+        f"SELECT {SEGMENT_COLS} FROM ctx_segments WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY branch, first_seq, generation",
+        key,
+        "all",
+    )
+    return [segment_from_row(d, row).to_json() for row in rows]
 
 
 def _exported_summaries(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:

@@ -1,0 +1,183 @@
+"""The segment index, built as history grows: one summary per separate range of history
+(events 1-100, 101-200, ..., or shorter at a pause between sessions), with the summarizer,
+the summary format and the key facts of the rolling summary, stored by the history store's
+compare-and-swap (:meth:`~ctx_langgraph.history.HistoryStore.put_segment`).
+
+Segments are made only of history the rolling summary covers (out of the verbatim tail), only
+of closed ranges (a range is closed when it is full or a later event starts after a pause),
+and never loaded into a prompt: the history lookup searches them
+(``make_history_lookup_tool(segments=True)``). An edit of an event makes its segment
+``invalid``; the next build summarizes the range again. A build that fails (the summarizer,
+the store, an edit racing it) leaves the range for the next one; it never fails the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.compaction.format import SummaryDocument
+from ctx_langgraph.compaction.protocol import Summarizer
+from ctx_langgraph.compaction.summarize import Attempts, SummaryPlan, write_summary
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.errors import ContextManagementError
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent, Segment
+from ctx_langgraph.state import SegmentReport
+
+__all__ = ["EMPTY_RANGE", "SegmentBuilder", "segment_ranges"]
+
+log = logging.getLogger(__name__)
+
+EMPTY_RANGE: Final = "No visible events in this range (deleted or hidden)."
+"""The summary of a range whose every event was deleted or hidden since it was indexed."""
+
+
+def segment_ranges(
+    events: Sequence[HistoryEvent], *, size: int, gap_s: float | None, min_events: int
+) -> list[tuple[int, int]]:
+    """The closed ranges of ``events`` (in seq order), as (first seq, last seq): a range
+    closes at ``size`` events, or before an event more than ``gap_s`` seconds after the one
+    before it once it holds ``min_events``. The last range is left open unless it is full
+    (8-11 below: four events, and nothing after them yet).
+
+    Example:
+        >>> import datetime as dt
+        >>> from ctx_langgraph.history.types import HistoryEvent
+        >>> day = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+        >>> def ev(seq, hours):
+        ...     return HistoryEvent(seq, f"e{seq}", "main", "human", None, {}, "x", (), (), 1,
+        ...                         True, day + dt.timedelta(hours=hours))
+        >>> events = [ev(n, n / 10) for n in range(1, 8)] + [ev(n, 30 + n / 10) for n in range(8, 12)]
+        >>> segment_ranges(events, size=5, gap_s=6 * 3600, min_events=2)
+        [(1, 5), (6, 7)]
+        >>> segment_ranges(events[:4], size=5, gap_s=None, min_events=2)
+        []
+    """
+    ranges: list[tuple[int, int]] = []
+    current: list[HistoryEvent] = []
+    for event in events:
+        if current and len(current) >= min_events and gap_s is not None:
+            pause = (event.created_at - current[-1].created_at).total_seconds()
+            if pause > gap_s:
+                ranges.append((current[0].seq, current[-1].seq))
+                current = []
+        current.append(event)
+        if len(current) >= size:
+            ranges.append((current[0].seq, current[-1].seq))
+            current = []
+    return ranges
+
+
+@dataclass(frozen=True)
+class SegmentBuilder:
+    """Builds the pending segments of a branch, at most ``per_run`` per call (the rest wait
+    for the next compaction). One flow for sync and async (see :mod:`ctx_langgraph.core.effects`).
+    """
+
+    store: HistoryStore
+    summarizer: Summarizer
+    fallback: Summarizer
+    counter: TokenCounter
+    size: int
+    """Events per segment (``ContextConfig.segment_events``)."""
+    gap_s: float | None
+    """A pause that closes a segment early (``ContextConfig.segment_gap_s``)."""
+    cap: int
+    """A segment summary's token cap."""
+    attempts: int = 2
+    timeout_s: float = 120.0
+    per_run: int = 2
+
+    @property
+    def min_events(self) -> int:
+        return max(2, self.size // 10)
+
+    def pending(self, scope: Scope, through_seq: int) -> Flow[list[tuple[int, int]]]:
+        """The ranges to summarize: the invalid segments' ranges, then the closed ranges of
+        the history after the last segment, through ``through_seq``."""
+        known: list[Segment] = yield call(
+            self.store, "segments", scope, statuses=("active", "invalid")
+        )
+        invalid = [(s.first_seq, s.last_seq) for s in known if s.status == "invalid"]
+        start = max((s.last_seq for s in known), default=0) + 1
+        if through_seq < start:
+            return invalid
+        events: list[HistoryEvent] = yield call(
+            self.store, "read_events", scope, from_seq=start, to_seq=through_seq
+        )
+        fresh = segment_ranges(events, size=self.size, gap_s=self.gap_s, min_events=self.min_events)
+        return invalid + fresh
+
+    def flow(self, scope: Scope, through_seq: int) -> Flow[SegmentReport]:
+        """Build up to ``per_run`` pending segments; the report of what happened."""
+        report: SegmentReport = {"built": 0, "failed": 0, "pending": 0}
+        try:
+            ranges = yield from self.pending(scope, through_seq)
+        except ContextManagementError as exc:
+            log.warning("ctx-langgraph: the segment index could not be read: %s", exc)
+            report["error"] = str(exc)[:300]
+            return report
+        report["pending"] = max(0, len(ranges) - self.per_run)
+        for first, last in ranges[: self.per_run]:
+            built = yield from self._one(scope, first, last, report)
+            report["built" if built else "failed"] += 1
+        return report
+
+    def _one(self, scope: Scope, first: int, last: int, report: SegmentReport) -> Flow[bool]:
+        try:
+            snapshot: CoverageSnapshot = yield call(
+                self.store, "segment_snapshot", scope, first, last
+            )
+            text, facts = EMPTY_RANGE, []
+            if snapshot.events:
+                written = yield from self._summary(snapshot)
+                if written is None:
+                    report["error"] = f"the summarizer failed on seqs {first}-{last}"
+                    return False
+                document = SummaryDocument.parse(written).with_event_ids(
+                    {event.seq: event.event_id for event in snapshot.events}
+                )
+                text = written
+                facts = [f for f in document.key_facts if first <= f.source_seq <= last]
+            yield call(
+                self.store,
+                "put_segment",
+                snapshot,
+                summary_text=text,
+                key_facts=facts,
+                summarizer_id=self.summarizer.id,
+                summary_tokens=self.counter.count_text(text),
+                metadata={"events": len(snapshot.events)},
+            )
+        except ContextManagementError as exc:  # a racing edit, a store that is down
+            log.warning("ctx-langgraph: segment %d-%d not built: %s", first, last, exc)
+            report["error"] = str(exc)[:300]
+            return False
+        return True
+
+    def _summary(self, snapshot: CoverageSnapshot) -> Flow[str | None]:
+        plan = SummaryPlan(
+            summarizer=self.summarizer,
+            fallback=self.fallback,
+            attempts=self.attempts,
+            fallback_s=self.timeout_s,
+            cap=self.cap,
+            counter=self.counter,
+            backing_off=False,
+            must_fit=False,  # a segment can wait: no fallback, the range stays pending
+            estimate=0,
+            usable=0,
+        )
+        run = Attempts({}, time.monotonic() + self.timeout_s)
+        written = yield from write_summary(plan, None, snapshot, run, _no_backoff)
+        return written.text
+
+
+def _no_backoff() -> Any:
+    return None

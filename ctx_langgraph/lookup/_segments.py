@@ -1,0 +1,153 @@
+"""A query against the segment index: the best segments' summaries, and the raw events they
+point to (docs/design.md §8).
+
+The segment index (:mod:`ctx_langgraph.compaction.segments`) summarizes separate ranges of
+history. A first page of a query ranks the branch's active segments by BM25 over their summary
+and key facts, shows the best :data:`TOP_SEGMENTS` under ``segments`` (their range, generation
+and the summary lines that share the query's words) and, as records marked ``from_segment``,
+the events those lines cite. Both take at most :data:`SHARE` of the page; the store's ranking
+fills the rest. Later pages (a cursor) go on with the ranking alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.core.text import rank_terms, rank_tokens
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.rank import bm25_order, idf
+from ctx_langgraph.history.types import HistoryEvent, Segment
+from ctx_langgraph.lookup._page import Page, always
+from ctx_langgraph.lookup._reads import log
+
+__all__ = ["SHARE", "TOP_SEGMENTS", "rank_segments", "segment_flow", "segment_lines"]
+
+TOP_SEGMENTS: Final = 2
+"""Segments a page shows at most."""
+SHARE: Final = 0.4
+"""The share of a page the segments and their events may take."""
+LINES_PER_SEGMENT: Final = 4
+"""Summary lines a segment shows at most (those sharing the most of the query's words)."""
+EVENTS_PER_SEGMENT: Final = 3
+"""Events of a segment a page shows at most (cited by its lines shown)."""
+_SEQ_REF = re.compile(r"\[seqs? ([0-9][0-9, \-]*)")
+
+
+def _searchable(segment: Segment) -> str:
+    facts = " ".join(fact.text for fact in segment.key_facts)
+    return f"{segment.summary_text or ''}\n{facts}"
+
+
+def rank_segments(query: str, segments: Sequence[Segment]) -> list[tuple[Segment, float]]:
+    """The segments sharing a word with ``query``, best first (BM25 over their summary and
+    key facts, idf over the segments).
+
+    Example:
+        >>> import datetime as dt
+        >>> from ctx_langgraph.history.types import Scope
+        >>> def seg(n, text):
+        ...     return Segment(str(n), Scope("t"), n, n + 9, 1, 0, "", text, (), None, None,
+        ...                    "active", None, dt.datetime(2024, 1, 1))
+        >>> [s.first_seq for s, _ in rank_segments("pottery class", [seg(1, "hiking"), seg(11, "a pottery class")])]
+        [11]
+    """
+    texts = {index: _searchable(segment) for index, segment in enumerate(segments)}
+    counted = {index: set(rank_tokens(text)) for index, text in texts.items()}
+    weights = {
+        stem: idf(len(segments), sum(stem in tokens for tokens in counted.values()))
+        for stem in dict.fromkeys(rank_terms(query))
+    }
+    return [(segments[index], score) for index, score in bm25_order(texts, weights)]
+
+
+def segment_lines(segment: Segment, query: str) -> tuple[list[str], list[int]]:
+    """The summary lines of ``segment`` sharing the most of ``query``'s words (at most
+    :data:`LINES_PER_SEGMENT`, in the summary's order), and the seqs they cite within the
+    segment's range (at most :data:`EVENTS_PER_SEGMENT`)."""
+    stems = set(rank_terms(query))
+    lines = [line.strip() for line in (segment.summary_text or "").splitlines()]
+    scored = [
+        (len(stems & set(rank_tokens(line))), index)
+        for index, line in enumerate(lines)
+        if line.startswith("- ")
+    ]
+    best = sorted(
+        (index for score, index in sorted(scored, reverse=True)[:LINES_PER_SEGMENT] if score)
+    )
+    shown = [lines[index] for index in best]
+    seqs: list[int] = []
+    for line in shown:
+        for found in _SEQ_REF.findall(line):
+            for part in re.split(r"[, ]+", found):
+                number = part.split("-")[0]
+                if number.isdigit() and segment.first_seq <= int(number) <= segment.last_seq:
+                    seqs.append(int(number))
+    return shown, list(dict.fromkeys(seqs))[:EVENTS_PER_SEGMENT]
+
+
+def _shown(segment: Segment, lines: list[str], seqs: list[int]) -> dict[str, Any]:
+    return {
+        "range": f"seq {segment.first_seq}-{segment.last_seq}",
+        "generation": segment.generation,
+        "summary": lines,
+        "points_to": seqs,
+    }
+
+
+def segment_flow(
+    store: HistoryStore, scope: Scope, queries: tuple[str, ...], page: Page, cursor: str | None
+) -> Flow[None]:
+    """Put the best segments for ``queries``, and the events their matching lines cite, on
+    ``page``, within :data:`SHARE` of it (nothing when no segment shares a word, or when the
+    store cannot say: the ranking answers all the same)."""
+    try:
+        segments: list[Segment] = yield call(store, "segments", scope)
+    except Exception as exc:
+        log.warning("history lookup: the segment index could not be read: %s", exc)
+        return
+    query = " ".join(queries)
+    chosen = [(s, *segment_lines(s, query)) for s, _ in rank_segments(query, segments)]
+    chosen = [entry for entry in chosen if entry[1]][:TOP_SEGMENTS]
+    if not chosen:
+        return
+    cap, page.max_tokens = page.max_tokens, max(1, int(page.max_tokens * SHARE))
+    try:
+        while chosen:
+            page.segments = [_shown(*entry) for entry in chosen]
+            if page.counter.count_text(page.render(page.records, cursor)) <= page.max_tokens:
+                break
+            chosen = chosen[:-1]  # the lower ranked leaves room for the better
+        else:
+            page.segments = None
+            return
+        for segment, _lines, seqs in chosen:
+            yield from _segment_events(store, scope, page, segment, seqs, cursor)
+    finally:
+        page.max_tokens = cap
+
+
+def _segment_events(
+    store: HistoryStore,
+    scope: Scope,
+    page: Page,
+    segment: Segment,
+    seqs: list[int],
+    cursor: str | None,
+) -> Flow[None]:
+    mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
+    for seq in seqs:
+        try:
+            found: list[HistoryEvent] = yield call(
+                store, "read_events", scope, from_seq=seq, to_seq=seq
+            )
+        except Exception as exc:
+            log.warning("history lookup: event %d of a segment not read: %s", seq, exc)
+            continue
+        for event in found:
+            if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
+                continue
+            page.add(event, 0, always(cursor), whole=True, extra=mark)
