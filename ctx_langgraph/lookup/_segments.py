@@ -30,16 +30,28 @@ TOP_SEGMENTS: Final = 2
 """Segments a page shows at most."""
 SHARE: Final = 0.4
 """The share of a page the segments and their events may take."""
-LINES_PER_SEGMENT: Final = 4
+LINES_PER_SEGMENT: Final = 3
 """Summary lines a segment shows at most (those sharing the most of the query's words)."""
-EVENTS_PER_SEGMENT: Final = 3
+EVENTS_PER_SEGMENT: Final = 2
 """Events of a segment a page shows at most (cited by its lines shown)."""
+LINE_FLOOR: Final = 0.6
+"""A line shown matches at least this share of the segment's best line."""
 _SEQ_REF = re.compile(r"\[seqs? ([0-9][0-9, \-]*)")
 
 
 def _searchable(segment: Segment) -> str:
     facts = " ".join(fact.text for fact in segment.key_facts)
     return f"{segment.summary_text or ''}\n{facts}"
+
+
+def _weights(query: str, segments: Sequence[Segment]) -> dict[str, float]:
+    """Each stem of the query's idf over the segments: a name said in every segment weighs
+    little, a word of one segment much."""
+    counted = [set(rank_tokens(_searchable(segment))) for segment in segments]
+    return {
+        stem: idf(len(segments), sum(stem in tokens for tokens in counted))
+        for stem in dict.fromkeys(rank_terms(query))
+    }
 
 
 def rank_segments(query: str, segments: Sequence[Segment]) -> list[tuple[Segment, float]]:
@@ -56,36 +68,35 @@ def rank_segments(query: str, segments: Sequence[Segment]) -> list[tuple[Segment
         [11]
     """
     texts = {index: _searchable(segment) for index, segment in enumerate(segments)}
-    counted = {index: set(rank_tokens(text)) for index, text in texts.items()}
-    weights = {
-        stem: idf(len(segments), sum(stem in tokens for tokens in counted.values()))
-        for stem in dict.fromkeys(rank_terms(query))
-    }
-    return [(segments[index], score) for index, score in bm25_order(texts, weights)]
+    ranked = bm25_order(texts, _weights(query, segments))
+    return [(segments[index], score) for index, score in ranked]
 
 
-def segment_lines(segment: Segment, query: str) -> tuple[list[str], list[int]]:
-    """The summary lines of ``segment`` sharing the most of ``query``'s words (at most
-    :data:`LINES_PER_SEGMENT`, in the summary's order), and the seqs they cite within the
-    segment's range (at most :data:`EVENTS_PER_SEGMENT`)."""
-    stems = set(rank_terms(query))
+def segment_lines(segment: Segment, weights: dict[str, float]) -> tuple[list[str], list[int]]:
+    """The summary lines of ``segment`` that match best (the stems' ``weights`` they hold add
+    up to at least :data:`LINE_FLOOR` of the best line's; at most :data:`LINES_PER_SEGMENT`,
+    in the summary's order), and the seqs they cite within the segment's range (at most
+    :data:`EVENTS_PER_SEGMENT`, from the best line down)."""
     lines = [line.strip() for line in (segment.summary_text or "").splitlines()]
-    scored = [
-        (len(stems & set(rank_tokens(line))), index)
-        for index, line in enumerate(lines)
-        if line.startswith("- ")
-    ]
-    best = sorted(
-        (index for score, index in sorted(scored, reverse=True)[:LINES_PER_SEGMENT] if score)
+    scored = sorted(
+        (
+            (sum(weights.get(stem, 0.0) for stem in set(rank_tokens(line))), index)
+            for index, line in enumerate(lines)
+            if line.startswith("- ")
+        ),
+        reverse=True,
     )
-    shown = [lines[index] for index in best]
+    best = scored[0][0] if scored else 0.0
+    kept = [(score, index) for score, index in scored if score > 0 and score >= LINE_FLOOR * best]
+    kept = kept[:LINES_PER_SEGMENT]
     seqs: list[int] = []
-    for line in shown:
-        for found in _SEQ_REF.findall(line):
+    for _score, index in kept:
+        for found in _SEQ_REF.findall(lines[index]):
             for part in re.split(r"[, ]+", found):
                 number = part.split("-")[0]
                 if number.isdigit() and segment.first_seq <= int(number) <= segment.last_seq:
                     seqs.append(int(number))
+    shown = [lines[index] for _score, index in sorted(kept, key=lambda hit: hit[1])]
     return shown, list(dict.fromkeys(seqs))[:EVENTS_PER_SEGMENT]
 
 
@@ -110,7 +121,8 @@ def segment_flow(
         log.warning("history lookup: the segment index could not be read: %s", exc)
         return
     query = " ".join(queries)
-    chosen = [(s, *segment_lines(s, query)) for s, _ in rank_segments(query, segments)]
+    weights = _weights(query, segments)
+    chosen = [(s, *segment_lines(s, weights)) for s, _ in rank_segments(query, segments)]
     chosen = [entry for entry in chosen if entry[1]][:TOP_SEGMENTS]
     if not chosen:
         return
