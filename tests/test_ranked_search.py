@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 import math
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -400,9 +401,14 @@ def test_every_backend_ranks_the_same_events_with_the_same_scores(tmp_path, pg_d
 def test_a_version_5_store_upgrades_and_ranks_by_stems(backend, monkeypatch):
     """Rows written before v6 (no stems in the index) get them: ranked search finds their
     inflections, and exact search finds what it found before."""
+    from ctx_langgraph.history import events as event_ops
     from ctx_langgraph.history import rows as _serde
     from ctx_langgraph.storage import migrations
     from ctx_langgraph.storage import runner as base
+
+    def no_segments(*_args: object) -> Any:  # no segment index before v8
+        return 0
+        yield
 
     old = messages(
         "We went hiking in the mountains",
@@ -414,13 +420,14 @@ def test_a_version_5_store_upgrades_and_ranks_by_stems(backend, monkeypatch):
         patch.setattr(migrations, "SCHEMA_VERSION", 5)
         patch.setattr(base, "SCHEMA_VERSION", 5)
         patch.setattr(_serde, "search_document", token_document)
+        patch.setattr(event_ops, "invalidate_segments", no_segments)
         store = backend.make()
         assert store.setup() == 5
         store.append("t", old)
         store.hide_events("t", ["m4"])
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 7
+    assert store.setup() == base.SCHEMA_VERSION == 8
     assert sorted(seqs(store.rank("t", "go"))) == [1, 2]
     assert seqs(store.rank("t", "hike")) == [1]
     assert seqs(store.rank("t", "child")) == [2]
