@@ -19,7 +19,7 @@ from test_providers import FILLER, OFFLINE, anthropic_model, openai_model, respo
 
 from ctx_langgraph import ContextConfig, ContextManagementMiddleware, create_context_agent
 from ctx_langgraph.budget import TiktokenCounter
-from ctx_langgraph.history import HistoryStore
+from ctx_langgraph.history import HistoryStore, SQLiteHistoryStore
 from ctx_langgraph.providers import (
     AnthropicContextEditing,
     AnthropicServerCompaction,
@@ -157,8 +157,24 @@ def _active_provider(store: HistoryStore, thread: str) -> str | None:
 @pytest.mark.parametrize("streaming", [False, True], ids=["invoke", "stream"])
 @pytest.mark.parametrize("output_version", [None, "v1"])
 def test_an_anthropic_thread_compacts_server_side_moves_to_openai_and_back(
-    server: fp.ProviderReplay, store: HistoryStore, streaming: bool, output_version: str | None
+    server: fp.ProviderReplay, tmp_path: Any, streaming: bool, output_version: str | None
 ):
+    """Every output format, invoked and streamed (on SQLite; every backend below)."""
+    store = SQLiteHistoryStore.from_path(tmp_path / "history.sqlite")
+    store.setup()
+    try:
+        _hop(server, store, streaming, output_version)
+    finally:
+        store.close()
+
+
+def test_the_hop_between_providers_on_every_backend(server: fp.ProviderReplay, store: HistoryStore):
+    _hop(server, store, streaming=False, output_version=None)
+
+
+def _hop(
+    server: fp.ProviderReplay, store: HistoryStore, streaming: bool, output_version: str | None
+) -> None:
     options: dict[str, Any] = {"streaming": streaming}
     if output_version is not None:
         options["output_version"] = output_version
