@@ -52,8 +52,10 @@ TABLE_NOTES: dict[str, str] = {
     "latency": (
         "Context preparation time per turn: the wall time of the turn's graph invoke minus "
         "the time spent inside the replayed model's generate, so everything but the model "
-        "call (budget, recording, compaction and summarizing, trimming, lookup, checkpoints); "
-        "p50 / p95 over every replayed turn of every conversation. A compaction turn is one in "
+        "call (budget, recording, compaction and summarizing, trimming, lookup, checkpoints; "
+        "the offline extractive summarizer works locally, a real --summarizer's calls would "
+        "count here too); p50 / p95 over every replayed turn of every conversation, in "
+        "milliseconds. A compaction turn is one in "
         "which the strategy's summarizer was called; compaction adds = mean over compaction "
         "turns minus mean over the other turns. Wall-clock measurements on a shared machine: "
         "they vary from run to run."
