@@ -199,7 +199,8 @@ def has_drift(series: Mapping[str, Any]) -> bool:
 def drift_curve(series: Mapping[str, Any], strategy: str) -> list[float | None]:
     """The share of covered facts kept by each summary generation of ``strategy``, pooled
     over every conversation (facts kept / facts covered by the conversations' generation
-    ``n``); ``None`` where no generation ``n`` covers a fact yet.
+    ``n``); ``None`` where no generation ``n`` covers a fact yet. Late generations pool only
+    the conversations that summarized that often.
 
     Example:
         >>> series = {"a": {"s": {"drift": [{"facts": 0, "kept": 0}, {"facts": 2, "kept": 1}]}},

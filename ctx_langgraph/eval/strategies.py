@@ -104,7 +104,8 @@ class StrategySpec:
 
     ``lookup_options`` go to :func:`~ctx_langgraph.lookup.make_history_lookup_tool` and
     ``agent_options`` to :func:`~ctx_langgraph.create_context_agent`, after the harness's own
-    arguments (so a variant may replace one of them, ``prompt`` or ``config`` say).
+    arguments (so a variant may replace one of them, ``prompt`` or ``config`` say). The lookup
+    tool keeps its name: the question-phase reader calls ``history_lookup``.
     """
 
     family: Family
