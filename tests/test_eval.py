@@ -293,7 +293,7 @@ def test_eval_command_writes_metrics_report_and_plots(tmp_path, capsys):
     report = (out / "report.md").read_text()
     assert "summary_tail_lookup" in report and "last_n" in report
     plots = sorted(p.name for p in out.glob("*.png"))
-    assert plots == ["input_tokens_tiny.png", "recall_by_category.png"]
+    assert plots == ["drift.png", "input_tokens_tiny.png", "recall_by_category.png"]
     assert (out / "input_tokens_tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert "summary_tail_lookup" in printed

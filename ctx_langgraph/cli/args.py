@@ -33,6 +33,7 @@ __all__ = [
     "output_dir",
     "output_file",
     "positive_int",
+    "seed_list",
     "sqlite_tables",
     "strategies",
     "window",
@@ -115,6 +116,20 @@ def int_between(low: int, high: int | None = None, *, what: str = "") -> Callabl
 
 positive_int = int_between(1)
 non_negative_int = int_between(0)
+
+
+def seed_list(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers, each once (``0,1,2``)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 0,1,2, got {text!r}"
+        )
+    seeds = [_integer(part) for part in parts]
+    repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"each seed once, got {repeated} more than once")
+    return seeds
 
 
 def age(text: str) -> dt.timedelta:
@@ -294,12 +309,12 @@ def window(text: str) -> int:
 
 def strategies(text: str) -> list[str]:
     """``--strategies``: ``all`` or comma-separated strategy names."""
-    from ctx_langgraph.eval.strategies import STRATEGIES
+    from ctx_langgraph.eval.strategies import STRATEGIES, unknown_strategies
 
     if text.strip() == "all":
         return list(STRATEGIES)
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in STRATEGIES]
+    unknown = unknown_strategies(names)
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown strategies {unknown or [text]}; choose all or a comma-separated list of "

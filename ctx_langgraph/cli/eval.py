@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -21,6 +22,7 @@ from ctx_langgraph.cli.args import (
     one_line,
     output_dir,
     positive_int,
+    seed_list,
     strategies,
     window,
 )
@@ -30,7 +32,7 @@ from ctx_langgraph.eval.report import write_outputs
 from ctx_langgraph.eval.synthetic import MAX_TURNS
 from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS
 
-__all__ = ["add_eval_parser", "load_dataset", "run_eval_command"]
+__all__ = ["add_eval_parser", "conversation_seeds", "load_dataset", "run_eval_command"]
 
 FORMATS = ("locomo", "trace", "synthetic")
 
@@ -56,19 +58,49 @@ def _guess_format(path: Path) -> str:
 
 
 def load_dataset(
-    dataset: str | None, data_format: str | None, *, seed: int, sessions: int, turns: int
+    dataset: str | None,
+    data_format: str | None,
+    *,
+    seed: int,
+    sessions: int,
+    turns: int,
+    seeds: Sequence[int] | None = None,
 ) -> tuple[list[Conversation], str, list[dict[str, Any]]]:
-    """The conversations to replay, the format, and the tool schemas their tools get."""
+    """The conversations to replay, the format, and the tool schemas their tools get.
+
+    Generated sessions come from ``seed`` (sessions ``seed``, ``seed + 1``, ...), or with
+    ``seeds`` one dataset per seed (:func:`~ctx_langgraph.eval.seeds.session_seeds`), in seed
+    order; :func:`conversation_seeds` says which seed each one belongs to."""
+    from ctx_langgraph.eval.seeds import session_seeds
     from ctx_langgraph.eval.synthetic import tool_session, tool_specs
-    from ctx_langgraph.eval.trace import load_trace, save_trace
+    from ctx_langgraph.eval.trace import save_trace
 
     if data_format == "synthetic":
-        generated = [tool_session(seed + n, turns=turns) for n in range(sessions)]
+        plan = session_seeds(list(seeds) if seeds else [seed], sessions)
+        generated = [
+            tool_session(session, turns=turns) for group in plan.values() for session in group
+        ]
         if dataset:  # keep them, to replay later with --format trace
             Path(dataset).mkdir(parents=True, exist_ok=True)
             for conversation in generated:
                 save_trace(conversation, Path(dataset) / f"{conversation.name}.jsonl")
         return generated, "synthetic", tool_specs()
+    return _load_files(dataset, data_format)
+
+
+def conversation_seeds(seeds: Sequence[int] | None, seed: int, sessions: int) -> list[int]:
+    """The seed each generated conversation of :func:`load_dataset` belongs to, in order."""
+    chosen = list(seeds) if seeds else [seed]
+    return [its_seed for its_seed in chosen for _ in range(sessions)]
+
+
+def _load_files(
+    dataset: str | None, data_format: str | None
+) -> tuple[list[Conversation], str, list[dict[str, Any]]]:
+    """LoCoMo files or JSONL traces (a file, or a directory of them)."""
+    from ctx_langgraph.eval.synthetic import tool_specs
+    from ctx_langgraph.eval.trace import load_trace
+
     if not dataset:
         raise DatasetError("--dataset is required unless --format synthetic")
     path = Path(dataset)
@@ -120,17 +152,39 @@ def _progress(quiet: bool, stream: TextIO) -> Any:
     return Progress(enabled=not quiet, stream=stream)
 
 
+def _seeds(args: argparse.Namespace) -> list[int] | None:
+    """``--seeds`` checked against the data: several seeds need generated sessions."""
+    seeds: list[int] | None = args.seeds
+    if seeds and len(seeds) > 1 and args.format != "synthetic":
+        raise UsageError(
+            f"--seeds {','.join(map(str, seeds))}: several seeds need generated sessions "
+            "(--format synthetic); LoCoMo files and traces are fixed data, so every seed would "
+            "replay the same conversations. Drop --seeds (the report then shows n=1)"
+        )
+    return seeds
+
+
+def _dataset_label(args: argparse.Namespace, seeds: Sequence[int] | None) -> str:
+    if args.dataset:
+        return str(args.dataset)
+    chosen = list(seeds) if seeds else [args.seed]
+    noun = "seed" if len(chosen) == 1 else "seeds"
+    return f"synthetic ({noun} {', '.join(map(str, chosen))})"
+
+
 def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Check the models and the dataset, then run every strategy and write the report.
 
     Raises:
-        UsageError: ``--reader`` or ``--summarizer`` names no chat model we can make, or the
-            ``--dataset`` of generated sessions is not a directory.
+        UsageError: ``--reader`` or ``--summarizer`` names no chat model we can make, the
+            ``--dataset`` of generated sessions is not a directory, or several ``--seeds``
+            are given for data that is not generated.
         DatasetError: the dataset is missing, malformed or empty.
     """
     out = out or sys.stdout
     from ctx_langgraph.eval.cost import REPORT_STEP, report_cost
 
+    seeds = _seeds(args)
     reader = _model(args.reader, "--reader")
     summary_model = _model(args.summarizer, "--summarizer")
     if args.format == "synthetic" and args.dataset:
@@ -140,12 +194,18 @@ def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int
             raise UsageError(f"--dataset (where generated sessions go): {exc}") from None
     # (read first, without progress lines: a bad dataset is one line of error)
     conversations, data_format, specs = load_dataset(
-        args.dataset, args.format, seed=args.seed, sessions=args.sessions, turns=args.turns
+        args.dataset,
+        args.format,
+        seed=args.seed,
+        sessions=args.sessions,
+        turns=args.turns,
+        seeds=seeds,
     )
+    generated = data_format == "synthetic"
     with _progress(args.quiet, sys.stderr) as progress:
         with progress.step("loading the strategies"):
             from ctx_langgraph.eval.harness import run_eval
-            from ctx_langgraph.eval.report import category_table, summary_table
+            from ctx_langgraph.eval.report import category_table, plan_summary, summary_table
 
         report = report_cost(len(conversations), len(args.strategies))
         progress.plan({REPORT_STEP: report})
@@ -153,9 +213,10 @@ def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int
             conversations,
             args.strategies,
             window=args.window,
-            dataset=args.dataset or f"synthetic (seed {args.seed})",
+            dataset=_dataset_label(args, seeds),
             data_format=data_format,
-            seed=args.seed,
+            seed=seeds[0] if seeds else args.seed,
+            seeds=conversation_seeds(seeds, args.seed, args.sessions) if generated else None,
             retrieval_tokens=args.retrieval_tokens,
             reader=reader,
             summary_model=summary_model,
@@ -166,6 +227,7 @@ def run_eval_command(args: argparse.Namespace, out: TextIO | None = None) -> int
         with progress.step(REPORT_STEP, units=report):
             written = write_outputs(metrics, series, Path(args.out))
     print(summary_table(metrics), file=out)
+    print("\n" + plan_summary(metrics), file=out)
     print("\n" + category_table(metrics), file=out)
     print(f"\nwrote {', '.join(str(p) for p in written)}", file=out)
     return 0
@@ -192,6 +254,7 @@ tool schemas do not fit the usable window stops with an error naming --window.""
 _EVAL_EXAMPLES = """\
 examples:
   ctx-langgraph eval --format synthetic --sessions 3 --turns 300 --out eval-synthetic
+  ctx-langgraph eval --format synthetic --sessions 2 --turns 200 --seeds 0,1,2
   ctx-langgraph eval --dataset locomo/ --strategies summary_tail_lookup,langchain
   ctx-langgraph eval --dataset my-trace.jsonl --window 8192 --reader offline --quiet"""
 
@@ -228,7 +291,18 @@ def add_eval_parser(commands: Any) -> None:
     parser.add_argument(
         "--out", type=output_dir, default="eval-out", metavar="DIR", help="output directory"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of generated sessions")
+    seeding = parser.add_mutually_exclusive_group()
+    seeding.add_argument("--seed", type=int, default=0, help="seed of generated sessions")
+    seeding.add_argument(
+        "--seeds",
+        type=seed_list,
+        default=None,
+        metavar="LIST",
+        help="run the whole evaluation once per seed (comma-separated, e.g. 0,1,2), one "
+        "generated dataset per seed with no session shared, and report each figure's mean, "
+        "min-max and standard deviation across seeds; generated sessions only (LoCoMo and "
+        "traces are fixed: one seed, n=1); default: --seed alone",
+    )
     parser.add_argument(
         "--sessions", type=positive_int, default=3, help="generated sessions (synthetic)"
     )

@@ -31,7 +31,18 @@ history lookup tool. Then, deterministically:
 - ``orphan_tool_messages``: tool results without their call, and calls without their result, in
   model inputs; ``max_summaries_in_prompt``; ``warnings`` (Python warnings the strategy's code
   raised during the run, e.g. a peer that gave up trimming); ``wall_seconds``;
-- ``answer_f1`` when a real model answers (``reader``), as LoCoMo scores it.
+- ``answer_f1`` when a real model answers (``reader``), as LoCoMo scores it;
+- long-term drift (:mod:`~ctx_langgraph.eval.drift`): each time the summary in the model input
+  changes, the conversation's facts whose evidence it covers are looked for in its text;
+  ``drift_final`` is the share kept by the last generation, ``drift_mean`` the mean over
+  generations (``None``: no summary);
+- context preparation time (:mod:`~ctx_langgraph.eval.latency`): each turn's ``invoke`` less
+  the time inside the replayed model's generate, ``prep_ms_p50`` / ``_p95``, and what a
+  compaction adds (``compaction_extra_ms``: mean over compaction turns minus the others);
+- cost per phase (:func:`~ctx_langgraph.eval.pricing.phase_costs`): answer calls, the lookup's
+  results in them (retrieval) and summarizer calls, for the replay and the question phase;
+- with several seeds (``seeds``), every scalar figure is the mean across seeds and ``spread``
+  holds its mean, min, max and standard deviation (:mod:`~ctx_langgraph.eval.seeds`).
 
 Summaries come from the offline extractive summarizer for everyone (the peers through
 :class:`~ctx_langgraph.eval.replay.ExtractiveChatModel`), or from one real chat model for
@@ -40,7 +51,8 @@ everyone (``summary_model``).
 ``metrics.json``::
 
     {"dataset": str, "format": "locomo" | "trace" | "synthetic", "window": int, "seed": int,
-     "conversations": [str, ...], "versions": {"ctx_langgraph": str, "langgraph": str, ...},
+     "seeds": [int, ...], "conversations": [str, ...],
+     "versions": {"ctx_langgraph": str, "langgraph": str, ...},
      "settings": {"retrieval_tokens": int, "usable": int, "trigger": int, "target": int,
                   "keep_recent_tokens": int, "summary_max_tokens": int, "counter": str,
                   "reader": str, "summarizer": str,
@@ -61,15 +73,35 @@ everyone (``summary_model``).
          "coverage_overlaps": int, "orphan_tool_messages": int, "max_summaries_in_prompt": int,
          "question_input_tokens_total": int, "question_model_calls": int,
          "question_over_window_calls": int, "question_summarizer_calls": int,
+         "question_cacheable_prefix_tokens": int, "question_output_tokens_total": int,
+         "question_summarizer_input_tokens": int, "question_summarizer_output_tokens": int,
+         "question_summarizer_cache_read_tokens": int, "input_tokens_with_questions": int,
+         "retrieval_tokens": int, "question_retrieval_tokens": int,
+         "cost_answer_usd": float, "cost_retrieval_usd": float, "cost_summary_usd": float,
+         "question_cost_answer_usd": float, "question_cost_retrieval_usd": float,
+         "question_cost_summary_usd": float, "question_cost_usd": float,
+         "cost_usd_with_questions": float,
+         "drift_generations": int, "drift_facts_final": int, "drift_kept_final": int,
+         "drift_final": float | null, "drift_mean": float | null,
+         "prep_turns": int, "prep_ms_p50": float | null, "prep_ms_p95": float | null,
+         "prep_ms_mean": float | null, "compaction_turns": int,
+         "prep_ms_compaction_mean": float | null, "prep_ms_other_mean": float | null,
+         "compaction_extra_ms": float | null,
          "warnings": int, "wall_seconds": float,
-         "conversations": {"<name>": {the same figures for that conversation}}}}}
+         "spread": {"<figure>": {"mean": float | null, "min": float | null,
+                                 "max": float | null, "std": float | null, "n": int}},
+         "samples": {"seeds": int, "conversations": int, "questions": int},
+         "conversations": {"<name>": {the same figures for that conversation}}}},
+     "per_seed": {"<seed>": {"<strategy>": {each scalar figure over that seed's runs}}}}
 
 ``series.json``: ``{"<conversation>": {"<strategy>": {"input_tokens": [per call],
 "cacheable_prefix": [per call], "turn": [per call], "compaction_calls": [indexes of calls right
-after a compaction]}}}``.
+after a compaction], "prep_ms": [per turn], "compaction_turns": [turns that summarized],
+"drift": [{"generation", "call", "turn", "facts", "kept", "share"} per summary
+generation]}}}`` (:class:`~ctx_langgraph.eval.aggregate.RunSeries`).
 
 Command line: ``ctx-langgraph eval --dataset PATH [--format locomo|trace|synthetic]
-[--strategies a,b,...|all] [--window TOKENS] [--out DIR] [--seed N]``.
+[--strategies a,b,...|all] [--window TOKENS] [--out DIR] [--seed N | --seeds 0,1,2]``.
 """
 
 from ctx_langgraph.eval.harness import ConversationRun, run_conversation, run_eval

@@ -1,4 +1,5 @@
-"""The report's plots: input tokens per model call, and the scores by question category.
+"""The report's plots: input tokens per model call, the scores by question category, and the
+long-term drift over summary generations.
 
 Needs matplotlib (``pip install 'ctx-langgraph[eval]'``), imported only when a figure is drawn.
 """
@@ -20,7 +21,18 @@ from ctx_langgraph.eval._readings import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["category_figure", "input_tokens_figure", "plots_available"]
+__all__ = [
+    "DRIFT_PLOT",
+    "category_figure",
+    "drift_curve",
+    "drift_figure",
+    "has_drift",
+    "input_tokens_figure",
+    "plots_available",
+]
+
+DRIFT_PLOT = "drift.png"
+"""The file name of :func:`drift_figure` in an output directory."""
 
 
 def _color(index: int) -> str:
@@ -173,6 +185,70 @@ def category_figure(metrics: dict[str, Any]) -> Figure:
         top.text(0.5, 0.5, "no question categories", ha="center", va="center")
     bottom.set_xlabel("question category")
     handles, _ = top.get_legend_handles_labels()
+    figure.legend(handles=handles, loc="outside right upper", fontsize="small")
+    return figure
+
+
+def has_drift(series: Mapping[str, Any]) -> bool:
+    """Whether some run of ``series`` has a summary generation to plot."""
+    return any(
+        (data or {}).get("drift") for runs in series.values() for data in (runs or {}).values()
+    )
+
+
+def drift_curve(series: Mapping[str, Any], strategy: str) -> list[float | None]:
+    """The share of covered facts kept by each summary generation of ``strategy``, pooled
+    over every conversation (facts kept / facts covered by the conversations' generation
+    ``n``); ``None`` where no generation ``n`` covers a fact yet. Late generations pool only
+    the conversations that summarized that often.
+
+    Example:
+        >>> series = {"a": {"s": {"drift": [{"facts": 0, "kept": 0}, {"facts": 2, "kept": 1}]}},
+        ...           "b": {"s": {"drift": [{"facts": 1, "kept": 1}]}}}
+        >>> drift_curve(series, "s")
+        [1.0, 0.5]
+    """
+    facts: list[int] = []
+    kept: list[int] = []
+    for runs in series.values():
+        for index, check in enumerate(((runs or {}).get(strategy) or {}).get("drift") or []):
+            if index == len(facts):
+                facts.append(0)
+                kept.append(0)
+            facts[index] += int(check.get("facts") or 0)
+            kept[index] += int(check.get("kept") or 0)
+    return [k / f if f else None for k, f in zip(kept, facts, strict=True)]
+
+
+def drift_figure(metrics: dict[str, Any], series: Mapping[str, Any]) -> Figure:
+    """The share of covered facts each summary generation still states correctly, one line
+    per strategy (:func:`drift_curve`); a strategy without summaries is in the legend as
+    ``(no summary)``. Needs matplotlib (raises ``ImportError`` without it)."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    figure = _new_figure(11, 5.5)
+    axes = figure.add_subplot()
+    for index, name in enumerate(strategy_entries(metrics)):
+        curve = drift_curve(series, name)
+        points = [(n + 1, share) for n, share in enumerate(curve) if share is not None]
+        label = name if curve else f"{name} (no summary)"
+        axes.plot(
+            [n for n, _ in points],
+            [share for _, share in points],
+            color=_color(index),
+            linewidth=1.2,
+            marker="o" if len(points) < 40 else "",
+            markersize=3,
+            label=label,
+        )
+    axes.set_title("Long-term drift: covered facts still stated correctly in the summary")
+    axes.set_xlabel("summary generation")
+    axes.set_ylabel("facts kept / facts covered")
+    axes.set_ylim(-0.02, 1.02)
+    axes.yaxis.set_major_formatter(PercentFormatter(1.0))
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.grid(True, alpha=0.3)
+    handles, _ = axes.get_legend_handles_labels()
     figure.legend(handles=handles, loc="outside right upper", fontsize="small")
     return figure
 

@@ -3,10 +3,8 @@ metrics (``metrics.json``) and the per-call series (``series.json``)."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import platform
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -18,30 +16,42 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.datasets import Conversation, QAItem
+from ctx_langgraph.eval.aggregate import (
+    RATES,
+    ConversationRun,
+    RunSeries,
+    aggregate,
+    question_rates,
+)
+from ctx_langgraph.eval.calls import CallChecks, call_tokens, check_calls
 from ctx_langgraph.eval.cost import RunCost, run_cost
+from ctx_langgraph.eval.drift import drift_metrics, evidence_ids, planted_facts
+from ctx_langgraph.eval.latency import latency_metrics
 from ctx_langgraph.eval.metrics import (
     answer_f1,
     answer_in_context,
     context_text,
     correction_respected,
-    coverage,
     evidence_available,
-    orphan_tool_messages,
 )
-from ctx_langgraph.eval.pricing import eval_price, prefix_ratio, price_settings, replay_costs
+from ctx_langgraph.eval.pricing import (
+    eval_price,
+    phase_costs,
+    prefix_ratio,
+    price_settings,
+    replay_costs,
+)
 from ctx_langgraph.eval.replay import ModelCall, ReplayTurn, replay_tools, replay_turns
+from ctx_langgraph.eval.seeds import by_seed
 from ctx_langgraph.eval.strategies import (
-    OURS,
     STRATEGIES,
     Strategy,
     build_strategy,
-    claimed_by_prefix,
     describe_strategy,
     eval_config,
-    summary_messages,
+    unknown_strategies,
 )
 from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS
-from ctx_langgraph.view.markers import SUMMARY_FLAG
 
 __all__ = [
     "RATES",
@@ -53,96 +63,16 @@ __all__ = [
     "task_name",
 ]
 
-RATES = (
-    "evidence_available_strict",
-    "evidence_available_lenient",
-    "answer_in_context",
-    "correction_respected",
-    "answer_f1",
-)
-_SUMS = (
-    "input_tokens_total",
-    "cacheable_prefix_tokens",
-    "output_tokens_total",
-    "model_calls",
-    "over_window_calls",
-    "summarizer_calls",
-    "summarizer_input_tokens",
-    "summarizer_output_tokens",
-    "summarizer_cache_read_tokens",
-    "cost_usd",
-    "cost_usd_uncached",
-    "compactions",
-    "coverage_gaps",
-    "coverage_overlaps",
-    "orphan_tool_messages",
-    "question_input_tokens_total",
-    "question_model_calls",
-    "question_over_window_calls",
-    "question_summarizer_calls",
-    "warnings",
-    "wall_seconds",
-)
-_MAXES = ("input_tokens_max", "max_summaries_in_prompt")
-_EVIDENCE_ID = re.compile(r"D(\d+):0*(\d+)")
-
 Log = Callable[[str], None]
 Advance = Callable[[float, str], None]
 """Called with the predicted cost of the work just done and where the run is now."""
-
-
-@dataclass
-class ConversationRun:
-    """One strategy over one conversation: scalar metrics, per-question checks, per-call series."""
-
-    strategy: str
-    conversation: str
-    metrics: dict[str, Any] = field(default_factory=dict)
-    questions: list[dict[str, Any]] = field(default_factory=list)
-    series: dict[str, list[int]] = field(default_factory=dict)
-    tools: tuple[str, ...] = ()
-    """The names of the tools the strategy's agent had."""
-
-
-def _evidence_ids(item: QAItem, known: dict[str, BaseMessage]) -> list[str]:
-    """The question's evidence ids that name messages (LoCoMo writes some as ``D8:06`` or
-    several in one string)."""
-    out: list[str] = []
-    for raw in item.evidence:
-        if raw in known:
-            out.append(raw)
-            continue
-        out.extend(key for s, t in _EVIDENCE_ID.findall(raw) if (key := f"D{s}:{t}") in known)
-    return list(dict.fromkeys(out))
-
-
-def _summary_key(message: BaseMessage) -> str:
-    flag = message.additional_kwargs.get(SUMMARY_FLAG)
-    if isinstance(flag, dict) and flag.get("checkpoint_id"):
-        return str(flag["checkpoint_id"])
-    return hashlib.sha1(message.text.encode()).hexdigest()
-
-
-def _claimed(
-    strategy: Strategy, call: ModelCall, history: Sequence[str], ids_by_seq: list[str]
-) -> frozenset[str]:
-    summaries = summary_messages(call.messages)
-    if not summaries:
-        return frozenset()
-    if strategy.name in OURS:
-        flag = summaries[0].additional_kwargs.get(SUMMARY_FLAG) or {}
-        through = int(flag.get("covered_through_seq", 0))
-        return frozenset(ids_by_seq[:through])
-    if call.claimed is not None:  # langmem records the ids it summarized
-        return call.claimed
-    return claimed_by_prefix(call.messages, history)
 
 
 def _question_checks(
     item: QAItem, call: ModelCall, known: dict[str, BaseMessage], answer: str | None
 ) -> dict[str, Any]:
     context = context_text(call.messages)
-    evidence = _evidence_ids(item, known)
+    evidence = evidence_ids(item, known)
     strict = lenient = None
     if evidence:
         strict, lenient = evidence_available(context, [known[e].text for e in evidence])
@@ -162,23 +92,6 @@ def _question_checks(
         else None,
         "input_tokens": call.input_tokens,
     }
-
-
-def _rate(rows: Sequence[dict[str, Any]], key: str) -> float | None:
-    values = [row[key] for row in rows if row.get(key) is not None]
-    return round(sum(float(v) for v in values) / len(values), 4) if values else None
-
-
-def question_rates(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Rates over questions, overall and by category."""
-    out: dict[str, Any] = {"questions": len(rows)}
-    out.update({key: _rate(rows, key) for key in RATES})
-    by_category: dict[str, Any] = {}
-    for category in sorted({row["category"] for row in rows}, key=lambda c: (len(c), c)):
-        group = [row for row in rows if row["category"] == category]
-        by_category[category] = {"questions": len(group)} | {k: _rate(group, k) for k in RATES}
-    out["by_category"] = by_category
-    return out
 
 
 def run_conversation(
@@ -224,30 +137,78 @@ def run_conversation(
         warnings.simplefilter("always")
         try:
             thread = _thread()
-            history, history_at_call = _replay(strategy, name, turns, thread, cost, done)
-            replay_calls = list(strategy.script.calls)
-            stats = strategy.summarizer_stats
-            replay_summaries = stats.totals()
+            replayed = _replay(strategy, name, turns, thread, cost, done)
+            replayed.summaries = strategy.summarizer_stats.totals()
             rows = _ask(strategy, conversation, thread, reader, cost, done)
-            question_calls = strategy.script.calls[len(replay_calls) :]
             wall = time.perf_counter() - started
-            checks = _check_calls(strategy, replay_calls, history, history_at_call)
             run = ConversationRun(name, conversation.name, questions=rows, tools=strategy.tools)
+            checks = check_calls(
+                strategy,
+                replayed.calls,
+                replayed.history,
+                replayed.history_at_call,
+                planted_facts(conversation, turns),
+            )
             run.metrics = {
                 **question_rates(rows),
-                **_call_metrics(replay_calls, question_calls, usable),
-                **_summary_metrics(replay_summaries, stats.calls, checks),
+                **_measure(strategy, replayed, checks, counter, usable),
                 "warnings": len(caught),
                 "wall_seconds": round(wall, 3),
             }
-            run.metrics.update(replay_costs(run.metrics, eval_price()))
-            run.series = _series(replay_calls, checks)
+            run.series = _series(replayed, checks)
             done(cost.setup / 2, "measured")
             if log:
                 _log_run(log, run, wall)
             return run
         finally:
             strategy.close()
+
+
+@dataclass
+class _Replayed:
+    """What the replay of one run left to measure."""
+
+    calls: list[ModelCall]
+    """The replay's model calls (the question phase's come after them in the script)."""
+    history: list[str] = field(default_factory=list)
+    """The ids of the conversation's messages in order."""
+    history_at_call: list[int] = field(default_factory=list)
+    """For each model call, how many of them came before it."""
+    prep_ms: list[float] = field(default_factory=list)
+    """Each turn's context preparation time: its invoke less the model's generate."""
+    compaction_turns: list[int] = field(default_factory=list)
+    """The turns (from 1) in which the summarizer was called."""
+    summaries: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """The summarizer's calls, input, output and cache-read tokens at the end of the replay."""
+
+
+def _measure(
+    strategy: Strategy, replayed: _Replayed, checks: CallChecks, counter: TokenCounter, usable: int
+) -> dict[str, Any]:
+    """Every figure of a run but the question rates: tokens and calls, the summarizer's work,
+    what the model inputs held, drift, preparation time and cost."""
+    question_calls = strategy.script.calls[len(replayed.calls) :]
+    totals = strategy.summarizer_stats.totals()
+    asked = tuple(total - replay for total, replay in zip(totals, replayed.summaries, strict=True))
+    metrics: dict[str, Any] = {
+        **_call_metrics(replayed.calls, question_calls, usable),
+        **_summary_metrics(replayed.summaries, asked, checks),
+        **drift_metrics(checks.generations),
+        **latency_metrics(replayed.prep_ms, {turn - 1 for turn in replayed.compaction_turns}),
+    }
+    price = eval_price()
+    replay_tokens = call_tokens(replayed.calls, counter)
+    question_tokens = call_tokens(question_calls, counter)
+    metrics["retrieval_tokens"] = sum(call.retrieval for call in replay_tokens)
+    metrics["question_retrieval_tokens"] = sum(call.retrieval for call in question_tokens)
+    summarized = replayed.summaries
+    metrics.update(phase_costs(replay_tokens, (summarized[1], summarized[3], summarized[2]), price))
+    metrics.update(phase_costs(question_tokens, (asked[1], asked[3], asked[2]), price, "question_"))
+    metrics["cost_usd_uncached"] = replay_costs(metrics, price)["cost_usd_uncached"]
+    metrics["cost_usd_with_questions"] = round(
+        metrics["cost_usd"] + metrics["question_cost_usd"], 6
+    )
+    return metrics
 
 
 def _call_metrics(
@@ -267,28 +228,48 @@ def _call_metrics(
         "model_calls": len(tokens),
         "over_window_calls": sum(t > usable for t in tokens),
         "question_input_tokens_total": sum(asked),
+        "question_cacheable_prefix_tokens": sum(call.cacheable_prefix for call in question_calls),
+        "question_output_tokens_total": sum(call.output_tokens for call in question_calls),
         "question_model_calls": len(asked),
         "question_over_window_calls": sum(t > usable for t in asked),
     }
 
 
 def _summary_metrics(
-    replay_summaries: tuple[int, int, int, int], summarizer_calls: int, checks: _CallChecks
+    replay: tuple[int, int, int, int], asked: tuple[int, ...], checks: CallChecks
 ) -> dict[str, int]:
-    """The summarizer's work in the replay (and its calls in the question phase), and what
-    the replay's model inputs held."""
+    """The summarizer's work in the replay and in the question phase (calls, input, output and
+    cache-read tokens), and what the replay's model inputs held."""
     return {
-        "summarizer_calls": replay_summaries[0],
-        "summarizer_input_tokens": replay_summaries[1],
-        "summarizer_output_tokens": replay_summaries[2],
-        "summarizer_cache_read_tokens": replay_summaries[3],
+        "summarizer_calls": replay[0],
+        "summarizer_input_tokens": replay[1],
+        "summarizer_output_tokens": replay[2],
+        "summarizer_cache_read_tokens": replay[3],
         "compactions": len(checks.compaction_calls),
         "coverage_gaps": checks.gaps,
         "coverage_overlaps": checks.overlaps,
         "orphan_tool_messages": checks.orphans,
         "max_summaries_in_prompt": checks.most_summaries,
-        "question_summarizer_calls": summarizer_calls - replay_summaries[0],
+        "question_summarizer_calls": asked[0],
+        "question_summarizer_input_tokens": asked[1],
+        "question_summarizer_output_tokens": asked[2],
+        "question_summarizer_cache_read_tokens": asked[3],
     }
+
+
+def _series(replayed: _Replayed, checks: CallChecks) -> RunSeries:
+    """``series.json``'s entry of one run: input tokens, cacheable prefix and turn per call,
+    the calls right after a compaction, each turn's preparation time, the turns that
+    compacted, and each summary generation's drift check."""
+    return RunSeries(
+        input_tokens=[call.input_tokens for call in replayed.calls],
+        cacheable_prefix=[call.cacheable_prefix for call in replayed.calls],
+        turn=[call.turn for call in replayed.calls],
+        compaction_calls=checks.compaction_calls,
+        prep_ms=replayed.prep_ms,
+        compaction_turns=replayed.compaction_turns,
+        drift=checks.generations,
+    )
 
 
 def _thread() -> Any:
@@ -303,27 +284,34 @@ def _replay(
     thread: Any,
     cost: RunCost,
     done: Advance,
-) -> tuple[list[str], list[int]]:
-    """Every turn through the strategy's graph; the ids of the conversation's messages in
-    order, and for each model call how many of them came before it."""
+) -> _Replayed:
+    """Every turn through the strategy's graph, each timed: its invoke less the time inside
+    the replayed model's generate is the turn's context preparation time."""
     script = strategy.script
-    history: list[str] = []
-    history_at_call: list[int] = []
+    replayed = _Replayed(calls=script.calls)
+    history = replayed.history
     for position, turn in enumerate(turns):
         script.play(turn.steps, turn.index)
         before, base = len(script.calls), len(history) + len(turn.inputs)
+        summarized, in_model = strategy.summarizer_stats.calls, script.model_seconds
+        started = time.perf_counter()
         strategy.graph.invoke({"messages": list(turn.inputs)}, thread)
+        elapsed = time.perf_counter() - started - (script.model_seconds - in_model)
+        replayed.prep_ms.append(round(max(0.0, elapsed) * 1000, 3))
+        if strategy.summarizer_stats.calls > summarized:
+            replayed.compaction_turns.append(position + 1)
         made = len(script.calls) - before
         if made != len(turn.steps):
             raise RuntimeError(
                 f"{name}: turn {turn.index} made {made} model calls, {len(turn.steps)} recorded"
             )
         for step in turn.steps:
-            history_at_call.append(base)
+            replayed.history_at_call.append(base)
             base += 1 + len(step.tool_calls)
         history.extend(str(m.id) for m in turn.messages)
         done(cost.turns[position], f"turn {position + 1}/{len(turns)}")
-    return history, history_at_call
+    replayed.calls = list(script.calls)
+    return replayed
 
 
 def _ask(
@@ -351,57 +339,6 @@ def _ask(
     return rows
 
 
-@dataclass
-class _CallChecks:
-    """What the replay's model inputs held: coverage faults, orphans, summaries."""
-
-    gaps: int = 0
-    overlaps: int = 0
-    orphans: int = 0
-    most_summaries: int = 0
-    compaction_calls: list[int] = field(default_factory=list)
-    """Indexes of the calls right after a compaction (the first with a new summary)."""
-
-
-def _check_calls(
-    strategy: Strategy,
-    replay_calls: Sequence[ModelCall],
-    history: list[str],
-    history_at_call: Sequence[int],
-) -> _CallChecks:
-    ids_by_seq: list[str] = []
-    if strategy.store is not None:
-        ids_by_seq = [e.event_id for e in strategy.store.read_events("eval")]
-    checks = _CallChecks()
-    last_key: str | None = None
-    for index, call in enumerate(replay_calls):
-        seen = history[: history_at_call[index]]
-        summaries = summary_messages(call.messages)
-        present = {str(m.id) for m in call.messages if m.id and m not in summaries}
-        claimed = _claimed(strategy, call, seen, ids_by_seq)
-        gap, overlap = coverage(present, claimed, seen, len(summaries))
-        checks.gaps += gap
-        checks.overlaps += overlap
-        checks.orphans += orphan_tool_messages(call.messages)
-        checks.most_summaries = max(checks.most_summaries, len(summaries))
-        key = _summary_key(summaries[0]) if summaries else None
-        if key is not None and key != last_key:
-            checks.compaction_calls.append(index)
-        last_key = key
-    return checks
-
-
-def _series(replay_calls: Sequence[ModelCall], checks: _CallChecks) -> dict[str, list[int]]:
-    """``series.json``'s entry of one run: input tokens, cacheable prefix and turn per call,
-    and the calls right after a compaction."""
-    return {
-        "input_tokens": [call.input_tokens for call in replay_calls],
-        "cacheable_prefix": [call.cacheable_prefix for call in replay_calls],
-        "turn": [call.turn for call in replay_calls],
-        "compaction_calls": checks.compaction_calls,
-    }
-
-
 def _log_run(log: Log, run: ConversationRun, wall: float) -> None:
     m = run.metrics
     log(
@@ -409,25 +346,6 @@ def _log_run(log: Log, run: ConversationRun, wall: float) -> None:
         f"answer {m['answer_in_context']}, input tokens {m['input_tokens_total']:,}, "
         f"compactions {m['compactions']}, {wall:.1f} s"
     )
-
-
-def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
-    """One strategy's metrics over conversations: rates over all questions, sums, maxima, and
-    each conversation's own figures."""
-    rows = [row for run in runs for row in run.questions]
-    out = question_rates(rows)
-    for key in _SUMS:  # (USD to the micro-dollar, as each run has it)
-        out[key] = round(sum(run.metrics[key] for run in runs), 6 if key.startswith("cost_") else 3)
-    for key in _MAXES:
-        out[key] = max((run.metrics[key] for run in runs), default=0)
-    out["cacheable_prefix_ratio"] = prefix_ratio(
-        out["cacheable_prefix_tokens"], out["input_tokens_total"]
-    )
-    out["conversations"] = {
-        run.conversation: {k: v for k, v in run.metrics.items() if k != "by_category"}
-        for run in runs
-    }
-    return out
 
 
 def _model_name(model: BaseChatModel) -> str:
@@ -482,6 +400,7 @@ def run_eval(
     dataset: str = "",
     data_format: str = "",
     seed: int = 0,
+    seeds: Sequence[int] | None = None,
     retrieval_tokens: int = DEFAULT_MAX_TOKENS,
     reader: BaseChatModel | None = None,
     summary_model: BaseChatModel | None = None,
@@ -493,6 +412,10 @@ def run_eval(
     """Every conversation through every strategy: ``(metrics, series)`` as documented in
     :mod:`ctx_langgraph.eval`.
 
+    ``seeds`` names the seed of each conversation (one per conversation; by default all are
+    ``seed``'s). With several seeds each strategy's scalar figures are the means across seeds
+    and ``spread`` says how far they range (:func:`~ctx_langgraph.eval.seeds.by_seed`).
+
     Example:
         >>> from ctx_langgraph.datasets import synthetic_conversation
         >>> conv = synthetic_conversation(seed=1, sessions=2, turns_per_session=20)
@@ -502,16 +425,16 @@ def run_eval(
         >>> metrics["strategies"]["summary_tail_lookup"]["coverage_gaps"]
         0
     """
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    conversation_seeds = _checked(conversations, strategies, seed, seeds)
     counter = counter or default_counter("gpt-4o")
     runs: dict[str, list[ConversationRun]] = {name: [] for name in strategies}
     series: dict[str, Any] = {}
     replays = [replay_turns(conversation) for conversation in conversations]
     if progress is not None:
         progress.plan(plan_eval(conversations, strategies, replays))
-    for conversation, turns in zip(conversations, replays, strict=True):
+    for conversation, turns, its_seed in zip(
+        conversations, replays, conversation_seeds, strict=True
+    ):
         for name in strategies:
             task, advance = _progress_task(progress, conversation, name, turns)
             run = run_conversation(
@@ -529,6 +452,7 @@ def run_eval(
             )
             if progress is not None:
                 progress.task_done(task)
+            run.seed = its_seed
             runs[name].append(run)
             series.setdefault(conversation.name, {})[name] = run.series
     settings = _settings(window, retrieval_tokens, counter, reader, summary_model)
@@ -537,20 +461,55 @@ def run_eval(
         "dataset": dataset,
         "format": data_format,
         "window": window,
-        "seed": seed,
+        "seed": conversation_seeds[0] if conversation_seeds else seed,
+        "seeds": sorted(set(conversation_seeds)),
         "conversations": [c.name for c in conversations],
         "versions": _versions(),
         "settings": settings,
         "strategies": described,
     }
-    reader_name = str(settings["reader"])
-    for name in strategies:
-        tools = list(dict.fromkeys(tool for run in runs[name] for tool in run.tools))
-        description = describe_strategy(
-            name, tools=tools, reader=reader_name, retrieval_tokens=retrieval_tokens
-        )
-        described[name] = {**description, **aggregate(runs[name])}
+    metrics["per_seed"] = _describe(described, runs, str(settings["reader"]), retrieval_tokens)
     return metrics, series
+
+
+def _checked(
+    conversations: Sequence[Conversation],
+    strategies: Sequence[str],
+    seed: int,
+    seeds: Sequence[int] | None,
+) -> list[int]:
+    """The seed of each conversation, once the strategies and seeds are checked."""
+    unknown = unknown_strategies(strategies)
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    conversation_seeds = [seed] * len(conversations) if seeds is None else list(seeds)
+    if len(conversation_seeds) != len(conversations):
+        raise ValueError(
+            f"seeds: {len(conversation_seeds)} given for {len(conversations)} conversations "
+            "(one per conversation)"
+        )
+    return conversation_seeds
+
+
+def _describe(
+    described: dict[str, dict[str, Any]],
+    runs: dict[str, list[ConversationRun]],
+    reader: str,
+    retrieval_tokens: int,
+) -> dict[str, dict[str, Any]]:
+    """Fill ``described`` with each strategy's description and figures over its runs (the
+    means across seeds when there are several); return each seed's own figures."""
+    per_seed: dict[str, dict[str, Any]] = {}
+    for name, strategy_runs in runs.items():
+        tools = list(dict.fromkeys(tool for run in strategy_runs for tool in run.tools))
+        description = describe_strategy(
+            name, tools=tools, reader=reader, retrieval_tokens=retrieval_tokens
+        )
+        figures, seed_figures = by_seed(strategy_runs)
+        described[name] = {**description, **figures}
+        for its_seed, values in seed_figures.items():
+            per_seed.setdefault(str(its_seed), {})[name] = values
+    return per_seed
 
 
 def _progress_task(

@@ -21,7 +21,9 @@ from ctx_langgraph.lookup import STOPWORDS
 __all__ = [
     "answer_f1",
     "answer_in_context",
+    "answer_terms",
     "context_text",
+    "context_words",
     "correction_respected",
     "coverage",
     "evidence_available",
@@ -117,10 +119,26 @@ def answer_in_context(context: str, answer: str) -> bool | None:
         >>> answer_in_context(normalize("We met in May"), "7 May 2023")
         False
     """
-    wanted = {w for w in _words(answer) if w not in STOPWORDS}
+    wanted = answer_terms(answer)
     if not wanted:
         return None
     return wanted <= set(_words(context))
+
+
+def answer_terms(answer: str) -> frozenset[str]:
+    """The content words of an answer: what :func:`answer_in_context` looks for.
+
+    Example:
+        >>> sorted(answer_terms("the 7 May 2023"))
+        ['2023', '7', 'may']
+    """
+    return frozenset(w for w in _words(answer) if w not in STOPWORDS)
+
+
+def context_words(context: str) -> frozenset[str]:
+    """The words of a context, as :func:`answer_in_context` splits them (to check many
+    answers against one context: ``answer_terms(a) <= context_words(c)``)."""
+    return frozenset(_words(context))
 
 
 def correction_respected(context: str, current: str, superseded: str) -> bool:

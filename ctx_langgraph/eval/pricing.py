@@ -9,6 +9,12 @@ rest at the input price; the summarizer's calls the same way with their own cach
 a standalone summarization request). ``cost_usd_uncached`` prices the same calls with no cache
 at all, so the saving shows.
 
+:func:`phase_costs` splits a phase's cost (the replay's, or the question phase's) three ways:
+the answer calls, the history lookup's results inside them (retrieval), and the summarizer's
+calls; the three add up to the phase's cost. A lookup result is the newest part of the request
+that reads it, so its tokens are priced as the request's uncached input first (the part after
+the cacheable prefix), and only what is left of them at the cached-input price.
+
 Example:
     >>> price = PriceTable.default().price_for("gpt-4o")
     >>> costs = replay_costs({"input_tokens_total": 1_000_000, "cacheable_prefix_tokens": 800_000,
@@ -20,12 +26,22 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ctx_langgraph.usage.prices import ModelPrice, PriceTable
 
-__all__ = ["PRICE_MODEL", "eval_price", "prefix_ratio", "price_settings", "replay_costs"]
+__all__ = [
+    "PHASE_COST_KEYS",
+    "PRICE_MODEL",
+    "CallTokens",
+    "eval_price",
+    "phase_costs",
+    "prefix_ratio",
+    "price_settings",
+    "replay_costs",
+]
 
 PRICE_MODEL = "gpt-4o"
 """The model whose list prices the evaluation's cost columns use."""
@@ -82,3 +98,53 @@ def replay_costs(metrics: Mapping[str, Any], price: ModelPrice) -> dict[str, flo
     cached = _cost(price, *answer) + _cost(price, *summary)
     uncached = _cost(price, answer[0], 0, answer[2]) + _cost(price, summary[0], 0, summary[2])
     return {"cost_usd": round(cached, 6), "cost_usd_uncached": round(uncached, 6)}
+
+
+PHASE_COST_KEYS = ("cost_answer_usd", "cost_retrieval_usd", "cost_summary_usd", "cost_usd")
+"""A phase's cost, split (:func:`phase_costs`); the question phase's carry ``question_``."""
+
+
+@dataclass(frozen=True)
+class CallTokens:
+    """One model call's tokens, as the harness meters them."""
+
+    input: int
+    cached: int
+    """Input tokens a prompt cache would read (the cacheable prefix)."""
+    output: int
+    retrieval: int = 0
+    """Input tokens that are history lookup results."""
+
+
+def phase_costs(
+    calls: Iterable[CallTokens],
+    summarizer: tuple[int, int, int],
+    price: ModelPrice,
+    prefix: str = "",
+) -> dict[str, float]:
+    """USD of one phase: its answer calls (lookup results left out), the lookup results in
+    them, its summarizer calls (``(input, cache reads, output)`` tokens), and their sum, keyed
+    :data:`PHASE_COST_KEYS` with ``prefix`` (``"question_"`` for the question phase).
+
+    Example:
+        >>> price = PriceTable.default().price_for("gpt-4o")
+        >>> phase_costs([CallTokens(1_000_000, 600_000, 0, retrieval=500_000)], (0, 0, 0), price)
+        {'cost_answer_usd': 0.625, 'cost_retrieval_usd': 1.125, 'cost_summary_usd': 0.0, 'cost_usd': 1.75}
+    """
+    tokens = [0, 0, 0, 0, 0]  # input, cached, output, retrieval, retrieval read from cache
+    for call in calls:
+        fresh = min(call.retrieval, call.input - call.cached)
+        for index, value in enumerate(
+            (call.input, call.cached, call.output, call.retrieval, call.retrieval - fresh)
+        ):
+            tokens[index] += value
+    inputs, cached, output, retrieval, reused = tokens
+    answer = _cost(price, inputs - retrieval, cached - reused, output)
+    looked_up = _cost(price, retrieval, reused, 0)
+    summary = _cost(price, *summarizer)
+    total = _cost(price, inputs, cached, output) + summary  # as replay_costs adds it up
+    values = (answer, looked_up, summary, total)
+    return {
+        f"{prefix}{key}": round(value, 6)
+        for key, value in zip(PHASE_COST_KEYS, values, strict=True)
+    }

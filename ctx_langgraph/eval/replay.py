@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import re
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -214,6 +215,9 @@ class Script:
     calls: list[ModelCall] = field(default_factory=list)
     claimed: frozenset[str] | None = None
     """Set by a strategy's model node just before the call (the summary's claimed coverage)."""
+    model_seconds: float = 0.0
+    """Wall time spent inside the replayed model's generate so far (what a turn's context
+    preparation time leaves out)."""
 
     def play(self, steps: Sequence[AIMessage], turn: int) -> None:
         self.steps, self.turn, self.question = list(steps), turn, None
@@ -275,6 +279,7 @@ class ReplayModel(MeteringChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        started = time.perf_counter()
         result = super()._generate(messages, stop, run_manager, **kwargs)
         reply = result.generations[0].message
         usage = getattr(reply, "usage_metadata", None) or {}
@@ -291,6 +296,7 @@ class ReplayModel(MeteringChatModel):
             )
         )
         script.claimed = None
+        script.model_seconds += time.perf_counter() - started
         return result
 
 

@@ -16,7 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctx_langgraph.core.table import format_table
+from ctx_langgraph.eval._format import (
+    MISSING,
+    aligned,
+    f1,
+    integer,
+    markdown_table,
+    milliseconds,
+    pct,
+    seconds,
+    usd,
+)
 from ctx_langgraph.eval._readings import (
     CATEGORY_LABELS,
     category_entry,
@@ -25,7 +35,15 @@ from ctx_langgraph.eval._readings import (
     question_categories,
     strategy_entries,
 )
-from ctx_langgraph.eval.figures import category_figure, input_tokens_figure, plots_available
+from ctx_langgraph.eval.figures import (
+    DRIFT_PLOT,
+    category_figure,
+    drift_figure,
+    has_drift,
+    input_tokens_figure,
+    plots_available,
+)
+from ctx_langgraph.eval.plan_tables import means_note, plan_markdown, plan_text
 from ctx_langgraph.eval.strategy_table import (
     STRATEGY_HEADERS,
     over_window_counts,
@@ -39,7 +57,9 @@ __all__ = [
     "category_figure",
     "category_table",
     "input_tokens_figure",
+    "plan_summary",
     "price_note",
+    "summary_columns",
     "summary_table",
     "write_outputs",
     "write_report",
@@ -114,89 +134,82 @@ METRIC_DEFINITIONS: dict[str, str] = {
     ),
     "max_summaries_in_prompt": "most summaries present in a single model input",
     "wall_seconds": "wall-clock time of the replay",
+    "drift_final": (
+        "share of the facts covered by each conversation's last summary generation that its "
+        "summary text still states correctly (the answer's content words, and for a "
+        "correction the superseded value not read as current); n/a without a summary"
+    ),
+    "drift_mean": "the same share, averaged over every summary generation that covers a fact",
+    "prep_ms_p50": (
+        "median context preparation time of a turn: its graph invoke minus the time inside "
+        "the replayed model's generate, in milliseconds (prep_ms_p95: the 95th percentile)"
+    ),
+    "compaction_extra_ms": (
+        "mean preparation time of the turns in which the summarizer was called minus the mean "
+        "of the other turns, in milliseconds"
+    ),
+    "cost_usd_with_questions": (
+        "USD of the replay and of the question phase together: answer calls, the lookup "
+        "results in them (retrieval) and summarizer calls, at the stated prices"
+    ),
 }
 """One-line definition of each reported metric (the report's "How to read" section)."""
 
-_MISSING = "n/a"
 _INSTALL_HINT = "pip install 'ctx-langgraph[eval]'"
-
-
-def _pct(value: object) -> str:
-    if is_number(value):
-        return f"{value * 100:.1f}%"
-    return _MISSING
-
-
-def _int(value: object) -> str:
-    if is_number(value):
-        return f"{round(value):,}"
-    return _MISSING
-
-
-def _f1(value: object) -> str:
-    if is_number(value):
-        return f"{value:.3f}"
-    return _MISSING
-
-
-def _usd(value: object) -> str:
-    if is_number(value):
-        return f"{value:,.2f}"
-    return _MISSING
-
-
-def _seconds(value: object) -> str:
-    if is_number(value):
-        return f"{value:,.1f}"
-    return _MISSING
 
 
 _Column = tuple[str, str, Callable[[object], str]]
 
 _BASE_COLUMNS: list[_Column] = [
-    ("evidence strict", "evidence_available_strict", _pct),
-    ("evidence lenient", "evidence_available_lenient", _pct),
-    ("answer in ctx", "answer_in_context", _pct),
+    ("evidence strict", "evidence_available_strict", pct),
+    ("evidence lenient", "evidence_available_lenient", pct),
+    ("answer in ctx", "answer_in_context", pct),
 ]
 _OPTIONAL_COLUMNS: list[_Column] = [
-    ("correction", "correction_respected", _pct),
-    ("answer F1", "answer_f1", _f1),
+    ("correction", "correction_respected", pct),
+    ("answer F1", "answer_f1", f1),
 ]
 _COST_COLUMNS: list[_Column] = [
-    ("input tokens total", "input_tokens_total", _int),
-    ("max input", "input_tokens_max", _int),
+    ("input tokens total", "input_tokens_total", integer),
+    ("max input", "input_tokens_max", integer),
 ]
 _CACHE_COLUMNS: list[_Column] = [
-    ("cacheable prefix", "cacheable_prefix_ratio", _pct),
-    ("cost $", "cost_usd", _usd),
-    ("cost w/o cache $", "cost_usd_uncached", _usd),
+    ("cacheable prefix", "cacheable_prefix_ratio", pct),
+    ("cost $", "cost_usd", usd),
+    ("cost w/o cache $", "cost_usd_uncached", usd),
 ]
 _QUESTION_COLUMNS: list[_Column] = [
-    ("question tokens", "question_input_tokens_total", _int),
-    ("replay + question", "input_tokens_with_questions", _int),
+    ("question tokens", "question_input_tokens_total", integer),
+    ("replay + question", "input_tokens_with_questions", integer),
+]
+_PLAN_COLUMNS: list[_Column] = [
+    ("drift final", "drift_final", pct),
+    ("prep p50 ms", "prep_ms_p50", milliseconds),
+    ("prep p95 ms", "prep_ms_p95", milliseconds),
 ]
 _OVER_WINDOW: list[_Column] = [
-    ("over window", "over_window_calls", _int),
-    ("question over window", "question_over_window_calls", _int),
+    ("over window", "over_window_calls", integer),
+    ("question over window", "question_over_window_calls", integer),
 ]
 _TAIL_COLUMNS: list[_Column] = [
-    ("summarizer calls", "summarizer_calls", _int),
-    ("compactions", "compactions", _int),
-    ("gaps", "coverage_gaps", _int),
-    ("overlaps", "coverage_overlaps", _int),
-    ("orphans", "orphan_tool_messages", _int),
-    ("max summaries", "max_summaries_in_prompt", _int),
-    ("seconds", "wall_seconds", _seconds),
+    ("summarizer calls", "summarizer_calls", integer),
+    ("compactions", "compactions", integer),
+    ("gaps", "coverage_gaps", integer),
+    ("overlaps", "coverage_overlaps", integer),
+    ("orphans", "orphan_tool_messages", integer),
+    ("max summaries", "max_summaries_in_prompt", integer),
+    ("seconds", "wall_seconds", seconds),
 ]
 _ALL_COLUMNS: list[_Column] = [
     *_BASE_COLUMNS,
     *_OPTIONAL_COLUMNS,
     *_COST_COLUMNS,
     *_CACHE_COLUMNS,
+    *_PLAN_COLUMNS,
     *_QUESTION_COLUMNS,
     *_OVER_WINDOW,
     *_TAIL_COLUMNS,
-    ("question calls", "question_model_calls", _int),
+    ("question calls", "question_model_calls", integer),
 ]
 
 
@@ -211,6 +224,7 @@ def _summary_columns(strategies: Mapping[str, Mapping[str, Any]]) -> list[_Colum
         columns += _QUESTION_COLUMNS
     columns += _COST_COLUMNS[1:]
     columns += [column for column in _CACHE_COLUMNS if present(column[1])]
+    columns += [column for column in _PLAN_COLUMNS if present(column[1])]
     if over_window_counts({"strategies": strategies}):
         columns += _OVER_WINDOW
     return columns + _TAIL_COLUMNS
@@ -222,6 +236,17 @@ def _with_question_totals(entry: Mapping[str, Any]) -> Mapping[str, Any]:
     if not (is_number(replay) and is_number(questions)):
         return entry
     return {**entry, "input_tokens_with_questions": replay + questions}
+
+
+def summary_columns(metrics: Mapping[str, Any]) -> list[_Column]:
+    """The summary table's columns for ``metrics``: title, metric key and how it is written."""
+    return _summary_columns(strategy_entries(metrics))
+
+
+def plan_summary(metrics: Mapping[str, Any]) -> str:
+    """The drift, preparation-time, cost and across-seeds tables for the terminal
+    (:func:`~ctx_langgraph.eval.plan_tables.plan_text`)."""
+    return plan_text(metrics, summary_columns(metrics))
 
 
 def _summary(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -247,14 +272,14 @@ def _category(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
         for entry in strategies.values():
             found = category_entry(entry, category)
             if found is None:
-                cells.append(_MISSING)
+                cells.append(MISSING)
                 continue
             if questions is None:
                 questions = found.get("questions")
-            lenient = _pct(found.get("evidence_available_lenient"))
-            answer = _pct(found.get("answer_in_context"))
+            lenient = pct(found.get("evidence_available_lenient"))
+            answer = pct(found.get("answer_in_context"))
             cells.append(f"{lenient} / {answer}")
-        rows.append([category_label(category), _int(questions), *cells])
+        rows.append([category_label(category), integer(questions), *cells])
     return headers, rows
 
 
@@ -281,34 +306,6 @@ def _per_conversation(
             row.append(render((found or {}).get(key)))
         rows.append(row)
     return headers, rows
-
-
-def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """``format_table`` with every column but the first right-aligned, titles included."""
-    widths = [max([len(h)] + [len(row[i]) for row in rows]) for i, h in enumerate(headers)]
-    padded = [
-        [row[0], *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))]
-        for row in rows
-    ]
-    titles = [headers[0], *(h.rjust(w) for h, w in zip(headers[1:], widths[1:], strict=True))]
-    return format_table(titles, padded)
-
-
-def _markdown_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _markdown_table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_columns: int = 1
-) -> str:
-    """A Markdown table: the first ``text_columns`` columns left-aligned, the rest right."""
-    aligns = [" --- "] * text_columns + [" ---: "] * (len(headers) - text_columns)
-    lines = [
-        "| " + " | ".join(_markdown_cell(h) for h in headers) + " |",
-        "|" + "|".join(aligns) + "|",
-    ]
-    lines += ["| " + " | ".join(_markdown_cell(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def summary_table(metrics: dict[str, Any]) -> str:
@@ -341,7 +338,7 @@ def summary_table(metrics: dict[str, Any]) -> str:
         full     |          100.0% |           100.0% |         95.0% |          1,234,567 |     9,001 |                0 |           0 |    0 |        0 |       0 |             0 |     1.3
         last_n   |           41.2% |            50.0% |         37.5% |             98,765 |     4,001 |                0 |           0 |   31 |        0 |       2 |             0 |     0.5
     """
-    table = _aligned(*_summary(metrics))
+    table = aligned(*_summary(metrics))
     notes = [note for note in (price_note(metrics), over_window_note(metrics)) if note]
     return "\n\n".join([table, *notes])
 
@@ -370,7 +367,7 @@ def price_note(metrics: Mapping[str, Any]) -> str | None:
         if is_number(prices.get(key))
     )
     return (
-        f"Costs at {prices.get('model', _MISSING)} list prices, USD per 1M tokens: {rates}; "
+        f"Costs at {prices.get('model', MISSING)} list prices, USD per 1M tokens: {rates}; "
         "replay answer calls and summarizer calls, the question phase not included."
     )
 
@@ -397,7 +394,7 @@ def category_table(metrics: dict[str, Any]) -> str:
         correction |         4 | 25.0% / 50.0%
     """
     caption = "evidence lenient / answer in ctx, by question category"
-    return caption + "\n" + _aligned(*_category(metrics))
+    return caption + "\n" + aligned(*_category(metrics))
 
 
 def _safe_name(name: str) -> str:
@@ -405,13 +402,13 @@ def _safe_name(name: str) -> str:
 
 
 def _header(metrics: Mapping[str, Any]) -> list[str]:
-    dataset = metrics.get("dataset", _MISSING)
+    dataset = metrics.get("dataset", MISSING)
     window = metrics.get("window")
     lines = [f"# Context strategies on {Path(str(dataset)).name or dataset}", ""]
     details = [
-        f"- **dataset**: `{dataset}` (format {metrics.get('format', _MISSING)}), "
-        f"conversations: {', '.join(_conversation_names(metrics)) or _MISSING}",
-        f"- **window**: {_int(window)} tokens, seed {metrics.get('seed', _MISSING)}",
+        f"- **dataset**: `{dataset}` (format {metrics.get('format', MISSING)}), "
+        f"conversations: {', '.join(_conversation_names(metrics)) or MISSING}",
+        f"- **window**: {integer(window)} tokens, {_seeds(metrics)}",
     ]
     versions: Mapping[str, Any] = metrics.get("versions") or {}
     if versions:
@@ -424,6 +421,13 @@ def _header(metrics: Mapping[str, Any]) -> list[str]:
             "- **settings**: " + ", ".join(f"{name}={value}" for name, value in settings.items())
         )
     return lines + details
+
+
+def _seeds(metrics: Mapping[str, Any]) -> str:
+    seeds = metrics.get("seeds") or []
+    if len(seeds) > 1:
+        return f"seeds {', '.join(str(seed) for seed in seeds)} (one dataset per seed)"
+    return f"seed {metrics.get('seed', MISSING)}"
 
 
 def _how_to_read(with_plots: bool) -> list[str]:
@@ -439,6 +443,8 @@ def _how_to_read(with_plots: bool) -> list[str]:
             "window.",
             "- **recall_by_category.png**: evidence available (lenient) and answer in context "
             "per question category, one bar per strategy.",
+            "- **drift.png** (when some strategy summarized): the share of covered facts each "
+            "summary generation still states correctly, one line per strategy.",
         ]
     lines += [
         "",
@@ -457,21 +463,21 @@ def _render_markdown(
 ) -> str:
     lines = _header(metrics)
     lines += ["", "## Strategies", ""]
-    lines.append(_markdown_table(*strategy_table(metrics), text_columns=len(STRATEGY_HEADERS) - 1))
-    lines += ["", "## Summary", "", _markdown_table(*_summary(metrics))]
+    lines.append(markdown_table(*strategy_table(metrics), text_columns=len(STRATEGY_HEADERS) - 1))
+    lines += ["", "## Summary", "", markdown_table(*_summary(metrics))]
     prices = price_note(metrics)
     if prices is not None:
         lines += ["", prices]
-    note = over_window_note(metrics)
-    if note is not None:
-        lines += ["", f"**{note}**"]
+    for note in (over_window_note(metrics), means_note(metrics)):
+        if note is not None:
+            lines += ["", f"**{note}**"]
     lines += [
         "",
         "## By question category",
         "",
         "Evidence available (lenient) / answer in context.",
         "",
-        _markdown_table(*_category(metrics)),
+        markdown_table(*_category(metrics)),
     ]
     lines += [
         "",
@@ -479,12 +485,14 @@ def _render_markdown(
         "",
         "### Input tokens total",
         "",
-        _markdown_table(*_per_conversation(metrics, "input_tokens_total", _int)),
+        markdown_table(*_per_conversation(metrics, "input_tokens_total", integer)),
         "",
         "### Evidence available (lenient)",
         "",
-        _markdown_table(*_per_conversation(metrics, "evidence_available_lenient", _pct)),
+        markdown_table(*_per_conversation(metrics, "evidence_available_lenient", pct)),
     ]
+    drift = next((path.name for _, path in plots if path.name == DRIFT_PLOT), None)
+    lines += plan_markdown(metrics, summary_columns(metrics), drift)
     lines += ["", "## Plots", ""]
     if plots_missing:
         lines.append(f"Plots were not drawn: matplotlib is not installed (`{_INSTALL_HINT}`).")
@@ -504,9 +512,12 @@ def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path)
     Files: ``report.md`` (settings and versions, what each strategy is: its context method,
     its agent's tools and what its reader does at question time; the summary with replay and
     question-phase tokens and a note on calls over the window, the category and
-    per-conversation tables, links to the plots, and what each metric means), ``input_tokens_<conversation>.png``
+    per-conversation tables, the drift, preparation-time, cost and across-seeds tables
+    (:mod:`~ctx_langgraph.eval.plan_tables`), links to the plots, and what each metric
+    means), ``input_tokens_<conversation>.png``
     for each conversation (characters other than letters, digits, ``.``, ``_`` and ``-`` become
-    ``_``), and ``recall_by_category.png``. Without matplotlib only ``report.md`` is written,
+    ``_``), ``recall_by_category.png``, and ``drift.png`` when some strategy summarized.
+    Without matplotlib only ``report.md`` is written,
     and it says how to get the plots.
     """
     out_dir = Path(out_dir)
@@ -530,6 +541,10 @@ def write_report(metrics: dict[str, Any], series: dict[str, Any], out_dir: Path)
         path = out_dir / "recall_by_category.png"
         category_figure(metrics).savefig(path, dpi=110)
         plots.append(("Evidence and answer in context by question category", path))
+        if has_drift(series):
+            path = out_dir / DRIFT_PLOT
+            drift_figure(metrics, series).savefig(path, dpi=110)
+            plots.append(("Long-term drift: facts kept per summary generation", path))
     report = out_dir / "report.md"
     report.write_text(_render_markdown(metrics, plots, plots_missing), encoding="utf-8")
     written.append(report)

@@ -11,16 +11,20 @@
 
 Summarizing peers get :class:`~ctx_langgraph.eval.replay.ExtractiveChatModel` (offline), so
 everyone summarizes with the same ability; budgets come from one :class:`ContextConfig`.
+
+Each strategy is one entry of :data:`STRATEGY_SPECS` (:class:`StrategySpec`): how its agent is
+built, and for ours the extra keyword arguments its lookup tool and its agent get, so a variant
+(a lookup with another index, say) is registered by adding one entry.
 """
 
 from __future__ import annotations
 
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
@@ -58,38 +62,111 @@ __all__ = [
     "OURS",
     "STRATEGIES",
     "STRATEGY_METHODS",
+    "STRATEGY_SPECS",
+    "AgentOptions",
+    "Family",
     "Strategy",
     "StrategyDescription",
+    "StrategySpec",
     "build_strategy",
     "claimed_by_prefix",
     "describe_strategy",
     "eval_config",
     "is_summary_message",
+    "strategy_spec",
     "summary_messages",
+    "unknown_strategies",
 ]
 
-STRATEGIES = (
-    "full",
-    "last_n",
-    "summary_only",
-    "summary_tail",
-    "summary_tail_lookup",
-    "langmem",
-    "langchain",
-)
-OURS = frozenset({"summary_only", "summary_tail", "summary_tail_lookup"})
-LOOKUP_STRATEGIES = frozenset({"summary_tail_lookup"})
-"""The strategies whose agent has the history lookup tool (and whose reader uses it)."""
-STRATEGY_METHODS: dict[str, str] = {
-    "full": "every message, every call",
-    "last_n": "LangChain's trim_messages: the newest messages that fit the usable window",
-    "summary_only": "ours: the summary and the current turn, (almost) no recent tail",
-    "summary_tail": "ours: the summary and the recent tail",
-    "summary_tail_lookup": "ours: the summary, the recent tail and the history lookup tool",
-    "langmem": "langmem's SummarizationNode, wired as its docs wire it",
-    "langchain": "create_agent with LangChain's SummarizationMiddleware",
+Family = Literal["plain", "ours", "langmem", "langchain"]
+"""How a strategy's agent is built: a plain message graph (``full``, ``last_n``), ours
+(:func:`~ctx_langgraph.create_context_agent`), langmem's node, or LangChain's middleware."""
+
+AgentOptions = Mapping[str, Any] | Callable[[HistoryStore], Mapping[str, Any]]
+"""Extra keyword arguments for one of our agents' builders: a mapping, or a function of the
+run's history store that returns one (an index built from the store, say)."""
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """One strategy under comparison: how its agent is built and what it is, in one entry of
+    :data:`STRATEGY_SPECS`.
+
+    A variant of one of ours is one more entry with its own options. A history lookup over a
+    segment index, say (the index built separately, from the run's store)::
+
+        STRATEGY_SPECS["summary_tail_lookup_segments"] = StrategySpec(
+            "ours",
+            "ours: the summary, the recent tail and the lookup with a segment index",
+            lookup=True,
+            lookup_options=lambda store: {"segments": build_segment_index(store)},
+        )
+
+    ``lookup_options`` go to :func:`~ctx_langgraph.lookup.make_history_lookup_tool` and
+    ``agent_options`` to :func:`~ctx_langgraph.create_context_agent`, after the harness's own
+    arguments (so a variant may replace one of them, ``prompt`` or ``config`` say). The lookup
+    tool keeps its name: the question-phase reader calls ``history_lookup``.
+    """
+
+    family: Family
+    method: str
+    """How the model input is built, in one phrase (the report's strategy table)."""
+    lookup: bool = False
+    """Our agent gets the history lookup tool (and the question-phase reader uses it)."""
+    recent_tail: bool = True
+    """Ours keeps a recent tail (``False``: the summary and the current turn only)."""
+    trim: bool = False
+    """A plain graph trims to the usable window with ``trim_messages``."""
+    lookup_options: AgentOptions = field(default_factory=dict)
+    agent_options: AgentOptions = field(default_factory=dict)
+
+
+STRATEGY_SPECS: dict[str, StrategySpec] = {
+    "full": StrategySpec("plain", "every message, every call"),
+    "last_n": StrategySpec(
+        "plain",
+        "LangChain's trim_messages: the newest messages that fit the usable window",
+        trim=True,
+    ),
+    "summary_only": StrategySpec(
+        "ours",
+        "ours: the summary and the current turn, (almost) no recent tail",
+        recent_tail=False,
+    ),
+    "summary_tail": StrategySpec("ours", "ours: the summary and the recent tail"),
+    "summary_tail_lookup": StrategySpec(
+        "ours", "ours: the summary, the recent tail and the history lookup tool", lookup=True
+    ),
+    "langmem": StrategySpec("langmem", "langmem's SummarizationNode, wired as its docs wire it"),
+    "langchain": StrategySpec("langchain", "create_agent with LangChain's SummarizationMiddleware"),
 }
+"""Every strategy the harness can run, in report order (``--strategies all`` runs them all)."""
+
+STRATEGIES = tuple(STRATEGY_SPECS)
+OURS = frozenset(name for name, spec in STRATEGY_SPECS.items() if spec.family == "ours")
+LOOKUP_STRATEGIES = frozenset(name for name, spec in STRATEGY_SPECS.items() if spec.lookup)
+"""The strategies whose agent has the history lookup tool (and whose reader uses it)."""
+STRATEGY_METHODS: dict[str, str] = {name: spec.method for name, spec in STRATEGY_SPECS.items()}
 """How each strategy builds the model input, in one phrase (the report's strategy table)."""
+
+
+def strategy_spec(name: str) -> StrategySpec:
+    """The entry of strategy ``name`` in :data:`STRATEGY_SPECS`.
+
+    Raises:
+        ValueError: no strategy has that name.
+    """
+    spec = STRATEGY_SPECS.get(name)
+    if spec is None:
+        raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGY_SPECS)}")
+    return spec
+
+
+def unknown_strategies(names: Sequence[str]) -> list[str]:
+    """The names in ``names`` that :data:`STRATEGY_SPECS` does not know."""
+    return [name for name in names if name not in STRATEGY_SPECS]
+
+
 _LANGMEM_SERDE = ("langmem.short_term.summarization", "RunningSummary")
 _LC_SUMMARY_SOURCE = "summarization"
 
@@ -193,33 +270,33 @@ def build_strategy(
     Summaries come from the offline extractive summarizer (ours directly, the peers through
     :class:`ExtractiveChatModel`), or, with ``summary_model``, from that chat model for everyone
     (ours through :class:`~ctx_langgraph.LLMSummarizer`)."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    spec = strategy_spec(name)
     config = eval_config(window)
     budget = config.resolve()
-    script = Script(lookup=name in LOOKUP_STRATEGIES, reader=reader)
+    script = Script(lookup=spec.lookup, reader=reader)
     model = ReplayModel(script)
     bound = model.bind_tools(list(tools)) if tools else model
-    if name in ("full", "last_n"):
-        return _plain(name, model, bound, tools, budget, counter, script)
-    if name in OURS:
+    if spec.family == "plain":
+        return _plain(name, spec, bound, tools, budget, counter, script)
+    if spec.family == "ours":
         inner: Summarizer = (
             ExtractiveSummarizer() if summary_model is None else LLMSummarizer(summary_model)
         )
-        return _ours(name, model, tools, config, counter, script, retrieval_tokens, workdir, inner)
+        built = _OursBuild(config, counter, retrieval_tokens, workdir, inner)
+        return _ours(name, spec, model, tools, script, built)
     summarizer: ExtractiveChatModel | CountingChatModel = (
         ExtractiveChatModel(counter=counter, cap_tokens=config.summary_max_tokens)
         if summary_model is None
         else CountingChatModel(inner=summary_model, counter=counter)
     )
-    if name == "langmem":
-        return _langmem(bound, tools, config, budget, counter, script, summarizer)
-    return _langchain(model, tools, budget, counter, script, summarizer)
+    if spec.family == "langmem":
+        return _langmem(name, bound, tools, config, budget, counter, script, summarizer)
+    return _langchain(name, model, tools, budget, counter, script, summarizer)
 
 
 def _plain(
     name: str,
-    model: ReplayModel,
+    spec: StrategySpec,
     bound: Any,
     tools: Sequence[BaseTool],
     budget: ResolvedBudget,
@@ -235,7 +312,7 @@ def _plain(
 
     def call_model(state: MessagesState) -> dict[str, Any]:
         messages: list[Any] = list(state["messages"])
-        if name == "last_n":
+        if spec.trim:
             messages = trim_messages(
                 messages,
                 max_tokens=budget.usable,
@@ -250,28 +327,45 @@ def _plain(
     return Strategy(name, graph, script, SummarizerStats(), tools=_names(tools))
 
 
+@dataclass(frozen=True)
+class _OursBuild:
+    """What every one of our agents is built with, whatever the variant."""
+
+    config: ContextConfig
+    counter: TokenCounter
+    retrieval_tokens: int
+    workdir: Path | None
+    inner: Summarizer
+
+
+def _options(options: AgentOptions, store: HistoryStore) -> dict[str, Any]:
+    """A variant's extra keyword arguments (a mapping, or made from the run's store)."""
+    return dict(options(store) if callable(options) else options)
+
+
+def _without_tail(config: ContextConfig) -> ContextConfig:
+    return ContextConfig(
+        context_window=config.context_window,
+        output_reserve=config.output_reserve,
+        trigger=config.trigger,
+        target=config.target,
+        keep_recent_tokens=1,
+        tail_fills_target=False,
+        summary_max_tokens=config.summary_max_tokens,
+    )
+
+
 def _ours(
     name: str,
+    spec: StrategySpec,
     model: ReplayModel,
     tools: Sequence[BaseTool],
-    config: ContextConfig,
-    counter: TokenCounter,
     script: Script,
-    retrieval_tokens: int,
-    workdir: Path | None,
-    inner: Summarizer,
+    built: _OursBuild,
 ) -> Strategy:
-    if name == "summary_only":
-        config = ContextConfig(
-            context_window=config.context_window,
-            output_reserve=config.output_reserve,
-            trigger=config.trigger,
-            target=config.target,
-            keep_recent_tokens=1,
-            tail_fills_target=False,
-            summary_max_tokens=config.summary_max_tokens,
-        )
+    config = built.config if spec.recent_tail else _without_tail(built.config)
     closers: list[Callable[[], None]] = []
+    workdir = built.workdir
     if workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ctx-eval-")
         workdir = Path(tmp.name)
@@ -279,18 +373,26 @@ def _ours(
     store = SQLiteHistoryStore.from_path(workdir / f"{name}.sqlite")
     store.setup()
     closers.append(store.close)
-    summarizer = CountingSummarizer(inner, counter)
+    summarizer = CountingSummarizer(built.inner, built.counter)
     lookup: Any = False
-    if name == "summary_tail_lookup":
-        lookup = make_history_lookup_tool(store, max_tokens=retrieval_tokens, counter=counter)
+    if spec.lookup:
+        lookup = make_history_lookup_tool(
+            store,
+            **{
+                "max_tokens": built.retrieval_tokens,
+                "counter": built.counter,
+                **_options(spec.lookup_options, store),
+            },
+        )
+    arguments: dict[str, Any] = {
+        "store": store,
+        "config": config,
+        "summarizer": summarizer,
+        "lookup_tool": lookup,
+        "counter": built.counter,
+    }
     builder = create_context_agent(
-        model,
-        list(tools),
-        store=store,
-        config=config,
-        summarizer=summarizer,
-        lookup_tool=lookup,
-        counter=counter,
+        model, list(tools), **{**arguments, **_options(spec.agent_options, store)}
     )
     graph = builder.compile(checkpointer=InMemorySaver())
     strategy = Strategy(name, graph, script, summarizer.stats, store)
@@ -300,6 +402,7 @@ def _ours(
 
 
 def _langmem(
+    name: str,
     bound: Any,
     tools: Sequence[BaseTool],
     config: ContextConfig,
@@ -338,10 +441,11 @@ def _langmem(
         builder.add_edge("tools", "summarize")
     serde = JsonPlusSerializer(allowed_msgpack_modules=[_LANGMEM_SERDE])
     graph = builder.compile(checkpointer=InMemorySaver(serde=serde))
-    return Strategy("langmem", graph, script, summarizer.stats, tools=_names(tools))
+    return Strategy(name, graph, script, summarizer.stats, tools=_names(tools))
 
 
 def _langchain(
+    name: str,
     model: ReplayModel,
     tools: Sequence[BaseTool],
     budget: ResolvedBudget,
@@ -358,7 +462,7 @@ def _langchain(
     graph = create_agent(
         model, tools=list(tools), middleware=[middleware], checkpointer=InMemorySaver()
     )
-    return Strategy("langchain", graph, script, summarizer.stats, tools=_names(tools))
+    return Strategy(name, graph, script, summarizer.stats, tools=_names(tools))
 
 
 def claimed_by_prefix(messages: Sequence[BaseMessage], history: Sequence[str]) -> frozenset[str]:
@@ -377,7 +481,7 @@ class StrategyDescription(TypedDict):
     """What a strategy is, for ``metrics.json`` and the report's strategy table."""
 
     method: str
-    """How the model input is built (:data:`STRATEGY_METHODS`)."""
+    """How the model input is built (:attr:`StrategySpec.method`)."""
     tools: list[str]
     """The tools the agent has, by name."""
     question_phase: str
@@ -388,10 +492,10 @@ def describe_strategy(
     name: str, *, tools: Sequence[str], reader: str, retrieval_tokens: int
 ) -> StrategyDescription:
     """What strategy ``name`` is: its context method, its agent's tools, and what the reader
-    (``"scripted"`` or a model's name) does at question time: a strategy in
-    :data:`LOOKUP_STRATEGIES` makes one lookup call per question with the question's text as
-    the query (pages of at most ``retrieval_tokens``), as :class:`Script` does, then answers;
-    the others answer from the input as the strategy built it.
+    (``"scripted"`` or a model's name) does at question time: a strategy with the lookup tool
+    (:attr:`StrategySpec.lookup`) makes one lookup call per question with the question's text
+    as the query (pages of at most ``retrieval_tokens``), as :class:`Script` does, then
+    answers; the others answer from the input as the strategy built it.
 
     Example:
         >>> describe_strategy("summary_tail_lookup", tools=["search", "history_lookup"],
@@ -405,11 +509,10 @@ def describe_strategy(
     who = "the scripted reader" if scripted else reader
     answers = "answers with a placeholder" if scripted else "answers"
     phase = f"{who} {answers} from the input as built; no tool call"
-    if name in LOOKUP_STRATEGIES:
+    spec = strategy_spec(name)
+    if spec.lookup:
         phase = (
             f"one scripted {LOOKUP_TOOL} call per question (query: the question text; a page "
             f"of at most {retrieval_tokens:,} tokens), then {who} {answers}"
         )
-    return StrategyDescription(
-        method=STRATEGY_METHODS[name], tools=list(tools), question_phase=phase
-    )
+    return StrategyDescription(method=spec.method, tools=list(tools), question_phase=phase)
