@@ -268,4 +268,29 @@ def test_every_registered_strategy_is_described_by_its_entry():
     assert tuple(STRATEGY_SPECS) == STRATEGIES
     for name, spec in STRATEGY_SPECS.items():
         assert spec.method and spec.family in ("plain", "ours", "langmem", "langchain"), name
-    assert {name for name, spec in STRATEGY_SPECS.items() if spec.lookup} == {"summary_tail_lookup"}
+    assert {name for name, spec in STRATEGY_SPECS.items() if spec.lookup} == {
+        "summary_tail_lookup",
+        "summary_tail_lookup_segments",
+    }
+    segments = STRATEGY_SPECS["summary_tail_lookup_segments"]
+    assert segments.lookup_options == {"segments": True}
+    assert segments.config_options == {"segment_events": 40}
+
+
+def test_the_segment_variant_builds_its_index_and_its_lookup_searches_it():
+    """``summary_tail_lookup_segments``: the same agent as ``summary_tail_lookup`` plus the
+    segment index (built in the replay, never in a prompt) and a lookup that searches it."""
+    from ctx_langgraph.datasets import synthetic_conversation
+    from ctx_langgraph.eval import run_eval
+
+    conv = synthetic_conversation(seed=2, sessions=2, turns_per_session=40)
+    metrics, _ = run_eval(
+        [conv], ["summary_tail_lookup", "summary_tail_lookup_segments"], window=2048
+    )
+    plain = metrics["strategies"]["summary_tail_lookup"]
+    indexed = metrics["strategies"]["summary_tail_lookup_segments"]
+    assert indexed["coverage_gaps"] == indexed["coverage_overlaps"] == 0
+    assert indexed["orphan_tool_messages"] == 0
+    # the index costs summarizer calls, never prompt tokens in the replay
+    assert indexed["summarizer_calls"] > plain["summarizer_calls"]
+    assert indexed["input_tokens_total"] == plain["input_tokens_total"]

@@ -10,7 +10,7 @@ the report (``metrics.json``, ``report.md``, plots) goes to a directory.
 By default Part 2 compares ours (summary + tail + lookup) with the two peers (langmem,
 LangChain's ``SummarizationMiddleware``) and with sending the full history (:data:`PEERS`):
 the strategies that keep the whole history in their state cost time quadratic in the session's
-length, so all seven (:data:`~ctx_langgraph.eval.strategies.STRATEGIES`, ``compare="all"``)
+length, so all eight (:data:`~ctx_langgraph.eval.strategies.STRATEGIES`, ``compare="all"``)
 take a few times longer. Progress (elapsed time, work done, time left) goes to stderr.
 """
 

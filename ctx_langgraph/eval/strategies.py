@@ -22,7 +22,7 @@ from __future__ import annotations
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -92,16 +92,12 @@ class StrategySpec:
     """One strategy under comparison: how its agent is built and what it is, in one entry of
     :data:`STRATEGY_SPECS`.
 
-    A variant of one of ours is one more entry with its own options. A history lookup over a
-    segment index, say (the index built separately, from the run's store)::
+    A variant of one of ours is one more entry with its own options, as
+    ``summary_tail_lookup_segments`` is: ``summary_tail_lookup`` whose agent builds the segment
+    index (``config_options={"segment_events": 40}``) and whose lookup searches it
+    (``lookup_options={"segments": True}``).
 
-        STRATEGY_SPECS["summary_tail_lookup_segments"] = StrategySpec(
-            "ours",
-            "ours: the summary, the recent tail and the lookup with a segment index",
-            lookup=True,
-            lookup_options=lambda store: {"segments": build_segment_index(store)},
-        )
-
+    ``config_options`` replace fields of the run's :class:`~ctx_langgraph.ContextConfig`;
     ``lookup_options`` go to :func:`~ctx_langgraph.lookup.make_history_lookup_tool` and
     ``agent_options`` to :func:`~ctx_langgraph.create_context_agent`, after the harness's own
     arguments (so a variant may replace one of them, ``prompt`` or ``config`` say). The lookup
@@ -119,7 +115,11 @@ class StrategySpec:
     """A plain graph trims to the usable window with ``trim_messages``."""
     lookup_options: AgentOptions = field(default_factory=dict)
     agent_options: AgentOptions = field(default_factory=dict)
+    config_options: Mapping[str, Any] = field(default_factory=dict)
 
+
+SEGMENT_EVENTS = 40
+"""Events per segment of ``summary_tail_lookup_segments``'s index (a LoCoMo session is 18-40)."""
 
 STRATEGY_SPECS: dict[str, StrategySpec] = {
     "full": StrategySpec("plain", "every message, every call"),
@@ -136,6 +136,14 @@ STRATEGY_SPECS: dict[str, StrategySpec] = {
     "summary_tail": StrategySpec("ours", "ours: the summary and the recent tail"),
     "summary_tail_lookup": StrategySpec(
         "ours", "ours: the summary, the recent tail and the history lookup tool", lookup=True
+    ),
+    "summary_tail_lookup_segments": StrategySpec(
+        "ours",
+        "ours: summary_tail_lookup, and the lookup also searches a segment index (a summary "
+        "per 40 events or session, never in the prompt)",
+        lookup=True,
+        lookup_options={"segments": True},
+        config_options={"segment_events": SEGMENT_EVENTS},
     ),
     "langmem": StrategySpec("langmem", "langmem's SummarizationNode, wired as its docs wire it"),
     "langchain": StrategySpec("langchain", "create_agent with LangChain's SummarizationMiddleware"),
@@ -364,6 +372,7 @@ def _ours(
     built: _OursBuild,
 ) -> Strategy:
     config = built.config if spec.recent_tail else _without_tail(built.config)
+    config = replace(config, **spec.config_options)
     closers: list[Callable[[], None]] = []
     workdir = built.workdir
     if workdir is None:
