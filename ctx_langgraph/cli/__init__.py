@@ -20,6 +20,7 @@ from ctx_langgraph.cli.demo import add_demo_parser
 from ctx_langgraph.cli.eval import add_eval_parser
 from ctx_langgraph.cli.export import add_export_parser
 from ctx_langgraph.cli.history_demo import add_history_demo_parser, run_demo
+from ctx_langgraph.cli.inspector import add_inspect_parser
 from ctx_langgraph.cli.retention import add_retention_parser
 from ctx_langgraph.errors import ContextBudgetExceeded, DatasetError, DocumentError, ScopeError
 
@@ -41,6 +42,7 @@ examples:
   ctx-langgraph eval --format synthetic --sessions 3 --out eval-synthetic
   ctx-langgraph retention --sqlite checkpoints.sqlite --keep-last 10 --keep-within 7d --dry-run
   ctx-langgraph compact --sqlite history.sqlite --thread T --instructions "keep the API decisions"
+  ctx-langgraph inspect --sqlite history.sqlite --thread T
 
 exit status: 0 done; 1 ran but could not do it (export: no such thread; retention: a
 thread refused; demo: a request over the window; compact: nothing committed); 2 bad arguments, files or databases
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_retention_parser(commands)
     add_export_parser(commands)
     add_compact_parser(commands)
+    add_inspect_parser(commands)
     return parser
 
 

@@ -16,7 +16,14 @@ from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
 
-__all__ = ["add_export_parser", "add_history_options", "check_history_database", "open_store"]
+__all__ = [
+    "add_export_parser",
+    "add_history_options",
+    "check_history_database",
+    "check_memory_databases",
+    "open_memory_store",
+    "open_store",
+]
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -27,10 +34,11 @@ def _export(args: argparse.Namespace) -> int:
         scope = Scope(args.thread, tenant=args.tenant)
     except ScopeError as exc:
         raise UsageError(f"--thread {args.thread!r} --tenant {args.tenant!r}: {exc}") from None
-    where = _check_databases(args)
+    where = check_history_database(args)
+    check_memory_databases(args)  # (before opening any)
     with contextlib.ExitStack() as stack:
         store = open_store(stack, args, scope, where)
-        memory = _open_memory(stack, args)
+        memory = open_memory_store(stack, args)
         try:
             document = export_thread(store, scope, ledger=not args.no_ledger, memory=memory)
         except ScopeError as exc:  # the thread has no history: nothing to export
@@ -53,10 +61,8 @@ def check_history_database(args: argparse.Namespace) -> str:
     return "--postgres"
 
 
-def _check_databases(args: argparse.Namespace) -> str:
-    """Check the history and memory databases are there (before opening any); names the
-    history store's option."""
-    where = check_history_database(args)
+def check_memory_databases(args: argparse.Namespace) -> None:
+    """Check the memory database ``--memory-sqlite``/``--memory-postgres`` names is there."""
     if args.memory_sqlite and "store" not in sqlite_tables(args.memory_sqlite, "--memory-sqlite"):
         raise UsageError(
             f"--memory-sqlite {args.memory_sqlite!r} holds no LangGraph store (no 'store' "
@@ -69,7 +75,6 @@ def _check_databases(args: argparse.Namespace) -> str:
             table="store",
             hint=": point it at the database your PostgresStore of memories writes",
         )
-    return where
 
 
 def open_store(
@@ -93,10 +98,12 @@ def open_store(
     return store
 
 
-def _open_memory(
+def open_memory_store(
     stack: contextlib.ExitStack[Any], args: argparse.Namespace
 ) -> LongTermMemory | None:
-    """The long-term memory to export too (``--memory-sqlite``/``--memory-postgres``), if any."""
+    """The long-term memory ``--memory-sqlite``/``--memory-postgres`` names (checked first), if
+    any, open until ``stack`` closes."""
+    check_memory_databases(args)
     from ctx_langgraph.memory import LongTermMemory
 
     if not (args.memory_sqlite or args.memory_postgres):

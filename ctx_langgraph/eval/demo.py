@@ -222,6 +222,23 @@ def _export_hint(db: Path, thread_id: str, kept: bool) -> str:
     )
 
 
+def _inspect_hint(db: Path, thread_id: str, kept: bool) -> str:
+    """The demo's last lines: how to look at the thread in the browser."""
+    if not kept:
+        return (
+            "to look inside the thread in the browser, run the demo with --db FILE, then: "
+            f"ctx-langgraph inspect --sqlite FILE --thread {shlex.quote(thread_id)}"
+        )
+    path, thread = shlex.quote(str(db)), shlex.quote(thread_id)
+    return (
+        "look inside the thread (history, summaries, each call's make-up) in the browser:\n"
+        f"  ctx-langgraph inspect --sqlite {path} --thread {thread}\n"
+        "or as one file for a bug report:\n"
+        f"  ctx-langgraph inspect --sqlite {path} --thread {thread} "
+        f"--html {shlex.quote(thread_id + '.html')}"
+    )
+
+
 def run_demo(
     *,
     db: Path | None = None,
@@ -332,6 +349,7 @@ def _run_demo(
             progress.echo(f"error: a request went over the usable window {budget.usable:,}", out)
             return 1
         if not strategies:
+            progress.echo("\n" + _inspect_hint(db, figures["thread"], kept), out)
             return 0
         metrics, written = _compare(
             conversation, strategies, window, seed, turns, out_dir, report_units, progress, out
@@ -339,6 +357,7 @@ def _run_demo(
         progress.log(f"demo done in {time.perf_counter() - started:.1f}s")
     print(summary_table(metrics), file=out)
     print(f"\nreport: {', '.join(str(p) for p in written)}", file=out)
+    print("\n" + _inspect_hint(db, figures["thread"], kept), file=out)
     return 0
 
 

@@ -1,0 +1,347 @@
+"""What the inspector reads from the stores: read-only, and bounded by what one page shows.
+
+A thread's page never loads the whole thread: the timeline is read one page of seqs at a time
+(:func:`read_timeline`), the history lookups are the newest :data:`LOOKUPS_SHOWN`, and a long
+event's text is cut to :data:`TEXT_SHOWN` characters when the page is drawn. What is read whole
+is small per thread: its summary versions, segments, usage ledger rows (one per model call) and
+long-term memory records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ctx_langgraph.errors import HistoryStoreError, ScopeError
+from ctx_langgraph.history import (
+    BranchInfo,
+    CompactionCheckpoint,
+    HistoryEvent,
+    HistoryStore,
+    Scope,
+)
+from ctx_langgraph.history.branches import lineage_clause, read_branch
+from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
+from ctx_langgraph.history.types import Segment
+from ctx_langgraph.storage.migrations import SCHEMA_VERSION, schema_version
+from ctx_langgraph.storage.statements import Op, Stmt
+
+if TYPE_CHECKING:
+    from ctx_langgraph.memory import LongTermMemory
+
+__all__ = [
+    "LOOKUPS_SHOWN",
+    "PAGE_SIZE",
+    "CallRow",
+    "LookupRow",
+    "ThreadData",
+    "ThreadRow",
+    "Timeline",
+    "check_schema",
+    "list_threads",
+    "read_thread",
+    "read_timeline",
+]
+
+PAGE_SIZE = 200
+"""Seqs on one page of the timeline."""
+
+LOOKUPS_SHOWN = 50
+"""The newest history lookups a thread's page shows."""
+
+THREADS_SHOWN = 500
+"""The newest threads the thread list shows."""
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    """One thread of the thread list."""
+
+    thread_id: str
+    branches: int
+    head_seq: int
+    active_generation: int
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class CallRow:
+    """One model call of the usage ledger, with the make-up of its request when recorded."""
+
+    call_key: str
+    purpose: str
+    provider: str
+    model: str
+    status: str
+    input_total: int | None
+    cache_read: int | None
+    output: int | None
+    cost: float | None
+    """USD, None when unknown."""
+    cacheable_prefix: int | None
+    makeup: dict[str, int] | None
+    """The request's parts as ``ctx_budget`` counted them (:data:`MAKEUP_PARTS`, ``estimate``,
+    ``adjustment``, ``reserve``, ``window``, ``prefix``), None for a call it did not prepare."""
+    created_at: dt.datetime
+
+
+MAKEUP_PARTS = ("system", "pinned", "tools", "memory", "summary", "trail", "lookup", "tail")
+"""The parts of a request, in the order they fill it; with ``adjustment`` they add up to its
+``estimate``."""
+
+
+@dataclass(frozen=True)
+class LookupRow:
+    """One history lookup the model made: its arguments and the result it got."""
+
+    seq: int
+    """The seq of the result (a tool message)."""
+    call_seq: int | None
+    """The seq of the model reply that asked for it, when found."""
+    arguments: dict[str, Any]
+    result: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One page of a thread's raw history."""
+
+    page: int
+    pages: int
+    first_seq: int
+    last_seq: int
+    events: list[HistoryEvent]
+    deleted: dict[int, int]
+    """Seqs on this page whose event was deleted, with the edit version that deleted them."""
+
+
+@dataclass
+class ThreadData:
+    """Everything one thread's page shows, but the timeline."""
+
+    scope: Scope
+    info: BranchInfo
+    branches: list[BranchInfo]
+    versions: list[CompactionCheckpoint]
+    """Every summary version, oldest generation first."""
+    segments: list[Segment]
+    calls: list[CallRow]
+    lookups: list[LookupRow]
+    memories: list[dict[str, Any]] | None
+    """The thread's long-term memory records (None: no memory store given)."""
+    event_count: int
+    hidden_count: int
+    lookup_tool: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _count_threads(tenant: str, limit: int) -> Op[list[tuple[Any, ...]]]:
+    rows = yield Stmt(
+        "SELECT thread_id, count(*), max(head_seq), max(active_generation), min(created_at) "
+        "FROM ctx_branches WHERE tenant = ? GROUP BY thread_id "
+        "ORDER BY min(created_at) DESC, thread_id LIMIT ?",
+        (tenant, limit),
+        "all",
+    )
+    return [tuple(row) for row in rows]
+
+
+def check_schema(store: HistoryStore) -> None:
+    """Check the store is at the schema this version reads (the inspector never migrates it).
+
+    Raises:
+        HistoryStoreError: the database is not a history store, or at another schema version.
+    """
+    version = store.run(schema_version(store.dialect))
+    if version == 0:
+        raise HistoryStoreError("not a ctx-langgraph history store (no ctx_migrations table)")
+    if version != SCHEMA_VERSION:
+        newer = "newer" if version > SCHEMA_VERSION else "older"
+        raise HistoryStoreError(
+            f"the history store is at schema version {version}, {newer} than this ctx-langgraph "
+            f"reads ({SCHEMA_VERSION}); the inspector only reads, so run "
+            f"{'an upgraded ctx-langgraph' if newer == 'newer' else 'store.setup() (or the agent) once'} "
+            "to bring it to this version"
+        )
+
+
+def list_threads(store: HistoryStore, tenant: str, limit: int = THREADS_SHOWN) -> list[ThreadRow]:
+    """The tenant's threads, newest first (at most ``limit``)."""
+    rows = store.run(_count_threads(tenant, limit))
+    return [
+        ThreadRow(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), store.dialect.from_ts(r[4]))
+        for r in rows
+    ]
+
+
+_CALL_SQL = (
+    "SELECT call_key, purpose, provider, model, status, input_total, cache_read, output, "
+    "cost_nano_usd, cacheable_prefix, makeup, created_at FROM ctx_usage_calls "
+    "WHERE tenant = ? AND thread_id = ? AND branch = ? ORDER BY created_at, call_key"
+)
+
+
+def _calls(store: HistoryStore, scope: Scope) -> Op[list[CallRow]]:
+    rows = yield Stmt(_CALL_SQL, (scope.tenant, scope.thread_id, scope.branch), "all")
+
+    def number(value: Any) -> int | None:
+        return None if value is None else int(value)
+
+    return [
+        CallRow(
+            call_key=r[0],
+            purpose=r[1],
+            provider=r[2],
+            model=r[3],
+            status=r[4],
+            input_total=number(r[5]),
+            cache_read=number(r[6]),
+            output=number(r[7]),
+            cost=None if r[8] is None else int(r[8]) / 1e9,
+            cacheable_prefix=number(r[9]),
+            makeup=_makeup(r[10]),
+            created_at=store.dialect.from_ts(r[11]),
+        )
+        for r in rows
+    ]
+
+
+def _makeup(stored: str | None) -> dict[str, int] | None:
+    if not stored:
+        return None
+    try:
+        value = json.loads(stored)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int | float)}
+
+
+def _tool_events(d: Any, scope: Scope, tool: str, limit: int) -> Op[list[HistoryEvent]]:
+    """The newest tool results of ``tool`` on the branch (its inherited history included)."""
+    found = yield from read_branch(d, scope)
+    if found is None:
+        return []
+    _, chain = found
+    clause, params = lineage_clause(chain)
+    rows = yield Stmt(
+        f"SELECT {EVENT_COLS} FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? "
+        f"AND {clause} AND e.role = ? AND e.name = ? ORDER BY e.seq DESC LIMIT ?",
+        [scope.tenant, scope.thread_id, *params, "tool", tool, limit],
+        "all",
+    )
+    return [event_from_row(d, row) for row in rows]
+
+
+def _hidden_count(d: Any, scope: Scope) -> Op[int]:
+    found = yield from read_branch(d, scope)
+    if found is None:
+        return 0
+    _, chain = found
+    clause, params = lineage_clause(chain)
+    row = yield Stmt(
+        f"SELECT count(*) FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? AND {clause} "
+        "AND e.visible = ?",
+        [scope.tenant, scope.thread_id, *params, False],
+        "one",
+    )
+    return int(row[0] or 0)
+
+
+def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:
+    results = store.run(_tool_events(store.dialect, scope, tool, LOOKUPS_SHOWN))
+    lookups = []
+    for result in results:
+        call_id = result.tool_call_ids[0] if result.tool_call_ids else None
+        asked = store.read_events(
+            scope, from_seq=max(1, result.seq - 40), to_seq=result.seq, include_hidden=True
+        )
+        call_seq, arguments = None, {}
+        for event in reversed(asked):
+            for call in event.content.get("data", {}).get("tool_calls") or []:
+                if call.get("id") == call_id:
+                    call_seq, arguments = event.seq, dict(call.get("args") or {})
+                    break
+            if call_seq is not None:
+                break
+        lookups.append(LookupRow(result.seq, call_seq, arguments, result.text))
+    return lookups
+
+
+def _lineage_names(branches: Sequence[BranchInfo], name: str) -> set[str]:
+    by_name = {b.scope.branch: b for b in branches}
+    names: set[str] = set()
+    while name in by_name and name not in names:
+        names.add(name)
+        parent = by_name[name].parent_branch
+        if parent is None:
+            break
+        name = parent
+    return names
+
+
+def read_thread(
+    store: HistoryStore,
+    scope: Scope,
+    *,
+    memory: LongTermMemory | None = None,
+    lookup_tool: str = "history_lookup",
+) -> ThreadData:
+    """One thread's summaries, segments, calls, lookups and memories (not its timeline).
+
+    Raises:
+        ScopeError: the store has no history for the thread (or this branch of it).
+    """
+    info = store.branch_info(scope)
+    if info is None:
+        raise ScopeError(
+            f"no history for thread {scope.thread_id!r} (tenant {scope.tenant!r}, "
+            f"branch {scope.branch!r}) in this store"
+        )
+    versions = sorted(store.list_versions(scope), key=lambda v: (v.generation, v.created_at))
+    data = ThreadData(
+        scope=scope,
+        info=info,
+        branches=store.list_branches(scope),
+        versions=versions,
+        segments=store.segments(scope, statuses=("active", "invalid", "superseded")),
+        calls=store.run(_calls(store, scope)),
+        lookups=_lookups(store, scope, lookup_tool),
+        memories=None if memory is None else memory.export_thread(scope),
+        event_count=info.head_seq,
+        hidden_count=store.run(_hidden_count(store.dialect, scope)),
+        lookup_tool=lookup_tool,
+    )
+    return data
+
+
+def page_of(seq: int, page_size: int = PAGE_SIZE) -> int:
+    """The timeline page that holds ``seq`` (pages count from 1)."""
+    return max(1, math.ceil(seq / page_size))
+
+
+def read_timeline(
+    store: HistoryStore,
+    data: ThreadData,
+    page: int | None = None,
+    *,
+    page_size: int = PAGE_SIZE,
+) -> Timeline:
+    """One page of the thread's raw history (hidden events included), the last page by default."""
+    pages = max(1, page_of(data.info.head_seq, page_size))
+    page = pages if page is None else min(max(1, page), pages)
+    first = (page - 1) * page_size + 1
+    last = page * page_size
+    events = store.read_events(data.scope, from_seq=first, to_seq=last, include_hidden=True)
+    lineage = _lineage_names(data.branches, data.scope.branch)
+    deleted = {
+        seq: version
+        for version, branch, seq, kind in store.edits_since(data.scope, 0)
+        if kind == "delete" and branch in lineage and first <= seq <= last
+    }
+    return Timeline(page, pages, first, last, events, deleted)

@@ -1,0 +1,430 @@
+"""Serve the inspector on loopback, or write one thread's page as a single file.
+
+The server is the standard library's :class:`~http.server.ThreadingHTTPServer`: the pages are
+read-only GETs drawn on the server, so nothing more is needed (no framework, no template
+engine, no script). It answers ``GET /`` (the tenant's threads) and ``GET /thread?id=...``
+(one thread: ``page=N`` or ``seq=S`` picks the timeline's page); every other path is 404 and
+every other method 405, so nothing it serves can change a store. Each response carries the
+page's Content-Security-Policy (no script at all), ``nosniff`` and ``no-store``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import sqlite3
+import threading
+import warnings
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from ctx_langgraph.errors import ContextManagementError, ScopeError
+from ctx_langgraph.history import DEFAULT_BRANCH, DEFAULT_TENANT, HistoryStore, Scope
+from ctx_langgraph.history.sqlite import SQLiteHistoryStore
+from ctx_langgraph.inspect.page import CSP, document, thread_list_page, thread_sections
+from ctx_langgraph.inspect.reads import (
+    PAGE_SIZE,
+    ThreadData,
+    Timeline,
+    list_threads,
+    page_of,
+    read_thread,
+    read_timeline,
+)
+from ctx_langgraph.inspect.timeline import Links, render_events
+
+if TYPE_CHECKING:
+    from ctx_langgraph.memory import LongTermMemory
+
+__all__ = [
+    "FILE_EVENTS",
+    "InspectorServer",
+    "export_html",
+    "open_sqlite_readonly",
+    "serve",
+    "thread_html",
+]
+
+log = logging.getLogger(__name__)
+
+FILE_EVENTS = 10_000
+"""The newest events a single-file page holds by default (older ones: the export's JSON)."""
+
+_HEADERS = {
+    "Content-Security-Policy": CSP + "; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+def open_sqlite_readonly(path: str | Path) -> SQLiteHistoryStore:
+    """A SQLite history store opened read-only (``mode=ro``): the inspector cannot write it.
+
+    Raises:
+        ContextManagementError: the file cannot be opened.
+    """
+    uri = f"{Path(path).absolute().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ContextManagementError(f"cannot open {str(path)!r} read-only: {exc}") from exc
+    return SQLiteHistoryStore(conn)
+
+
+def _served_links(scope: Scope, timeline: Timeline) -> Links:
+    base = f"/thread?id={quote(scope.thread_id, safe='')}&branch={quote(scope.branch, safe='')}"
+
+    def seq(n: int) -> str:
+        if timeline.first_seq <= n <= timeline.last_seq:
+            return f"#seq-{n}"
+        return f"{base}&seq={n}#seq-{n}"
+
+    return Links(seq=seq, page=lambda p: f"{base}&page={p}#timeline")
+
+
+def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
+    def go(page: int, label: str) -> str:
+        if page == timeline.page or not 1 <= page <= timeline.pages:
+            return f'<span class="muted">{label}</span>'
+        return f'<a href="{links.page(page)}">{label}</a>'
+
+    jump = ""
+    if scope is not None:  # served: a form that asks for the page of a seq
+        jump = (
+            '<form method="get" action="/thread">'
+            f'<input type="hidden" name="id" value="{_attr(scope.thread_id)}">'
+            f'<input type="hidden" name="branch" value="{_attr(scope.branch)}">'
+            '<label>go to seq <input name="seq" size="8" inputmode="numeric"></label> '
+            '<button type="submit">go</button></form>'
+        )
+    previous, following = "\u2039 previous", "next \u203a"
+    return (
+        f'<div class="pager">{go(1, "« first")}{go(timeline.page - 1, previous)}'
+        f"<span>page {timeline.page} of {timeline.pages} (seqs {timeline.first_seq}\u2013"
+        f"{timeline.last_seq})</span>{go(timeline.page + 1, following)}"
+        f"{go(timeline.pages, 'last »')}{jump}</div>"
+    )
+
+
+def _attr(value: str) -> str:
+    from html import escape
+
+    return escape(value, quote=True)
+
+
+def _covered_through(data: ThreadData) -> int:
+    active = next((v for v in data.versions if v.id == data.info.active_checkpoint_id), None)
+    return active.covered_through_seq if active else 0
+
+
+def _header(data: ThreadData, home: str | None) -> str:
+    from html import escape
+
+    back = f'<a href="{home}">all threads</a>' if home else ""
+    return (
+        f'<span class="scope">thread <code id="thread-id">{escape(data.scope.thread_id)}</code> · '
+        f"tenant <code>{escape(data.scope.tenant)}</code> · branch "
+        f"<code>{escape(data.scope.branch)}</code></span>{back}"
+    )
+
+
+def thread_html(
+    store: HistoryStore,
+    thread_id: str,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    branch: str = DEFAULT_BRANCH,
+    memory: LongTermMemory | None = None,
+    page: int | None = None,
+    seq: int | None = None,
+    lookup_tool: str = "history_lookup",
+) -> str:
+    """One thread's page as the server draws it (one page of the timeline: ``page``, the page
+    holding ``seq``, else the last).
+
+    Raises:
+        ScopeError: the store has no history for the thread.
+    """
+    scope = Scope(thread_id, tenant=tenant, branch=branch)
+    data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
+    if seq is not None:
+        page = page_of(seq)
+    timeline = read_timeline(store, data, page)
+    links = _served_links(scope, timeline)
+    events = render_events(timeline.events, timeline.deleted, _covered_through(data), links)
+    pager = _pager(timeline, links, scope)
+    body = thread_sections(data, links, f"{pager}{events}{pager}")
+    return document(f"{thread_id} · ctx-langgraph inspector", body, header=_header(data, "/"))
+
+
+def _file_pages(store: HistoryStore, data: ThreadData, max_events: int) -> tuple[str, Links]:
+    """Every page of the newest ``max_events`` seqs, one hidden ``div`` each, shown by CSS
+    when its anchor (or an anchor inside it) is the target, the last page otherwise."""
+    last_page = page_of(max(data.info.head_seq, 1))
+    first_page = max(1, last_page - max(1, max_events // PAGE_SIZE) + 1)
+    first_seq = (first_page - 1) * PAGE_SIZE + 1
+
+    def seq(n: int) -> str | None:
+        return f"#seq-{n}" if first_seq <= n <= data.info.head_seq else None
+
+    links = Links(seq=seq, page=lambda p: f"#page-{p}")
+    covered = _covered_through(data)
+    pages = []
+    for page in range(first_page, last_page + 1):
+        timeline = read_timeline(store, data, page)
+        timeline = Timeline(
+            page,
+            last_page,
+            timeline.first_seq,
+            timeline.last_seq,
+            timeline.events,
+            timeline.deleted,
+        )
+        shown = Timeline(page, last_page, timeline.first_seq, timeline.last_seq, [], {})
+        pager = (
+            _pager(shown, links).replace("<a href", '<a class="pg" href')
+            if first_page > 1 or last_page > 1
+            else ""
+        )
+        css = "page last" if page == last_page else "page"
+        pages.append(
+            f'<div class="{css}" id="page-{page}">{pager}'
+            f"{render_events(timeline.events, timeline.deleted, covered, links)}</div>"
+        )
+    note = (
+        f'<p class="note">This file holds seqs {first_seq}\u2013{data.info.head_seq}; the '
+        f"{first_seq - 1:,} earlier ones are covered by the summaries above (ctx-langgraph "
+        "export has them all).</p>"
+        if first_seq > 1
+        else ""
+    )
+    return note + "".join(pages), links
+
+
+def export_html(
+    store: HistoryStore,
+    thread_id: str,
+    path: str | Path,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    branch: str = DEFAULT_BRANCH,
+    memory: LongTermMemory | None = None,
+    max_events: int = FILE_EVENTS,
+    lookup_tool: str = "history_lookup",
+) -> Path:
+    """Write one thread's page as one self-contained HTML file (no server, no network, every
+    asset inline): to attach to a bug report. The timeline holds the newest ``max_events``
+    seqs, paged by anchors (no script).
+
+    Raises:
+        ScopeError: the store has no history for the thread.
+        OSError: the file cannot be written.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> from langchain_core.messages import HumanMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> _ = store.append("t1", [HumanMessage("<script>alert(1)</script>", id="m1")])
+        >>> out = export_html(store, "t1", pathlib.Path(tempfile.mkdtemp()) / "t1.html")
+        >>> text = out.read_text()
+        >>> "&lt;script&gt;alert(1)&lt;/script&gt;" in text, "<script>alert" in text
+        (True, False)
+    """
+    scope = Scope(thread_id, tenant=tenant, branch=branch)
+    data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
+    timeline, links = _file_pages(store, data, max_events)
+    body = thread_sections(data, links, timeline)
+    html = document(f"{thread_id} · ctx-langgraph inspector", body, header=_header(data, None))
+    out = Path(path)
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: InspectorServer
+    server_version = "ctx-langgraph-inspector"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("inspector: " + format, *args)
+
+    def _send(self, status: HTTPStatus, html: str, *, body: bool = True) -> None:
+        data = html.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in _HEADERS.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def _page(self) -> tuple[HTTPStatus, str]:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path == "/":
+            rows = list_threads(self.server.store, self.server.tenant)
+            return HTTPStatus.OK, thread_list_page(rows, self.server.tenant, "/thread?id=")
+        if url.path != "/thread" or "id" not in query:
+            return HTTPStatus.NOT_FOUND, _message("Not found", "No such page.")
+        try:
+            page = _positive(query.get("page"))
+            seq = _positive(query.get("seq"))
+            html = thread_html(
+                self.server.store,
+                query["id"],
+                tenant=self.server.tenant,
+                branch=query.get("branch") or DEFAULT_BRANCH,
+                memory=self.server.memory,
+                page=page,
+                seq=seq,
+                lookup_tool=self.server.lookup_tool,
+            )
+        except ScopeError as exc:
+            return HTTPStatus.NOT_FOUND, _message("No such thread", str(exc))
+        except ValueError as exc:
+            return HTTPStatus.BAD_REQUEST, _message("Bad request", str(exc))
+        return HTTPStatus.OK, html
+
+    def _get(self, body: bool) -> None:
+        try:
+            status, html = self._page()
+        except ContextManagementError as exc:  # the database went away: say so, keep serving
+            status, html = HTTPStatus.SERVICE_UNAVAILABLE, _message("Store unavailable", str(exc))
+        self._send(status, html, body=body)
+
+    def do_GET(self) -> None:
+        self._get(True)
+
+    def do_HEAD(self) -> None:
+        self._get(False)
+
+    def _refuse(self) -> None:
+        self._send(
+            HTTPStatus.METHOD_NOT_ALLOWED, _message("Read only", "The inspector only reads.")
+        )
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _refuse
+
+
+def _positive(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"expected a positive whole number, got {value[:40]!r}")
+    return int(value)
+
+
+def _message(title: str, text: str) -> str:
+    from html import escape
+
+    body = f'<main><h2>{escape(title)}</h2><p>{escape(text)}</p><p><a href="/">all threads</a></p></main>'
+    return document(title, body)
+
+
+class InspectorServer(ThreadingHTTPServer):
+    """The inspector's HTTP server (use :func:`serve`); a context manager that shuts it down."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        store: HistoryStore,
+        *,
+        tenant: str,
+        memory: LongTermMemory | None,
+        lookup_tool: str,
+    ) -> None:
+        self.store, self.tenant, self.memory, self.lookup_tool = store, tenant, memory, lookup_tool
+        self._thread: threading.Thread | None = None
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        """The address to open (``http://127.0.0.1:PORT/``)."""
+        host, port = self.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else str(host)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/"
+
+    def thread_url(self, thread_id: str, branch: str = DEFAULT_BRANCH) -> str:
+        """The address of one thread's page."""
+        return f"{self.url}thread?id={quote(thread_id, safe='')}&branch={quote(branch, safe='')}"
+
+    def start(self) -> InspectorServer:
+        """Serve in a background thread (for a notebook); returns the server."""
+        self._thread = threading.Thread(
+            target=self.serve_forever, name="ctx-inspector", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and close the socket (the store stays open: it is the caller's)."""
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self.server_close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __enter__(self) -> InspectorServer:
+        return self
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    store: HistoryStore,
+    *,
+    tenant: str = DEFAULT_TENANT,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    memory: LongTermMemory | None = None,
+    lookup_tool: str = "history_lookup",
+    background: bool = False,
+) -> InspectorServer:
+    """The inspector's server over ``store``, showing ``tenant``'s threads only.
+
+    Binds 127.0.0.1 by default (``port=0``: a free port; ``server.url`` says which); another
+    ``host`` warns, since the pages show whole conversations to whoever reaches them. With
+    ``background`` it serves from a thread at once (a notebook's cell returns); else call
+    ``serve_forever()``. Use it as a context manager, or ``close()`` it.
+
+    Example:
+        >>> import urllib.request
+        >>> from langchain_core.messages import HumanMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> _ = store.append("t1", [HumanMessage("hello", id="m1")])
+        >>> with serve(store, background=True) as server:
+        ...     page = urllib.request.urlopen(server.thread_url("t1")).read().decode()
+        >>> 'id="seq-1"' in page
+        True
+    """
+    if not _loopback(host):
+        warnings.warn(
+            f"the inspector is listening on {host}, beyond this machine: anyone who reaches "
+            "it reads these conversations (it has no login)",
+            UserWarning,
+            stacklevel=2,
+        )
+    server = InspectorServer(
+        (host, port), store, tenant=tenant, memory=memory, lookup_tool=lookup_tool
+    )
+    return server.start() if background else server

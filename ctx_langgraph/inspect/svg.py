@@ -1,0 +1,251 @@
+"""The inspector's pictures, drawn on the server as SVG: the coverage bar over a thread's seqs,
+one stacked bar per model call, and the plot of input tokens and cumulative cost per call.
+
+SVG needs no script and no style attribute (sizes and colours are attributes, colours come from
+the stylesheet's classes), so the page keeps a Content-Security-Policy that runs no script at
+all. Every text in a picture goes through :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from ctx_langgraph.history import CompactionCheckpoint
+from ctx_langgraph.history.types import Segment
+from ctx_langgraph.inspect.reads import MAKEUP_PARTS, CallRow
+
+__all__ = ["LANES_SHOWN", "call_bar", "calls_plot", "coverage_bar", "fallback_of"]
+
+LANES_SHOWN = 24
+"""Summary generations drawn on the coverage bar (the newest)."""
+
+PLOT_POINTS = 1000
+"""Points a plot line keeps at most (a longer series is sampled evenly, the last kept)."""
+
+_W = 1000
+_LANE = 14
+
+
+def _num(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def fallback_of(version: CompactionCheckpoint) -> bool:
+    """Whether the offline fallback summarizer wrote this version (as its metadata says)."""
+    compaction = version.metadata.get("compaction")
+    return bool(isinstance(compaction, dict) and compaction.get("fallback"))
+
+
+def _status_class(version: CompactionCheckpoint, active_id: str | None) -> str:
+    if version.id == active_id:
+        return "active"
+    if version.status == "failed":
+        return "failed"
+    if fallback_of(version):
+        return "fallback"
+    return version.status
+
+
+@dataclass(frozen=True)
+class _Scale:
+    head: int
+
+    def x(self, seq: float) -> float:
+        return max(0.0, min(_W, (seq - 1) / max(self.head, 1) * _W))
+
+    def width(self, first: int, last: int) -> float:
+        return max(1.5, self.x(last + 1) - self.x(first))
+
+
+def _rect(x: float, y: float, w: float, h: float, cls: str, title: str, href: str | None) -> str:
+    rect = (
+        f'<rect class="{cls}" x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(h)}">'
+        f"<title>{escape(title)}</title></rect>"
+    )
+    return f'<a href="{escape(href)}">{rect}</a>' if href else rect
+
+
+def coverage_bar(
+    head_seq: int,
+    versions: Sequence[CompactionCheckpoint],
+    segments: Sequence[Segment],
+    active_id: str | None,
+    active_through: int,
+    version_href: Callable[[CompactionCheckpoint], str | None],
+    seq_href: Callable[[int], str | None],
+) -> str:
+    """Each summary generation's covered range (the newest :data:`LANES_SHOWN`), the segments,
+    the raw tail after the active summary, and the active pointer, over seqs 1..``head_seq``."""
+    scale = _Scale(head_seq)
+    shown = list(versions)[-LANES_SHOWN:]
+    parts: list[str] = []
+    y = 18.0
+    for version in shown:
+        cls = _status_class(version, active_id)
+        label = (
+            f"generation {version.generation} ({cls}): seqs {version.first_seq}-"
+            f"{version.covered_through_seq}"
+        )
+        if version.first_seq > 1:
+            parts.append(
+                _rect(
+                    0,
+                    y,
+                    scale.x(version.first_seq),
+                    _LANE - 3,
+                    f"cov carried {cls}",
+                    f"{label}, carried from earlier generations 1-{version.first_seq - 1}",
+                    version_href(version),
+                )
+            )
+        parts.append(
+            _rect(
+                scale.x(version.first_seq),
+                y,
+                scale.width(version.first_seq, version.covered_through_seq),
+                _LANE - 3,
+                f"cov {cls}",
+                label,
+                version_href(version),
+            )
+        )
+        y += _LANE
+    for segment in segments:
+        parts.append(
+            _rect(
+                scale.x(segment.first_seq),
+                y,
+                scale.width(segment.first_seq, segment.last_seq),
+                _LANE - 3,
+                f"cov segment seg-{segment.status}",
+                f"segment {segment.first_seq}-{segment.last_seq} ({segment.status})",
+                seq_href(segment.first_seq),
+            )
+        )
+    if segments:
+        y += _LANE
+    if head_seq > active_through:
+        parts.append(
+            _rect(
+                scale.x(active_through + 1),
+                y,
+                scale.width(active_through + 1, head_seq),
+                _LANE - 3,
+                "cov tail",
+                f"raw tail: seqs {active_through + 1}-{head_seq}",
+                seq_href(active_through + 1),
+            )
+        )
+    y += _LANE
+    pointer = scale.x(active_through + 1)
+    parts.append(
+        f'<line class="pointer" x1="{_num(pointer)}" y1="12" x2="{_num(pointer)}" y2="{_num(y)}">'
+        f"<title>active summary covers through seq {active_through}</title></line>"
+    )
+    anchor = "end" if pointer > _W / 2 else "start"
+    axis = (
+        f'<text class="axis" x="0" y="10">seq 1</text>'
+        f'<text class="axis" x="{_W}" y="10" text-anchor="end">seq {head_seq}</text>'
+        f'<text class="axis" x="{_num(pointer)}" y="{_num(y + 12)}" text-anchor="{anchor}">'
+        f"active summary covers through seq {active_through}</text>"
+    )
+    height = y + 16
+    return (
+        f'<svg class="coverage" viewBox="0 0 {_W} {_num(height)}" width="100%" '
+        f'role="img" aria-label="coverage of seqs 1 to {head_seq}">{axis}{"".join(parts)}</svg>'
+    )
+
+
+def call_bar(call: CallRow, *, part_href: Callable[[str], str | None]) -> str:
+    """One call's request as a stacked bar against its window: each part the budget counts,
+    the difference between the estimate and the counted parts when positive, the output
+    reserve at the window's end, and the provider's measured input as a tick."""
+    makeup = call.makeup or {}
+    window = max(int(makeup.get("window") or 0), int(makeup.get("estimate") or 0), 1)
+    width = 600.0
+    scale = width / window
+    x = 0.0
+    rects: list[str] = []
+    for part in (*MAKEUP_PARTS, "adjustment"):
+        tokens = int(makeup.get(part) or 0)
+        if tokens <= 0:
+            continue
+        w = tokens * scale
+        rects.append(
+            _rect(x, 4, w, 16, f"part part-{part}", f"{part}: {tokens:,} tokens", part_href(part))
+        )
+        x += w
+    reserve = int(makeup.get("reserve") or 0)
+    if reserve:
+        rects.append(
+            _rect(
+                width - reserve * scale,
+                4,
+                reserve * scale,
+                16,
+                "part part-reserve",
+                f"output reserve: {reserve:,} tokens",
+                None,
+            )
+        )
+    if call.input_total is not None:
+        tick = min(width, call.input_total * scale)
+        rects.append(
+            f'<line class="measured" x1="{_num(tick)}" y1="1" x2="{_num(tick)}" y2="23">'
+            f"<title>provider's measured input: {call.input_total:,} tokens</title></line>"
+        )
+    return (
+        f'<svg class="callbar" viewBox="0 0 {_num(width)} 24" width="{_num(width)}" height="24" '
+        f'role="img" aria-label="request make-up">'
+        f'<rect class="window" x="0" y="4" width="{_num(width)}" height="16"/>{"".join(rects)}</svg>'
+    )
+
+
+def _sampled(values: Sequence[float]) -> list[tuple[int, float]]:
+    if len(values) <= PLOT_POINTS:
+        return list(enumerate(values))
+    step = len(values) / PLOT_POINTS
+    picked = [(int(i * step), values[int(i * step)]) for i in range(PLOT_POINTS)]
+    picked.append((len(values) - 1, values[-1]))
+    return picked
+
+
+def _polyline(points: list[tuple[int, float]], n: int, top: float, cls: str) -> str:
+    if not points:
+        return ""
+    w, h = 900.0, 180.0
+    xs = [20 + (i / max(n - 1, 1)) * w for i, _ in points]
+    ys = [10 + h - (v / top) * h if top else 10 + h for _, v in points]
+    coords = " ".join(f"{_num(x)},{_num(y)}" for x, y in zip(xs, ys, strict=True))
+    return f'<polyline class="{cls}" points="{coords}"/>'
+
+
+def calls_plot(calls: Sequence[CallRow]) -> str:
+    """Input tokens (measured, else estimated) and the cumulative cost, call by call."""
+    tokens = [
+        float(c.input_total if c.input_total is not None else (c.makeup or {}).get("estimate", 0))
+        for c in calls
+    ]
+    cumulative: list[float] = []
+    total = 0.0
+    for call in calls:
+        total += call.cost or 0.0
+        cumulative.append(total)
+    top_tokens = max(tokens, default=0.0)
+    lines = _polyline(_sampled(tokens), len(tokens), top_tokens, "plot-tokens")
+    lines += _polyline(_sampled(cumulative), len(cumulative), total, "plot-cost")
+    labels = (
+        f'<text class="axis" x="20" y="205">call 1</text>'
+        f'<text class="axis" x="920" y="205" text-anchor="end">call {len(calls)}</text>'
+        f'<text class="axis plot-tokens-label" x="24" y="22">input tokens (max {int(top_tokens):,})'
+        f"</text>"
+        f'<text class="axis plot-cost-label" x="916" y="22" text-anchor="end">cumulative cost '
+        f"${total:,.4f}</text>"
+    )
+    return (
+        '<svg class="plot" viewBox="0 0 940 210" width="100%" role="img" '
+        f'aria-label="input tokens and cumulative cost over {len(calls)} calls">'
+        f'<rect class="plot-frame" x="20" y="10" width="900" height="180"/>{lines}{labels}</svg>'
+    )

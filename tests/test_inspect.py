@@ -1,0 +1,241 @@
+"""The inspector without a browser: what the pages hold against the store, on every backend;
+the server's routes (read only, one tenant, the policy on every response); the command line's
+exits; and a database the inspector opens is left byte for byte as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from ctx_langgraph.cli import main
+from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
+from ctx_langgraph.inspect import export_html, open_sqlite_readonly, serve, thread_html
+from ctx_langgraph.inspect.page import CSP
+from ctx_langgraph.inspect.reads import PAGE_SIZE, check_schema, list_threads
+from tests.conftest import Backend
+
+
+def _conversation(store: HistoryStore, scope: Scope | str, turns: int) -> None:
+    messages = []
+    for n in range(turns):
+        messages += [
+            HumanMessage(f"question {n}: where is order A-{n}?", id=f"h{n}"),
+            AIMessage(
+                "",
+                id=f"a{n}",
+                tool_calls=[{"name": "history_lookup", "args": {"query": f"A-{n}"}, "id": f"c{n}"}],
+            ),
+            ToolMessage(
+                f"order A-{n} shipped", id=f"t{n}", tool_call_id=f"c{n}", name="history_lookup"
+            ),
+            AIMessage(f"A-{n} shipped.", id=f"r{n}"),
+        ]
+    store.append(scope, messages)
+
+
+def _get(url: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+def test_the_page_holds_what_the_store_holds_on_every_backend(backend: Backend) -> None:
+    store = backend.make()
+    store.setup()
+    _conversation(store, "t1", 60)  # 240 events: two pages
+    store.hide_events("t1", ["h3"])
+    store.delete_events("t1", ["h4"])
+    store.append("t1", [HumanMessage("question 5, revised", id="h5")])
+    html = thread_html(store, "t1")
+    assert 'id="event-count" data-count="240"' in html
+    assert 'data-count="0"' in html  # no model call booked, no summary yet
+    assert f"page 2 of 2 (seqs {PAGE_SIZE + 1}\u2013{2 * PAGE_SIZE})" in html
+    first = thread_html(store, "t1", seq=13)
+    assert 'id="seq-13"' in first and 'id="seq-201"' not in first
+    assert re.search(r'id="seq-13".*?badge hidden', first, re.S)
+    assert re.search(r'id="seq-17".*?badge deleted', first, re.S)
+    assert re.search(r'id="seq-21".*?revised \(revision 2\)', first, re.S)
+    assert "History lookups (50, newest first)" in html  # the newest 50 of 60
+    check_schema(store)
+
+
+def test_tool_calls_are_paired_with_their_results() -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    _conversation(store, "t1", 2)
+    html = thread_html(store, "t1")
+    # the call at seq 2 points to its result at seq 3, and the result back to the call
+    assert re.search(r'id="seq-2".*?→ result <a class="seq" href="#seq-3">#3</a>', html, re.S)
+    assert re.search(r'id="seq-3".*?result of <a class="seq" href="#seq-2">#2</a>', html, re.S)
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    store = SQLiteHistoryStore.from_path(tmp_path / "h.sqlite")
+    store.setup()
+    _conversation(store, Scope("ours", tenant="acme"), 3)
+    _conversation(store, Scope("theirs", tenant="other"), 3)
+    with serve(store, tenant="acme", background=True) as server:
+        yield server, store
+    store.close()
+
+
+def test_the_server_shows_one_tenant_and_only_reads(served) -> None:
+    server, store = served
+    status, headers, html = _get(server.url)
+    assert status == 200 and "ours" in html and "theirs" not in html
+    assert headers["Content-Security-Policy"].startswith(CSP)
+    assert "script-src" not in CSP and "unsafe-inline" not in CSP and "default-src 'none'" in CSP
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert _get(server.thread_url("ours"))[0] == 200
+    assert _get(server.thread_url("theirs"))[0] == 404  # another tenant's thread: not here
+    assert _get(server.url + "nothing")[0] == 404
+    assert _get(server.thread_url("ours") + "&page=abc")[0] == 400
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        assert _get(server.thread_url("ours"), method)[0] == 405
+    assert _get(server.thread_url("ours"), "HEAD")[0] == 200
+    assert server.url.startswith("http://127.0.0.1:")
+    assert len(store.read_events(Scope("ours", tenant="acme"))) == 12
+
+
+def test_another_host_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctx_langgraph.inspect.server as server_module
+
+    class Unbound:  # (nothing listens: only the warning is under test)
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    monkeypatch.setattr(server_module, "InspectorServer", Unbound)
+    store = SQLiteHistoryStore.from_path(":memory:")
+    with pytest.warns(UserWarning, match="beyond this machine"):
+        serve(store, host="0.0.0.0")
+    with warnings_none():
+        serve(store, host="127.0.0.2")
+        serve(store, host="localhost")
+
+
+class warnings_none:
+    def __enter__(self) -> None:
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self.caught = self._catch.__enter__()
+        warnings.simplefilter("always")
+
+    def __exit__(self, *exc: object) -> None:
+        self._catch.__exit__(*exc)
+        assert not self.caught, [str(w.message) for w in self.caught]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_the_cli_writes_one_file_and_leaves_the_database_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "h.sqlite"
+    with SQLiteHistoryStore.from_path(db) as store:
+        store.setup()
+        _conversation(store, "t1", 5)
+    before = _digest(db)
+    out = tmp_path / "t1.html"
+    assert main(["inspect", "--sqlite", str(db), "--thread", "t1", "--html", str(out)]) == 0
+    assert "one file" in capsys.readouterr().out
+    html = out.read_text()
+    assert 'id="event-count" data-count="20"' in html
+    assert "http://" not in html and "https://" not in html  # no asset from anywhere
+    assert _digest(db) == before
+    with open_sqlite_readonly(db) as store:
+        assert [t.thread_id for t in list_threads(store, "default")] == ["t1"]
+        with pytest.raises(Exception, match=r"readonly|read-only|read only"):
+            store.append("t1", [HumanMessage("x", id="x")])
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "not sqlite",
+        "not a history store",
+        "unknown thread",
+        "html without thread",
+        "malformed dsn",
+        "unreachable dsn",
+    ],
+)
+def test_bad_inputs_exit_2_with_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "h.sqlite"
+    with SQLiteHistoryStore.from_path(db) as store:
+        store.setup()
+        _conversation(store, "t1", 1)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    other = tmp_path / "other.sqlite"
+    import sqlite3
+
+    sqlite3.connect(other).execute("CREATE TABLE x (a)").connection.close()
+    out = str(tmp_path / "o.html")
+    argv = {
+        "missing file": [
+            "--sqlite",
+            str(tmp_path / "nope.sqlite"),
+            "--thread",
+            "t1",
+            "--html",
+            out,
+        ],
+        "not sqlite": ["--sqlite", str(junk), "--thread", "t1", "--html", out],
+        "not a history store": ["--sqlite", str(other), "--thread", "t1", "--html", out],
+        "unknown thread": ["--sqlite", str(db), "--thread", "nobody", "--html", out],
+        "html without thread": ["--sqlite", str(db), "--html", out],
+        "malformed dsn": ["--pg", "host=127.0.0.1 port=notaport ===", "--thread", "t1"],
+        "unreachable dsn": ["--pg", "postgresql://nobody@127.0.0.1:1/none", "--thread", "t1"],
+    }[case]
+    assert main(["inspect", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ctx-langgraph inspect: error:") and "\n" not in err, err
+    assert not Path(out).exists()
+
+
+def test_a_store_at_another_schema_is_refused_not_migrated(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "h.sqlite"
+    with SQLiteHistoryStore.from_path(db) as store:
+        store.setup()
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM ctx_migrations WHERE v = (SELECT max(v) FROM ctx_migrations)")
+    conn.commit()
+    conn.close()
+    before = _digest(db)
+    assert (
+        main(["inspect", "--sqlite", str(db), "--thread", "t1", "--html", str(tmp_path / "o.html")])
+        == 2
+    )
+    assert _digest(db) == before
+
+
+def test_export_html_pages_the_newest_events(tmp_path: Path) -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    _conversation(store, "t1", 150)  # 600 events: three pages
+    html = export_html(store, "t1", tmp_path / "t.html", max_events=400).read_text()
+    assert (
+        'id="page-1"' not in html
+        and 'id="page-2"' in html
+        and 'class="page last" id="page-3"' in html
+    )
+    assert "the 200 earlier ones are covered" in html
+    assert 'href="#seq-150"' not in html  # not in the file: shown as text, not a dead link
