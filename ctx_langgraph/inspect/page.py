@@ -18,9 +18,10 @@ from importlib import resources
 
 from ctx_langgraph.history import CompactionCheckpoint
 from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY
-from ctx_langgraph.inspect.reads import MAKEUP_PARTS, CallRow, ThreadData, ThreadRow
+from ctx_langgraph.inspect.reads import CallRow, ThreadData, ThreadRow
 from ctx_langgraph.inspect.svg import call_bar, calls_plot, coverage_bar, fallback_of
 from ctx_langgraph.inspect.timeline import Links, cut, seq_link
+from ctx_langgraph.makeup import MAKEUP_PARTS
 
 __all__ = ["CSP", "CSS", "document", "thread_list_page", "thread_sections"]
 
@@ -38,9 +39,6 @@ hash, images only as data URLs, forms only to the inspector itself."""
 
 DASH = "\u2013"
 """What a page shows for an unknown value, and between two seqs of a range."""
-
-CALLS_SHOWN = 50
-"""The newest calls the calls table shows (the plot shows them all)."""
 
 VERSIONS_SHOWN = 25
 """The newest summary versions shown whole (older ones get a row each)."""
@@ -103,10 +101,10 @@ def _overview(data: ThreadData) -> str:
     active = _active(data)
     through = active.covered_through_seq if active else 0
     purposes: dict[str, int] = {}
-    for call in data.calls:
-        purposes[call.purpose] = purposes.get(call.purpose, 0) + 1
-    cost = sum(c.cost or 0.0 for c in data.calls)
-    unpriced = sum(c.cost is None for c in data.calls)
+    for point in data.points:
+        purposes[point.purpose] = purposes.get(point.purpose, 0) + 1
+    cost = sum(p.cost or 0.0 for p in data.points)
+    unpriced = sum(p.cost is None for p in data.points)
     by_purpose = ", ".join(f"{n} {escape(p)}" for p, n in sorted(purposes.items()))
     active_text = (
         f"generation {active.generation}: covers seqs 1\u2013{through} (this generation added "
@@ -118,14 +116,14 @@ def _overview(data: ThreadData) -> str:
     return (
         '<section id="overview"><h2>Overview</h2><dl class="facts">'
         f'<dt>events</dt><dd id="event-count" data-count="{data.event_count}">'
-        f"{data.event_count:,} seqs ({data.hidden_count:,} hidden)</dd>"
+        f"{data.event_count:,} seqs ({len(data.hidden):,} hidden)</dd>"
         f'<dt>summary generations</dt><dd id="summary-generations" data-count="{generations}">'
         f"{generations} committed, {len(committed)} kept{kept} ({failed} failed compactions, "
         f"{fallback} versions by the fallback summarizer)</dd>"
         f'<dt>active summary</dt><dd id="active-summary" data-through="{through}" '
         f'data-first="{active.first_seq if active else 0}">{active_text}</dd>'
-        f'<dt>model calls</dt><dd id="model-calls" data-count="{len(data.calls)}">'
-        f"{len(data.calls):,} ({by_purpose or 'none'})</dd>"
+        f'<dt>model calls</dt><dd id="model-calls" data-count="{len(data.points)}">'
+        f"{len(data.points):,} ({by_purpose or 'none'})</dd>"
         f"<dt>cost</dt><dd>${cost:,.4f}"
         + (f" ({unpriced} calls without a known price)" if unpriced else "")
         + "</dd>"
@@ -225,8 +223,7 @@ def _call_row(n: int, call: CallRow, links: Links) -> str:
 
 
 def _calls(data: ThreadData, links: Links) -> str:
-    calls = data.calls
-    shown = calls[-CALLS_SHOWN:]
+    calls, shown = data.points, data.calls
     first = len(calls) - len(shown) + 1
     rows = "".join(_call_row(first + i, call, links) for i, call in enumerate(shown))
     legend = _legend([(f"part-{p}", p) for p in (*MAKEUP_PARTS, "adjustment", "reserve")])
@@ -313,8 +310,8 @@ def _summary_cost(
 ) -> str:
     calls = [
         c
-        for c in data.calls
-        if c.purpose == "summary"
+        for c in data.summary_points
+        if c.created_at is not None
         and c.created_at <= version.created_at
         and (since is None or c.created_at > since)
     ]

@@ -10,10 +10,10 @@ long-term memory records.
 from __future__ import annotations
 
 import datetime as dt
-import json
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctx_langgraph.errors import HistoryStoreError, ScopeError
@@ -27,6 +27,7 @@ from ctx_langgraph.history import (
 from ctx_langgraph.history.branches import lineage_clause, read_branch
 from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
 from ctx_langgraph.history.types import Segment
+from ctx_langgraph.makeup import makeup_from_json
 from ctx_langgraph.storage.migrations import SCHEMA_VERSION, schema_version
 from ctx_langgraph.storage.statements import Op, Stmt
 
@@ -34,8 +35,10 @@ if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
 
 __all__ = [
+    "CALLS_SHOWN",
     "LOOKUPS_SHOWN",
     "PAGE_SIZE",
+    "CallPoint",
     "CallRow",
     "LookupRow",
     "ThreadData",
@@ -84,14 +87,20 @@ class CallRow:
     """USD, None when unknown."""
     cacheable_prefix: int | None
     makeup: dict[str, int] | None
-    """The request's parts as ``ctx_budget`` counted them (:data:`MAKEUP_PARTS`, ``estimate``,
-    ``adjustment``, ``reserve``, ``window``, ``prefix``), None for a call it did not prepare."""
+    """The request's parts as ``ctx_budget`` counted them (:mod:`ctx_langgraph.makeup`), None
+    for a call it did not prepare."""
     created_at: dt.datetime
 
 
-MAKEUP_PARTS = ("system", "pinned", "tools", "memory", "summary", "trail", "lookup", "tail")
-"""The parts of a request, in the order they fill it; with ``adjustment`` they add up to its
-``estimate``."""
+@dataclass(frozen=True)
+class CallPoint:
+    """One call as the plot and the totals need it (every call of the thread is read so)."""
+
+    purpose: str
+    input_total: int | None
+    cost: float | None
+    created_at: dt.datetime | None
+    """When it was booked (read for summarizer calls only)."""
 
 
 @dataclass(frozen=True)
@@ -129,14 +138,24 @@ class ThreadData:
     versions: list[CompactionCheckpoint]
     """Every summary version, oldest generation first."""
     segments: list[Segment]
+    points: list[CallPoint]
+    """Every call of the branch, oldest first."""
     calls: list[CallRow]
+    """The newest :data:`CALLS_SHOWN` calls whole, oldest first."""
     lookups: list[LookupRow]
     memories: list[dict[str, Any]] | None
     """The thread's long-term memory records (None: no memory store given)."""
     event_count: int
-    hidden_count: int
+    hidden: set[int]
+    """The hidden seqs (from the edit log)."""
+    edits: list[tuple[int, str, int, str]]
+    """The edit log of the branch's lineage: ``(edit_version, branch, seq, kind)``."""
     lookup_tool: str
-    notes: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def summary_points(self) -> list[CallPoint]:
+        """The summarizer's calls (purpose ``summary``), oldest first."""
+        return [point for point in self.points if point.purpose == "summary"]
 
 
 def _count_threads(tenant: str, limit: int) -> Op[list[tuple[Any, ...]]]:
@@ -178,48 +197,80 @@ def list_threads(store: HistoryStore, tenant: str, limit: int = THREADS_SHOWN) -
     ]
 
 
-_CALL_SQL = (
-    "SELECT call_key, purpose, provider, model, status, input_total, cache_read, output, "
-    "cost_nano_usd, cacheable_prefix, makeup, created_at FROM ctx_usage_calls "
-    "WHERE tenant = ? AND thread_id = ? AND branch = ? ORDER BY created_at, call_key"
+CALLS_SHOWN = 50
+"""The newest calls a thread's page shows whole (the plot and the totals count them all)."""
+
+_CALL_COLS = (
+    "call_key, purpose, provider, model, status, input_total, cache_read, output, "
+    "cost_nano_usd, cacheable_prefix, makeup, created_at"
 )
 
 
-def _calls(store: HistoryStore, scope: Scope) -> Op[list[CallRow]]:
-    rows = yield Stmt(_CALL_SQL, (scope.tenant, scope.thread_id, scope.branch), "all")
+def _number(value: Any) -> int | None:
+    return None if value is None else int(value)
 
-    def number(value: Any) -> int | None:
-        return None if value is None else int(value)
 
+def _points(store: HistoryStore, scope: Scope) -> Op[list[CallPoint]]:
+    """Every call, oldest first: purpose, input and cost (the time only of summarizer calls,
+    which the page attributes to the summary version they wrote)."""
+    where = "WHERE tenant = ? AND thread_id = ? AND branch = ?"
+    key = (scope.tenant, scope.thread_id, scope.branch)
+    rows = yield Stmt(
+        f"SELECT purpose, input_total, cost_nano_usd FROM ctx_usage_calls {where} "
+        "ORDER BY created_at, call_key",
+        key,
+        "all",
+    )
+    summaries = yield Stmt(
+        f"SELECT created_at FROM ctx_usage_calls {where} AND purpose = ? "
+        "ORDER BY created_at, call_key",
+        (*key, "summary"),
+        "all",
+    )
+    times = iter([store.dialect.from_ts(r[0]) for r in summaries])
     return [
+        CallPoint(
+            r[0],
+            _number(r[1]),
+            None if r[2] is None else int(r[2]) / 1e9,
+            next(times, None) if r[0] == "summary" else None,
+        )
+        for r in rows
+    ]
+
+
+def _newest_calls(store: HistoryStore, scope: Scope, limit: int) -> Op[list[CallRow]]:
+    rows = yield Stmt(
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE tenant = ? AND thread_id = ? "
+        "AND branch = ? ORDER BY created_at DESC, call_key DESC LIMIT ?",
+        (scope.tenant, scope.thread_id, scope.branch, limit),
+        "all",
+    )
+    calls = [
         CallRow(
             call_key=r[0],
             purpose=r[1],
             provider=r[2],
             model=r[3],
             status=r[4],
-            input_total=number(r[5]),
-            cache_read=number(r[6]),
-            output=number(r[7]),
+            input_total=_number(r[5]),
+            cache_read=_number(r[6]),
+            output=_number(r[7]),
             cost=None if r[8] is None else int(r[8]) / 1e9,
-            cacheable_prefix=number(r[9]),
+            cacheable_prefix=_number(r[9]),
             makeup=_makeup(r[10]),
             created_at=store.dialect.from_ts(r[11]),
         )
         for r in rows
     ]
+    return calls[::-1]
 
 
 def _makeup(stored: str | None) -> dict[str, int] | None:
-    if not stored:
-        return None
     try:
-        value = json.loads(stored)
-    except ValueError:
+        return makeup_from_json(stored)
+    except ValueError:  # a row written by hand: drawn without its bar
         return None
-    if not isinstance(value, dict):
-        return None
-    return {str(k): int(v) for k, v in value.items() if isinstance(v, int | float)}
 
 
 def _tool_events(d: Any, scope: Scope, tool: str, limit: int) -> Op[list[HistoryEvent]]:
@@ -238,19 +289,15 @@ def _tool_events(d: Any, scope: Scope, tool: str, limit: int) -> Op[list[History
     return [event_from_row(d, row) for row in rows]
 
 
-def _hidden_count(d: Any, scope: Scope) -> Op[int]:
-    found = yield from read_branch(d, scope)
-    if found is None:
-        return 0
-    _, chain = found
-    clause, params = lineage_clause(chain)
-    row = yield Stmt(
-        f"SELECT count(*) FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? AND {clause} "
-        "AND e.visible = ?",
-        [scope.tenant, scope.thread_id, *params, False],
-        "one",
-    )
-    return int(row[0] or 0)
+def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
+    """The seqs whose last hide or show in the edit log was a hide."""
+    hidden: set[int] = set()
+    for _, _, seq, kind in edits:
+        if kind == "hide":
+            hidden.add(seq)
+        elif kind in ("show", "delete"):
+            hidden.discard(seq)
+    return hidden
 
 
 def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:
@@ -304,17 +351,22 @@ def read_thread(
             f"branch {scope.branch!r}) in this store"
         )
     versions = sorted(store.list_versions(scope), key=lambda v: (v.generation, v.created_at))
+    branches = store.list_branches(scope)
+    lineage = _lineage_names(branches, scope.branch)
+    edits = [edit for edit in store.edits_since(scope, 0) if edit[1] in lineage]
     data = ThreadData(
         scope=scope,
         info=info,
-        branches=store.list_branches(scope),
+        branches=branches,
         versions=versions,
         segments=store.segments(scope, statuses=("active", "invalid", "superseded")),
-        calls=store.run(_calls(store, scope)),
+        points=store.run(_points(store, scope)),
+        calls=store.run(_newest_calls(store, scope, CALLS_SHOWN)),
         lookups=_lookups(store, scope, lookup_tool),
         memories=None if memory is None else memory.export_thread(scope),
         event_count=info.head_seq,
-        hidden_count=store.run(_hidden_count(store.dialect, scope)),
+        hidden=_hidden(edits),
+        edits=edits,
         lookup_tool=lookup_tool,
     )
     return data
@@ -338,10 +390,9 @@ def read_timeline(
     first = (page - 1) * page_size + 1
     last = page * page_size
     events = store.read_events(data.scope, from_seq=first, to_seq=last, include_hidden=True)
-    lineage = _lineage_names(data.branches, data.scope.branch)
     deleted = {
         seq: version
-        for version, branch, seq, kind in store.edits_since(data.scope, 0)
-        if kind == "delete" and branch in lineage and first <= seq <= last
+        for version, _, seq, kind in data.edits
+        if kind == "delete" and first <= seq <= last
     }
     return Timeline(page, pages, first, last, events, deleted)

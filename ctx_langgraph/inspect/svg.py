@@ -14,7 +14,8 @@ from html import escape
 
 from ctx_langgraph.history import CompactionCheckpoint
 from ctx_langgraph.history.types import Segment
-from ctx_langgraph.inspect.reads import MAKEUP_PARTS, CallRow
+from ctx_langgraph.inspect.reads import CallPoint, CallRow
+from ctx_langgraph.makeup import MAKEUP_PARTS
 
 __all__ = ["LANES_SHOWN", "call_bar", "calls_plot", "coverage_bar", "fallback_of"]
 
@@ -67,6 +68,57 @@ def _rect(x: float, y: float, w: float, h: float, cls: str, title: str, href: st
     return f'<a href="{escape(href)}">{rect}</a>' if href else rect
 
 
+def _version_lanes(
+    scale: _Scale,
+    versions: Sequence[CompactionCheckpoint],
+    active_id: str | None,
+    href: Callable[[CompactionCheckpoint], str | None],
+    y: float,
+) -> tuple[list[str], float]:
+    """One lane per version: the span it added, and (lighter) what it carried from earlier."""
+    parts: list[str] = []
+    for version in versions:
+        cls = _status_class(version, active_id)
+        first, through = version.first_seq, version.covered_through_seq
+        label = f"generation {version.generation} ({cls}): seqs {first}-{through}"
+        if first > 1:
+            carried = f"{label}, carried from earlier generations 1-{first - 1}"
+            parts.append(
+                _rect(0, y, scale.x(first), _LANE - 3, f"cov carried {cls}", carried, href(version))
+            )
+        parts.append(
+            _rect(
+                scale.x(first),
+                y,
+                scale.width(first, through),
+                _LANE - 3,
+                f"cov {cls}",
+                label,
+                href(version),
+            )
+        )
+        y += _LANE
+    return parts, y
+
+
+def _segment_lane(
+    scale: _Scale, segments: Sequence[Segment], seq_href: Callable[[int], str | None], y: float
+) -> tuple[list[str], float]:
+    parts = [
+        _rect(
+            scale.x(s.first_seq),
+            y,
+            scale.width(s.first_seq, s.last_seq),
+            _LANE - 3,
+            f"cov segment seg-{s.status}",
+            f"segment {s.first_seq}-{s.last_seq} ({s.status})",
+            seq_href(s.first_seq),
+        )
+        for s in segments
+    ]
+    return parts, y + (_LANE if segments else 0)
+
+
 def coverage_bar(
     head_seq: int,
     versions: Sequence[CompactionCheckpoint],
@@ -79,53 +131,9 @@ def coverage_bar(
     """Each summary generation's covered range (the newest :data:`LANES_SHOWN`), the segments,
     the raw tail after the active summary, and the active pointer, over seqs 1..``head_seq``."""
     scale = _Scale(head_seq)
-    shown = list(versions)[-LANES_SHOWN:]
-    parts: list[str] = []
-    y = 18.0
-    for version in shown:
-        cls = _status_class(version, active_id)
-        label = (
-            f"generation {version.generation} ({cls}): seqs {version.first_seq}-"
-            f"{version.covered_through_seq}"
-        )
-        if version.first_seq > 1:
-            parts.append(
-                _rect(
-                    0,
-                    y,
-                    scale.x(version.first_seq),
-                    _LANE - 3,
-                    f"cov carried {cls}",
-                    f"{label}, carried from earlier generations 1-{version.first_seq - 1}",
-                    version_href(version),
-                )
-            )
-        parts.append(
-            _rect(
-                scale.x(version.first_seq),
-                y,
-                scale.width(version.first_seq, version.covered_through_seq),
-                _LANE - 3,
-                f"cov {cls}",
-                label,
-                version_href(version),
-            )
-        )
-        y += _LANE
-    for segment in segments:
-        parts.append(
-            _rect(
-                scale.x(segment.first_seq),
-                y,
-                scale.width(segment.first_seq, segment.last_seq),
-                _LANE - 3,
-                f"cov segment seg-{segment.status}",
-                f"segment {segment.first_seq}-{segment.last_seq} ({segment.status})",
-                seq_href(segment.first_seq),
-            )
-        )
-    if segments:
-        y += _LANE
+    lanes, y = _version_lanes(scale, list(versions)[-LANES_SHOWN:], active_id, version_href, 18.0)
+    segment_lane, y = _segment_lane(scale, segments, seq_href, y)
+    parts = lanes + segment_lane
     if head_seq > active_through:
         parts.append(
             _rect(
@@ -151,9 +159,8 @@ def coverage_bar(
         f'<text class="axis" x="{_num(pointer)}" y="{_num(y + 12)}" text-anchor="{anchor}">'
         f"active summary covers through seq {active_through}</text>"
     )
-    height = y + 16
     return (
-        f'<svg class="coverage" viewBox="0 0 {_W} {_num(height)}" width="100%" '
+        f'<svg class="coverage" viewBox="0 0 {_W} {_num(y + 16)}" width="100%" '
         f'role="img" aria-label="coverage of seqs 1 to {head_seq}">{axis}{"".join(parts)}</svg>'
     )
 
@@ -222,12 +229,9 @@ def _polyline(points: list[tuple[int, float]], n: int, top: float, cls: str) -> 
     return f'<polyline class="{cls}" points="{coords}"/>'
 
 
-def calls_plot(calls: Sequence[CallRow]) -> str:
-    """Input tokens (measured, else estimated) and the cumulative cost, call by call."""
-    tokens = [
-        float(c.input_total if c.input_total is not None else (c.makeup or {}).get("estimate", 0))
-        for c in calls
-    ]
+def calls_plot(calls: Sequence[CallPoint]) -> str:
+    """The measured input tokens and the cumulative cost, call by call."""
+    tokens = [float(c.input_total or 0) for c in calls]
     cumulative: list[float] = []
     total = 0.0
     for call in calls:
