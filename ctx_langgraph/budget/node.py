@@ -69,6 +69,7 @@ from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
+from ctx_langgraph.core.streaming import keep_out_of_message_stream
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers import defer_to_server, provider_key
@@ -220,11 +221,14 @@ class BudgetNode:
 
     # ------------------------------------------------------------------ sync and async shells
 
+    # What the node writes into ``messages`` is the thread's own history projected again plus
+    # our synthetic messages (summary, memory, pinned rules, stand-ins): never a new turn of
+    # the conversation, so none of it goes to ``stream_mode="messages"``.
     def invoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run(self.flow(state, config))
+        return keep_out_of_message_stream(run(self.flow(state, config)), config)
 
     async def ainvoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun(self.flow(state, config))
+        return keep_out_of_message_stream(await arun(self.flow(state, config)), config)
 
 
 def make_budget_node(

@@ -85,6 +85,7 @@ from ctx_langgraph.compaction.trail import ArtifactTrail, merged_trail, with_tra
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
+from ctx_langgraph.core.streaming import keep_out_of_message_stream
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint
 from ctx_langgraph.providers import CompactionBackend, provider_key
@@ -352,7 +353,7 @@ class CompactNode:
         outcome = run(self.flow(state, config))
         if (job := self._background_index(state, config, outcome)) is not None:
             _in_thread(lambda: run(self._index(*job)), "ctx-segments")
-        return outcome
+        return keep_out_of_message_stream(outcome, config)  # the summary is not a user's turn
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
@@ -362,7 +363,7 @@ class CompactNode:
         outcome = await arun(self.flow(state, config))
         if (job := self._background_index(state, config, outcome)) is not None:
             _in_task(arun(self._index(*job)), "ctx-segments")
-        return outcome
+        return keep_out_of_message_stream(outcome, config)
 
 
 def _recorded_request(turn: Turn) -> dict[str, Any]:
