@@ -156,6 +156,8 @@ def _report(
         # nothing to cut and nothing to shorten: the same request is sent once more (the
         # error may have been transient); a second rejection shows that no cut can make it fit
         "unchanged": "messages" not in compacted and "messages" not in refreshed,
+        # the budget pass on the compacted view says which epoch the retried request is of
+        "retry_epoch": int((refreshed.get("context") or {}).get("projection_epoch") or 0),
     }
 
 

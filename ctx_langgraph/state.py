@@ -26,6 +26,8 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict
 
+from ctx_langgraph.makeup import RequestMakeup
+
 __all__ = [
     "ArtifactSighting",
     "ArtifactsReport",
@@ -50,6 +52,7 @@ __all__ = [
     "RecordedDigest",
     "RecordedReply",
     "RepairTotals",
+    "RequestMakeup",
     "SegmentReport",
     "ServerCompaction",
     "SummarizerBackoff",
@@ -173,6 +176,9 @@ class PendingRequest(TypedDict, total=False):
     """What the counter itself guessed (the rest was measured): calibration compares it."""
     counted_word_chars: int
     """Word characters of what the approximate counter guessed (approximate counters only)."""
+    makeup: RequestMakeup
+    """The request's tokens by part (:mod:`ctx_langgraph.makeup`; a pass that lets the request
+    through to the model): ``ctx_usage`` books it with the reply that answers this request."""
 
 
 class Baseline(TypedDict, total=False):
@@ -365,6 +371,8 @@ class CompactionReport(TypedDict, total=False):
     """The offline summarizer that covered the span instead."""
     attempts: int
     """Summarizer calls made."""
+    duration_ms: int
+    """From the start of the attempt to its summary version (the candidate, or the failure)."""
     cut: str
     """The kind of cut."""
     summarizer: str
@@ -473,6 +481,9 @@ class OverflowReport(TypedDict, total=False):
     """The message the rejected request ended with."""
     unchanged: bool
     """Nothing could be compacted or shortened: the same request was sent again."""
+    retry_epoch: int
+    """The projection epoch of the request sent again (a reply is of that request, not of a
+    ``context["request"]`` of another epoch)."""
 
 
 class ContextReport(TypedDict, total=False):

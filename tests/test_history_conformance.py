@@ -198,9 +198,9 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         patch.setattr(_serde, "search_document", token_document)
         patch.setattr(event_ops, "invalidate_segments", _no_segments)  # no index before v8
         patch.setattr(thread_ops, "_exported_segments", _no_segments)
-        for name in ("_CALLS", "_TOTALS"):  # the ledger's columns before v7
+        for name in ("_CALLS", "_TOTALS"):  # the ledger's columns before v7 (and v9)
             columns = getattr(ledger_rows, name).replace(", cacheable_prefix", "")
-            patch.setattr(ledger_rows, name, columns)
+            patch.setattr(ledger_rows, name, columns.replace(", makeup", ""))
         store = backend.make()
         assert store.setup() == 4
         store.append("t", old)
@@ -212,7 +212,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 8
+    assert store.setup() == base.SCHEMA_VERSION == 9
     for table in ("ctx_events", "ctx_event_revisions"):
         assert {(type(h), len(h)) for h in _column(store, table, "content_hash")} == {(bytes, 32)}
     expected = message_to_row(revised).content_hash

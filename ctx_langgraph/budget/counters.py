@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -406,6 +406,15 @@ class CountCache:
             self.misses += 1
             return counter.count_message(message)
         key = (counter.id, message.id, revision or self.revision(message))
+        return self._cached(key, lambda: counter.count_message(message))
+
+    def count_text(self, counter: TokenCounter, text: str) -> int:
+        """A text's count (not a message's: no role or framing tokens), from the cache when the
+        same counter counted the same text before."""
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12)
+        return self._cached((counter.id, "", digest.hexdigest()), lambda: counter.count_text(text))
+
+    def _cached(self, key: tuple[str, str, str], count: Callable[[], int]) -> int:
         with self._lock:
             cached = self._counts.get(key)
             if cached is not None:
@@ -413,7 +422,7 @@ class CountCache:
                 self._counts.move_to_end(key)
                 return cached
             self.misses += 1
-        tokens = counter.count_message(message)
+        tokens = count()
         with self._lock:
             self._counts[key] = tokens
             if len(self._counts) > self.max_entries:

@@ -76,6 +76,7 @@ from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
+from ctx_langgraph.view.markers import is_lookup_tool
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
 
@@ -120,8 +121,10 @@ class BudgetNode:
         # the model node adds itself (counted as overhead, and part of the fingerprint)
         overhead_text = json.dumps(schemas, sort_keys=True, default=str)
         overhead_tokens = counter.count_tools(schemas) if schemas else 0
+        system_prompt_tokens = 0
         if self.system_prompt:
-            overhead_tokens += counter.count_message(SystemMessage(self.system_prompt))
+            system_prompt_tokens = counter.count_message(SystemMessage(self.system_prompt))
+            overhead_tokens += system_prompt_tokens
             overhead_text += "\n" + self.system_prompt
         model_id = getattr(self.model, "model_name", None) or getattr(self.model, "model", None)
         self.settings = BudgetSettings(
@@ -140,6 +143,8 @@ class BudgetNode:
             overhead_tokens=overhead_tokens,
             model_id=str(model_id or ""),
             provider=provider_key(self.model),
+            system_prompt_tokens=system_prompt_tokens,
+            lookup_tools=frozenset(str(t.name) for t in self.tools if is_lookup_tool(t)),
         )
         self._warn_if_compaction_cannot_settle()
 

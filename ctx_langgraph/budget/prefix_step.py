@@ -7,6 +7,12 @@ against the previous request sent on the thread, whose part digests ``context["c
 one (``summary``: a compaction committed; ``memory``, ``pinned rules``, ``cleared tool result``,
 ``tools or system prompt``, or the kind of message that changed). A pass that routes to
 compaction sends nothing, so it keeps the report (and the digests) of the last request sent.
+
+The same parts give the request's make-up (:mod:`ctx_langgraph.makeup`,
+``context["request"]["makeup"]``): each part's count added to the part of the request it is
+(system, pinned rules, tools, memory, summary and its artifact trail, lookup results, the
+tail), against the estimate. Nothing is counted again but the trail, once per summary text (a
+cached count).
 """
 
 from __future__ import annotations
@@ -17,16 +23,22 @@ from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape, shared_parts
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
-from ctx_langgraph.state import CacheReport
+from ctx_langgraph.history.types import ARTIFACT_TRAIL_HEADING
+from ctx_langgraph.makeup import MAKEUP_PARTS
+from ctx_langgraph.state import CacheReport, RequestMakeup
 from ctx_langgraph.view.markers import (
     CAPPED_FLAG,
     CLEARED_FLAG,
     PINNED_FLAG,
+    is_lookup_result,
     is_memory_message,
     is_summary,
 )
 
-__all__ = ["measure_prefix", "moved_by"]
+__all__ = ["measure_prefix", "moved_by", "request_makeup"]
+
+_TRAIL_SECTION = f"\n## {ARTIFACT_TRAIL_HEADING}\n"
+"""How the artifact trail starts inside a summary text (its last section, ``with_trail``)."""
 
 
 def _label(message: BaseMessage) -> str:
@@ -67,8 +79,74 @@ def moved_by(
     return _label(view[shared])
 
 
+def _part(message: BaseMessage, lookup_tools: frozenset[str]) -> str:
+    """The make-up part a message of the view counts in."""
+    if is_summary(message):
+        return "summary"
+    if is_memory_message(message):
+        return "memory"
+    if message.additional_kwargs.get(PINNED_FLAG):
+        return "pinned"
+    if message.type == "system":
+        return "system"
+    if message.type == "tool" and (is_lookup_result(message) or message.name in lookup_tools):
+        return "lookup"
+    return "tail"
+
+
+def _trail_tokens(s: BudgetSettings, turn: Turn, summary: BaseMessage) -> int:
+    """The tokens of the artifact trail inside a summary message (0: it holds none)."""
+    text = summary.content if isinstance(summary.content, str) else ""
+    at = text.rfind(_TRAIL_SECTION)
+    return 0 if at < 0 else s.cache.count_text(turn.counter, text[at + 1 :])
+
+
+def request_makeup(
+    s: BudgetSettings, turn: Turn, shape: RequestShape, has_overhead: bool, prefix: int
+) -> RequestMakeup:
+    """The request's tokens by part, from the counts of its ``shape`` (the overhead part, when
+    there is one, then one per message of the view), against this pass's estimate.
+
+    The overhead part is the tool schemas and the node's own system prompt as one count; the
+    prompt's own count (taken when the node was built) goes to ``system``, the rest to
+    ``tools``. A summary message's artifact trail (its last section) is counted apart, as
+    text, and taken off the message's count."""
+    assert turn.estimate is not None
+    parts = dict.fromkeys(MAKEUP_PARTS, 0)
+    counts = shape.tokens
+    if has_overhead:
+        prompt = min(s.system_prompt_tokens, counts[0])
+        parts["system"] += prompt
+        parts["tools"] += counts[0] - prompt
+        counts = counts[1:]
+    for message, tokens in zip(turn.view, counts, strict=True):
+        part = _part(message, s.lookup_tools)
+        if part == "summary":
+            trail = min(tokens, _trail_tokens(s, turn, message))
+            parts["trail"] += trail
+            tokens -= trail
+        parts[part] += tokens
+    estimate = turn.estimate.input_tokens
+    return RequestMakeup(
+        system=parts["system"],
+        pinned=parts["pinned"],
+        tools=parts["tools"],
+        memory=parts["memory"],
+        summary=parts["summary"],
+        trail=parts["trail"],
+        lookup=parts["lookup"],
+        tail=parts["tail"],
+        adjustment=estimate - sum(parts.values()),
+        estimate=estimate,
+        reserve=s.budget.output_reserve,
+        window=s.budget.context_window,
+        prefix=prefix,
+    )
+
+
 def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
-    """``turn.cache``: the request about to be sent against the thread's previous one."""
+    """``turn.cache``: the request about to be sent against the thread's previous one; and
+    ``turn.makeup``, its tokens by part."""
     if turn.decision != "proceed":
         return
     has_overhead = bool(s.tools or s.overhead_tokens)
@@ -89,3 +167,4 @@ def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
         moved_by=moved_by(previous, shape, turn.view, has_overhead),
         digests=list(shape.digests),
     )
+    turn.makeup = request_makeup(s, turn, shape, has_overhead, prefix)

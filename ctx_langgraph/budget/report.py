@@ -53,6 +53,8 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
     if s.memory is not None:
         report["memory"] = turn.memory_info
     report["request"] = _pending_request(turn, estimate)
+    if turn.makeup is not None:
+        report["request"]["makeup"] = turn.makeup
     counter = turn.counter
     if isinstance(counter, ApproximateCounter):
         report["calibration"] = calibration_report(counter)

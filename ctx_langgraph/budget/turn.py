@@ -19,7 +19,13 @@ from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.memory.types import MemoryRecord
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import BudgetDecision, CacheReport, ContextReport, MemoryReport
+from ctx_langgraph.state import (
+    BudgetDecision,
+    CacheReport,
+    ContextReport,
+    MemoryReport,
+    RequestMakeup,
+)
 
 __all__ = ["BudgetSettings", "Turn"]
 
@@ -49,6 +55,11 @@ class BudgetSettings:
     """Their tokens: what every request carries besides the messages."""
     model_id: str
     provider: str
+    system_prompt_tokens: int = 0
+    """The part of ``overhead_tokens`` that is the node's own system prompt (the rest is the
+    tool schemas)."""
+    lookup_tools: frozenset[str] = frozenset()
+    """The names the history lookup tool goes by among ``tools`` (its results are named so)."""
 
     def memory_allowance(self) -> int:
         """The memory message's budget: its own cap, and never more than a quarter of the window."""
@@ -94,6 +105,8 @@ class Turn:
     """The configured summarizer is backing off: the offline one covers the span."""
     cache: CacheReport | None = None
     """The request's cacheable prefix (step 7), when the pass sends one."""
+    makeup: RequestMakeup | None = None
+    """The request's tokens by part (step 7), when the pass sends one."""
 
     def note(self, reason: str) -> None:
         """The view changed for ``reason``: the update replaces it, the epoch moves."""

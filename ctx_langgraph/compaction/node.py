@@ -16,7 +16,13 @@ A compaction asked for (``context["compact"]``: the ``compact_context`` tool,
 the trigger, keeping ``keep_recent_tokens``, with its instructions in every summarizer request and
 in the version's ``metadata``; any outcome clears it (it is served once).
 
-On failure the old summary stays active and nothing is removed. A failure is never sticky: when
+Every summary version this node stores says in its ``metadata["compaction"]`` how it came
+about: ``duration_ms`` (up to the candidate), ``attempts``, ``fallback``, ``cut``, ``trigger``
+(``budget``, ``request`` or ``precompact``) and ``estimate_before``.
+
+On failure the old summary stays active and nothing is removed; the store keeps the attempt as
+a ``failed`` summary version of the span (no text, the last problems as its ``error``; a store
+error there is only logged). A failure is never sticky: when
 the request still fits, the node proceeds and ``ctx_budget`` tries again after a backoff (by model
 calls and time, doubling per failure in a row: ``context["compaction"]`` shows the failures and
 when the next try is due); when it would not fit, the offline
@@ -87,7 +93,7 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.core.streaming import keep_out_of_message_stream
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint
+from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot
 from ctx_langgraph.providers import CompactionBackend, provider_key
 from ctx_langgraph.state import SegmentReport, SummarizerBackoff
 from ctx_langgraph.usage.ledger import UsageLedger
@@ -196,6 +202,7 @@ class CompactNode:
         return (yield from self.segments.flow(scope, through))
 
     def _compact(self, turn: Turn, commit: bool) -> Flow[dict[str, Any]]:
+        started = time.monotonic()
         request = turn.request
         # a requested compaction keeps its own (or the configured) tail: it does not fill the target
         fills = self.config.tail_fills_target and request is None
@@ -207,7 +214,8 @@ class CompactNode:
         span = yield from locate_span(turn, cut, self.store)
         if not isinstance(span, Span):
             return span
-        attempts = Attempts(turn.report(), time.monotonic() + self.config.compaction_timeout_s)
+        deadline = time.monotonic() + self.config.compaction_timeout_s
+        attempts = Attempts(turn.report(), deadline, started=started)
         for _round in range(3):  # a conflict or a stale snapshot: start again from the new state
             outcome = yield from self._round(turn, span, attempts, commit)
             if outcome is not None:
@@ -247,12 +255,14 @@ class CompactNode:
             self._plan(turn, prose_cap), previous, snapshot, attempts, lambda: self._backoff(turn)
         )
         if written.text is None:
+            yield from self._record_failure(turn, snapshot, span, attempts, written, commit)
             return failed(attempts, turn.estimate, self.budget.usable, written.backoff)
         provider_state = yield from self.window.state(
             scope, turn.messages, span, turn.server, attempts.info
         )
         trail = merged.capped(room, self._counter, written.text) if room > 0 else ArtifactTrail()
         text = with_trail(written.text, trail)
+        outcome = self._outcome(turn, span, attempts, written, commit)
         candidate = yield from create_candidate(
             store,
             snapshot,
@@ -262,7 +272,7 @@ class CompactNode:
             written.summarizer.id,
             self._counter.count_text(text),
             provider_state,
-            metadata={**trail.metadata(), **_recorded_request(turn)},
+            metadata={**trail.metadata(), **_recorded_request(turn), "compaction": outcome},
         )
         if not commit:
             return {"candidate_id": candidate.id}
@@ -296,6 +306,54 @@ class CompactNode:
         done = self._report(turn, committed, attempts, "committed")
         done["context"].update(written.backoff)
         return done
+
+    def _outcome(
+        self, turn: Turn, span: Span, attempts: Attempts, written: Written, commit: bool
+    ) -> dict[str, Any]:
+        """``metadata["compaction"]`` of the version this attempt stores: its time from the
+        start of the node's work up to the version (the candidate is stored then, so the
+        compare-and-swap commit and the pruning after it are not in it), the summarizer calls,
+        whether the offline fallback wrote it, the cut, what asked for it, and the budget's
+        estimate of the request before it (None: no budget pass estimated it)."""
+        duration_ms = round((time.monotonic() - attempts.started) * 1000)
+        attempts.info["duration_ms"] = duration_ms
+        before = (turn.context.get("budget") or {}).get("input_tokens")
+        trigger = "precompact" if not commit else "budget" if turn.request is None else "request"
+        return {
+            "duration_ms": duration_ms,
+            "attempts": attempts.count,
+            "fallback": written.summarizer is self.fallback,
+            "cut": span.kind,
+            "trigger": trigger,
+            "estimate_before": before if isinstance(before, int) else None,
+        }
+
+    def _record_failure(
+        self,
+        turn: Turn,
+        snapshot: CoverageSnapshot,
+        span: Span,
+        attempts: Attempts,
+        written: Written,
+        commit: bool,
+    ) -> Flow[None]:
+        """Every try failed: a ``failed`` summary version of the span says so in the store
+        (no text; the last problems as its error; the same ``metadata["compaction"]``). A
+        store error here is logged and ignored: it never fails the turn."""
+        outcome = self._outcome(turn, span, attempts, written, commit)
+        error = "\n".join(attempts.problems[-5:]) or "no summarizer attempt was made in time"
+        try:
+            yield call(
+                self.store,
+                "record_failed",
+                snapshot,
+                error=error,
+                summarizer_id=written.summarizer.id,
+                first_kept_event_id=span.first_kept_id,
+                metadata={**_recorded_request(turn), "compaction": outcome},
+            )
+        except Exception as exc:  # recording the failure must not fail the turn
+            log.warning("ctx-langgraph: the failed compaction was not recorded: %s", exc)
 
     def _trail_beside(self, turn: Turn) -> int:
         """The room a trail beside the summary takes in the compacted request: the thread's

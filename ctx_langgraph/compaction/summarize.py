@@ -51,6 +51,8 @@ class Attempts:
     deadline: float
     problems: list[str] = field(default_factory=list)
     count: int = 0
+    started: float = field(default_factory=time.monotonic)
+    """When the compaction started (``time.monotonic``): its duration is measured from here."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,12 @@ from typing import Any, Final, cast
 
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.artifacts import ArtifactKind, Touch, span_touches
-from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY, CompactionCheckpoint, HistoryEvent
+from ctx_langgraph.history.types import (
+    ARTIFACT_TRAIL_HEADING,
+    ARTIFACT_TRAIL_KEY,
+    CompactionCheckpoint,
+    HistoryEvent,
+)
 from ctx_langgraph.state import ArtifactsReport
 
 __all__ = [
@@ -48,7 +53,7 @@ __all__ = [
     "with_trail",
 ]
 
-TRAIL_HEADING: Final = "Artifact trail"
+TRAIL_HEADING: Final = ARTIFACT_TRAIL_HEADING
 TRAIL_KEY: Final = ARTIFACT_TRAIL_KEY
 """The key of the trail in a checkpoint's ``metadata``."""
 TRAIL_VERSION: Final = 1

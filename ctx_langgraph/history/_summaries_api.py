@@ -1,5 +1,5 @@
 """The history store's public summary methods (snapshot, candidates, compare-and-swap commit,
-failed marks, the active summary, versions, pruning), each a thin call of one operation of
+failed marks and failed attempts, the active summary, versions, pruning), each a thin call of one operation of
 :mod:`ctx_langgraph.history.summaries`."""
 
 from __future__ import annotations
@@ -148,6 +148,63 @@ class SummariesAPI(StoreBase):
         op = summary_ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
         return await self.arun(op, write=True)
 
+    def _record_failed(
+        self,
+        snapshot: CoverageSnapshot,
+        error: str,
+        summarizer_id: str | None,
+        first_kept_event_id: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> Op[CompactionCheckpoint]:
+        content = summary_ops.CandidateContent(
+            None,
+            first_kept_event_id=first_kept_event_id,
+            summarizer_id=summarizer_id,
+            metadata=metadata,
+        )
+        return summary_ops.record_failed(self.dialect, snapshot, content, error, self.clock())
+
+    def record_failed(
+        self,
+        snapshot: CoverageSnapshot,
+        *,
+        error: str,
+        summarizer_id: str | None = None,
+        first_kept_event_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> CompactionCheckpoint:
+        """Record a compaction attempt that produced no summary: a ``failed`` version of the
+        span ``snapshot`` fixed (its seqs, one generation above the active summary), with no
+        text and ``error`` saying why. The active summary and every other version stay as
+        they are; :meth:`prune_versions` keeps ``keep`` failed attempts apart from the
+        summaries it keeps.
+
+        Example:
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage(f"step {n}", id=f"m{n}") for n in range(10)])
+            ...     failed = store.record_failed(store.snapshot("t", 6), error="timed out")
+            ...     failed.status, failed.first_seq, failed.covered_through_seq, store.get_active("t")
+            ('failed', 1, 6, None)
+        """
+        op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
+        return self.run(op, write=True)
+
+    async def arecord_failed(
+        self,
+        snapshot: CoverageSnapshot,
+        *,
+        error: str,
+        summarizer_id: str | None = None,
+        first_kept_event_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> CompactionCheckpoint:
+        """Async twin of :meth:`record_failed`."""
+        op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
+        return await self.arun(op, write=True)
+
     def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """The branch's active summary (possibly inherited from its parent), or None."""
         return self.run(summary_ops.get_active(self.dialect, checked_scope(scope)))
@@ -174,7 +231,8 @@ class SummariesAPI(StoreBase):
 
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest
-        (and the segment index's superseded rows beyond the ``keep`` newest of each range).
+        (failed attempts without a summary counted apart, ``keep`` of them kept too), and the
+        segment index's superseded rows beyond the ``keep`` newest of each range.
 
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.

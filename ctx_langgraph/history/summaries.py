@@ -1,5 +1,6 @@
 """Summary operations: the coverage snapshot, candidates, the compare-and-swap commit of a
-candidate as the branch's active summary, failed marks, the active summary, versions, pruning."""
+candidate as the branch's active summary, failed marks and failed attempts, the active summary,
+versions, pruning."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from ctx_langgraph.history.events import read_events
 from ctx_langgraph.history.rows import CHECKPOINT_COLS, checkpoint_from_row, stored_optional
 from ctx_langgraph.history.types import (
     DEFAULT_BRANCH,
+    CheckpointStatus,
     CompactionCheckpoint,
     CoverageSnapshot,
     HistoryEvent,
@@ -52,6 +54,7 @@ __all__ = [
     "mark_failed",
     "prune_versions",
     "range_hash",
+    "record_failed",
     "snapshot",
 ]
 
@@ -149,7 +152,30 @@ def create_candidate(
                 f"key fact {fact.text!r} cites seq {fact.source_seq}, outside the covered range "
                 f"1..{snap.covered_through_seq}"
             )
-    checkpoint = CompactionCheckpoint(
+    checkpoint = _version(snap, content, now, "candidate")
+    yield _insert(d, snap, checkpoint)
+    return checkpoint
+
+
+def record_failed(
+    d: Dialect, snap: CoverageSnapshot, content: CandidateContent, error: str, now: dt.datetime
+) -> Op[CompactionCheckpoint]:
+    """Store a compaction attempt that produced no summary: a ``failed`` version of the span
+    ``snap`` fixed, without text, key facts or provider state, ``error`` saying why. Nothing
+    else changes (the active summary, the branch's generation, the other versions)."""
+    if content.summary_text is not None or content.provider_state is not None:
+        raise ValueError("a failed compaction attempt records no summary_text or provider_state")
+    reason = text_arg("error", error)
+    checkpoint = replace(_version(snap, content, now, "failed"), key_facts=(), error=reason)
+    yield _insert(d, snap, checkpoint)
+    return checkpoint
+
+
+def _version(
+    snap: CoverageSnapshot, content: CandidateContent, now: dt.datetime, status: CheckpointStatus
+) -> CompactionCheckpoint:
+    """A new summary version of the span ``snap`` fixed, one generation above its base."""
+    return CompactionCheckpoint(
         id=str(uuid.uuid4()),
         scope=snap.scope,
         generation=snap.base_generation + 1,
@@ -165,17 +191,19 @@ def create_candidate(
         summarizer_id=content.summarizer_id,
         key_facts=content.key_facts,
         summary_tokens=content.summary_tokens,
-        status="candidate",
+        status=status,
         error=None,
         created_at=now,
         committed_at=None,
         metadata=dict(content.metadata or {}),
     )
-    yield Stmt(
+
+
+def _insert(d: Dialect, snap: CoverageSnapshot, checkpoint: CompactionCheckpoint) -> Stmt:
+    return Stmt(
         f"INSERT INTO ctx_checkpoints ({CHECKPOINT_COLS}) VALUES ({marks(22)})",
         checkpoint_values(d, (snap.scope.tenant, snap.scope.thread_id), checkpoint),
     )
-    return checkpoint
 
 
 def checkpoint_values(d: Dialect, key: tuple[str, str], c: CompactionCheckpoint) -> tuple[Any, ...]:
@@ -372,7 +400,9 @@ def list_versions(d: Dialect, scope: Scope) -> Op[list[CompactionCheckpoint]]:
 
 def prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[int]:
     """Delete this branch's superseded, failed and invalid versions beyond the ``keep`` newest,
-    except any version some branch still uses as its active summary."""
+    except any version some branch still uses as its active summary. Failed attempts (versions
+    without a summary, :func:`record_failed`) are counted apart, ``keep`` of them kept too: they
+    never push a summary out of the versions kept."""
     if integer_arg("keep", keep) < 0:
         raise ValueError(f"keep must be >= 0, got {keep}")
     return _prune_versions(d, scope, keep, now)
@@ -381,7 +411,9 @@ def prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[
 def _prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[int]:
     yield from lock_branch(d, scope, now, create=False)
     rows = yield Stmt(
-        "SELECT id FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? AND branch = ? "
+        "SELECT id, CASE WHEN summary_text IS NULL AND provider_state IS NULL "
+        "AND status = 'failed' THEN 1 ELSE 0 END FROM ctx_checkpoints "
+        "WHERE tenant = ? AND thread_id = ? AND branch = ? "
         "AND status IN ('superseded', 'failed', 'invalid') ORDER BY created_at DESC, generation DESC",
         (scope.tenant, scope.thread_id, scope.branch),
         "all",
@@ -393,7 +425,12 @@ def _prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op
         "all",
     )
     used = {row[0] for row in in_use}
-    doomed = [(row[0],) for row in rows[keep:] if row[0] not in used]
+    doomed = [
+        (row[0],)
+        for attempt in (0, 1)
+        for row in [row for row in rows if int(row[1]) == attempt][keep:]
+        if row[0] not in used
+    ]
     if doomed:
         yield Stmt("DELETE FROM ctx_checkpoints WHERE id = ?", many=doomed)
     return len(doomed)

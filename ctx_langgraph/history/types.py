@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage, messages_from_dict
 from ctx_langgraph.core.scope import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
 
 __all__ = [
+    "ARTIFACT_TRAIL_HEADING",
     "ARTIFACT_TRAIL_KEY",
     "DEFAULT_BRANCH",
     "DEFAULT_TENANT",
@@ -34,6 +35,8 @@ __all__ = [
 
 ARTIFACT_TRAIL_KEY: Final = "artifact_trail"
 """The key of a summary version's ``metadata`` holding its artifact trail."""
+ARTIFACT_TRAIL_HEADING: Final = "Artifact trail"
+"""The heading of the artifact trail's section: the last of a summary text that has one."""
 DERIVED_METADATA_KEYS: Final = (ARTIFACT_TRAIL_KEY,)
 """Keys of a summary version's ``metadata`` that quote the events it covers: an edit, hiding or
 deletion of a covered event clears them with the summary's text and key facts."""

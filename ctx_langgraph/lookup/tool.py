@@ -16,6 +16,7 @@ from ctx_langgraph.lookup._args import MAX_QUERIES, LookupArgs, plain_text
 from ctx_langgraph.lookup._flows import lookup_flow
 from ctx_langgraph.lookup._page import ARTIFACT, Page
 from ctx_langgraph.lookup._state import MIN_MAX_TOKENS, page_cap
+from ctx_langgraph.view.markers import LOOKUP_TOOL_MARK, is_lookup_tool
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -168,12 +169,8 @@ def make_history_lookup_tool(
         handle_tool_error=True,
         response_format="content_and_artifact",
         handle_validation_error=_invalid_arguments,
-        metadata={LOOKUP_MARK: True},
+        metadata={LOOKUP_TOOL_MARK: True},
     )
-
-
-LOOKUP_MARK = "ctx_history_lookup"
-"""The metadata key that marks a tool made by :func:`make_history_lookup_tool`."""
 
 
 def is_history_lookup_tool(tool: Any) -> bool:
@@ -185,4 +182,4 @@ def is_history_lookup_tool(tool: Any) -> bool:
         >>> is_history_lookup_tool(make_history_lookup_tool(store, name="recall")), is_history_lookup_tool(len)
         (True, False)
     """
-    return bool((getattr(tool, "metadata", None) or {}).get(LOOKUP_MARK))
+    return is_lookup_tool(tool)

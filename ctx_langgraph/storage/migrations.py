@@ -25,7 +25,7 @@ from ctx_langgraph.storage.tables import (
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _DOMAINS = (branches, events, summaries, search, usage, segments)
 """The order each version's steps run in: a table before what indexes or reads it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.threads._values import BIGINT, MISSING, ValueChecks, at, fail, shown
 from ctx_langgraph.usage.ledger_rows import CALL_COLUMNS, OPTIONAL_COLUMNS, TOTAL_COLUMNS
 from ctx_langgraph.usage.types import COUNT_FIELDS
@@ -52,6 +53,7 @@ class AttachedPartChecks(ValueChecks):
                 decoded = None
             if not isinstance(decoded, dict):
                 fail(at(path, "raw"), f"expected a JSON object as text, got {shown(raw)}")
+            self.makeup(at(path, "makeup"), values["makeup"])
             for column in ("created_at", "updated_at"):
                 self.time(at(path, column), values[column])
         groups: set[tuple[str, ...]] = set()
@@ -76,6 +78,20 @@ class AttachedPartChecks(ValueChecks):
             for column in TOTAL_COLUMNS[4:]:
                 # a billing correction books a negative difference: totals are any 64-bit int
                 self.integer(at(path, column), values[column], -BIGINT)
+
+    def makeup(self, path: str, value: object) -> None:
+        """A call's make-up: None, or JSON text of a request's make-up whose parts sum to its
+        estimate (:func:`~ctx_langgraph.makeup.makeup_problem`)."""
+        text = self.optional_text(path, value)
+        if text is None:
+            return
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            decoded = None
+        problem = makeup_problem(decoded)
+        if problem is not None:
+            fail(path, f"expected a request's make-up as JSON text ({problem}), got {shown(text)}")
 
     def memories(self, value: object) -> None:
         for index, item in enumerate(self.items("memories", value)):

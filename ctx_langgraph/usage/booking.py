@@ -8,7 +8,7 @@ asks :func:`plan_booking` what to write, and writes it in the same transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ctx_langgraph.core.scope import Scope
@@ -20,6 +20,7 @@ __all__ = [
     "BookingReason",
     "LedgerRecord",
     "StoredCall",
+    "call_key_for",
     "ledger_record",
     "plan_booking",
 ]
@@ -54,6 +55,12 @@ class LedgerRecord:
     """Leading input tokens identical to the thread's previous request, as the callback
     handler measured them (:mod:`ctx_langgraph.budget.prefix`), or None when not measured.
     Compare with ``usage.cache_read``, what the provider says its cache read."""
+    makeup: dict[str, int] | None = None
+    """The request's tokens by part as ``ctx_budget`` counted them
+    (:class:`~ctx_langgraph.makeup.RequestMakeup`: ``system``, ``pinned``, ``tools``,
+    ``memory``, ``summary``, ``trail``, ``lookup``, ``tail``, ``adjustment``, ``estimate``,
+    ``reserve``, ``window``, ``prefix``), or None: not an answer call ``ctx_usage`` booked
+    for the request it estimated."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class StoredCall:
     response_id: str | None
     raw: dict[str, Any]
     cacheable_prefix: int | None = None
+    makeup: dict[str, int] | None = None
 
     @property
     def booked(self) -> bool:
@@ -95,6 +103,7 @@ def ledger_record(call_key: str, scope: Scope, stored: StoredCall) -> LedgerReco
         usage=usage,
         cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
         cacheable_prefix=stored.cacheable_prefix,
+        makeup=stored.makeup,
     )
 
 
@@ -106,6 +115,11 @@ class BookingPlan:
     """(purpose, provider, model) -> signed changes of the totals columns."""
     deltas: dict[str, int]
     cost_delta_nano: int
+
+    def writes(self, old: StoredCall) -> bool:
+        """The row is written: a booking, or a duplicate that brings the make-up the row
+        lacked (the callback handler booked the call before ``ctx_usage``)."""
+        return self.reason in ("new", "update") or self.stored != old
 
 
 def _totals_row(stored: StoredCall, sign: int) -> dict[str, int]:
@@ -127,12 +141,17 @@ def plan_booking(
     version: int,
     cost_nano: Callable[[NormalizedUsage], int | None],
     cacheable_prefix: int | None = None,
+    makeup: dict[str, int] | None = None,
 ) -> BookingPlan:
     """Decide, without I/O, what booking ``usage`` over the ``old`` record changes
-    (``cacheable_prefix`` None keeps the booked value, as an unknown count does)."""
+    (``cacheable_prefix`` and ``makeup`` None keep the booked value, as an unknown count
+    does). A duplicate or stale event books nothing, but fills in a make-up the record has
+    not got: it is not part of the totals, and only ``ctx_usage`` knows it, whether the
+    callback handler booked the same call before it or after."""
     zero = dict.fromkeys(COUNT_FIELDS, 0)
     if old.booked and version <= old.version:
-        return BookingPlan(old, "duplicate" if version == old.version else "stale", [], zero, 0)
+        kept = old if makeup is None or old.makeup is not None else replace(old, makeup=makeup)
+        return BookingPlan(kept, "duplicate" if version == old.version else "stale", [], zero, 0)
     previous = ledger_record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
     merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
     stored = StoredCall(
@@ -146,6 +165,7 @@ def plan_booking(
         response_id=merged.response_id,
         raw={} if status == "complete" else dict(usage.raw),
         cacheable_prefix=cacheable_prefix if cacheable_prefix is not None else old.cacheable_prefix,
+        makeup=makeup if makeup is not None else old.makeup,
     )
     adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
     for record, sign in ((old, -1), (stored, 1)):
@@ -162,3 +182,25 @@ def plan_booking(
     cost_delta = (stored.cost_nano or 0) - ((old.cost_nano or 0) if old.booked else 0)
     changes = [(key, row) for key, row in adjustments.items() if any(row.values())]
     return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)
+
+
+def call_key_for(
+    usage: NormalizedUsage, *, message_id: str | None = None, attempt_id: str | None = None
+) -> str:
+    """The ledger key of a call: provider and response id when known, else the message id,
+    else a local attempt id.
+
+    Example:
+        >>> from ctx_langgraph.usage import NormalizedUsage
+        >>> call_key_for(NormalizedUsage(provider="openai", response_id="chatcmpl-1"))
+        'openai:chatcmpl-1'
+        >>> call_key_for(NormalizedUsage(), message_id="lc_run--42")
+        'msg:lc_run--42'
+    """
+    if usage.response_id:
+        return f"{usage.provider}:{usage.response_id}"
+    if message_id:
+        return f"msg:{message_id}"
+    if attempt_id:
+        return f"attempt:{attempt_id}"
+    raise ValueError("a call needs a response id, a message id or an attempt id to be booked")

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctx_langgraph.core.scope import Scope, ensure_scope
+from ctx_langgraph.makeup import makeup_from_json, makeup_json, makeup_problem
 from ctx_langgraph.storage.codec import load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.runner import Database
@@ -34,6 +35,7 @@ from ctx_langgraph.usage.booking import (
     BookingReason,
     LedgerRecord,
     StoredCall,
+    call_key_for,
     ledger_record,
     plan_booking,
 )
@@ -50,7 +52,7 @@ GROUP_COLUMNS = ("tenant", "thread_id", "branch", "purpose", "provider", "model"
 _CALL_COLS = (
     "call_key, tenant, thread_id, branch, purpose, provider, model, status, version, response_id, "
     + ", ".join(COUNT_FIELDS)
-    + ", cost_nano_usd, raw, cacheable_prefix"
+    + ", cost_nano_usd, raw, cacheable_prefix, makeup"
 )
 
 
@@ -114,6 +116,7 @@ def _stored_from_row(row: Sequence[Any]) -> StoredCall:
         cost_nano=None if row[16] is None else int(row[16]),
         raw=json.loads(row[17]),
         cacheable_prefix=None if row[18] is None else int(row[18]),
+        makeup=makeup_from_json(row[19]),
     )
 
 
@@ -126,7 +129,8 @@ _UPDATE_CALL = (
     "UPDATE ctx_usage_calls SET purpose = ?, provider = ?, model = ?, status = ?, version = ?, "
     "response_id = ?, "
     + ", ".join(f"{name} = ?" for name in COUNT_FIELDS)
-    + ", cost_nano_usd = ?, raw = ?, cacheable_prefix = ?, updated_at = ? WHERE call_key = ?"
+    + ", cost_nano_usd = ?, raw = ?, cacheable_prefix = ?, makeup = ?, updated_at = ? "
+    "WHERE call_key = ?"
 )
 _ADD_TO_TOTALS = (
     f"INSERT INTO ctx_usage_totals (tenant, thread_id, branch, purpose, provider, model, "
@@ -147,6 +151,7 @@ class _Event:
     status: UsageStatus
     version: int
     cacheable_prefix: int | None = None
+    makeup: dict[str, int] | None = None
 
 
 def _record_op(
@@ -159,18 +164,20 @@ def _record_op(
     differences, all in the caller's transaction."""
     yield from _ensure_row(d, event, now)
     row = yield from _lock_row(d, event.call_key)
-    owner = Scope(row[2], row[1], row[3])
+    owner, old = Scope(row[2], row[1], row[3]), _stored_from_row(row)
     plan = plan_booking(
-        _stored_from_row(row),
+        old,
         event.usage,
         purpose=event.purpose,
         status=event.status,
         version=event.version,
         cost_nano=cost_nano,
         cacheable_prefix=event.cacheable_prefix,
+        makeup=event.makeup,
     )
-    if plan.reason in ("new", "update"):
+    if plan.writes(old):
         yield from _write_row(d, event.call_key, plan.stored, now)
+    if plan.reason in ("new", "update"):
         yield from _add_to_totals(owner, plan)
     return BookedDelta(
         call_key=event.call_key,
@@ -222,6 +229,7 @@ def _write_row(d: Dialect, call_key: str, stored: StoredCall, now: dt.datetime) 
             stored.cost_nano,
             json.dumps(stored.raw, default=str),
             stored.cacheable_prefix,
+            None if stored.makeup is None else makeup_json(stored.makeup),
             d.ts(now),
             store_text(call_key),
         ),
@@ -389,6 +397,7 @@ class UsageLedger:
         status: UsageStatus | None,
         version: int,
         cacheable_prefix: int | None = None,
+        makeup: Mapping[str, int] | None = None,
     ) -> Op[BookedDelta]:
         if not call_key:
             raise ValueError("call_key must be a non-empty string")
@@ -398,6 +407,8 @@ class UsageLedger:
             raise ValueError(f"version must be >= 0, got {version}")
         if cacheable_prefix is not None and cacheable_prefix < 0:
             raise ValueError(f"cacheable_prefix must be >= 0, got {cacheable_prefix}")
+        if makeup is not None and (problem := makeup_problem(makeup)) is not None:
+            raise ValueError(f"makeup is not a request's make-up: {problem}")
         event = _Event(
             call_key,
             ensure_scope(scope),
@@ -406,6 +417,7 @@ class UsageLedger:
             status or usage.status,
             version,
             cacheable_prefix,
+            None if makeup is None else dict(makeup),
         )
         return _record_op(self.store.dialect, event, self._cost_nano, self.store.clock())
 
@@ -419,6 +431,7 @@ class UsageLedger:
         status: UsageStatus | None = None,
         version: int = 0,
         cacheable_prefix: int | None = None,
+        makeup: Mapping[str, int] | None = None,
     ) -> BookedDelta:
         """Record a call's usage and book the difference to what was booked for it before.
 
@@ -433,8 +446,13 @@ class UsageLedger:
             cacheable_prefix: the request's leading input tokens identical to the thread's
                 previous request (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`; the
                 callback handlers measure it); None keeps what was booked.
+            makeup: the request's tokens by part (:class:`~ctx_langgraph.makeup.RequestMakeup`,
+                ``ctx_usage`` passes it), stored as JSON; None keeps what was booked, and a
+                duplicate event fills it in when the record has none.
         """
-        op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
+        op = self._booking(
+            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
+        )
         return self.store.run(op, write=True)
 
     async def arecord(
@@ -447,9 +465,12 @@ class UsageLedger:
         status: UsageStatus | None = None,
         version: int = 0,
         cacheable_prefix: int | None = None,
+        makeup: Mapping[str, int] | None = None,
     ) -> BookedDelta:
         """Async twin of :meth:`record`."""
-        op = self._booking(call_key, usage, scope, purpose, status, version, cacheable_prefix)
+        op = self._booking(
+            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
+        )
         return await self.store.arun(op, write=True)
 
     def _note_request(
@@ -565,25 +586,3 @@ class UsageLedger:
     ) -> list[UsageTotals]:
         """Async twin of :meth:`totals`."""
         return await self.store.arun(self._totals_query(scope, by, branch))
-
-
-def call_key_for(
-    usage: NormalizedUsage, *, message_id: str | None = None, attempt_id: str | None = None
-) -> str:
-    """The ledger key of a call: provider and response id when known, else the message id,
-    else a local attempt id.
-
-    Example:
-        >>> from ctx_langgraph.usage import NormalizedUsage
-        >>> call_key_for(NormalizedUsage(provider="openai", response_id="chatcmpl-1"))
-        'openai:chatcmpl-1'
-        >>> call_key_for(NormalizedUsage(), message_id="lc_run--42")
-        'msg:lc_run--42'
-    """
-    if usage.response_id:
-        return f"{usage.provider}:{usage.response_id}"
-    if message_id:
-        return f"msg:{message_id}"
-    if attempt_id:
-        return f"attempt:{attempt_id}"
-    raise ValueError("a call needs a response id, a message id or an attempt id to be booked")

@@ -29,9 +29,10 @@ __all__ = [
 
 LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals", "ctx_usage_requests")
 """The ledger's tables, in the order a thread's rows are deleted from them."""
-OPTIONAL_COLUMNS = {"cacheable_prefix": None}
+OPTIONAL_COLUMNS = {"cacheable_prefix": None, "makeup": None}
 """Exported fields added after the export format was first written, with the value an older
-export's row gets (a call's cacheable prefix unmeasured; nothing in the totals)."""
+export's row gets (a call's cacheable prefix unmeasured, its make-up unknown; nothing in the
+totals)."""
 CALL_COLUMNS = (
     "call_key",
     "branch",
@@ -47,8 +48,10 @@ CALL_COLUMNS = (
     "created_at",
     "updated_at",
     "cacheable_prefix",
+    "makeup",
 )
-"""The fields of an exported call, in column order."""
+"""The fields of an exported call, in column order (``makeup``: the request's make-up as the
+JSON text the ledger stores, :mod:`ctx_langgraph.makeup`, or None)."""
 TOTAL_COLUMNS = (
     "branch",
     "purpose",

@@ -10,6 +10,10 @@ the measured input tokens of the last request and the id of the last message tha
 It moves only for a complete usage report of a request made in the current projection epoch; a
 stale response (its request predates a compaction or an edit) is booked but leaves the baseline
 alone. A usage payload that cannot be read is booked as ``unknown`` and never stops the graph.
+
+The reply's ledger record gets the make-up of the request it answers (its tokens by part,
+``context["request"]["makeup"]``, :mod:`ctx_langgraph.makeup`) in the same write; when the
+callback handler booked the call first, the make-up fills in its record.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.core.timestamps import TimestampSource, batch_times
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.history.types import AppendResult
+from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
     Baseline,
@@ -38,6 +43,7 @@ from ctx_langgraph.state import (
     ProviderEditTotals,
     RecordedDigest,
     RecordedReply,
+    RequestMakeup,
 )
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
@@ -183,6 +189,32 @@ def _baseline(
     return {"baseline": baseline}
 
 
+def _answered_makeup(
+    messages: Sequence[BaseMessage], context: ContextReport
+) -> RequestMakeup | None:
+    """The make-up of the request the reply answers: ``context["request"]``'s, when that
+    request was built in the current projection epoch, ended with the message the reply
+    follows, and is not one the overflow recovery replaced by a compacted retry (the reply
+    answers the retry then)."""
+    request = context.get("request") or {}
+    makeup = request.get("makeup")
+    if makeup is None:
+        return None
+    epoch = int(context.get("projection_epoch", 0))
+    before = messages[-2].id if len(messages) > 1 else None
+    if int(request.get("epoch", -1)) != epoch or request.get("input_through_message_id") != before:
+        return None
+    overflow = context.get("overflow") or {}
+    retried = overflow.get("retry_epoch")
+    if overflow.get("at_message_id") == before and retried is not None and retried != epoch:
+        return None
+    problem = makeup_problem(makeup)
+    if problem is not None:
+        log.warning("ctx-langgraph: the request's make-up is not booked: %s", problem)
+        return None
+    return makeup
+
+
 def _last_usage(reply: AIMessage, context: ContextReport, booked: BookedDelta) -> ContextReport:
     """The booking as the state shows it; ``stale`` when the request predates the epoch."""
     measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
@@ -230,6 +262,7 @@ def _usage_flow(
         purpose=purpose,
         status=usage.status,
         version=FINAL_VERSION,
+        makeup=_answered_makeup(messages, context),
     )
     for compaction_key, compaction in _compaction_usages(reply, key):
         yield call(

@@ -23,6 +23,7 @@ __all__ = [
     "CAPPED_FLAG",
     "CLEARED_FLAG",
     "LOOKUP_MARK",
+    "LOOKUP_TOOL_MARK",
     "MEMORY_FLAG",
     "PINNED_FLAG",
     "PROVIDER_TOKENS",
@@ -32,6 +33,7 @@ __all__ = [
     "SUMMARY_FLAG",
     "is_flagged",
     "is_lookup_result",
+    "is_lookup_tool",
     "is_memory_message",
     "is_summary",
     "is_synthetic",
@@ -58,6 +60,8 @@ PROVIDER_TOKENS: Final = "ctx_provider_tokens"
 whatever a counter would make of its ciphertext."""
 LOOKUP_MARK: Final = "ctx_lookup"
 """Key of the artifact of a history lookup's tool result: a page bounded by the tool itself."""
+LOOKUP_TOOL_MARK: Final = "ctx_history_lookup"
+"""Key of the metadata that marks the history lookup tool, whatever its name."""
 
 SYNTHETIC_FLAGS: Final = (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
 VIEW_FLAGS: Final = (*SYNTHETIC_FLAGS, CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
@@ -77,6 +81,11 @@ def is_lookup_result(message: BaseMessage) -> bool:
     """Whether a tool result is a history lookup page (never capped: the tool bounds it)."""
     artifact = getattr(message, "artifact", None)
     return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
+
+
+def is_lookup_tool(tool: object) -> bool:
+    """Whether ``tool`` is the history lookup tool (its results are ToolMessages named as it)."""
+    return bool((getattr(tool, "metadata", None) or {}).get(LOOKUP_TOOL_MARK))
 
 
 def is_synthetic(message: BaseMessage) -> bool:

@@ -75,12 +75,20 @@ def _prefix_tables(*, integer: str, timestamp: str) -> list[str]:
     ]
 
 
+_MAKEUP_COLUMN = [
+    # Version 9: each answer call's request make-up (its tokens by part, as JSON text:
+    # ctx_langgraph.makeup), NULL for every other call and for calls booked before
+    "ALTER TABLE ctx_usage_calls ADD COLUMN makeup TEXT",
+]
+
 SQLITE: Steps = {
     2: list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
     7: list(_prefix_tables(integer="INTEGER", timestamp="REAL")),
+    9: list(_MAKEUP_COLUMN),
 }
 
 POSTGRES: Steps = {
     2: list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
     7: list(_prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
+    9: list(_MAKEUP_COLUMN),
 }
