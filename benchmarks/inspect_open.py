@@ -33,7 +33,7 @@ from ctx_langgraph.inspect import export_html, serve
 from ctx_langgraph.usage import NormalizedUsage, UsageLedger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chromium import chromium  # noqa: E402
+from chromium import chromium
 
 OPEN_TARGET_MS = 2_000.0
 THREAD = "inspected"
@@ -48,27 +48,59 @@ def _events(first: int, count: int) -> list[BaseMessage]:
         turn, step = divmod(seq - 1, 4)
         call = f"call-{turn}"
         if step == 0:
-            messages.append(HumanMessage(f"turn {turn}: what is the state of order A-{turn}? "
-                                         "Please check the warehouse and the invoice.", id=f"e{seq}"))
+            messages.append(
+                HumanMessage(
+                    f"turn {turn}: what is the state of order A-{turn}? "
+                    "Please check the warehouse and the invoice.",
+                    id=f"e{seq}",
+                )
+            )
         elif step == 1:
-            messages.append(AIMessage("", id=f"e{seq}", tool_calls=[
-                {"name": "lookup_order", "args": {"order": f"A-{turn}"}, "id": call}]))
+            messages.append(
+                AIMessage(
+                    "",
+                    id=f"e{seq}",
+                    tool_calls=[
+                        {"name": "lookup_order", "args": {"order": f"A-{turn}"}, "id": call}
+                    ],
+                )
+            )
         elif step == 2:
-            messages.append(ToolMessage(f"order A-{turn}: shipped from Leeds, invoice "
-                                        f"INV-{turn:06d} paid, tracking TRK{turn:08d}. " * 4,
-                                        id=f"e{seq}", tool_call_id=call, name="lookup_order"))
+            messages.append(
+                ToolMessage(
+                    f"order A-{turn}: shipped from Leeds, invoice "
+                    f"INV-{turn:06d} paid, tracking TRK{turn:08d}. " * 4,
+                    id=f"e{seq}",
+                    tool_call_id=call,
+                    name="lookup_order",
+                )
+            )
         else:
-            messages.append(AIMessage(f"Order A-{turn} shipped; invoice INV-{turn:06d} is paid.",
-                                      id=f"e{seq}"))
+            messages.append(
+                AIMessage(f"Order A-{turn} shipped; invoice INV-{turn:06d} is paid.", id=f"e{seq}")
+            )
     return messages
 
 
 def _makeup(turn: int) -> dict[str, int]:
     tail = 300 + (turn * 37) % 1500
-    parts = {"system": 120, "pinned": 0, "tools": 480, "memory": 0, "summary": 600,
-             "trail": 90, "lookup": 0, "tail": tail, "adjustment": 4}
-    return parts | {"estimate": sum(parts.values()), "reserve": 4096, "window": 128_000,
-                    "prefix": 1200}
+    parts = {
+        "system": 120,
+        "pinned": 0,
+        "tools": 480,
+        "memory": 0,
+        "summary": 600,
+        "trail": 90,
+        "lookup": 0,
+        "tail": tail,
+        "adjustment": 4,
+    }
+    return parts | {
+        "estimate": sum(parts.values()),
+        "reserve": 4096,
+        "window": 128_000,
+        "prefix": 1200,
+    }
 
 
 def build(store: HistoryStore, events: int) -> dict[str, Any]:
@@ -84,18 +116,33 @@ def build(store: HistoryStore, events: int) -> dict[str, Any]:
             generations += 1
             snapshot = store.snapshot(scope, generations * EVENTS_PER_GENERATION)
             candidate = store.create_candidate(
-                snapshot, summary_text=f"## Summary\nGeneration {generations}: orders up to "
-                f"A-{generations * EVENTS_PER_GENERATION // 4} shipped.", summarizer_id="bench",
-                summary_tokens=40)
+                snapshot,
+                summary_text=f"## Summary\nGeneration {generations}: orders up to "
+                f"A-{generations * EVENTS_PER_GENERATION // 4} shipped.",
+                summarizer_id="bench",
+                summary_tokens=40,
+            )
             store.commit_candidate(candidate)
     for turn in range(events // 4):
         makeup = _makeup(turn)
-        usage = NormalizedUsage(provider="openai", model="gpt-4o", input_total=makeup["estimate"],
-                                input_uncached=makeup["estimate"], cache_read=0, cache_write=0,
-                                output=30, reasoning=0, response_id=f"resp-{turn}")
+        usage = NormalizedUsage(
+            provider="openai",
+            model="gpt-4o",
+            input_total=makeup["estimate"],
+            input_uncached=makeup["estimate"],
+            cache_read=0,
+            cache_write=0,
+            output=30,
+            reasoning=0,
+            response_id=f"resp-{turn}",
+        )
         ledger.record(f"openai:resp-{turn}", usage, scope=scope, purpose="answer", makeup=makeup)
-    return {"events": events, "calls": events // 4, "generations": generations,
-            "build_s": round(time.perf_counter() - started, 1)}
+    return {
+        "events": events,
+        "calls": events // 4,
+        "generations": generations,
+        "build_s": round(time.perf_counter() - started, 1),
+    }
 
 
 def _p50(values: list[float]) -> float:
@@ -106,9 +153,12 @@ def _browser_open(driver: Any, url: str) -> float:
     """Milliseconds from the request to the page's load event, as the browser measures them."""
     driver.get("about:blank")
     driver.get(url)
-    return float(driver.execute_script(
-        "const n = performance.getEntriesByType('navigation')[0];"
-        "return n.loadEventEnd - n.startTime;"))
+    return float(
+        driver.execute_script(
+            "const n = performance.getEntriesByType('navigation')[0];"
+            "return n.loadEventEnd - n.startTime;"
+        )
+    )
 
 
 def measure(store: HistoryStore, driver: Any, opens: int, tmp: Path) -> dict[str, Any]:
@@ -140,7 +190,9 @@ def measure(store: HistoryStore, driver: Any, opens: int, tmp: Path) -> dict[str
     }
 
 
-def run_backend(make: Callable[[int], HistoryStore], sizes: list[int], opens: int) -> dict[str, Any]:
+def run_backend(
+    make: Callable[[int], HistoryStore], sizes: list[int], opens: int
+) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     with chromium() as driver, tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
@@ -154,8 +206,12 @@ def run_backend(make: Callable[[int], HistoryStore], sizes: list[int], opens: in
             row["passed"] = row["open_max_ms"] <= OPEN_TARGET_MS
             rows[str(size)] = row
     small, large = rows[str(sizes[0])], rows[str(sizes[-1])]
-    return {"sizes": rows, "growth_open": round(large["open_p50_ms"] / small["open_p50_ms"], 2),
-            "target_ms": OPEN_TARGET_MS, "passed": all(r["passed"] for r in rows.values())}
+    return {
+        "sizes": rows,
+        "growth_open": round(large["open_p50_ms"] / small["open_p50_ms"], 2),
+        "target_ms": OPEN_TARGET_MS,
+        "passed": all(r["passed"] for r in rows.values()),
+    }
 
 
 def _sqlite(folder: Path) -> Callable[[int], HistoryStore]:
@@ -176,8 +232,19 @@ def _postgres(dsn: str) -> Callable[[int], HistoryStore]:
     return make
 
 
-COLUMNS = ("events", "calls", "generations", "build_s", "server_p50_ms", "open_p50_ms",
-           "open_max_ms", "first_page_open_p50_ms", "page_bytes", "html_export_s", "html_bytes")
+COLUMNS = (
+    "events",
+    "calls",
+    "generations",
+    "build_s",
+    "server_p50_ms",
+    "open_p50_ms",
+    "open_max_ms",
+    "first_page_open_p50_ms",
+    "page_bytes",
+    "html_export_s",
+    "html_bytes",
+)
 
 
 def table(results: dict[str, Any]) -> str:
@@ -186,14 +253,17 @@ def table(results: dict[str, Any]) -> str:
         for row in result["sizes"].values():
             cells = [f"{row[c]:,}" if isinstance(row[c], int) else str(row[c]) for c in COLUMNS]
             lines.append(" | ".join([backend, *cells, "pass" if row["passed"] else "FAIL"]))
-        lines.append(f"{backend}: open p50 at the largest size / the smallest = "
-                     f"{result['growth_open']}x")
+        lines.append(
+            f"{backend}: open p50 at the largest size / the smallest = {result['growth_open']}x"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,100000", help="events in the thread, e.g. 1000,100000")
+    parser.add_argument(
+        "--sizes", default="1000,100000", help="events in the thread, e.g. 1000,100000"
+    )
     parser.add_argument("--opens", type=int, default=5, help="page opens per measurement")
     parser.add_argument("--pg", metavar="DSN", help="also measure a PostgreSQL history store")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
     "MAKEUP_KEYS",
@@ -90,6 +90,10 @@ class RequestMakeup(TypedDict):
     prefix: int
     """Leading tokens identical to the thread's previous request: what a prompt cache can
     read (``context["cache"]["prefix_tokens"]``)."""
+    generation: NotRequired[int]
+    """The generation of the active summary the request held (0: none yet)."""
+    covered_through: NotRequired[int]
+    """The last seq that summary covers: the request's raw tail starts after it (0: none)."""
 
 
 def makeup_problem(value: object) -> str | None:

@@ -153,6 +153,13 @@ BENCHES = [
         frozenset({"store", "records", "median_ms", "p95_ms", "tokens", "overhead_ms"}),
     ),
     Bench(
+        "inspect_open.py",
+        ("--sizes", "40,80", "--opens", "1"),
+        frozenset({"sizes", "growth_open", "target_ms", "passed"}),
+        backends=True,
+        postgres=True,
+    ),
+    Bench(
         "soak.py",
         ("--turns", "8", "--seed", "3"),
         frozenset({"settings", "runs", "passed"}),

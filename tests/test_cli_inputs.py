@@ -221,7 +221,7 @@ def _argv(template: list[str], files: dict[str, str]) -> list[str]:
     ]
 
 
-COMMANDS = ("demo", "eval", "history-demo", "retention", "export", "compact")
+COMMANDS = ("demo", "eval", "history-demo", "retention", "export", "compact", "inspect")
 
 
 def _assert_refused(argv: list[str], status: int, out: str, err: str, fragments: list[str]) -> None:

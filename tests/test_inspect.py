@@ -239,3 +239,30 @@ def test_export_html_pages_the_newest_events(tmp_path: Path) -> None:
     )
     assert "the 200 earlier ones are covered" in html
     assert 'href="#seq-150"' not in html  # not in the file: shown as text, not a dead link
+
+
+def test_failed_and_fallback_compactions_are_marked(tmp_path: Path) -> None:
+    """A summarizer that always fails: the tries are ``failed`` versions, the spans that could
+    not wait are covered by the fallback; the page marks both, on the bar and on the cards,
+    and a call's bar leads to the summary version and the tail it held."""
+    from tests.test_recorded_makeup import FailingSummarizer, graph_of, run_turns, turns
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    run_turns(graph_of(store, summarizer=FailingSummarizer()), turns(30), "sync")
+    versions = store.list_versions("t")
+    failed = [v for v in versions if v.status == "failed" and v.summary_text is None]
+    fallback = [v for v in versions if v.metadata["compaction"]["fallback"] and v.summary_text]
+    assert failed and fallback
+    html = thread_html(store, "t")
+    assert html.count('<rect class="cov failed"') >= min(len(failed), 24) > 0
+    assert re.search(r'class="version status-failed"[^>]*data-status="failed"', html)
+    assert '<span class="badge fallback">fallback</span>' in html
+    assert "by the fallback summarizer" in html and "model overloaded" in html
+    active = store.get_active("t")
+    assert active is not None
+    # the newest call held the active summary: its summary part leads to that version's card
+    newest = re.findall(r'<tr class="call".*?</tr>', html, re.S)[-1]
+    card = re.search(rf'id="(summary-g{active.generation}-[0-9a-f]+)"', html)
+    assert card and f'href="#{card.group(1)}"><rect class="part part-summary"' in newest
+    assert f"#seq-{active.covered_through_seq + 1}" in newest

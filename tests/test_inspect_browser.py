@@ -134,6 +134,10 @@ def _check_against_store(driver: Any, store: HistoryStore, scope: Scope) -> None
     assert recorded is not None and recorded["estimate"] == estimate
     assert {p: recorded[p] for p in parts} == shown
     assert any(r.makeup and r.makeup["summary"] > 0 for r in records)  # a compacted request
+    # the bar's summary part leads to the card of the summary version the request held
+    link = row.find_element("css selector", "a:has(> rect.part-summary)").get_dom_attribute("href")
+    card = driver.find_element("id", link.lstrip("#"))
+    assert int(card.get_attribute("data-generation")) == recorded["generation"] >= 1
     # every part the bar draws has its tokens in its tooltip; the timeline shows events
     titles = [
         t.get_attribute("textContent") for t in row.find_elements("css selector", "rect title")

@@ -141,6 +141,8 @@ def request_makeup(
         reserve=s.budget.output_reserve,
         window=s.budget.context_window,
         prefix=prefix,
+        generation=int(turn.context.get("active_generation", 0)),
+        covered_through=int(turn.context.get("covered_through_seq", 0)),
     )
 
 

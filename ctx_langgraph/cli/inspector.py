@@ -158,7 +158,7 @@ each model call's request split into the parts the budget counts against the win
 history lookups the model made and, with --memory-sqlite/--memory-postgres, the thread's
 long-term memories.
 
-Serves on 127.0.0.1 (a free port unless --port) until Ctrl+C; --host another address
+Offline: serves on 127.0.0.1 (a free port unless --port) until Ctrl+C; --host another address
 warns, since the pages have no login. With --html the page of --thread is written to one
 self-contained file instead (no server, no network), to attach to a bug report. Read
 only: the database is opened read-only and the server answers GET alone."""
@@ -189,37 +189,41 @@ def add_inspect_parser(commands: Any) -> None:
     inspect.add_argument("--branch", default="main", help="the thread's branch")
     memories = inspect.add_mutually_exclusive_group()
     memories.add_argument(
-        "--memory-sqlite", metavar="PATH", help="a SqliteStore of long-term memories to show too"
+        "--memory-sqlite",
+        metavar="PATH",
+        help="a SqliteStore of long-term memories to show too (default: none shown)",
     )
     memories.add_argument(
-        "--memory-postgres", metavar="DSN", help="a PostgresStore of long-term memories to show too"
+        "--memory-postgres",
+        metavar="DSN",
+        help="a PostgresStore of long-term memories to show too (default: none shown)",
     )
     inspect.add_argument(
         "--host",
         default="127.0.0.1",
-        help="the address to listen on (default 127.0.0.1; another one warns)",
+        help="the address to listen on (any but loopback warns)",
     )
     inspect.add_argument(
         "--port",
         type=int_between(0, 65535),
         default=0,
-        help="the port (default: a free one, printed)",
+        help="the port; 0 picks a free one, printed",
     )
     inspect.add_argument(
         "--html",
         type=output_file,
         metavar="OUT.html",
-        help="write --thread's page to this one file instead of serving",
+        help="write --thread's page to this one file instead of serving (default: serve)",
     )
     inspect.add_argument(
         "--max-events",
         type=int_between(200, 1_000_000),
         default=10_000,
-        help="the newest events the --html file holds (default 10000)",
+        help="the newest events the --html file holds",
     )
     inspect.add_argument(
         "--lookup-tool",
         default="history_lookup",
-        help="the history lookup tool's name (default history_lookup)",
+        help="the history lookup tool's name",
     )
     inspect.set_defaults(run=_inspect)

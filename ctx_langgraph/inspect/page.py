@@ -187,21 +187,32 @@ def _makeup_cells(call: CallRow) -> str:
     return f'data-estimate="{int(makeup.get("estimate") or 0)}" {attrs}' if makeup else ""
 
 
-def _call_row(n: int, call: CallRow, links: Links) -> str:
+def _part_links(data: ThreadData, makeup: dict[str, int], links: Links) -> dict[str, str | None]:
+    """Where each part of a call's bar leads: the summary version and the first tail event the
+    request held (when its make-up says which), the lookups, the memories."""
+    generation, through = makeup.get("generation"), makeup.get("covered_through")
+    held = next(
+        (v for v in data.versions if v.generation == generation and v.status != "failed"), None
+    )
+    summary = _version_href(data, held) if held is not None else "#summaries"
+    return {
+        "summary": summary,
+        "trail": summary,
+        "tail": links.seq(through + 1) if through is not None else "#timeline",
+        "lookup": "#lookups",
+        "memory": "#memory",
+    }
+
+
+def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
     makeup = call.makeup or {}
 
     def number(value: int | None) -> str:
         return DASH if value is None else f"{value:,}"
 
-    def part_href(part: str) -> str | None:
-        return (
-            "#summaries"
-            if part in ("summary", "trail")
-            else ("#lookups" if part == "lookup" else ("#memory" if part == "memory" else None))
-        )
-
+    targets = _part_links(data, makeup, links)
     bar = (
-        call_bar(call, part_href=part_href)
+        call_bar(call, part_href=targets.get)
         if makeup
         else '<span class="note">not prepared by ctx_budget</span>'
     )
@@ -225,7 +236,7 @@ def _call_row(n: int, call: CallRow, links: Links) -> str:
 def _calls(data: ThreadData, links: Links) -> str:
     calls, shown = data.points, data.calls
     first = len(calls) - len(shown) + 1
-    rows = "".join(_call_row(first + i, call, links) for i, call in enumerate(shown))
+    rows = "".join(_call_row(first + i, call, data, links) for i, call in enumerate(shown))
     legend = _legend([(f"part-{p}", p) for p in (*MAKEUP_PARTS, "adjustment", "reserve")])
     older = (
         f'<p class="note">{len(calls) - len(shown):,} older calls are in the plot only '
