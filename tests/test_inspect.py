@@ -266,3 +266,29 @@ def test_failed_and_fallback_compactions_are_marked(tmp_path: Path) -> None:
     card = re.search(rf'id="(summary-g{active.generation}-[0-9a-f]+)"', html)
     assert card and f'href="#{card.group(1)}"><rect class="part part-summary"' in newest
     assert f"#seq-{active.covered_through_seq + 1}" in newest
+
+
+def test_the_threads_memories_show_with_their_source_and_expiry(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from langgraph.store.sqlite import SqliteStore
+
+    from ctx_langgraph.memory import LongTermMemory, MemoryCandidate, MemoryScopes
+
+    db, memories = tmp_path / "h.sqlite", tmp_path / "memories.sqlite"
+    with SQLiteHistoryStore.from_path(db) as store:
+        store.setup()
+        _conversation(store, "t1", 2)
+    with SqliteStore.from_conn_string(str(memories)) as lts:
+        lts.setup()
+        memory = LongTermMemory(lts, extractor=None, ttl=dt.timedelta(days=30))
+        candidate = MemoryCandidate("The order is <b>A-1</b>", key="order", scope="thread")
+        memory.remember(MemoryScopes("default", "t1"), [candidate], seqs={"h1": 5})
+    out = tmp_path / "t1.html"
+    argv = ["inspect", "--sqlite", str(db), "--thread", "t1", "--html", str(out)]
+    assert main([*argv, "--memory-sqlite", str(memories)]) == 0
+    section = out.read_text().split('id="memory"')[1].split("</section>")[0]
+    assert "Long-term memory (1)" in section and "The order is &lt;b&gt;A-1&lt;/b&gt;" in section
+    assert f"{dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30):%Y-%m-%d}" in section
+    assert main(argv) == 0  # no memory store given: said so
+    assert "No memory store given" in out.read_text()
