@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_export_parser",
     "add_history_options",
+    "add_memory_options",
     "check_history_database",
     "check_memory_databases",
     "open_memory_store",
@@ -162,6 +163,22 @@ def add_history_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", default="default", help="the thread's tenant")
 
 
+def add_memory_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--memory-sqlite``/``--memory-postgres``: the LangGraph store of long-term memories
+    (``what``: ``"to export too"``), none by default."""
+    memories = parser.add_mutually_exclusive_group()
+    memories.add_argument(
+        "--memory-sqlite",
+        metavar="PATH",
+        help=f"a SqliteStore of long-term memories {what} (default: no memories)",
+    )
+    memories.add_argument(
+        "--memory-postgres",
+        metavar="DSN",
+        help=f"a PostgresStore of long-term memories {what} (default: no memories)",
+    )
+
+
 def add_export_parser(commands: Any) -> None:
     export = commands.add_parser(
         "export",
@@ -171,17 +188,7 @@ def add_export_parser(commands: Any) -> None:
         epilog=_EXPORT_EXAMPLES,
     )
     add_history_options(export)
-    memories = export.add_mutually_exclusive_group()
-    memories.add_argument(
-        "--memory-sqlite",
-        metavar="PATH",
-        help="a SqliteStore of long-term memories to export too (default: no memories)",
-    )
-    memories.add_argument(
-        "--memory-postgres",
-        metavar="DSN",
-        help="a PostgresStore of long-term memories to export too (default: no memories)",
-    )
+    add_memory_options(export, "to export too")
     export.add_argument("--no-ledger", action="store_true", help="leave the usage ledger out")
     export.add_argument(
         "--out",

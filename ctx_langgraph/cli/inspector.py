@@ -17,6 +17,7 @@ from ctx_langgraph.cli.args import (
     output_file,
     sqlite_tables,
 )
+from ctx_langgraph.cli.export import add_memory_options, open_memory_store
 from ctx_langgraph.errors import HistoryStoreError, ScopeError
 
 if TYPE_CHECKING:
@@ -63,14 +64,6 @@ def _open_history(stack: contextlib.ExitStack[Any], args: argparse.Namespace) ->
     except HistoryStoreError as exc:
         raise UsageError(f"{where}: {exc}") from None
     return store
-
-
-def _open_memory(
-    stack: contextlib.ExitStack[Any], args: argparse.Namespace
-) -> LongTermMemory | None:
-    from ctx_langgraph.cli.export import open_memory_store
-
-    return open_memory_store(stack, args)
 
 
 def _check_thread(store: HistoryStore, args: argparse.Namespace) -> None:
@@ -126,7 +119,7 @@ def _inspect(args: argparse.Namespace) -> int:
         raise UsageError("--html needs --thread: the file holds one thread's page")
     with contextlib.ExitStack() as stack:
         store = _open_history(stack, args)
-        memory = _open_memory(stack, args)
+        memory = open_memory_store(stack, args)
         if args.thread:
             _check_thread(store, args)
         if not args.html:
@@ -187,17 +180,7 @@ def add_inspect_parser(commands: Any) -> None:
     inspect.add_argument("--thread", help="open this thread (default: the list of threads)")
     inspect.add_argument("--tenant", default="default", help="the tenant whose threads to show")
     inspect.add_argument("--branch", default="main", help="the thread's branch")
-    memories = inspect.add_mutually_exclusive_group()
-    memories.add_argument(
-        "--memory-sqlite",
-        metavar="PATH",
-        help="a SqliteStore of long-term memories to show too (default: none shown)",
-    )
-    memories.add_argument(
-        "--memory-postgres",
-        metavar="DSN",
-        help="a PostgresStore of long-term memories to show too (default: none shown)",
-    )
+    add_memory_options(inspect, "to show too")
     inspect.add_argument(
         "--host",
         default="127.0.0.1",
