@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, Scope, SQLiteHistoryStore
 from ctx_langgraph.inspect import export_html, serve
+from ctx_langgraph.makeup import MAKEUP_PARTS
 from ctx_langgraph.threads import export_thread, import_thread
 from ctx_langgraph.usage import UsageLedger
 
@@ -115,17 +116,7 @@ def _check_against_store(driver: Any, store: HistoryStore, scope: Scope) -> None
     rows = driver.find_elements("css selector", "tr.call[data-estimate]")
     assert rows, "no call with its make-up"
     row = rows[-1]
-    parts = (
-        "system",
-        "pinned",
-        "tools",
-        "memory",
-        "summary",
-        "trail",
-        "lookup",
-        "tail",
-        "adjustment",
-    )
+    parts = (*MAKEUP_PARTS, "adjustment")
     shown = {p: int(row.get_attribute(f"data-part-{p}")) for p in parts}
     estimate = int(row.get_attribute("data-estimate"))
     assert sum(shown.values()) == estimate
