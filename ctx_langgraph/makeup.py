@@ -31,6 +31,7 @@ from typing import Final
 from typing_extensions import NotRequired, TypedDict
 
 __all__ = [
+    "HELD_KEYS",
     "MAKEUP_KEYS",
     "MAKEUP_PARTS",
     "RequestMakeup",
@@ -51,7 +52,10 @@ MAKEUP_PARTS: Final = (
 )
 """The parts of a request, in the order they stack (each a token count, >= 0)."""
 MAKEUP_KEYS: Final = (*MAKEUP_PARTS, "adjustment", "estimate", "reserve", "window", "prefix")
-"""Every key of a make-up, in the order it is written."""
+"""Every key a make-up must have, in the order it is written."""
+HELD_KEYS: Final = ("generation", "covered_through")
+"""Keys ``ctx_budget`` adds after :data:`MAKEUP_KEYS`: which summary the request held and where
+its raw tail starts (optional: a make-up written before them is still one)."""
 
 
 class RequestMakeup(TypedDict):
@@ -122,7 +126,7 @@ def makeup_problem(value: object) -> str | None:
 
 def makeup_json(makeup: Mapping[str, int]) -> str:
     """The make-up as the ledger stores it: compact JSON, keys in :data:`MAKEUP_KEYS` order."""
-    ordered = {key: makeup[key] for key in MAKEUP_KEYS if key in makeup}
+    ordered = {key: makeup[key] for key in (*MAKEUP_KEYS, *HELD_KEYS) if key in makeup}
     ordered.update({key: count for key, count in makeup.items() if key not in ordered})
     return json.dumps(ordered, separators=(",", ":"))
 

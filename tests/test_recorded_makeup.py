@@ -22,7 +22,7 @@ from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.compaction import ExtractiveSummarizer
 from ctx_langgraph.errors import DocumentError
 from ctx_langgraph.history import HistoryStore
-from ctx_langgraph.makeup import MAKEUP_KEYS, MAKEUP_PARTS, makeup_problem
+from ctx_langgraph.makeup import HELD_KEYS, MAKEUP_KEYS, MAKEUP_PARTS, makeup_problem
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 from ctx_langgraph.threads import delete_thread, export_thread, import_thread
@@ -78,7 +78,9 @@ def check_sums(records: list[LedgerRecord]) -> None:
     for record in records:
         makeup = record.makeup
         assert makeup is not None, record.call_key
-        assert list(makeup) == list(MAKEUP_KEYS)
+        assert list(makeup) == [*MAKEUP_KEYS, *HELD_KEYS]
+        assert makeup["generation"] >= 0 and makeup["covered_through"] >= 0
+        assert (makeup["generation"] == 0) == (makeup["summary"] == 0 == makeup["trail"])
         assert makeup_problem(makeup) is None
         parts = sum(makeup[key] for key in MAKEUP_PARTS)
         assert parts + makeup["adjustment"] == makeup["estimate"]
