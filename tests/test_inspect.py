@@ -292,3 +292,22 @@ def test_the_threads_memories_show_with_their_source_and_expiry(tmp_path: Path) 
     assert f"{dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30):%Y-%m-%d}" in section
     assert main(argv) == 0  # no memory store given: said so
     assert "No memory store given" in out.read_text()
+
+
+def test_a_call_and_its_result_are_paired_across_a_page_edge() -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    store.append("t1", [HumanMessage(f"filler {n}", id=f"f{n}") for n in range(PAGE_SIZE - 2)])
+    _conversation(
+        store, "t1", 1
+    )  # the call is the page's last seq, its result the next page's first
+    first = thread_html(store, "t1", page=1)
+    second = thread_html(store, "t1", page=2)
+    assert (
+        f'→ result <a class="seq" href="/thread?id=t1&amp;branch=main&amp;seq={PAGE_SIZE + 1}'
+        in first
+    )
+    assert (
+        f'result of <a class="seq" href="/thread?id=t1&amp;branch=main&amp;seq={PAGE_SIZE}'
+        in second
+    )

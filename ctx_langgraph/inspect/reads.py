@@ -56,6 +56,9 @@ PAGE_SIZE = 200
 LOOKUPS_SHOWN = 50
 """The newest history lookups a thread's page shows."""
 
+PAIR_REACH = 40
+"""Seqs read beyond each edge of a timeline page, to pair a call with its result there."""
+
 THREADS_SHOWN = 500
 """The newest threads the thread list shows."""
 
@@ -126,6 +129,9 @@ class Timeline:
     events: list[HistoryEvent]
     deleted: dict[int, int]
     """Seqs on this page whose event was deleted, with the edit version that deleted them."""
+    neighbours: list[HistoryEvent]
+    """The events within :data:`PAIR_REACH` seqs before and after the page (tool calls and
+    results are paired across its edges with them)."""
 
 
 @dataclass
@@ -395,4 +401,14 @@ def read_timeline(
         for version, _, seq, kind in data.edits
         if kind == "delete" and first <= seq <= last
     }
-    return Timeline(page, pages, first, last, events, deleted)
+    before = (
+        store.read_events(
+            data.scope, from_seq=max(1, first - PAIR_REACH), to_seq=first - 1, include_hidden=True
+        )
+        if first > 1
+        else []
+    )
+    after = store.read_events(
+        data.scope, from_seq=last + 1, to_seq=last + PAIR_REACH, include_hidden=True
+    )
+    return Timeline(page, pages, first, last, events, deleted, [*before, *after])

@@ -156,7 +156,9 @@ def thread_html(
         page = page_of(seq)
     timeline = read_timeline(store, data, page)
     links = _served_links(scope, timeline)
-    events = render_events(timeline.events, timeline.deleted, _covered_through(data), links)
+    events = render_events(
+        timeline.events, timeline.deleted, _covered_through(data), links, timeline.neighbours
+    )
     pager = _pager(timeline, links, scope)
     body = thread_sections(data, links, f"{pager}{events}{pager}")
     return document(f"{thread_id} · ctx-langgraph inspector", body, header=_header(data, "/"))
@@ -177,24 +179,12 @@ def _file_pages(store: HistoryStore, data: ThreadData, max_events: int) -> tuple
     pages = []
     for page in range(first_page, last_page + 1):
         timeline = read_timeline(store, data, page)
-        timeline = Timeline(
-            page,
-            last_page,
-            timeline.first_seq,
-            timeline.last_seq,
-            timeline.events,
-            timeline.deleted,
-        )
-        shown = Timeline(page, last_page, timeline.first_seq, timeline.last_seq, [], {})
-        pager = (
-            _pager(shown, links).replace("<a href", '<a class="pg" href')
-            if first_page > 1 or last_page > 1
-            else ""
-        )
+        pager = _pager(timeline, links) if last_page > 1 else ""
         css = "page last" if page == last_page else "page"
         pages.append(
             f'<div class="{css}" id="page-{page}">{pager}'
-            f"{render_events(timeline.events, timeline.deleted, covered, links)}</div>"
+            f"{render_events(timeline.events, timeline.deleted, covered, links, timeline.neighbours)}"
+            "</div>"
         )
     note = (
         f'<p class="note">This file holds seqs {first_seq}\u2013{data.info.head_seq}; the '

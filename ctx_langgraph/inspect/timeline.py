@@ -65,7 +65,7 @@ def _tool_calls(event: HistoryEvent, results: dict[str, int], links: Links) -> s
         answer = (
             f" → result {seq_link(seq, links)}"
             if seq is not None
-            else ' <span class="note">(result not on this page)</span>'
+            else ' <span class="note">(no result nearby)</span>'
         )
         items.append(
             f"<li><code>{escape(str(call.get('name')))}</code>"
@@ -128,11 +128,15 @@ def render_events(
     deleted: dict[int, int],
     covered_through: int,
     links: Links,
+    neighbours: Iterable[HistoryEvent] = (),
 ) -> str:
-    """The events (and the deleted seqs among them) as an ordered list, in seq order."""
+    """The events (and the deleted seqs among them) as an ordered list, in seq order; a tool
+    call and its result are paired across the page's edge when the other one is among
+    ``neighbours`` (the events just before and after the page)."""
     events = list(events)
-    results = {e.tool_call_ids[0]: e.seq for e in events if e.role == "tool" and e.tool_call_ids}
-    callers = {str(call.get("id")): e.seq for e in events if e.role == "ai" for call in _calls(e)}
+    around = [*events, *neighbours]
+    results = {e.tool_call_ids[0]: e.seq for e in around if e.role == "tool" and e.tool_call_ids}
+    callers = {str(call.get("id")): e.seq for e in around if e.role == "ai" for call in _calls(e)}
     items: list[tuple[int, str]] = [
         (e.seq, _event(e, results, callers, covered_through, links)) for e in events
     ]
