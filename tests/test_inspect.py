@@ -57,7 +57,8 @@ def test_the_page_holds_what_the_store_holds_on_every_backend(backend: Backend) 
     store.append("t1", [HumanMessage("question 5, revised", id="h5")])
     html = thread_html(store, "t1")
     assert 'id="event-count" data-count="240"' in html
-    assert 'data-count="0"' in html  # no model call booked, no summary yet
+    assert 'id="model-calls" data-count="0"' in html  # no model call booked
+    assert 'id="summary-generations" data-count="0"' in html  # no summary yet
     assert f"page 2 of 2 (seqs {PAGE_SIZE + 1}\u2013{2 * PAGE_SIZE})" in html
     first = thread_html(store, "t1", seq=13)
     assert 'id="seq-13"' in first and 'id="seq-201"' not in first

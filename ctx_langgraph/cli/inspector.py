@@ -80,6 +80,10 @@ def _check_thread(store: HistoryStore, args: argparse.Namespace) -> None:
         )
 
 
+def _stop(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _serve(store: HistoryStore, memory: LongTermMemory | None, args: argparse.Namespace) -> int:
     from ctx_langgraph.inspect import serve
 
@@ -102,7 +106,7 @@ def _serve(store: HistoryStore, memory: LongTermMemory | None, args: argparse.Na
         print(f"ctx-langgraph inspect: warning: {warning.message}", file=sys.stderr)
     url = server.thread_url(args.thread, args.branch) if args.thread else server.url
     print(f"ctx-langgraph inspect: serving {url} (read only; Ctrl+C stops)", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _stop)  # a service manager's stop ends it like Ctrl+C
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from html import escape
 from importlib import resources
+from urllib.parse import quote
 
 from ctx_langgraph.history import CompactionCheckpoint
 from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY
@@ -60,8 +61,6 @@ def document(title: str, body: str, *, header: str = "") -> str:
 
 def thread_list_page(rows: Sequence[ThreadRow], tenant: str, thread_href: str) -> str:
     """The tenant's threads, each linked to its page (``thread_href`` + the quoted id)."""
-    from urllib.parse import quote
-
     body = "".join(
         f'<tr><td><a href="{escape(thread_href + quote(r.thread_id, safe=""))}">'
         f'{escape(r.thread_id)}</a></td><td class="num">{r.head_seq:,}</td>'

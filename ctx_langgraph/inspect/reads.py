@@ -184,13 +184,16 @@ def check_schema(store: HistoryStore) -> None:
     version = store.run(schema_version(store.dialect))
     if version == 0:
         raise HistoryStoreError("not a ctx-langgraph history store (no ctx_migrations table)")
-    if version != SCHEMA_VERSION:
-        newer = "newer" if version > SCHEMA_VERSION else "older"
+    if version > SCHEMA_VERSION:
         raise HistoryStoreError(
-            f"the history store is at schema version {version}, {newer} than this ctx-langgraph "
-            f"reads ({SCHEMA_VERSION}); the inspector only reads, so run "
-            f"{'an upgraded ctx-langgraph' if newer == 'newer' else 'store.setup() (or the agent) once'} "
-            "to bring it to this version"
+            f"the history store is at schema version {version}, newer than this ctx-langgraph "
+            f"reads ({SCHEMA_VERSION}); inspect it with the ctx-langgraph that wrote it"
+        )
+    if version < SCHEMA_VERSION:
+        raise HistoryStoreError(
+            f"the history store is at schema version {version}, older than this ctx-langgraph "
+            f"reads ({SCHEMA_VERSION}); the inspector only reads, so run store.setup() (or the "
+            "agent) once to upgrade it"
         )
 
 

@@ -15,6 +15,7 @@ import logging
 import sqlite3
 import threading
 import warnings
+from html import escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -97,8 +98,8 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
     if scope is not None:  # served: a form that asks for the page of a seq
         jump = (
             '<form method="get" action="/thread">'
-            f'<input type="hidden" name="id" value="{_attr(scope.thread_id)}">'
-            f'<input type="hidden" name="branch" value="{_attr(scope.branch)}">'
+            f'<input type="hidden" name="id" value="{escape(scope.thread_id)}">'
+            f'<input type="hidden" name="branch" value="{escape(scope.branch)}">'
             '<label>go to seq <input name="seq" size="8" inputmode="numeric"></label> '
             '<button type="submit">go</button></form>'
         )
@@ -111,20 +112,12 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
     )
 
 
-def _attr(value: str) -> str:
-    from html import escape
-
-    return escape(value, quote=True)
-
-
 def _covered_through(data: ThreadData) -> int:
     active = next((v for v in data.versions if v.id == data.info.active_checkpoint_id), None)
     return active.covered_through_seq if active else 0
 
 
 def _header(data: ThreadData, home: str | None) -> str:
-    from html import escape
-
     back = f'<a href="{home}">all threads</a>' if home else ""
     return (
         f'<span class="scope">thread <code id="thread-id">{escape(data.scope.thread_id)}</code> · '
@@ -311,8 +304,6 @@ def _positive(value: str | None) -> int | None:
 
 
 def _message(title: str, text: str) -> str:
-    from html import escape
-
     body = f'<main><h2>{escape(title)}</h2><p>{escape(text)}</p><p><a href="/">all threads</a></p></main>'
     return document(title, body)
 

@@ -224,7 +224,7 @@ def _polyline(points: list[tuple[int, float]], n: int, top: float, cls: str) -> 
         return ""
     w, h = 900.0, 180.0
     xs = [20 + (i / max(n - 1, 1)) * w for i, _ in points]
-    ys = [10 + h - (v / top) * h if top else 10 + h for _, v in points]
+    ys = [24 + h - (v / top) * h if top else 24 + h for _, v in points]
     coords = " ".join(f"{_num(x)},{_num(y)}" for x, y in zip(xs, ys, strict=True))
     return f'<polyline class="{cls}" points="{coords}"/>'
 
@@ -241,15 +241,15 @@ def calls_plot(calls: Sequence[CallPoint]) -> str:
     lines = _polyline(_sampled(tokens), len(tokens), top_tokens, "plot-tokens")
     lines += _polyline(_sampled(cumulative), len(cumulative), total, "plot-cost")
     labels = (
-        f'<text class="axis" x="20" y="205">call 1</text>'
-        f'<text class="axis" x="920" y="205" text-anchor="end">call {len(calls)}</text>'
-        f'<text class="axis plot-tokens-label" x="24" y="22">input tokens (max {int(top_tokens):,})'
+        f'<text class="axis" x="20" y="219">call 1</text>'
+        f'<text class="axis" x="920" y="219" text-anchor="end">call {len(calls)}</text>'
+        f'<text class="axis plot-tokens-label" x="20" y="14">input tokens (max {int(top_tokens):,})'
         f"</text>"
-        f'<text class="axis plot-cost-label" x="916" y="22" text-anchor="end">cumulative cost '
+        f'<text class="axis plot-cost-label" x="920" y="14" text-anchor="end">cumulative cost '
         f"${total:,.4f}</text>"
     )
     return (
-        '<svg class="plot" viewBox="0 0 940 210" width="100%" role="img" '
+        '<svg class="plot" viewBox="0 0 940 224" width="100%" role="img" '
         f'aria-label="input tokens and cumulative cost over {len(calls)} calls">'
-        f'<rect class="plot-frame" x="20" y="10" width="900" height="180"/>{lines}{labels}</svg>'
+        f'<rect class="plot-frame" x="20" y="24" width="900" height="180"/>{lines}{labels}</svg>'
     )

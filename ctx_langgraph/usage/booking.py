@@ -59,8 +59,9 @@ class LedgerRecord:
     """The request's tokens by part as ``ctx_budget`` counted them
     (:class:`~ctx_langgraph.makeup.RequestMakeup`: ``system``, ``pinned``, ``tools``,
     ``memory``, ``summary``, ``trail``, ``lookup``, ``tail``, ``adjustment``, ``estimate``,
-    ``reserve``, ``window``, ``prefix``), or None: not an answer call ``ctx_usage`` booked
-    for the request it estimated."""
+    ``reserve``, ``window``, ``prefix``, and ``generation`` / ``covered_through``: the summary
+    the request held), or None: not an answer call ``ctx_usage`` booked for the request it
+    estimated."""
 
 
 @dataclass(frozen=True)
