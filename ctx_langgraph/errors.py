@@ -18,6 +18,7 @@ __all__ = [
     "CoverageUnavailable",
     "DatasetError",
     "DocumentError",
+    "EmbeddingError",
     "EventConflict",
     "HistoryStoreError",
     "MemoryExtractionError",
@@ -57,6 +58,12 @@ class HistoryStoreError(ContextManagementError):
 
     The original driver exception, when there is one, is chained as ``__cause__``.
     """
+
+
+class EmbeddingError(ContextManagementError):
+    """The history store's embedding model failed, timed out or returned something that is not
+    a vector of the index's dimensions. Never raised into a turn: the events stay pending (and
+    are embedded later) and a search falls back to words (docs/design.md §4)."""
 
 
 class ScopeError(ContextManagementError, ValueError):

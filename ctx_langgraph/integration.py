@@ -249,7 +249,12 @@ def _context_nodes(
     return _ContextNodes(
         budget=_booked(budget, booking if memory is not None else None),
         compact=_booked(compact, booking),
-        usage=make_usage_node(ledger, store=store, timestamp=config.timestamp),
+        usage=make_usage_node(
+            ledger,
+            store=store,
+            timestamp=config.timestamp,
+            embed_in_background=config.precompact_at is not None,
+        ),
         counter=counter or default_counter(model),
         booking=booking,
         wire=wire_of(model),

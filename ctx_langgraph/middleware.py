@@ -204,7 +204,10 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             memory=memory,
         )
         self._usage = UsageNode(
-            ledger or UsageLedger(store), store=store, timestamp=config.timestamp
+            ledger or UsageLedger(store),
+            store=store,
+            timestamp=config.timestamp,
+            embed_in_background=config.precompact_at is not None,
         )
         if summarizer is None:
             summarizer = default_summarizer(model, summary_model=summary_model, config=config)

@@ -354,6 +354,26 @@ class SegmentReport(TypedDict):
     yet."""
 
 
+class IndexReport(TypedDict, total=False):
+    """``context["index"]``: the history store's vector index after the turn (``ctx_usage``
+    embeds the events that await a vector; docs/design.md §4)."""
+
+    embedded: int
+    """Events embedded after this turn."""
+    pending: int
+    """Events still without a vector (a failure, or more than one call embeds): they are
+    found by words only until embedded, on a later turn."""
+    tokens: int
+    """Tokens of this turn's embedding calls (booked in the usage ledger, purpose
+    ``embedding``)."""
+    error: str | None
+    """Why embedding stopped (the model failed or timed out, or the store did)."""
+    seconds: float
+    """Time spent embedding."""
+    background: bool
+    """Embedding runs in the background (``precompact_at`` is set): counts not known yet."""
+
+
 class CompactionReport(TypedDict, total=False):
     """``context["compaction"]``: the last compaction attempt, written by ``ctx_compact``
     (docs/design.md §6); ``ctx_budget`` does not send the same view back after a failure."""
@@ -559,6 +579,8 @@ class ContextReport(TypedDict, total=False):
     """A background candidate summary (``ctx_compact``)."""
     provider_edits: ProviderEdits
     """The provider's context edits on the last request (``ctx_usage``)."""
+    index: IndexReport
+    """The vector index after the turn (``ctx_usage``, when the store has an index)."""
     provider_edits_total: ProviderEditTotals
     """Running totals of the provider's context edits (``ctx_usage``)."""
     baseline: Baseline | None

@@ -41,10 +41,7 @@ cut and the span in the store's seqs), :mod:`~ctx_langgraph.compaction.summarize
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -89,6 +86,7 @@ from ctx_langgraph.compaction.summarize import (
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
 from ctx_langgraph.compaction.trail import ArtifactTrail, merged_trail, with_trail
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.background import in_task, in_thread
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.core.streaming import keep_out_of_message_stream
@@ -103,7 +101,6 @@ __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_me
 
 log = logging.getLogger(__name__)
 
-_PRECOMPACTIONS: set[asyncio.Task[None]] = set()
 """Background pre-compactions in flight (the event loop keeps only weak references to tasks)."""
 
 
@@ -445,36 +442,16 @@ def _committed_through(outcome: dict[str, Any], segments: SegmentBuilder | None)
     return int(through) if isinstance(through, int) else None
 
 
+def _background_done(outcome: Any) -> None:
+    log.debug("ctx-langgraph: background summary candidate: %s", outcome)
+
+
 def _in_thread(job: Callable[[], Any], name: str) -> None:
-    """Run ``job`` in a daemon thread with the run's context (its config and callbacks go
-    along); a failure is logged, never raised into the run."""
-
-    def guarded() -> None:
-        try:
-            _background_done(job())
-        except Exception as exc:
-            log.warning("ctx-langgraph: background %s failed: %s", name, exc)
-
-    in_context = contextvars.copy_context().run
-    threading.Thread(target=in_context, args=(guarded,), name=name, daemon=True).start()
+    in_thread(job, name, _background_done)
 
 
 def _in_task(job: Awaitable[Any], name: str) -> None:
-    """Run ``job`` as a task of the running loop, kept until done; a failure is logged."""
-
-    async def guarded() -> None:
-        try:
-            _background_done(await job)
-        except Exception as exc:
-            log.warning("ctx-langgraph: background %s failed: %s", name, exc)
-
-    task = asyncio.get_running_loop().create_task(guarded())
-    _PRECOMPACTIONS.add(task)
-    task.add_done_callback(_PRECOMPACTIONS.discard)
-
-
-def _background_done(outcome: Any) -> None:
-    log.debug("ctx-langgraph: background summary candidate: %s", outcome)
+    in_task(job, name, _background_done)
 
 
 def make_compact_node(

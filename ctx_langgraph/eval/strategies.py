@@ -53,6 +53,7 @@ from ctx_langgraph.eval.replay import (
     SummarizerStats,
 )
 from ctx_langgraph.history import HistoryStore, SQLiteHistoryStore
+from ctx_langgraph.history.index import IndexConfig
 from ctx_langgraph.integration import create_context_agent
 from ctx_langgraph.lookup import DEFAULT_MAX_TOKENS, make_history_lookup_tool
 from ctx_langgraph.view.markers import is_summary
@@ -116,6 +117,10 @@ class StrategySpec:
     lookup_options: AgentOptions = field(default_factory=dict)
     agent_options: AgentOptions = field(default_factory=dict)
     config_options: Mapping[str, Any] = field(default_factory=dict)
+    index: bool = False
+    """Our history store gets a vector index of the local model
+    (:class:`~ctx_langgraph.embeddings.MiniLMEmbeddings`), so the lookup searches by words and
+    meaning (hybrid)."""
 
 
 SEGMENT_EVENTS = 40
@@ -144,6 +149,13 @@ STRATEGY_SPECS: dict[str, StrategySpec] = {
         lookup=True,
         lookup_options={"segments": True},
         config_options={"segment_events": SEGMENT_EVENTS},
+    ),
+    "summary_tail_lookup_hybrid": StrategySpec(
+        "ours",
+        "ours: summary_tail_lookup, and the lookup searches by meaning too (hybrid: words and "
+        "a local embedding model, fused by reciprocal rank)",
+        lookup=True,
+        index=True,
     ),
     "langmem": StrategySpec("langmem", "langmem's SummarizationNode, wired as its docs wire it"),
     "langchain": StrategySpec("langchain", "create_agent with LangChain's SummarizationMiddleware"),
@@ -346,6 +358,14 @@ class _OursBuild:
     inner: Summarizer
 
 
+def local_index() -> IndexConfig:
+    """The vector index of ``summary_tail_lookup_hybrid``: the local MiniLM model (the
+    ``embeddings`` extra), 384 dimensions."""
+    from ctx_langgraph.embeddings import MiniLMEmbeddings
+
+    return {"embed": MiniLMEmbeddings(), "dims": MiniLMEmbeddings.dims}
+
+
 def _options(options: AgentOptions, store: HistoryStore) -> dict[str, Any]:
     """A variant's extra keyword arguments (a mapping, or made from the run's store)."""
     return dict(options(store) if callable(options) else options)
@@ -379,7 +399,9 @@ def _ours(
         tmp = tempfile.TemporaryDirectory(prefix="ctx-eval-")
         workdir = Path(tmp.name)
         closers.append(tmp.cleanup)
-    store = SQLiteHistoryStore.from_path(workdir / f"{name}.sqlite")
+    store = SQLiteHistoryStore.from_path(
+        workdir / f"{name}.sqlite", index=local_index() if spec.index else None
+    )
     store.setup()
     closers.append(store.close)
     summarizer = CountingSummarizer(built.inner, built.counter)

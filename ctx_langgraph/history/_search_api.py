@@ -10,8 +10,11 @@ from typing import Any
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import rank as rank_ops
 from ctx_langgraph.history import search as search_ops
-from ctx_langgraph.history._store import StoreBase
-from ctx_langgraph.history.types import RankedHit, Scope, SearchPage
+from ctx_langgraph.history import vectors as vector_ops
+from ctx_langgraph.history._vectors_api import VectorsAPI
+from ctx_langgraph.history.index import SearchMode
+from ctx_langgraph.history.types import Scope, SearchPage
+from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.storage.statements import Op
 
 __all__ = ["SearchAPI"]
@@ -23,16 +26,34 @@ def _filter(roles: Sequence[str] | str | None, **filters: Any) -> search_ops.Sea
     )
 
 
-class SearchAPI(StoreBase):
+class SearchAPI(VectorsAPI):
     """Find a branch's visible events: one page at a time, or ranked by relevance."""
 
     def _search(self, scope: Scope | str, **filters: Any) -> Op[SearchPage]:
         flt = _filter(**filters)
         return search_ops.search(self.dialect, checked_scope(scope), flt)
 
-    def _rank(self, scope: Scope | str, query: str, **filters: Any) -> Op[list[RankedHit]]:
-        ranked = rank_ops.RankQuery(query, _filter(**filters))
-        return rank_ops.rank(self.dialect, checked_scope(scope), ranked)
+    def _rank(
+        self,
+        scope: Scope | str,
+        query: str,
+        mode: SearchMode,
+        vector: list[float] | None,
+        problem: str | None,
+        **filters: Any,
+    ) -> Op[RankedHits]:
+        """The ranking op: by words in keyword mode or when the query could not be embedded
+        (``problem`` says why), else by the query's vector (and its words, in hybrid)."""
+        flt = _filter(**filters)
+        if mode == "keyword" or vector is None:
+            ranked = rank_ops.RankQuery(query, flt)
+            hits = yield from rank_ops.rank(self.dialect, checked_scope(scope), ranked)
+            return RankedHits(hits, "keyword", 0, problem)
+        assert self.index is not None
+        semantic = vector_ops.SemanticQuery(
+            query, vector, self.index.key, self.index.dims, mode, flt
+        )
+        return (yield from vector_ops.semantic_rank(self.dialect, checked_scope(scope), semantic))
 
     def search(
         self,
@@ -127,8 +148,22 @@ class SearchAPI(StoreBase):
         until: dt.datetime | None = None,
         roles: Sequence[str] | str = (),
         tool_name: str | None = None,
-    ) -> list[RankedHit]:
-        """Visible events of a branch having any word of ``query``, best first (BM25).
+        mode: SearchMode | None = None,
+    ) -> RankedHits:
+        """Visible events of a branch by relevance to ``query``, best first.
+
+        ``mode`` (default: ``hybrid`` when the store has a vector index, else ``keyword``):
+
+        - ``keyword``: the events having any word of the query, by BM25 (below);
+        - ``semantic``: every event that passes the filters, by the cosine of its vector with
+          the query's (exact search within the thread; events not embedded yet are left out);
+        - ``hybrid``: both rankings fused by reciprocal rank
+          (:data:`~ctx_langgraph.history.vectors.RRF_K`), their first 100 each (or ``limit``).
+
+        The result is a :class:`~ctx_langgraph.history.vectors.RankedHits` (a list) that says
+        its ``mode``, how many filtered events had no vector yet (``unembedded``: searched by
+        words only) and, when the query could not be embedded (``problem``), that it fell back
+        to words. The rest of this describes the keyword ranking.
 
         Words match by stem ("went" finds "go", "going" and "goes"; "groups" finds "group");
         glue words ("the", "what", ...) are left out, and a query of only those raises
@@ -160,9 +195,14 @@ class SearchAPI(StoreBase):
             [2, 1]
             [2, 1, 4]
         """
+        chosen = self.search_mode(mode)
+        vector, problem = (None, None) if chosen == "keyword" else self._query_vector(query)
         call = self._rank(
             scope,
             query,
+            chosen,
+            vector,
+            problem,
             limit=limit,
             min_seq=min_seq,
             max_seq=max_seq,
@@ -185,11 +225,17 @@ class SearchAPI(StoreBase):
         until: dt.datetime | None = None,
         roles: Sequence[str] | str = (),
         tool_name: str | None = None,
-    ) -> list[RankedHit]:
+        mode: SearchMode | None = None,
+    ) -> RankedHits:
         """Async twin of :meth:`rank`."""
+        chosen = self.search_mode(mode)
+        vector, problem = (None, None) if chosen == "keyword" else await self._aquery_vector(query)
         call = self._rank(
             scope,
             query,
+            chosen,
+            vector,
+            problem,
             limit=limit,
             min_seq=min_seq,
             max_seq=max_seq,

@@ -171,6 +171,16 @@ def _event_values(row: EventRow) -> tuple[Any, ...]:
     )
 
 
+def drop_vectors(keys: Sequence[tuple[str, str, str, int]]) -> Stmt:
+    """The statement deleting the vectors of the events at ``keys`` (tenant, thread, branch,
+    seq), in the transaction that hides, deletes or revises them."""
+    return Stmt(
+        "DELETE FROM ctx_event_vectors WHERE event_pk IN (SELECT pk FROM ctx_events "
+        "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?)",
+        many=list(keys),
+    )
+
+
 def _bump_edit_version(d: Dialect, scope: Scope) -> Op[int]:
     row = yield Stmt(
         "UPDATE ctx_threads SET edit_version = edit_version + 1 WHERE tenant = ? AND thread_id = ? "
@@ -228,6 +238,7 @@ def append(
                 "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
                 (d.ts(now), *where),
             )
+            yield drop_vectors([where])  # made from the text replaced: embedded again later
             yield Stmt(
                 "UPDATE ctx_events SET role = ?, name = ?, content = ?, content_hash = ?, text = ?, "
                 "tool_call_ids = ?, tool_names = ?, terms = ?, revision = ? "
@@ -378,6 +389,8 @@ def _edit_visibility(
         return 0
     version = yield from _bump_edit_version(d, scope)
     keys = [(scope.tenant, scope.thread_id, branch, seq) for branch, seq in targets]
+    if kind != "show":  # a hidden or deleted event's vector goes with it (shown: embedded again)
+        yield drop_vectors(keys)
     if kind == "delete":
         yield Stmt(
             "DELETE FROM ctx_event_revisions WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",

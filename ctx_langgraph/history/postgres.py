@@ -5,8 +5,15 @@ The same driver as ``langgraph-checkpoint-postgres``, so one database can serve 
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
+
+from typing_extensions import Self
+
 from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.index import IndexConfig, VectorIndex
 from ctx_langgraph.storage.postgres import PostgresDatabase
+from ctx_langgraph.storage.runner import utcnow
 
 __all__ = ["PostgresHistoryStore"]
 
@@ -26,3 +33,34 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
                 store.setup()
                 store.append("thread-1", messages)
     """
+
+    @classmethod
+    def from_conn_string(
+        cls: type[Self],
+        conninfo: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        clock: Callable[[], dt.datetime] = utcnow,
+        index: IndexConfig | VectorIndex | None = None,
+    ) -> Self:
+        """A store for a libpq connection string or URL (``postgresql://user@host:port/db``).
+
+        Args:
+            conninfo: the connection string.
+            min_size: connections the pool keeps open.
+            max_size: most connections the pool opens at once.
+            connect_timeout: seconds to wait for a connection before raising HistoryStoreError.
+            index: search by meaning too: ``{"embed": <Embeddings or "provider:model">,
+                "dims": N}``, as LangGraph's store index (:meth:`use_index`). Vectors are a
+                plain column searched exactly within the thread (no pgvector needed).
+        """
+        store = super().from_conn_string(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            clock=clock,
+        )
+        return store.use_index(index)

@@ -48,8 +48,10 @@ __all__ = [
     "B",
     "RankQuery",
     "bm25_order",
+    "has_rank_terms",
     "idf",
     "rank",
+    "visible_at",
 ]
 
 K1 = 1.2
@@ -60,6 +62,8 @@ CANDIDATES_PER_STEM = 300
 """Most events read per stem of the query (the newest that match)."""
 MAX_RANK_TERMS = 32
 """Most distinct stems a ranked query may have (each costs one or two statements)."""
+FUSION_DEPTH = 100
+"""Hits of each ranking a hybrid search fuses (at least; more when more are asked for)."""
 _PEOPLE = ("human", "ai")
 """The roles whose messages count their speaker's name."""
 
@@ -91,6 +95,11 @@ class RankQuery:
         if self.filters.query is not None or self.filters.cursor is not None:
             raise ValueError("a ranked search's filters take no query and no cursor")
         object.__setattr__(self, "stems", stems)
+
+
+def has_rank_terms(query: str) -> bool:
+    """Whether ``query`` has a word to rank by (not only glue words)."""
+    return bool(rank_terms(query))
 
 
 def idf(events: int, matching: int) -> float:
@@ -165,12 +174,12 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
         matching, newest = yield from _matching(d, scope, stem, where, args)
         df[stem] = matching
         candidates.update(newest)
-    rows = yield from _visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(candidates))
+    rows = yield from visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(candidates))
     texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
     best = bm25_order(texts, weights)[: q.filters.limit]
-    rows = yield from _visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
+    rows = yield from visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
     by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
     return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
 
@@ -204,7 +213,7 @@ def _counted(
     return sum(int(count) for _, count in rows), spoken
 
 
-def _visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:
+def visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:
     """``columns`` of the branch's visible events (``chain``: its lineage) at ``seqs``."""
     clause, clause_params = lineage_clause(chain)
     found: list[Any] = []

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+
+from typing_extensions import Self
+
 from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.index import IndexConfig, VectorIndex
+from ctx_langgraph.storage.runner import utcnow
 from ctx_langgraph.storage.sqlite import SQLiteDatabase
 
 __all__ = ["SQLiteHistoryStore"]
@@ -24,3 +32,23 @@ class SQLiteHistoryStore(HistoryStore, SQLiteDatabase):
         1
         'm1'
     """
+
+    @classmethod
+    def from_path(
+        cls: type[Self],
+        path: str | Path,
+        *,
+        busy_timeout: float = 30.0,
+        clock: Callable[[], dt.datetime] = utcnow,
+        index: IndexConfig | VectorIndex | None = None,
+    ) -> Self:
+        """Open (creating if needed) a database file, or an in-memory database for ``":memory:"``.
+
+        Args:
+            path: file path or ``":memory:"``.
+            busy_timeout: seconds a writer waits for another process's write lock.
+            index: search by meaning too: ``{"embed": <Embeddings or "provider:model">,
+                "dims": N}``, as LangGraph's store index (:meth:`use_index`).
+        """
+        store = super().from_path(path, busy_timeout=busy_timeout, clock=clock)
+        return store.use_index(index)

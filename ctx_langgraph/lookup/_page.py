@@ -78,6 +78,11 @@ class Page:
         """A query's first page starts with the best segments of the index (and their events)."""
         self.segments: list[dict[str, Any]] | None = None
         """The segments of the index a query's first page shows, before the records."""
+        self.mode: str | None = None
+        """How a query is searched (``keyword``, ``semantic``, ``hybrid``); None: the store's
+        default (hybrid with a vector index)."""
+        self.searched: str | None = None
+        """What the page says when some records were searched by words only."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         if self.in_time_order:
@@ -91,6 +96,8 @@ class Page:
             page["artifacts"] = self.artifacts
         if self.segments:
             page["segments"] = self.segments
+        if self.searched:
+            page["searched"] = self.searched
         page.update(records=records, next_cursor=next_cursor)
         return json.dumps(page, ensure_ascii=False, separators=(",", ":"))
 

@@ -27,7 +27,7 @@ from ctx_langgraph.history.types import HistoryEvent, RankedHit
 from ctx_langgraph.lookup._args import Filters
 from ctx_langgraph.lookup._cursors import RankedCursor
 from ctx_langgraph.lookup._page import Page, always, too_small
-from ctx_langgraph.lookup._reads import next_turn, rank
+from ctx_langgraph.lookup._reads import catch_up, next_turn, rank, searched_note
 from ctx_langgraph.lookup._segments import segment_flow
 from ctx_langgraph.lookup._trail import trail_flow
 
@@ -127,17 +127,19 @@ def passages(hits: Sequence[RankedHit]) -> list[HistoryEvent]:
 
 
 def _ranking(
-    store: HistoryStore, scope: Scope, filters: Filters, wanted: int
+    store: HistoryStore, scope: Scope, filters: Filters, wanted: int, page: Page
 ) -> Flow[tuple[list[HistoryEvent], bool]]:
     """The ranking's first ``wanted`` hits or more, and whether that is all of it."""
-    options = filters.rank_options()
+    options = {**filters.rank_options(), "mode": page.mode}
     if len(filters.query) == 1:
         limit = max(wanted, PASSAGE_DEPTH)
         hits = yield from rank(store, scope, filters.query[0], limit, options)
+        page.searched = searched_note(hits)
         return passages(hits), len(hits) < limit
     rankings = []
     for query in filters.query:
         hits = yield from rank(store, scope, query, max(FUSED_DEPTH, PASSAGE_DEPTH), options)
+        page.searched = page.searched or searched_note(hits)
         rankings.append(passages(hits)[:FUSED_DEPTH])
     return fuse(rankings), True
 
@@ -192,19 +194,21 @@ def ranked_flow(
     page.order, page.in_time_order = RANKED_ORDER, True
     wanted = skip + RANK_FETCH
     stems = list(dict.fromkeys(stem for query in filters.query for stem in rank_terms(query)))
+    if skip == 0 and page.mode != "keyword" and store.index is not None:
+        yield from catch_up(store, scope)  # what awaits a vector, so meaning finds it too
     if skip == 0:  # the first page: the trail entries the query names, and their events
         first_cursor = RankedCursor(filters, 1).encode()
         yield from trail_flow(store, scope, filters.query, page, first_cursor)
         if page.segment_index:  # and the best segments of the index, and theirs
             yield from segment_flow(store, scope, filters.query, page, first_cursor)
-    events, complete = yield from _ranking(store, scope, filters, wanted)
+    events, complete = yield from _ranking(store, scope, filters, wanted, page)
     served, previous = skip, None  # previous: the cursor after the last hit served
     while True:
         if served >= len(events):
             if complete:
                 return page.render(page.records, None)
             wanted *= 2
-            events, complete = yield from _ranking(store, scope, filters, wanted)
+            events, complete = yield from _ranking(store, scope, filters, wanted, page)
             continue
         hit = events[served]
         if hit.event_id in page.in_context:

@@ -11,10 +11,11 @@ from langchain_core.tools import ToolException
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import HistoryEvent, RankedHit, SearchPage
+from ctx_langgraph.history.types import HistoryEvent, SearchPage
+from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.lookup._args import plain_text
 
-__all__ = ["get_event", "next_turn", "rank", "search"]
+__all__ = ["CATCH_UP", "catch_up", "get_event", "next_turn", "rank", "search", "searched_note"]
 
 # the tool's logger (its package's name), whichever of its modules logs
 log = logging.getLogger("ctx_langgraph.lookup")
@@ -45,13 +46,38 @@ def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[S
 
 def rank(
     store: HistoryStore, scope: Scope, query: str, limit: int, options: dict[str, Any]
-) -> Flow[list[RankedHit]]:
+) -> Flow[RankedHits]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
     try:
-        hits: list[RankedHit] = yield call(store, "rank", scope, query, limit=limit, **options)
+        hits: RankedHits = yield call(store, "rank", scope, query, limit=limit, **options)
     except Exception as exc:
         raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
     return hits
+
+
+CATCH_UP = 64
+"""Events a lookup by meaning embeds first, when the thread has some awaiting a vector."""
+
+
+def catch_up(store: HistoryStore, scope: Scope) -> Flow[None]:
+    """Embed the thread's newest events that await a vector (at most :data:`CATCH_UP`) before a
+    search by meaning; a failure is logged, and the search goes on (by words for those)."""
+    try:
+        yield call(store, "embed_pending", scope, limit=CATCH_UP)
+    except Exception as exc:
+        log.warning("history lookup: embedding before the search failed: %s", exc)
+
+
+def searched_note(hits: RankedHits) -> str | None:
+    """What a page says when its ranking searched some records by words only."""
+    if hits.problem:
+        return f"by words only: the embedding model failed ({plain_text(hits.problem, 120)})"
+    if hits.unembedded:
+        return (
+            f"by words and meaning; {hits.unembedded} record(s) not indexed by meaning yet "
+            "were searched by words only"
+        )
+    return None
 
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:

@@ -12,6 +12,7 @@ from langgraph.prebuilt import ToolRuntime
 from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.history.index import SearchMode
 from ctx_langgraph.lookup._args import MAX_QUERIES, LookupArgs, plain_text
 from ctx_langgraph.lookup._flows import lookup_flow
 from ctx_langgraph.lookup._page import ARTIFACT, Page
@@ -55,7 +56,12 @@ def _invalid_arguments(error: Any) -> str:
 
 
 def _lookup_functions(
-    store: HistoryStore, counter: TokenCounter, max_tokens: int, name: str, segments: bool
+    store: HistoryStore,
+    counter: TokenCounter,
+    max_tokens: int,
+    name: str,
+    segments: bool,
+    mode: SearchMode | None,
 ) -> tuple[Callable[..., _Result], Callable[..., Awaitable[_Result]]]:
     """The tool's sync and async functions: one flow, run by either driver, on a page sized
     to the room the context has left (see :func:`~ctx_langgraph.lookup._state.page_cap`)."""
@@ -63,7 +69,7 @@ def _lookup_functions(
     def page_for(runtime: object) -> Page:
         cap = page_cap(max_tokens, runtime, name, counter)
         page = Page(counter, cap, reduced=cap < max_tokens)
-        page.segment_index = segments
+        page.segment_index, page.mode = segments, mode
         return page
 
     # The scope is read from the injected config and runtime, which the model cannot set:
@@ -99,6 +105,7 @@ def make_history_lookup_tool(
     name: str = "history_lookup",
     description: str = DESCRIPTION,
     segments: bool = False,
+    mode: SearchMode | None = None,
 ) -> BaseTool:
     """A tool the model calls to fetch exact evidence from the conversation's raw history.
 
@@ -123,6 +130,11 @@ def make_history_lookup_tool(
         description: what the model is told the tool does.
         segments: a query's first page starts with the segment index's best segments and the
             events they cite (``from_segment``), in at most 40% of the page (docs/design.md §8).
+        mode: how a query is searched: ``keyword`` (words, BM25), ``semantic`` (meaning: the
+            store's vector index) or ``hybrid`` (both, fused by reciprocal rank); None: hybrid
+            when the store has a vector index (``index=`` when it is opened), else keyword.
+            A query's first page first embeds up to 64 events that await a vector; records
+            still without one are searched by words, and the page's ``searched`` says so.
 
     Returns:
         A LangChain tool (sync and async) returning a JSON page ``{"notice", "order", "records",
@@ -130,7 +142,8 @@ def make_history_lookup_tool(
         ``ctx_budget`` does not cap the page (the tool bounds it), summarizers skip it.
 
     Raises:
-        ValueError: ``max_tokens`` is below 300.
+        ValueError: ``max_tokens`` is below 300, or ``mode`` is unknown or needs a vector
+            index the store does not have.
 
     Example (every page starts with the ``notice`` that its records are data, not instructions):
         >>> import json
@@ -158,8 +171,10 @@ def make_history_lookup_tool(
             f"max_tokens={max_tokens} is too small for a history lookup page; use at least "
             f"{MIN_MAX_TOKENS}"
         )
+    if mode is not None:
+        store.search_mode(mode)  # refused now, not on the model's first lookup
     counter = counter or default_counter("gpt-4o")
-    lookup, alookup = _lookup_functions(store, counter, max_tokens, name, segments)
+    lookup, alookup = _lookup_functions(store, counter, max_tokens, name, segments, mode)
     return StructuredTool.from_function(
         func=lookup,
         coroutine=alookup,

@@ -21,13 +21,14 @@ from ctx_langgraph.storage.tables import (
     segments,
     summaries,
     usage,
+    vectors,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
-_DOMAINS = (branches, events, summaries, search, usage, segments)
+_DOMAINS = (branches, events, summaries, search, usage, segments, vectors)
 """The order each version's steps run in: a table before what indexes or reads it."""
 
 _SETUP_LOCK_KEY = 0x637478_4C47  # pg_advisory_xact_lock key for concurrent setup() calls

@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
+from ctx_langgraph.core.background import in_task, in_thread
 from ctx_langgraph.core.digest import extend_digest
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
@@ -38,6 +39,7 @@ from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
     Baseline,
     ContextReport,
+    IndexReport,
     LastUsage,
     ProviderEdits,
     ProviderEditTotals,
@@ -231,6 +233,17 @@ def _last_usage(reply: AIMessage, context: ContextReport, booked: BookedDelta) -
     return {"last_usage_message_id": reply.id, "last_usage": last}
 
 
+def _embed_after_turn(store: HistoryStore, scope: Scope, ledger: UsageLedger) -> Flow[IndexReport]:
+    """Embed the thread's events that await a vector, after the model's call. Never raises:
+    what is not embedded stays pending for a later turn, and the report says why."""
+    try:
+        report = yield call(store, "embed_pending", scope, ledger=ledger)
+    except Exception as exc:  # the store failed: the events stay pending
+        log.warning("ctx-langgraph: embedding after the turn failed: %s", exc)
+        return {"embedded": 0, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    return cast("IndexReport", report.as_dict())
+
+
 def _usage_flow(
     state: dict[str, Any],
     config: RunnableConfig | None,
@@ -238,8 +251,10 @@ def _usage_flow(
     purpose: str,
     store: HistoryStore | None = None,
     timestamp: TimestampSource | None = None,
+    embed_inline: bool = True,
 ) -> Flow[dict[str, Any]]:
-    """The ``ctx_usage`` steps: record the reply, book its usage, report and move the baseline."""
+    """The ``ctx_usage`` steps: record the reply (and embed what awaits a vector, when the
+    store has an index), book its usage, report and move the baseline."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
     context: ContextReport = state.get("context") or ContextReport()
     reply = _new_reply(messages, context)
@@ -251,6 +266,8 @@ def _usage_flow(
         previous = messages[-2] if len(messages) > 1 else None
         recorded = yield from _record_reply(store, scope, reply, previous, timestamp)
         update |= _recorded(messages, context, recorded)
+        if embed_inline and store.index is not None:
+            update["index"] = yield from _embed_after_turn(store, scope, ledger)
     usage = _read_usage(reply)
     key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
     booked: BookedDelta = yield call(
@@ -293,14 +310,47 @@ class UsageNode:
     """Reads a message's own time (``ContextConfig.timestamp``); None: its ``created_at`` /
     ``timestamp`` keys."""
 
+    embed_in_background: bool = False
+    """With a store that has a vector index: embed new events in the background (a thread, or
+    a task of the loop) instead of before the node returns (``precompact_at`` sets it)."""
+
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[dict[str, Any]]:
-        return _usage_flow(state, config, self.ledger, self.purpose, self.store, self.timestamp)
+        return _usage_flow(
+            state,
+            config,
+            self.ledger,
+            self.purpose,
+            self.store,
+            self.timestamp,
+            embed_inline=not self.embed_in_background,
+        )
+
+    def _background_scope(self, state: dict[str, Any], config: RunnableConfig) -> Scope | None:
+        """The thread to embed in the background after this turn (None: nothing to do)."""
+        if not self.embed_in_background or self.store is None or self.store.index is None:
+            return None
+        context = cast("dict[str, Any]", state.get("context") or {})
+        try:
+            return scope_from_config(config, context)
+        except ContextManagementError:
+            return None
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run(self._flow(state, config))
+        update = run(self._flow(state, config))
+        if update and (scope := self._background_scope(state, config)) is not None:
+            store, ledger = self.store, self.ledger
+            assert store is not None
+            in_thread(lambda: store.embed_pending(scope, ledger=ledger), "ctx-embed")
+            update["context"]["index"] = {"background": True}
+        return update
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return await arun(self._flow(state, config))
+        update = await arun(self._flow(state, config))
+        if update and (scope := self._background_scope(state, config)) is not None:
+            assert self.store is not None
+            in_task(self.store.aembed_pending(scope, ledger=self.ledger), "ctx-embed")
+            update["context"]["index"] = {"background": True}
+        return update
 
 
 def make_usage_node(
@@ -310,13 +360,16 @@ def make_usage_node(
     name: str = "ctx_usage",
     store: HistoryStore | None = None,
     timestamp: TimestampSource | None = None,
+    embed_in_background: bool = False,
 ) -> Runnable[Any, Any]:
     """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
 
     Works in sync (``invoke``) and async (``ainvoke``) graphs alike. With ``store`` (the history
     store ``ctx_budget`` records into) the reply is recorded at once, so a turn's last reply is
     in the history when the turn ends, at the reply's own time (``timestamp``: as
-    ``ContextConfig.timestamp`` reads it), else the time of the message it answers.
+    ``ContextConfig.timestamp`` reads it), else the time of the message it answers. A store
+    with a vector index then embeds the events that await a vector (``context["index"]``
+    reports it), in the background with ``embed_in_background``.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -331,6 +384,6 @@ def make_usage_node(
         (1200, 'h1')
     """
 
-    node = UsageNode(ledger, purpose, store, timestamp)
+    node = UsageNode(ledger, purpose, store, timestamp, embed_in_background)
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

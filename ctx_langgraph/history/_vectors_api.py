@@ -1,0 +1,231 @@
+"""The history store's vector index: its configuration (``index``), embedding the events that
+await a vector (``embed_pending``), and the query vector of a ranked search. The embedding
+flow is written once and run sync or async (:mod:`ctx_langgraph.core.effects`)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import Self
+
+from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.scope import checked_scope
+from ctx_langgraph.errors import EmbeddingError
+from ctx_langgraph.history import vectors as vector_ops
+from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history.index import (
+    SEARCH_MODES,
+    IndexConfig,
+    SearchMode,
+    VectorIndex,
+    encode_vectors,
+    vector_index,
+)
+from ctx_langgraph.history.types import Scope
+from ctx_langgraph.usage.types import NormalizedUsage
+
+if TYPE_CHECKING:
+    from ctx_langgraph.usage.ledger import UsageLedger
+
+__all__ = ["DEFAULT_EMBED_LIMIT", "EmbedReport", "VectorsAPI"]
+
+log = logging.getLogger("ctx_langgraph.history")
+
+DEFAULT_EMBED_LIMIT = 512
+"""Events one :meth:`~VectorsAPI.embed_pending` call embeds at most (the rest stay pending)."""
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """What one :meth:`~VectorsAPI.embed_pending` did: events embedded, events still pending
+    (without a vector of the index's model), tokens booked, the error that stopped it (the
+    events it did not embed stay pending) and the seconds it took."""
+
+    embedded: int = 0
+    pending: int = 0
+    tokens: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "embedded": self.embedded,
+            "pending": self.pending,
+            "tokens": self.tokens,
+            "error": self.error,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+class VectorsAPI(StoreBase):
+    """A history store's vector index (``index``: none by default, so search is by words)."""
+
+    index: VectorIndex | None = None
+
+    def use_index(self, index: IndexConfig | VectorIndex | None) -> Self:
+        """Search this store by meaning too: ``index`` like LangGraph's store index,
+        ``{"embed": <Embeddings or "provider:model">, "dims": N}`` (see
+        :class:`~ctx_langgraph.history.index.IndexConfig`); None turns it off. Returns the
+        store. The stores' ``from_path`` and ``from_conn_string`` take ``index=`` too.
+
+        Example:
+            >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> store = SQLiteHistoryStore.from_path(":memory:")
+            >>> store.use_index({"embed": DeterministicFakeEmbedding(size=16), "dims": 16}).index.key
+            'DeterministicFakeEmbedding@16'
+            >>> store.close()
+        """
+        self.index = vector_index(index)
+        return self
+
+    def search_mode(self, mode: SearchMode | None) -> SearchMode:
+        """``mode`` checked; None is ``hybrid`` with an index, else ``keyword``.
+
+        Raises:
+            ValueError: an unknown mode, or ``semantic``/``hybrid`` on a store without index.
+        """
+        if mode is None:
+            return "keyword" if self.index is None else "hybrid"
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+        if mode != "keyword" and self.index is None:
+            raise ValueError(
+                f"mode={mode!r} needs a vector index: open the store with index="
+                "{'embed': ..., 'dims': N}"
+            )
+        return mode
+
+    # ------------------------------------------------------------------ embedding
+
+    def embed_pending(
+        self,
+        scope: Scope | str,
+        *,
+        limit: int = DEFAULT_EMBED_LIMIT,
+        ledger: UsageLedger | None = None,
+    ) -> EmbedReport:
+        """Embed the thread's visible events that have no vector of the index's model for
+        their current text (new, revised, shown again, or made by another model), at most
+        ``limit``, in batches; each call is booked in the usage ledger (purpose
+        ``embedding``; ``ledger``: this store's own by default). Never raises for the model:
+        a failure or timeout stops it, leaves the rest pending and is in the report.
+
+        Example:
+            >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+            >>> from langchain_core.messages import HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> index = {"embed": DeterministicFakeEmbedding(size=16), "dims": 16}
+            >>> with SQLiteHistoryStore.from_path(":memory:", index=index) as store:
+            ...     _ = store.setup()
+            ...     _ = store.append("t", [HumanMessage("The order id is A-1042", id="m1")])
+            ...     report = store.embed_pending("t")
+            ...     report.embedded, report.pending, report.error
+            (1, 0, None)
+        """
+        return run(self._embed_flow(checked_scope(scope), limit, ledger))
+
+    async def aembed_pending(
+        self,
+        scope: Scope | str,
+        *,
+        limit: int = DEFAULT_EMBED_LIMIT,
+        ledger: UsageLedger | None = None,
+    ) -> EmbedReport:
+        """Async twin of :meth:`embed_pending`."""
+        return await arun(self._embed_flow(checked_scope(scope), limit, ledger))
+
+    def _embed_flow(
+        self, scope: Scope, limit: int, ledger: UsageLedger | None
+    ) -> Flow[EmbedReport]:
+        index = self.index
+        if index is None:
+            return EmbedReport()
+        started = time.monotonic()
+        events, pending = yield call(
+            self, "run", vector_ops.pending_events(scope, index.key, max(1, limit))
+        )
+        if ledger is None:
+            from ctx_langgraph.usage.ledger import UsageLedger
+
+            ledger = UsageLedger(self)
+        embedded = tokens = 0
+        error: str | None = None
+        for start in range(0, len(events), index.batch_size):
+            batch = events[start : start + index.batch_size]
+            units = [
+                vector_ops.embed_units(e.text, e.role, e.name, index.text_chars) for e in batch
+            ]
+            texts = [text for unit in units for text in unit]
+            try:
+                vectors = yield call(index, "embed_texts", texts)
+            except EmbeddingError as exc:
+                error = str(exc)[:300]
+                log.warning("ctx-langgraph: embedding %d event(s) failed: %s", len(batch), error)
+                break
+            counted, exact = index.count_tokens(texts)
+            blobs, at = [], 0
+            for unit in units:  # an event's vectors, one after the other
+                blobs.append(b"".join(encode_vectors(vectors[at : at + len(unit)])))
+                at += len(unit)
+            each = max(1, counted // len(batch))
+            rows = [(event, each, blob) for event, blob in zip(batch, blobs, strict=True)]
+            written = yield call(
+                self, "run", vector_ops.put_event_vectors(scope, index.key, rows), write=True
+            )
+            embedded += written
+            tokens += counted
+            yield from _book(ledger, scope, index, batch, counted, exact)
+        return EmbedReport(
+            embedded, max(0, pending - embedded), tokens, error, time.monotonic() - started
+        )
+
+    def _query_vector(self, query: str) -> tuple[list[float] | None, str | None]:
+        assert self.index is not None
+        try:
+            return self.index.embed_query(query), None
+        except EmbeddingError as exc:
+            log.warning("ctx-langgraph: a search fell back to words: %s", exc)
+            return None, str(exc)[:300]
+
+    async def _aquery_vector(self, query: str) -> tuple[list[float] | None, str | None]:
+        assert self.index is not None
+        try:
+            return await self.index.aembed_query(query), None
+        except EmbeddingError as exc:
+            log.warning("ctx-langgraph: a search fell back to words: %s", exc)
+            return None, str(exc)[:300]
+
+
+def _book(
+    ledger: UsageLedger,
+    scope: Scope,
+    index: VectorIndex,
+    batch: list[vector_ops.PendingEvent],
+    tokens: int,
+    exact: bool,
+) -> Flow[None]:
+    """Book one embedding call: its key is the batch's events and revisions, so booking the
+    same batch twice books it once."""
+    digest = hashlib.sha256(
+        ",".join(f"{event.pk}.{event.revision}" for event in batch).encode()
+    ).hexdigest()[:24]
+    usage = NormalizedUsage(
+        input_total=tokens,
+        input_uncached=tokens,
+        cache_read=0,
+        cache_write=0,
+        output=0,
+        model=index.model,
+        raw={"texts": len(batch), "estimated": not exact},
+    )
+    try:
+        yield call(
+            ledger, "record", f"embed:{index.key}:{digest}", usage, scope=scope, purpose="embedding"
+        )
+    except Exception as exc:  # the vectors are written: a ledger failure is only logged
+        log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)
