@@ -5,6 +5,7 @@ then 1M events of LoCoMo-like dialogue, ~550 events per thread) and, at each siz
 thread-scoped ``store.search`` calls of two kinds: a 1-2 word keyword query and a seq-range page.
 
     python benchmarks/history_store.py [--pg DSN] [--json] [--sizes 100000,1000000] [--sqlite-path DIR]
+    python benchmarks/history_store.py --index   # and the vector index (benchmarks/vector_index.py)
 
 Figures only, never a failing exit: the targets are printed with a pass/fail mark.
 """
@@ -35,6 +36,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from psycopg import sql
 
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, Scope, SQLiteHistoryStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vector_index import bench_index, index_rows  # (this folder's module)
 
 SEARCH_P95_TARGET_MS = 50.0  # at 1M events, both backends
 APPEND_TARGET_PER_S = 5_000.0  # batched
@@ -99,13 +103,13 @@ def thread_length(seed: int, t: int) -> int:
     return random.Random(f"{seed}/len/{t}").randint(450, 650)
 
 
-def turns(seed: int, t: int) -> Iterator[Turn]:
+def turns(seed: int, t: int, length: int | None = None) -> Iterator[Turn]:
     """Thread ``t``'s dialogue; depends only on (seed, t), so every backend and re-read sees it."""
     rng = random.Random(f"{seed}/thread/{t}")
     speakers = rng.sample(NAMES, 2)
     orders: list[str] = []
     when = dt.datetime(2023, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(days=rng.randint(0, 300))
-    for seq in range(1, thread_length(seed, t) + 1):
+    for seq in range(1, (length or thread_length(seed, t)) + 1):
         if seq % 20 == 1:  # a new session every 20 turns, days apart
             when += dt.timedelta(days=rng.randint(1, 14))
         if rng.random() < 0.1 or not orders:
@@ -284,6 +288,11 @@ def bench(backend: Backend, args: argparse.Namespace) -> dict[str, Any]:
                 result[f"{name}_p50_ms"][str(size)] = pct(values, 50)
                 result[f"{name}_p95_ms"][str(size)] = pct(values, 95)
             progress(f"  searches at {size:,}: p50 {pct(both, 50)} ms, p95 {pct(both, 95)} ms")
+        index = None
+        if args.index:
+            threads = [thread_id(t) for t in range(len(loader.heads))]
+            long_thread = lambda n: turns(args.seed, len(threads) + 1, n)  # noqa: E731
+            index = bench_index(store, long_thread, threads, args, progress)
     return {
         "append_events_per_s": round(loader.events / loader.append_s),
         **result,
@@ -292,6 +301,7 @@ def bench(backend: Backend, args: argparse.Namespace) -> dict[str, Any]:
         "append_s": round(loader.append_s, 1),
         "queries_per_kind": args.queries,
         "wall_s": round(time.perf_counter() - started, 1),
+        "index": index,
     }
 
 
@@ -364,6 +374,13 @@ def table(results: dict[str, Any], sizes: list[int], pg_note: str | None) -> str
             key = f"{metric}_p95_ms"
             growth_pg = ratio(pg[key][big], pg[key][small]) if pg else "-"
             rows.append((f"  p95 {metric}", ratio(sq[key][big], sq[key][small]), growth_pg))
+    if sq.get("index"):
+        for name, *cells in index_rows(sq, pg):
+            if not cells:
+                rows.append((name,))
+            else:
+                a, b, *rest = cells
+                rows.append((name, a, b, "", *rest))
     rows = [(*r, *[""] * (len(header) - len(r))) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [
@@ -397,6 +414,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per kind per size")
     parser.add_argument("--batch", type=int, default=1000, help="most messages per append call")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--index",
+        action="store_true",
+        help="also embed a long thread with the local model and time searches by meaning",
+    )
+    parser.add_argument(
+        "--index-events", type=int, default=10_000, help="events of the --index thread"
+    )
     args = parser.parse_args()
     args.sizes = sorted({int(s) for s in args.sizes.split(",")})
     dsn = args.pg or os.environ.get("CTX_TEST_PG_DSN")

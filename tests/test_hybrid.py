@@ -352,3 +352,29 @@ async def test_with_precompact_at_embedding_runs_in_the_background(tmp_path: Any
                 break
             await asyncio.sleep(0.05)
         assert store.rank("t", "kids like", mode="semantic").unembedded == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_memory_recall_uses_the_langgraph_stores_own_index(mode: str) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from ctx_langgraph import LongTermMemory
+    from ctx_langgraph.memory import MemoryCandidate, MemoryScopes
+
+    facts = [
+        "The user prefers answers by email.",
+        "The user's car is a blue hatchback.",
+        "The user works night shifts at the hospital.",
+        "The user's daughter is crazy about dinosaurs and fossils.",
+    ]
+    me = MemoryScopes("default", "t", user_id="u")
+    results = {}
+    for indexed in (False, True):
+        store = InMemoryStore(index={"embed": MINILM, "dims": 384}) if indexed else InMemoryStore()
+        memory = LongTermMemory(store, max_records=1)
+        memory.remember(me, [MemoryCandidate(text) for text in facts])
+        question = "what does my kid like?"
+        recalled = memory.recall(me, question) if mode == "sync" else await memory.arecall(me, question)
+        results[indexed] = recalled[0].content
+    assert results[True] == facts[-1]  # meaning: no word of the question is in it
+    assert results[False] != facts[-1]  # words alone: none matches, so another comes first

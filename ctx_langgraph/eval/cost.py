@@ -60,6 +60,7 @@ _RATES: dict[str, StepRates] = {
     "summary_only": StepRates(8.0, 0.0, 1.2),
     "summary_tail": StepRates(7.5, 0.005, 1.2),
     "summary_tail_lookup": StepRates(9.5, 0.0, 5.0),
+    "summary_tail_lookup_hybrid": StepRates(30.0, 0.0, 8.0),
     "langmem": StepRates(6.0, 0.033, 2.0),
     "langchain": StepRates(7.0, 0.0, 1.0),
 }

@@ -26,6 +26,7 @@ from ctx_langgraph.eval.aggregate import (
 from ctx_langgraph.eval.calls import CallChecks, call_tokens, check_calls
 from ctx_langgraph.eval.cost import RunCost, run_cost
 from ctx_langgraph.eval.drift import drift_metrics, evidence_ids, planted_facts
+from ctx_langgraph.eval.embedding_stats import EmbeddingTotals
 from ctx_langgraph.eval.latency import latency_metrics
 from ctx_langgraph.eval.metrics import (
     answer_f1,
@@ -139,6 +140,7 @@ def run_conversation(
             thread = _thread()
             replayed = _replay(strategy, name, turns, thread, cost, done)
             replayed.summaries = strategy.summarizer_stats.totals()
+            replayed.embedded = _embedded(strategy)
             rows = _ask(strategy, conversation, thread, reader, cost, done)
             wall = time.perf_counter() - started
             run = ConversationRun(name, conversation.name, questions=rows, tools=strategy.tools)
@@ -180,6 +182,26 @@ class _Replayed:
     """The turns (from 1) in which the summarizer was called."""
     summaries: tuple[int, int, int, int] = (0, 0, 0, 0)
     """The summarizer's calls, input, output and cache-read tokens at the end of the replay."""
+    embedded: EmbeddingTotals | None = None
+    """The index's embedding work at the end of the replay (strategies with an index)."""
+
+
+def _embedded(strategy: Strategy) -> EmbeddingTotals | None:
+    return None if strategy.embeddings is None else strategy.embeddings.totals()
+
+
+def _embedding_metrics(strategy: Strategy, replayed: _Replayed) -> dict[str, Any]:
+    """The vector index's embedding work in the replay and in the question phase (calls,
+    tokens, seconds); None for a strategy without one. The local model costs nothing."""
+    totals, replay = _embedded(strategy), replayed.embedded
+    if totals is None or replay is None:
+        return {}
+    metrics: dict[str, Any] = {}
+    for prefix, work in (("", replay), ("question_", totals - replay)):
+        metrics[f"{prefix}embed_calls"] = work.calls
+        metrics[f"{prefix}embed_tokens"] = work.tokens
+        metrics[f"{prefix}embed_seconds"] = round(work.seconds, 3)
+    return metrics
 
 
 def _measure(
@@ -195,6 +217,7 @@ def _measure(
         **_summary_metrics(replayed.summaries, asked, checks),
         **drift_metrics(checks.generations),
         **latency_metrics(replayed.prep_ms, {turn - 1 for turn in replayed.compaction_turns}),
+        **_embedding_metrics(strategy, replayed),
     }
     price = eval_price()
     replay_tokens = call_tokens(replayed.calls, counter)

@@ -66,7 +66,9 @@ TABLE_NOTES: dict[str, str] = {
         "answer: the model calls without the history lookup's results; retrieval: the lookup "
         "results' tokens inside the model inputs that follow them (priced as the uncached part "
         "of the input first); summary: the summarizer's calls. total = answer + retrieval + "
-        "summary. Input tokens include the lookup results."
+        "summary. Input tokens include the lookup results. embed tokens / embed s: the vector "
+        "index's embedding calls (events after each turn, the lookup's query), booked in the "
+        "usage ledger; the local model costs nothing, so they add no USD."
     ),
     "spread": (
         "Across seeds: each figure computed per seed over that seed's conversations, then "
@@ -102,6 +104,8 @@ _COST_HEADERS = [
     "summarizer calls",
     "summarizer in",
     "summarizer out",
+    "embed tokens",
+    "embed s",
     "answer $",
     "retrieval $",
     "summary $",
@@ -156,11 +160,17 @@ def _phase_row(name: str, phase: str, entry: Mapping[str, Any], prefix: str) -> 
         integer(entry.get(f"{summarizer}_calls")),
         integer(entry.get(f"{summarizer}_input_tokens")),
         integer(entry.get(f"{summarizer}_output_tokens")),
+        integer(entry.get(f"{prefix}embed_tokens")),
+        _seconds(entry.get(f"{prefix}embed_seconds")),
         *(
             _usd4(entry.get(f"{prefix}{key}"))
             for key in ("cost_answer_usd", "cost_retrieval_usd", "cost_summary_usd", "cost_usd")
         ),
     ]
+
+
+def _seconds(value: object) -> str:
+    return f"{value:,.1f}" if is_number(value) else "n/a"
 
 
 def _sum(entry: Mapping[str, Any], *keys: str) -> float | None:
@@ -182,6 +192,8 @@ def _total_row(name: str, entry: Mapping[str, Any]) -> list[str]:
         integer(both("summarizer_calls", "question_summarizer_calls")),
         integer(both("summarizer_input_tokens", "question_summarizer_input_tokens")),
         integer(both("summarizer_output_tokens", "question_summarizer_output_tokens")),
+        integer(both("embed_tokens", "question_embed_tokens")),
+        _seconds(both("embed_seconds", "question_embed_seconds")),
         *(
             _usd4(both(key, f"question_{key}"))
             for key in ("cost_answer_usd", "cost_retrieval_usd", "cost_summary_usd", "cost_usd")

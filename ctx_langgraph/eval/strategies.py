@@ -43,6 +43,7 @@ from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import LLMSummarizer
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.eval.embedding_stats import CountingEmbeddings
 from ctx_langgraph.eval.replay import (
     LOOKUP_TOOL,
     CountingChatModel,
@@ -218,6 +219,8 @@ class Strategy:
     closers: list[Callable[[], None]] = field(default_factory=list)
     tools: tuple[str, ...] = ()
     """The names of the tools the agent is given, in order."""
+    embeddings: CountingEmbeddings | None = None
+    """The vector index's model, counted (strategies with an index)."""
 
     def close(self) -> None:
         for close in reversed(self.closers):
@@ -358,12 +361,13 @@ class _OursBuild:
     inner: Summarizer
 
 
-def local_index() -> IndexConfig:
+def local_index() -> tuple[IndexConfig, CountingEmbeddings]:
     """The vector index of ``summary_tail_lookup_hybrid``: the local MiniLM model (the
-    ``embeddings`` extra), 384 dimensions."""
+    ``embeddings`` extra), 384 dimensions, its work counted."""
     from ctx_langgraph.embeddings import MiniLMEmbeddings
 
-    return {"embed": MiniLMEmbeddings(), "dims": MiniLMEmbeddings.dims}
+    counted = CountingEmbeddings(MiniLMEmbeddings())
+    return {"embed": counted, "dims": MiniLMEmbeddings.dims}, counted
 
 
 def _options(options: AgentOptions, store: HistoryStore) -> dict[str, Any]:
@@ -399,9 +403,8 @@ def _ours(
         tmp = tempfile.TemporaryDirectory(prefix="ctx-eval-")
         workdir = Path(tmp.name)
         closers.append(tmp.cleanup)
-    store = SQLiteHistoryStore.from_path(
-        workdir / f"{name}.sqlite", index=local_index() if spec.index else None
-    )
+    index, embeddings = local_index() if spec.index else (None, None)
+    store = SQLiteHistoryStore.from_path(workdir / f"{name}.sqlite", index=index)
     store.setup()
     closers.append(store.close)
     summarizer = CountingSummarizer(built.inner, built.counter)
@@ -427,6 +430,7 @@ def _ours(
     )
     graph = builder.compile(checkpointer=InMemorySaver())
     strategy = Strategy(name, graph, script, summarizer.stats, store)
+    strategy.embeddings = embeddings
     strategy.closers.extend(closers[::-1])
     strategy.tools = _names([*tools, *([lookup] if lookup else [])])
     return strategy

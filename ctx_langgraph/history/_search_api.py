@@ -53,7 +53,10 @@ class SearchAPI(VectorsAPI):
         semantic = vector_ops.SemanticQuery(
             query, vector, self.index.key, self.index.dims, mode, flt
         )
-        return (yield from vector_ops.semantic_rank(self.dialect, checked_scope(scope), semantic))
+        cache = self.vector_cache
+        return (
+            yield from vector_ops.semantic_rank(self.dialect, checked_scope(scope), semantic, cache)
+        )
 
     def search(
         self,

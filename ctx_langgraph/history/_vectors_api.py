@@ -26,6 +26,7 @@ from ctx_langgraph.history.index import (
     vector_index,
 )
 from ctx_langgraph.history.types import Scope
+from ctx_langgraph.history.vector_cache import VectorCache
 from ctx_langgraph.usage.types import NormalizedUsage
 
 if TYPE_CHECKING:
@@ -65,6 +66,15 @@ class VectorsAPI(StoreBase):
     """A history store's vector index (``index``: none by default, so search is by words)."""
 
     index: VectorIndex | None = None
+    _vector_cache: VectorCache | None = None
+
+    @property
+    def vector_cache(self) -> VectorCache:
+        """The vectors of recently searched threads (256 MB at most; see
+        :mod:`~ctx_langgraph.history.vector_cache`)."""
+        if self._vector_cache is None:
+            self._vector_cache = VectorCache()
+        return self._vector_cache
 
     def use_index(self, index: IndexConfig | VectorIndex | None) -> Self:
         """Search this store by meaning too: ``index`` like LangGraph's store index,

@@ -35,6 +35,7 @@ from ctx_langgraph.history.types import (
 from ctx_langgraph.storage.codec import load_text, store_names, store_text
 from ctx_langgraph.storage.dialects import Dialect, scope_key
 from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
+from ctx_langgraph.storage.tables.vectors import BUMP_VECTOR_VERSION
 
 __all__ = [
     "AppendPlan",
@@ -239,6 +240,7 @@ def append(
                 (d.ts(now), *where),
             )
             yield drop_vectors([where])  # made from the text replaced: embedded again later
+            yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
             yield Stmt(
                 "UPDATE ctx_events SET role = ?, name = ?, content = ?, content_hash = ?, text = ?, "
                 "tool_call_ids = ?, tool_names = ?, terms = ?, revision = ? "
@@ -391,6 +393,7 @@ def _edit_visibility(
     keys = [(scope.tenant, scope.thread_id, branch, seq) for branch, seq in targets]
     if kind != "show":  # a hidden or deleted event's vector goes with it (shown: embedded again)
         yield drop_vectors(keys)
+        yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
     if kind == "delete":
         yield Stmt(
             "DELETE FROM ctx_event_revisions WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",

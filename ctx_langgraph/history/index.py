@@ -245,6 +245,12 @@ def vector_index(config: IndexConfig | VectorIndex | None) -> VectorIndex | None
         raise ValueError(
             "index needs 'dims' (the vectors' dimensions), as LangGraph's store index does"
         )
+    try:
+        import numpy  # noqa: F401  (searches by meaning score in NumPy)
+    except ImportError:  # pragma: no cover - numpy comes with the embeddings extra
+        raise ImportError(
+            'a vector index needs numpy: pip install numpy, or "ctx-langgraph[embeddings]"'
+        ) from None
     raw: dict[str, Any] = dict(config)
     embed = raw["embed"]
     return VectorIndex(

@@ -26,22 +26,26 @@ its first places the weight of BM25's (docs/design.md §4 has the figures).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ctx_langgraph.history import rank as rank_ops
-from ctx_langgraph.history.branches import read_branch
+from ctx_langgraph.history.branches import Lineage, lineage_clause, read_branch
 from ctx_langgraph.history.index import SearchMode
 from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
 from ctx_langgraph.history.search import SearchFilter, filter_clause
 from ctx_langgraph.history.types import RankedHit, Scope
+from ctx_langgraph.history.vector_cache import ThreadVectors, VectorCache
 from ctx_langgraph.storage.codec import load_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt
+from ctx_langgraph.storage.tables.vectors import BUMP_VECTOR_VERSION
 
 __all__ = [
     "KEYWORD_WEIGHT",
     "MAX_UNITS",
+    "SEMANTIC_DEPTH",
     "PendingEvent",
     "RankedHits",
     "SemanticQuery",
@@ -49,12 +53,14 @@ __all__ = [
     "fuse_scores",
     "pending_events",
     "put_event_vectors",
-    "semantic_order",
     "semantic_rank",
 ]
 
 KEYWORD_WEIGHT = 0.5
 """The share of the normalized BM25 score in a hybrid score (the rest: the cosine)."""
+SEMANTIC_DEPTH = 300
+"""Events of the semantic ranking a hybrid search fuses with the keyword one (and the cosine
+of every keyword hit): an event in neither scores below all of these."""
 MAX_UNITS = 12
 """Most vectors an event has: its whole text and its first sentences or lines."""
 _MIN_UNIT_CHARS = 12
@@ -164,8 +170,9 @@ def put_event_vectors(
     count = 0
     for event, tokens, blob in written:
         changed = yield Stmt(
-            "INSERT INTO ctx_event_vectors (event_pk, tenant, thread_id, revision, model, tokens, "
-            "vector) SELECT pk, tenant, thread_id, revision, ?, ?, ? FROM ctx_events "
+            "INSERT INTO ctx_event_vectors (event_pk, tenant, thread_id, branch, seq, revision, "
+            "model, tokens, vector) SELECT pk, tenant, thread_id, branch, seq, revision, ?, ?, ? "
+            "FROM ctx_events "
             "WHERE pk = ? AND tenant = ? AND thread_id = ? AND revision = ? AND visible = ? "
             "ON CONFLICT (event_pk) DO UPDATE SET revision = excluded.revision, "
             "model = excluded.model, tokens = excluded.tokens, vector = excluded.vector",
@@ -173,43 +180,13 @@ def put_event_vectors(
             "rowcount",
         )
         count += int(changed or 0)
+    if count:
+        yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
     return count
 
 
-def semantic_order(
-    seqs: Sequence[int], blobs: Sequence[bytes], vector: Sequence[float], dims: int
-) -> list[tuple[int, float]]:
-    """(seq, score) of every event with vectors, best first, ties newest first; an event's
-    score is the best cosine of its vectors (a blob holds one or more, ``dims`` floats each).
-
-    Raises:
-        ValueError: a blob that is not a whole number of vectors of ``dims`` floats.
-
-    Example:
-        >>> import numpy as np
-        >>> blob = lambda *rows: np.asarray(rows, "<f4").tobytes()
-        >>> blobs = [blob([1, 0]), blob([0.6, 0.8]), blob([1, 0], [0, 1])]
-        >>> [(s, round(x, 2)) for s, x in semantic_order([1, 2, 3], blobs, [0.6, 0.8], 2)]
-        [(2, 1.0), (3, 0.8), (1, 0.6)]
-    """
-    import numpy as np
-
-    if not seqs:
-        return []
-    raw = [bytes(blob) for blob in blobs]
-    rows = [len(blob) // (4 * dims) for blob in raw]
-    if any(n < 1 or n * 4 * dims != len(blob) for n, blob in zip(rows, raw, strict=True)):
-        raise ValueError(f"a stored vector is not a whole number of {dims}-float vectors")
-    matrix = np.frombuffer(b"".join(raw), dtype="<f4").reshape(-1, dims)
-    cosines = matrix @ np.asarray(vector, dtype=np.float32)
-    starts = np.concatenate(([0], np.cumsum(rows)[:-1]))
-    scores = np.maximum.reduceat(cosines, starts)
-    order = np.lexsort((-np.asarray(seqs, dtype=np.int64), -scores))
-    return [(int(seqs[i]), float(scores[i])) for i in order]
-
-
 def fuse_scores(
-    words: Sequence[tuple[int, float]], meaning: Sequence[tuple[int, float]]
+    words: Iterable[tuple[int, float]], meaning: Iterable[tuple[int, float]]
 ) -> list[tuple[int, float]]:
     """The keyword ranking's (seq, bm25) and the semantic one's (seq, cosine) as one:
     ``KEYWORD_WEIGHT * bm25 / best_bm25 + (1 - KEYWORD_WEIGHT) * max(cosine, 0)``, best
@@ -219,6 +196,7 @@ def fuse_scores(
         >>> [(s, round(x, 2)) for s, x in fuse_scores([(5, 8.0), (3, 2.0)], [(3, 0.9), (7, 0.6)])]
         [(3, 0.57), (5, 0.5), (7, 0.3)]
     """
+    words = list(words)
     best = max((score for _, score in words), default=0.0) or 1.0
     fused: dict[int, float] = {seq: KEYWORD_WEIGHT * score / best for seq, score in words}
     for seq, cosine in meaning:
@@ -226,22 +204,55 @@ def fuse_scores(
     return sorted(fused.items(), key=lambda item: (-item[1], -item[0]))
 
 
-def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery) -> Op[RankedHits]:
+def _thread_vectors(scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[ThreadVectors | None]:
+    """The thread's vectors under the index's key: from ``cache`` while the thread's vector
+    version is the one they were read at, else read (and cached) again. None: no such thread."""
+    row = yield Stmt(
+        "SELECT vector_version, created_at FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
+        (scope.tenant, scope.thread_id),
+        "one",
+    )
+    if row is None:
+        return None
+    key = (scope.tenant, scope.thread_id, q.key)
+    version = f"{row[1]}/{row[0]}"  # a thread deleted and made again starts a new count
+    entry = cache.get(key, version)
+    if entry is None:
+        rows = yield Stmt(
+            "SELECT event_pk, branch, seq, vector FROM ctx_event_vectors WHERE tenant = ? "
+            "AND thread_id = ? AND model = ? ORDER BY event_pk",
+            (scope.tenant, scope.thread_id, q.key),
+            "all",
+        )
+        entry = ThreadVectors.build(version, rows, q.dims)
+        cache.put(key, entry)
+    return entry
+
+
+def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[RankedHits]:
     """The branch's visible events that pass the filters, best first by meaning (``semantic``)
     or by meaning and words fused (``hybrid``); see
-    :meth:`~ctx_langgraph.history.HistoryStore.rank`."""
+    :meth:`~ctx_langgraph.history.HistoryStore.rank`. The thread's vectors come from ``cache``
+    while they did not change; the events that pass the filters are read each time."""
+    import numpy as np
+
     found = yield from read_branch(d, scope)
-    if found is None:
+    vectors = None if found is None else (yield from _thread_vectors(scope, q, cache))
+    if found is None or vectors is None:
         return RankedHits((), q.mode)
     chain = found[1]
-    where, args = filter_clause(d, scope, chain, q.filters)
-    rows = yield Stmt(
-        f"SELECT e.seq, v.vector FROM ctx_events e {_VECTOR_JOIN} WHERE {' AND '.join(where)}",
-        (q.key, *args),
-        "all",
-    )
-    embedded = [(int(row[0]), row[1]) for row in rows if row[1] is not None]
-    meaning = semantic_order([s for s, _ in embedded], [b for _, b in embedded], q.vector, q.dims)
+    if _only_lineage(q.filters):  # the cache alone says which vectors are the branch's
+        embedded, seqs, scores = vectors.scores_in(q.vector, chain)
+        unembedded_op = _count_visible(scope, chain, embedded)
+    else:  # the events that pass the filters, read each time
+        where, args = filter_clause(d, scope, chain, q.filters)
+        rows = yield Stmt(f"SELECT e.pk FROM ctx_events e WHERE {' AND '.join(where)}", args, "all")
+        pks = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
+        embedded, seqs, scores = vectors.scores_of(q.vector, pks)
+        unembedded_op = _constant(len(rows) - embedded)
+    depth = q.filters.limit if q.mode == "semantic" else max(SEMANTIC_DEPTH, q.filters.limit)
+    top = _top(scores, depth)
+    meaning = list(zip(seqs[top].tolist(), scores[top].tolist(), strict=True))
     if q.mode == "semantic":
         best = meaning[: q.filters.limit]
     else:
@@ -251,8 +262,52 @@ def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery) -> Op[RankedHits]:
             ranked = rank_ops.RankQuery(q.query, replace(q.filters, limit=depth))
             words = yield from rank_ops.rank(d, scope, ranked)
         scored = [(hit.event.seq, hit.score) for hit in words]
-        best = fuse_scores(scored, meaning)[: q.filters.limit]
+        cosine = dict(zip(seqs.tolist(), scores.tolist(), strict=True))
+        meaning += [(seq, cosine[seq]) for seq, _ in scored if seq in cosine]
+        best = fuse_scores(scored, dict(meaning).items())[: q.filters.limit]
     found_rows = yield from rank_ops.visible_at(scope, chain, EVENT_COLS, [s for s, _ in best])
     by_seq = {event.seq: event for event in (event_from_row(d, r) for r in found_rows)}
     hits = [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
-    return RankedHits(hits, q.mode, len(rows) - len(embedded))
+    unembedded = yield from unembedded_op
+    return RankedHits(hits, q.mode, unembedded)
+
+
+def _only_lineage(filters: SearchFilter) -> bool:
+    """Whether a search filters by nothing but the branch (its lineage)."""
+    return not (
+        filters.roles
+        or filters.tool_name is not None
+        or filters.since is not None
+        or filters.until is not None
+        or filters.min_seq is not None
+        or filters.max_seq is not None
+    )
+
+
+def _top(scores: Any, count: int) -> Any:
+    """The indexes of the ``count`` best scores, best first (ties: the later index first)."""
+    import numpy as np
+
+    if len(scores) > count:
+        picked = np.argpartition(-scores, count - 1)[:count]
+    else:
+        picked = np.arange(len(scores))
+    return picked[np.lexsort((-picked, -scores[picked]))]
+
+
+def _constant(value: int) -> Op[int]:
+    """An op that reads nothing and returns ``value``."""
+    yield from ()
+    return value
+
+
+def _count_visible(scope: Scope, chain: Lineage, embedded: int) -> Op[int]:
+    """How many of the branch's visible events have no vector (``embedded`` of them have)."""
+    clause, params = lineage_clause(chain)
+    row = yield Stmt(
+        f"SELECT count(*) FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? AND {clause} "
+        "AND e.visible = ?",
+        (scope.tenant, scope.thread_id, *params, True),
+        "one",
+    )
+    return max(0, int(row[0]) - embedded)

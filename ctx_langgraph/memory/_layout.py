@@ -114,6 +114,29 @@ class RecordSpace:
                 return records
             offset += len(items)
 
+    @property
+    def indexed(self) -> bool:
+        """Whether the LangGraph store has a vector index (``index={"embed": ..., "dims": N}``
+        when it was made): recall then ranks by meaning too."""
+        return bool(getattr(self.store, "index_config", None))
+
+    def meaning(
+        self, namespaces: Sequence[Namespace], query: str, limit: int
+    ) -> Flow[dict[str, float]]:
+        """The store's own semantic search of ``query`` in each namespace: the similarity of
+        its best ``limit`` active records, by record id (none without an index or a query)."""
+        if not self.indexed or not query.strip():
+            return {}
+        ours = {"format": RECORD_FORMAT, "status": "active"}
+        ops: list[Op] = [SearchOp(ns, filter=ours, limit=limit, query=query) for ns in namespaces]
+        found = yield from batch(self.store, ops)
+        return {
+            item.key: float(item.score)
+            for items in found
+            for item in items
+            if getattr(item, "score", None) is not None
+        }
+
     def write(
         self, puts: Sequence[MemoryRecord], deletes: Sequence[MemoryRecord] = ()
     ) -> Flow[None]:
@@ -128,7 +151,8 @@ class RecordSpace:
         tokens = {ns: uuid.uuid4().hex for ns in touched}
         ops: list[Op] = [GetOp(self._meta(ns), "version") for ns in cached]
         ops += [PutOp(self.of(r), r.id, None) for r in deletes]
-        ops += [PutOp(self.of(r), r.id, r.to_json()) for r in puts]
+        # a store with a vector index embeds a record's content, not its bookkeeping
+        ops += [PutOp(self.of(r), r.id, r.to_json(), index=["content"]) for r in puts]
         ops += [
             PutOp(self._meta(ns), "version", {"token": tokens[ns]}, index=False) for ns in touched
         ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from langchain_core.messages import BaseMessage, SystemMessage
@@ -33,14 +33,30 @@ class MessageCounter(Protocol):
     def count_message(self, message: BaseMessage) -> int: ...
 
 
-def ranked(entries: Sequence[Entry], query: str, max_records: int) -> list[MemoryRecord]:
+def ranked(
+    entries: Sequence[Entry],
+    query: str,
+    max_records: int,
+    meaning: Mapping[str, float] | None = None,
+) -> list[MemoryRecord]:
     """At most ``max_records`` records, those sharing the most of ``query``'s words first, then
-    the most confident, then the most recently updated."""
+    the most confident, then the most recently updated. With ``meaning`` (the LangGraph store's
+    semantic scores by record id, when it has an index) the first key is half the share of the
+    query's words a record has and half its similarity, so a record that says the same in
+    other words is recalled too."""
     terms = {t for t in query_terms(query) if t not in STOPWORDS}
 
-    def score(entry: Entry) -> tuple[int, float, dt.datetime]:
+    def score(entry: Entry) -> tuple[float, float, dt.datetime]:
         record = entry.record
-        return (len(terms & entry.terms), record.confidence, record.updated_at)
+        shared = len(terms & entry.terms)
+        if meaning:
+            words = shared / len(terms) if terms else 0.0
+            return (
+                0.5 * words + 0.5 * meaning.get(record.id, 0.0),
+                record.confidence,
+                record.updated_at,
+            )
+        return (shared, record.confidence, record.updated_at)
 
     return [entry.record for entry in heapq.nlargest(max_records, entries, key=score)]
 

@@ -323,12 +323,19 @@ class LongTermMemory:
 
     def recall(self, scopes: MemoryScopes, query: str = "") -> list[MemoryRecord]:
         """The live (active, unexpired) records of the run's scopes, most relevant to ``query``
-        first, at most ``max_records``."""
-        return self._rank(run(self._live(scopes, self.clock())), query)
+        first, at most ``max_records``. Relevant by words, and by meaning when the LangGraph
+        store has a vector index (its own semantic search: no second index is kept)."""
+        return run(self._recall(scopes, query))
 
     async def arecall(self, scopes: MemoryScopes, query: str = "") -> list[MemoryRecord]:
         """Async twin of :meth:`recall`."""
-        return self._rank(await arun(self._live(scopes, self.clock())), query)
+        return await arun(self._recall(scopes, query))
+
+    def _recall(self, scopes: MemoryScopes, query: str) -> Flow[list[MemoryRecord]]:
+        live = yield from self._live(scopes, self.clock())
+        namespaces = [self._namespace(scopes.tenant, k, o) for k, o in scopes.owners()]
+        meaning = yield from self._space.meaning(namespaces, query, 4 * self.max_records)
+        return ranked(live, query, self.max_records, meaning)
 
     def records(self, scopes: MemoryScopes) -> list[MemoryRecord]:
         """Every record of the run's scopes, whatever its status (for inspection)."""
@@ -408,9 +415,6 @@ class LongTermMemory:
             await self.ainvalidate_events(scope, event_ids)
 
     # ------------------------------------------------------------------ ranking and rendering
-
-    def _rank(self, entries: Sequence[Entry], query: str) -> list[MemoryRecord]:
-        return ranked(entries, query, self.max_records)
 
     def render(
         self,

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from ctx_langgraph.storage.tables import Steps
 
-__all__ = ["POSTGRES", "SQLITE"]
+__all__ = ["BUMP_VECTOR_VERSION", "POSTGRES", "SQLITE"]
+
+BUMP_VECTOR_VERSION = (
+    "UPDATE ctx_threads SET vector_version = vector_version + 1 WHERE tenant = ? AND thread_id = ?"
+)
+"""Run in every transaction that writes or drops vectors of a thread: a search's cache of the
+thread's vectors is good while the version is the one it was read at."""
 
 
 def _vectors(integer: str, blob: str) -> list[str]:
@@ -15,6 +21,8 @@ def _vectors(integer: str, blob: str) -> list[str]:
         event_pk {integer} PRIMARY KEY,
         tenant TEXT NOT NULL,
         thread_id TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        seq {integer} NOT NULL,
         revision INTEGER NOT NULL,
         model TEXT NOT NULL,
         tokens INTEGER NOT NULL,
@@ -28,6 +36,7 @@ def _vectors(integer: str, blob: str) -> list[str]:
         vector {blob} NOT NULL
     )"""
     return [
+        f"ALTER TABLE ctx_threads ADD COLUMN vector_version {integer} NOT NULL DEFAULT 0",
         events,
         "CREATE INDEX ctx_event_vectors_by_thread ON ctx_event_vectors (tenant, thread_id)",
         segments,
