@@ -4,7 +4,8 @@
 (``hybrid``), in the store that holds the whole load, whose other events get vectors too.
 
 Query vectors are computed first and timed apart (``query_embed_*``); the timed searches get
-them from a lookup table, so a search's latency is the store's alone. The first search of the
+them from a lookup table, so a search's latency is the store's alone. The model is timed on the
+first backend only; the second gets the same vectors from memory (``embed_*`` is ``null``). The first search of the
 thread reads its vectors into the store's cache (``cold_search_ms``); the others check that
 they did not change (one row) and read the filtered events when a filter is set.
 """
@@ -45,6 +46,31 @@ SLOTS = {
     "relation": ["kids", "mom", "partner", "friends"],
     "event": ["charity race", "art show", "support group", "concert"],
 }
+
+
+class Remembered(Embeddings):
+    """The local model, remembering every vector it made: the second backend of a run gets the
+    first one's vectors (the model's speed does not depend on the store; it is timed once)."""
+
+    model = LOCAL_MODEL_ID
+    made: dict[str, list[float]] = {}  # noqa: RUF012 (shared on purpose, across backends)
+
+    def __init__(self) -> None:
+        self.inner = MiniLMEmbeddings()
+        self.misses = 0
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        missing = [text for text in dict.fromkeys(texts) if text not in self.made]
+        self.misses += len(missing)
+        for text, vector in zip(missing, self.inner.embed_documents(missing), strict=True):
+            self.made[text] = vector
+        return [self.made[text] for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
 
 
 class Precomputed(Embeddings):
@@ -105,7 +131,7 @@ def bench_index(
     for start in range(0, len(messages), args.batch):
         chunk = messages[start : start + args.batch]
         store.append(scope, [c.message for c in chunk], created_at=[c.created_at for c in chunk])
-    model = MiniLMEmbeddings()
+    model = Remembered()
     store.use_index({"embed": model, "dims": 384})
     assert store.index is not None
     units = sum(
@@ -124,7 +150,7 @@ def bench_index(
     query_ms: list[float] = []
     for text in dict.fromkeys(asked):
         begin = time.perf_counter()
-        vectors[text] = model.embed_query(text)
+        vectors[text] = model.inner.embed_query(text)
         query_ms.append((time.perf_counter() - begin) * 1000)
     store.use_index({"embed": Precomputed(vectors), "dims": 384})
     begin = time.perf_counter()
@@ -139,12 +165,13 @@ def bench_index(
         hits = store.rank(scope, text, limit=60, **options)
         timed[mode].append((time.perf_counter() - begin) * 1000)
         assert hits and hits.unembedded == 0
+    timed_embedding = model.misses >= units  # every vector made here, none remembered
     figures = {
         "events": report.embedded,
         "texts": units,
-        "embed_s": round(embed_s, 1),
-        "embed_events_per_s": round(report.embedded / embed_s, 1),
-        "embed_texts_per_s": round(units / embed_s, 1),
+        "embed_s": round(embed_s, 1) if timed_embedding else None,
+        "embed_events_per_s": round(report.embedded / embed_s, 1) if timed_embedding else None,
+        "embed_texts_per_s": round(units / embed_s, 1) if timed_embedding else None,
         "embed_tokens": report.tokens,
         "query_embed_p50_ms": pct(query_ms, 50),
         "query_embed_p95_ms": pct(query_ms, 95),
@@ -161,7 +188,8 @@ def index_rows(sq: dict[str, Any], pg: dict[str, Any] | None) -> list[tuple[str,
     """The table's rows for the index figures: (name, sqlite, postgres, target, marks)."""
 
     def cell(side: dict[str, Any] | None, key: str, fmt: str) -> str:
-        return "-" if side is None or side.get("index") is None else fmt.format(side["index"][key])
+        value = None if side is None or side.get("index") is None else side["index"][key]
+        return "-" if value is None else fmt.format(value)
 
     def mark(side: dict[str, Any] | None, key: str) -> str:
         if side is None or side.get("index") is None:

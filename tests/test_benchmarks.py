@@ -34,14 +34,22 @@ class Bench:
 HISTORY_STORE_KEYS = (
     "append_events_per_s", "search_p50_ms", "search_p95_ms", "keyword_p50_ms", "keyword_p95_ms",
     "range_p50_ms", "range_p95_ms", "events", "threads", "append_s", "queries_per_kind", "wall_s",
+    "index",
 )  # fmt: skip
+INDEX_KEYS = frozenset({
+    "events", "texts", "embed_s", "embed_events_per_s", "embed_texts_per_s", "embed_tokens",
+    "query_embed_p50_ms", "query_embed_p95_ms", "cold_search_ms", "other_vectors",
+    "semantic_p50_ms", "semantic_p95_ms", "hybrid_p50_ms", "hybrid_p95_ms",
+    "filtered_p50_ms", "filtered_p95_ms",
+})  # fmt: skip
 BENCHES = [
     Bench(
         "history_store.py",
-        ("--sizes", "200,400", "--queries", "5"),
+        ("--sizes", "200,400", "--queries", "5", "--index", "--index-events", "40"),
         frozenset(HISTORY_STORE_KEYS),
         backends=True,
         postgres=True,
+        nested=(("index", INDEX_KEYS),),
     ),
     Bench(
         "usage_ledger.py",

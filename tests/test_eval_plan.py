@@ -271,10 +271,35 @@ def test_every_registered_strategy_is_described_by_its_entry():
     assert {name for name, spec in STRATEGY_SPECS.items() if spec.lookup} == {
         "summary_tail_lookup",
         "summary_tail_lookup_segments",
+        "summary_tail_lookup_hybrid",
+    }
+    assert {name for name, spec in STRATEGY_SPECS.items() if spec.index} == {
+        "summary_tail_lookup_hybrid"
     }
     segments = STRATEGY_SPECS["summary_tail_lookup_segments"]
     assert segments.lookup_options == {"segments": True}
     assert segments.config_options == {"segment_events": 40}
+
+
+def test_the_hybrid_variant_embeds_and_reports_what_it_cost():
+    """``summary_tail_lookup_hybrid``: the lookup searches by meaning too (the local model);
+    its embedding calls are counted per phase and shown in the cost table."""
+    from ctx_langgraph.datasets import synthetic_conversation
+    from ctx_langgraph.eval import run_eval
+    from ctx_langgraph.eval.plan_tables import cost_table
+
+    conv = synthetic_conversation(seed=3, sessions=2, turns_per_session=15)
+    metrics, _ = run_eval([conv], ["summary_tail_lookup_hybrid"], window=2048)
+    hybrid = metrics["strategies"]["summary_tail_lookup_hybrid"]
+    assert hybrid["embed_tokens"] > 0 and hybrid["question_embed_tokens"] > 0
+    assert hybrid["embed_seconds"] > 0 and hybrid["embed_calls"] > 0
+    headers, rows = cost_table(metrics)
+    column = headers.index("embed tokens")
+    assert [row[column] for row in rows] == [
+        f"{hybrid['embed_tokens']:,}",
+        f"{hybrid['question_embed_tokens']:,}",
+        f"{hybrid['embed_tokens'] + hybrid['question_embed_tokens']:,}",
+    ]
 
 
 def test_the_segment_variant_builds_its_index_and_its_lookup_searches_it():

@@ -198,10 +198,10 @@ async def _semantic_in(api: Any, thread: str, query: str) -> list[str]:
 async def test_embedding_calls_are_booked(api: Any) -> None:
     api.store.use_index(INDEX)
     await api.append("t", _messages())
-    report = await api.embed_pending("t")
-    again = await api.embed_pending("t")
-    assert again.embedded == 0
     ledger = UsageLedger(api.store)
+    report = await api.embed_pending("t", ledger=ledger)
+    again = await api.embed_pending("t", ledger=ledger)
+    assert again.embedded == 0
     records = [r for r in ledger.records("t") if r.purpose == "embedding"]
     assert len(records) == 1
     assert records[0].usage.input_total == report.tokens

@@ -70,6 +70,10 @@ _SUMS = (
     "warnings",
     "wall_seconds",
 )
+_INDEX_SUMS = tuple(
+    f"{phase}embed_{what}" for phase in ("", "question_") for what in ("calls", "tokens", "seconds")
+)
+"""The vector index's embedding work (only strategies with an index have it)."""
 _MAXES = ("input_tokens_max", "max_summaries_in_prompt")
 
 
@@ -145,6 +149,9 @@ def aggregate(runs: Sequence[ConversationRun]) -> dict[str, Any]:
     out = question_rates(rows)
     for key in _SUMS:
         out[key] = round(sum(run.metrics.get(key) or 0 for run in runs), 3)
+    for key in _INDEX_SUMS:
+        if any(key in run.metrics for run in runs):
+            out[key] = round(sum(run.metrics.get(key) or 0 for run in runs), 3)
     for key in COST_KEYS:  # (USD to the micro-dollar, as each run has it)
         out[key] = round(sum(run.metrics.get(key) or 0 for run in runs), 6)
     for key in _MAXES:

@@ -8,7 +8,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from typing_extensions import Self
 
@@ -27,12 +27,36 @@ from ctx_langgraph.history.index import (
 )
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.history.vector_cache import VectorCache
-from ctx_langgraph.usage.types import NormalizedUsage
 
-if TYPE_CHECKING:
-    from ctx_langgraph.usage.ledger import UsageLedger
 
-__all__ = ["DEFAULT_EMBED_LIMIT", "EmbedReport", "VectorsAPI"]
+@runtime_checkable
+class EmbeddingLedger(Protocol):
+    """Where embedding calls are booked (:class:`~ctx_langgraph.usage.UsageLedger` is one)."""
+
+    def record_embedding(
+        self,
+        call_key: str,
+        *,
+        scope: Scope | str,
+        model: str,
+        tokens: int,
+        texts: int,
+        estimated: bool = False,
+    ) -> Any: ...
+
+    async def arecord_embedding(
+        self,
+        call_key: str,
+        *,
+        scope: Scope | str,
+        model: str,
+        tokens: int,
+        texts: int,
+        estimated: bool = False,
+    ) -> Any: ...
+
+
+__all__ = ["DEFAULT_EMBED_LIMIT", "EmbedReport", "EmbeddingLedger", "VectorsAPI"]
 
 log = logging.getLogger("ctx_langgraph.history")
 
@@ -117,13 +141,14 @@ class VectorsAPI(StoreBase):
         scope: Scope | str,
         *,
         limit: int = DEFAULT_EMBED_LIMIT,
-        ledger: UsageLedger | None = None,
+        ledger: EmbeddingLedger | None = None,
     ) -> EmbedReport:
         """Embed the thread's visible events that have no vector of the index's model for
         their current text (new, revised, shown again, or made by another model), at most
-        ``limit``, in batches; each call is booked in the usage ledger (purpose
-        ``embedding``; ``ledger``: this store's own by default). Never raises for the model:
-        a failure or timeout stops it, leaves the rest pending and is in the report.
+        ``limit``, in batches; with ``ledger`` (a :class:`~ctx_langgraph.usage.UsageLedger`:
+        ``ctx_usage`` and the lookup pass theirs) each call is booked there, purpose
+        ``embedding``. Never raises for the model: a failure or timeout stops it, leaves the
+        rest pending and is in the report.
 
         Example:
             >>> from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -144,13 +169,13 @@ class VectorsAPI(StoreBase):
         scope: Scope | str,
         *,
         limit: int = DEFAULT_EMBED_LIMIT,
-        ledger: UsageLedger | None = None,
+        ledger: EmbeddingLedger | None = None,
     ) -> EmbedReport:
         """Async twin of :meth:`embed_pending`."""
         return await arun(self._embed_flow(checked_scope(scope), limit, ledger))
 
     def _embed_flow(
-        self, scope: Scope, limit: int, ledger: UsageLedger | None
+        self, scope: Scope, limit: int, ledger: EmbeddingLedger | None
     ) -> Flow[EmbedReport]:
         index = self.index
         if index is None:
@@ -159,10 +184,6 @@ class VectorsAPI(StoreBase):
         events, pending = yield call(
             self, "run", vector_ops.pending_events(scope, index.key, max(1, limit))
         )
-        if ledger is None:
-            from ctx_langgraph.usage.ledger import UsageLedger
-
-            ledger = UsageLedger(self)
         embedded = tokens = 0
         error: str | None = None
         for start in range(0, len(events), index.batch_size):
@@ -189,7 +210,8 @@ class VectorsAPI(StoreBase):
             )
             embedded += written
             tokens += counted
-            yield from _book(ledger, scope, index, batch, counted, exact)
+            if ledger is not None:
+                yield from _book(ledger, scope, index, batch, counted, exact)
         return EmbedReport(
             embedded, max(0, pending - embedded), tokens, error, time.monotonic() - started
         )
@@ -212,7 +234,7 @@ class VectorsAPI(StoreBase):
 
 
 def _book(
-    ledger: UsageLedger,
+    ledger: EmbeddingLedger,
     scope: Scope,
     index: VectorIndex,
     batch: list[vector_ops.PendingEvent],
@@ -224,18 +246,16 @@ def _book(
     digest = hashlib.sha256(
         ",".join(f"{event.pk}.{event.revision}" for event in batch).encode()
     ).hexdigest()[:24]
-    usage = NormalizedUsage(
-        input_total=tokens,
-        input_uncached=tokens,
-        cache_read=0,
-        cache_write=0,
-        output=0,
-        model=index.model,
-        raw={"texts": len(batch), "estimated": not exact},
-    )
     try:
         yield call(
-            ledger, "record", f"embed:{index.key}:{digest}", usage, scope=scope, purpose="embedding"
+            ledger,
+            "record_embedding",
+            f"embed:{index.key}:{digest}",
+            scope=scope,
+            model=index.model,
+            tokens=tokens,
+            texts=len(batch),
+            estimated=not exact,
         )
     except Exception as exc:  # the vectors are written: a ledger failure is only logged
         log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)

@@ -271,7 +271,6 @@ def _create_branch(
 
 THREAD_TABLES = (
     "ctx_event_vectors",
-    "ctx_segment_vectors",
     "ctx_event_revisions",
     "ctx_event_edits",
     "ctx_events",

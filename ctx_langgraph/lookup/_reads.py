@@ -14,6 +14,7 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, SearchPage
 from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.lookup._args import plain_text
+from ctx_langgraph.usage.ledger import UsageLedger
 
 __all__ = ["CATCH_UP", "catch_up", "get_event", "next_turn", "rank", "search", "searched_note"]
 
@@ -63,7 +64,7 @@ def catch_up(store: HistoryStore, scope: Scope) -> Flow[None]:
     """Embed the thread's newest events that await a vector (at most :data:`CATCH_UP`) before a
     search by meaning; a failure is logged, and the search goes on (by words for those)."""
     try:
-        yield call(store, "embed_pending", scope, limit=CATCH_UP)
+        yield call(store, "embed_pending", scope, limit=CATCH_UP, ledger=UsageLedger(store))
     except Exception as exc:
         log.warning("history lookup: embedding before the search failed: %s", exc)
 

@@ -154,6 +154,18 @@ class _Event:
     makeup: dict[str, int] | None = None
 
 
+def _embedding_usage(model: str, tokens: int, texts: int, estimated: bool) -> NormalizedUsage:
+    return NormalizedUsage(
+        input_total=tokens,
+        input_uncached=tokens,
+        cache_read=0,
+        cache_write=0,
+        output=0,
+        model=model,
+        raw={"texts": texts, "estimated": estimated},
+    )
+
+
 def _record_op(
     d: Dialect,
     event: _Event,
@@ -472,6 +484,36 @@ class UsageLedger:
             call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
         )
         return await self.store.arun(op, write=True)
+
+    def record_embedding(
+        self,
+        call_key: str,
+        *,
+        scope: Scope | str,
+        model: str,
+        tokens: int,
+        texts: int,
+        estimated: bool = False,
+    ) -> BookedDelta:
+        """Book one call of a history store's embedding model (purpose ``embedding``): its
+        input tokens (``estimated`` when the model could not count them) and no output.
+        Booking the same ``call_key`` again books nothing."""
+        usage = _embedding_usage(model, tokens, texts, estimated)
+        return self.record(call_key, usage, scope=scope, purpose="embedding")
+
+    async def arecord_embedding(
+        self,
+        call_key: str,
+        *,
+        scope: Scope | str,
+        model: str,
+        tokens: int,
+        texts: int,
+        estimated: bool = False,
+    ) -> BookedDelta:
+        """Async twin of :meth:`record_embedding`."""
+        usage = _embedding_usage(model, tokens, texts, estimated)
+        return await self.arecord(call_key, usage, scope=scope, purpose="embedding")
 
     def _note_request(
         self, scope: Scope | str, digests: Sequence[str]

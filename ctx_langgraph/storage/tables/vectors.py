@@ -1,7 +1,9 @@
-"""The history store's vector index (schema v10): one embedding per event and per segment,
-derived data like the full-text index. A vector names the model that made it (``model``: the
-index's model id and dimensions) and, for an event, the revision it was made from, so a vector
-of another model or of an earlier text is never searched (docs/design.md §4)."""
+"""The history store's vector index (schema v10): each event's embeddings (one row, its vectors
+one after the other), derived data like the full-text index, and each thread's
+``vector_version`` (bumped by every write that adds or drops vectors). A row names the model
+that made it (``model``: the index's model id and dimensions) and the event revision it was
+made from, so vectors of another model or of an earlier text are never searched
+(docs/design.md §4)."""
 
 from __future__ import annotations
 
@@ -28,19 +30,10 @@ def _vectors(integer: str, blob: str) -> list[str]:
         tokens INTEGER NOT NULL,
         vector {blob} NOT NULL
     )"""
-    segments = f"""CREATE TABLE ctx_segment_vectors (
-        segment_id TEXT PRIMARY KEY,
-        tenant TEXT NOT NULL,
-        thread_id TEXT NOT NULL,
-        model TEXT NOT NULL,
-        vector {blob} NOT NULL
-    )"""
     return [
         f"ALTER TABLE ctx_threads ADD COLUMN vector_version {integer} NOT NULL DEFAULT 0",
         events,
         "CREATE INDEX ctx_event_vectors_by_thread ON ctx_event_vectors (tenant, thread_id)",
-        segments,
-        "CREATE INDEX ctx_segment_vectors_by_thread ON ctx_segment_vectors (tenant, thread_id)",
     ]
 
 
