@@ -273,7 +273,9 @@ def test_an_ai_message_and_tool_calls_are_embedded() -> None:
     with SQLiteHistoryStore.from_path(":memory:", index=INDEX) as store:
         store.setup()
         call = {"name": "book_flight", "args": {"to": "Lisbon"}, "id": "c1"}
-        store.append("t", [HumanMessage("plan my trip", id="h"), AIMessage("", id="a", tool_calls=[call])])
+        store.append(
+            "t", [HumanMessage("plan my trip", id="h"), AIMessage("", id="a", tool_calls=[call])]
+        )
         assert store.embed_pending("t").embedded == 2
         hits = store.rank("t", "airplane ticket to Portugal", mode="semantic")
         assert hits[0].event.event_id == "a"
@@ -287,7 +289,9 @@ def _graph(wiring: str, store: SQLiteHistoryStore, config: ContextConfig) -> Any
         builder = create_context_agent(model, [], store=store, config=config, lookup_tool=lookup)
         return builder.compile(checkpointer=InMemorySaver())
     middleware = ContextManagementMiddleware(store, config=config, model=model)
-    return create_agent(model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver())
+    return create_agent(
+        model, tools=[lookup], middleware=[middleware], checkpointer=InMemorySaver()
+    )
 
 
 GRAPH_CONFIG = ContextConfig(context_window=8_000, output_reserve=500)
@@ -305,7 +309,9 @@ async def test_a_graph_with_the_index_embeds_after_each_turn(
         turns = [text for _, text in TALK] + ["look up: what do Melanie's kids like?"]
         for text in turns:
             message = {"messages": [HumanMessage(text)]}
-            state = graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
+            state = (
+                graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
+            )
         report = state["context"]["index"]
         assert report["error"] is None and report["pending"] == 0 and report["embedded"] >= 1
         assert store.embed_pending("t").embedded == 0  # every turn embedded what it added
@@ -346,9 +352,10 @@ async def test_with_precompact_at_embedding_runs_in_the_background(tmp_path: Any
         state = await graph.ainvoke({"messages": [HumanMessage(TALK[1][1])]}, run)
         assert state["context"]["index"] == {"background": True}
         for _ in range(100):  # the task ends soon after the turn
-            if store.embed_pending("t", limit=1).pending == 0 and not store.rank(
-                "t", "dinosaur", mode="semantic"
-            ).unembedded:
+            if (
+                store.embed_pending("t", limit=1).pending == 0
+                and not store.rank("t", "dinosaur", mode="semantic").unembedded
+            ):
                 break
             await asyncio.sleep(0.05)
         assert store.rank("t", "kids like", mode="semantic").unembedded == 0
@@ -374,7 +381,9 @@ async def test_memory_recall_uses_the_langgraph_stores_own_index(mode: str) -> N
         memory = LongTermMemory(store, max_records=1)
         memory.remember(me, [MemoryCandidate(text) for text in facts])
         question = "what does my kid like?"
-        recalled = memory.recall(me, question) if mode == "sync" else await memory.arecall(me, question)
+        recalled = (
+            memory.recall(me, question) if mode == "sync" else await memory.arecall(me, question)
+        )
         results[indexed] = recalled[0].content
     assert results[True] == facts[-1]  # meaning: no word of the question is in it
     assert results[False] != facts[-1]  # words alone: none matches, so another comes first
