@@ -26,6 +26,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import NotRequired, TypedDict
 
+from ctx_langgraph.indexes import IndexReport, SegmentReport
 from ctx_langgraph.makeup import RequestMakeup
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "CompactionReport",
     "ContextReport",
     "ContextState",
+    "IndexReport",
     "LastUsage",
     "MemoryChangeReport",
     "MemoryReport",
@@ -335,43 +337,6 @@ class ArtifactsReport(TypedDict):
     """Entries its cap (``ContextConfig.artifact_trail_tokens``) dropped over the thread's life."""
     newest: list[ArtifactSighting]
     """The most recently touched entries, newest first (at most five)."""
-
-
-class SegmentReport(TypedDict):
-    """``context["compaction"]["segments"]``: the segment index's build after a compaction."""
-
-    built: int
-    """Segments summarized and stored."""
-    failed: int
-    """Ranges tried and left for the next build (the summarizer or the store failed, or an
-    edit raced the build)."""
-    pending: int
-    """Ranges still waiting (at most two are built per compaction)."""
-    error: NotRequired[str]
-    """The last problem met."""
-    background: NotRequired[bool]
-    """The build runs in the background (``precompact_at`` is set): its counts are not known
-    yet."""
-
-
-class IndexReport(TypedDict, total=False):
-    """``context["index"]``: the history store's vector index after the turn (``ctx_usage``
-    embeds the events that await a vector; docs/design.md §4)."""
-
-    embedded: int
-    """Events embedded after this turn."""
-    pending: int
-    """Events still without a vector (a failure, or more than one call embeds): they are
-    found by words only until embedded, on a later turn."""
-    tokens: int
-    """Tokens of this turn's embedding calls (booked in the usage ledger, purpose
-    ``embedding``)."""
-    error: str | None
-    """Why embedding stopped (the model failed or timed out, or the store did)."""
-    seconds: float
-    """Time spent embedding."""
-    background: bool
-    """Embedding runs in the background (``precompact_at`` is set): counts not known yet."""
 
 
 class CompactionReport(TypedDict, total=False):

@@ -197,6 +197,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         patch.setattr(_serde, "_content_hash", _hex_content_hash)
         patch.setattr(_serde, "search_document", token_document)
         patch.setattr(event_ops, "invalidate_segments", _no_segments)  # no index before v8
+        patch.setattr(event_ops, "drop_vectors", _no_segments)  # no vector index before v10
         patch.setattr(thread_ops, "_exported_segments", _no_segments)
         for name in ("_CALLS", "_TOTALS"):  # the ledger's columns before v7 (and v9)
             columns = getattr(ledger_rows, name).replace(", cacheable_prefix", "")
@@ -1256,7 +1257,8 @@ def test_history_store_is_the_abstract_interface():
         n for n in dir(HistoryStore) if not n.startswith("_") and callable(getattr(HistoryStore, n))
     }
     sync = {n for n in public if not (n.startswith("a") and n[1:] in public)}
-    no_io = {"add_edit_listener"}  # registration only: nothing to await
+    # registration and configuration only: nothing to await
+    no_io = {"add_edit_listener", "use_index", "search_mode"}
     assert sorted(n for n in sync - no_io if "a" + n not in public) == []
     assert {"append", "search", "snapshot", "commit_candidate", "create_branch", "close"} <= sync
 

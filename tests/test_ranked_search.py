@@ -421,6 +421,7 @@ def test_a_version_5_store_upgrades_and_ranks_by_stems(backend, monkeypatch):
         patch.setattr(base, "SCHEMA_VERSION", 5)
         patch.setattr(_serde, "search_document", token_document)
         patch.setattr(event_ops, "invalidate_segments", no_segments)
+        patch.setattr(event_ops, "drop_vectors", no_segments)  # no vector index before v10
         store = backend.make()
         assert store.setup() == 5
         store.append("t", old)
@@ -532,4 +533,5 @@ def test_the_rank_signature_is_the_documented_one():
             "until",
             "roles",
             "tool_name",
+            "mode",
         ]

@@ -28,34 +28,6 @@ from ctx_langgraph.history.index import (
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.history.vector_cache import VectorCache
 
-
-@runtime_checkable
-class EmbeddingLedger(Protocol):
-    """Where embedding calls are booked (:class:`~ctx_langgraph.usage.UsageLedger` is one)."""
-
-    def record_embedding(
-        self,
-        call_key: str,
-        *,
-        scope: Scope | str,
-        model: str,
-        tokens: int,
-        texts: int,
-        estimated: bool = False,
-    ) -> Any: ...
-
-    async def arecord_embedding(
-        self,
-        call_key: str,
-        *,
-        scope: Scope | str,
-        model: str,
-        tokens: int,
-        texts: int,
-        estimated: bool = False,
-    ) -> Any: ...
-
-
 __all__ = ["DEFAULT_EMBED_LIMIT", "EmbedReport", "EmbeddingLedger", "VectorsAPI"]
 
 log = logging.getLogger("ctx_langgraph.history")
@@ -67,8 +39,8 @@ DEFAULT_EMBED_LIMIT = 512
 @dataclass(frozen=True)
 class EmbedReport:
     """What one :meth:`~VectorsAPI.embed_pending` did: events embedded, events still pending
-    (without a vector of the index's model), tokens booked, the error that stopped it (the
-    events it did not embed stay pending) and the seconds it took."""
+    (without vectors of the index's model), tokens of its calls, the error that stopped it
+    (the events it did not embed stay pending) and the seconds it took."""
 
     embedded: int = 0
     pending: int = 0
@@ -84,6 +56,25 @@ class EmbedReport:
             "error": self.error,
             "seconds": round(self.seconds, 4),
         }
+
+
+@runtime_checkable
+class EmbeddingLedger(Protocol):
+    """Where embedding calls are booked (:class:`~ctx_langgraph.usage.UsageLedger` is one):
+    the op that books a call, run on the ledger's own ``store``."""
+
+    store: Any
+
+    def embedding_booking(
+        self,
+        call_key: str,
+        *,
+        scope: Scope | str,
+        model: str,
+        tokens: int,
+        texts: int,
+        estimated: bool = False,
+    ) -> Any: ...
 
 
 class VectorsAPI(StoreBase):
@@ -246,16 +237,15 @@ def _book(
     digest = hashlib.sha256(
         ",".join(f"{event.pk}.{event.revision}" for event in batch).encode()
     ).hexdigest()[:24]
+    op = ledger.embedding_booking(
+        f"embed:{index.key}:{digest}",
+        scope=scope,
+        model=index.model,
+        tokens=tokens,
+        texts=len(batch),
+        estimated=not exact,
+    )
     try:
-        yield call(
-            ledger,
-            "record_embedding",
-            f"embed:{index.key}:{digest}",
-            scope=scope,
-            model=index.model,
-            tokens=tokens,
-            texts=len(batch),
-            estimated=not exact,
-        )
+        yield call(ledger.store, "run", op, write=True)
     except Exception as exc:  # the vectors are written: a ledger failure is only logged
         log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)

@@ -172,14 +172,15 @@ def _event_values(row: EventRow) -> tuple[Any, ...]:
     )
 
 
-def drop_vectors(keys: Sequence[tuple[str, str, str, int]]) -> Stmt:
-    """The statement deleting the vectors of the events at ``keys`` (tenant, thread, branch,
-    seq), in the transaction that hides, deletes or revises them."""
-    return Stmt(
+def drop_vectors(scope: Scope, keys: Sequence[tuple[str, str, str, int]]) -> Op[None]:
+    """Delete the vectors of the events at ``keys`` (tenant, thread, branch, seq) and bump the
+    thread's vector version, in the transaction that hides, deletes or revises them."""
+    yield Stmt(
         "DELETE FROM ctx_event_vectors WHERE event_pk IN (SELECT pk FROM ctx_events "
         "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?)",
         many=list(keys),
     )
+    yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
 
 
 def _bump_edit_version(d: Dialect, scope: Scope) -> Op[int]:
@@ -239,8 +240,7 @@ def append(
                 "WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",
                 (d.ts(now), *where),
             )
-            yield drop_vectors([where])  # made from the text replaced: embedded again later
-            yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
+            yield from drop_vectors(scope, [where])  # made from the text replaced: embedded again
             yield Stmt(
                 "UPDATE ctx_events SET role = ?, name = ?, content = ?, content_hash = ?, text = ?, "
                 "tool_call_ids = ?, tool_names = ?, terms = ?, revision = ? "
@@ -392,8 +392,7 @@ def _edit_visibility(
     version = yield from _bump_edit_version(d, scope)
     keys = [(scope.tenant, scope.thread_id, branch, seq) for branch, seq in targets]
     if kind != "show":  # a hidden or deleted event's vector goes with it (shown: embedded again)
-        yield drop_vectors(keys)
-        yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
+        yield from drop_vectors(scope, keys)
     if kind == "delete":
         yield Stmt(
             "DELETE FROM ctx_event_revisions WHERE tenant = ? AND thread_id = ? AND branch = ? AND seq = ?",

@@ -64,7 +64,10 @@ def _lookup_functions(
     mode: SearchMode | None,
 ) -> tuple[Callable[..., _Result], Callable[..., Awaitable[_Result]]]:
     """The tool's sync and async functions: one flow, run by either driver, on a page sized
-    to the room the context has left (see :func:`~ctx_langgraph.lookup._state.page_cap`)."""
+    to the room the context has left (see :func:`~ctx_langgraph.lookup._state.page_cap`). A
+    ``mode`` the store cannot search is refused now, not on the model's first lookup."""
+    if mode is not None:
+        store.search_mode(mode)
 
     def page_for(runtime: object) -> Page:
         cap = page_cap(max_tokens, runtime, name, counter)
@@ -115,12 +118,11 @@ def make_history_lookup_tool(
     ``configurable["ctx_branch"]``; the model only picks filters (``query``, ``min_seq``,
     ``max_seq``, ``since``, ``until``, ``role``, ``tool_name``, ``newest_first``), a ``handle``
     to page through one record's text, and ``cursor``. Hidden and deleted events never come back.
-    Bad arguments (of any type, size or range), a forged or stale cursor, a run without
-    ``thread_id`` ("the history lookup is not available in this run: it has no thread_id")
-    and a store that fails (logged) give the model a short message saying what to do, never an
-    exception. A ``query`` (or a list of up to five, fused) is
-    answered with its best matches, each followed by the turn after it, shown oldest first; in
-    a graph with ``ctx_budget`` a page takes at most the room under the trigger (docs/design.md §8).
+    Bad arguments, a forged or stale cursor, a run without ``thread_id`` and a store that fails
+    (logged) give the model a short message saying what to do, never an exception. A ``query``
+    (or a list of up to five, fused) is answered with its best matches, each followed by the
+    turn after it, shown oldest first; in a graph with ``ctx_budget`` a page takes at most the
+    room under the trigger (docs/design.md §8).
 
     Args:
         store: the history store the graph records into.
@@ -130,20 +132,14 @@ def make_history_lookup_tool(
         description: what the model is told the tool does.
         segments: a query's first page starts with the segment index's best segments and the
             events they cite (``from_segment``), in at most 40% of the page (docs/design.md §8).
-        mode: how a query is searched: ``keyword`` (words, BM25), ``semantic`` (meaning: the
-            store's vector index) or ``hybrid`` (both, fused by reciprocal rank); None: hybrid
-            when the store has a vector index (``index=`` when it is opened), else keyword.
-            A query's first page first embeds up to 64 events that await a vector; records
-            still without one are searched by words, and the page's ``searched`` says so.
+        mode: ``keyword``, ``semantic`` or ``hybrid`` (None: hybrid with a vector index).
 
     Returns:
-        A LangChain tool (sync and async) returning a JSON page ``{"notice", "order", "records",
-        "next_cursor"}``; its ``ToolMessage`` carries the artifact ``{"ctx_lookup": True}``:
-        ``ctx_budget`` does not cap the page (the tool bounds it), summarizers skip it.
+        A tool (sync and async) returning a JSON page ``{"notice", "order", "records",
+        "next_cursor"}``, artifact ``{"ctx_lookup": True}`` (uncapped by ``ctx_budget``).
 
     Raises:
-        ValueError: ``max_tokens`` is below 300, or ``mode`` is unknown or needs a vector
-            index the store does not have.
+        ValueError: ``max_tokens`` is below 300, or ``mode`` needs an index the store lacks.
 
     Example (every page starts with the ``notice`` that its records are data, not instructions):
         >>> import json
@@ -171,8 +167,6 @@ def make_history_lookup_tool(
             f"max_tokens={max_tokens} is too small for a history lookup page; use at least "
             f"{MIN_MAX_TOKENS}"
         )
-    if mode is not None:
-        store.search_mode(mode)  # refused now, not on the model's first lookup
     counter = counter or default_counter("gpt-4o")
     lookup, alookup = _lookup_functions(store, counter, max_tokens, name, segments, mode)
     return StructuredTool.from_function(

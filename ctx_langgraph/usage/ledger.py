@@ -8,11 +8,9 @@ event books 0, provisional -> final books the difference, and a billing correcti
 ``version``) may book a negative difference. Unknown counts are never added as zeros, and
 compaction never touches the ledger.
 
-The provider's usage payload (``usage.raw``) is stored only for an incomplete record
-(``partial`` or ``unknown``): there it is the one trace of what the provider said (a stream cut
-short, the error that left a call unknown) to re-derive the counts from. A complete record's
-counts are all known, so its payload is not kept (``{}``); rows written before are left as
-they are.
+The provider's usage payload (``usage.raw``) is kept only for a ``partial`` or ``unknown``
+record, the one trace to re-derive its counts from (a stream cut short, the error that left a
+call unknown); a complete record keeps ``{}`` (rows written before are left as they are).
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ from ctx_langgraph.usage.booking import (
     plan_booking,
 )
 from ctx_langgraph.usage.prices import PriceTable
-from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
+from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus, embedding_usage
 
 __all__ = ["PURPOSES", "BookedDelta", "LedgerRecord", "UsageLedger", "UsageTotals", "call_key_for"]
 
@@ -62,7 +60,7 @@ class BookedDelta:
 
     call_key: str
     reason: BookingReason
-    """``new`` record, ``update`` (provisional -> final, correction), ``duplicate`` or ``stale`` (booked 0)."""
+    """``new``, ``update`` (provisional -> final, correction), ``duplicate``, ``stale`` (0)."""
     deltas: dict[str, int]
     """Change of each token count in the totals (0 when unchanged or unknown)."""
     cost_delta: float
@@ -152,18 +150,6 @@ class _Event:
     version: int
     cacheable_prefix: int | None = None
     makeup: dict[str, int] | None = None
-
-
-def _embedding_usage(model: str, tokens: int, texts: int, estimated: bool) -> NormalizedUsage:
-    return NormalizedUsage(
-        input_total=tokens,
-        input_uncached=tokens,
-        cache_read=0,
-        cache_write=0,
-        output=0,
-        model=model,
-        raw={"texts": texts, "estimated": estimated},
-    )
 
 
 def _record_op(
@@ -485,7 +471,7 @@ class UsageLedger:
         )
         return await self.store.arun(op, write=True)
 
-    def record_embedding(
+    def embedding_booking(
         self,
         call_key: str,
         *,
@@ -494,26 +480,10 @@ class UsageLedger:
         tokens: int,
         texts: int,
         estimated: bool = False,
-    ) -> BookedDelta:
-        """Book one call of a history store's embedding model (purpose ``embedding``): its
-        input tokens (``estimated`` when the model could not count them) and no output.
-        Booking the same ``call_key`` again books nothing."""
-        usage = _embedding_usage(model, tokens, texts, estimated)
-        return self.record(call_key, usage, scope=scope, purpose="embedding")
-
-    async def arecord_embedding(
-        self,
-        call_key: str,
-        *,
-        scope: Scope | str,
-        model: str,
-        tokens: int,
-        texts: int,
-        estimated: bool = False,
-    ) -> BookedDelta:
-        """Async twin of :meth:`record_embedding`."""
-        usage = _embedding_usage(model, tokens, texts, estimated)
-        return await self.arecord(call_key, usage, scope=scope, purpose="embedding")
+    ) -> Op[BookedDelta]:
+        """The op booking one embedding call (purpose ``embedding``; a key booked: nothing)."""
+        usage = embedding_usage(model, tokens, texts, estimated)
+        return self._booking(call_key, usage, scope, "embedding", None, 0, None, None)
 
     def _note_request(
         self, scope: Scope | str, digests: Sequence[str]

@@ -10,7 +10,14 @@ from typing_extensions import TypedDict
 
 from ctx_langgraph.storage.tables.usage import COUNT_COLUMNS
 
-__all__ = ["COUNT_FIELDS", "NormalizedUsage", "Provider", "UsageCounts", "UsageStatus"]
+__all__ = [
+    "COUNT_FIELDS",
+    "NormalizedUsage",
+    "Provider",
+    "UsageCounts",
+    "UsageStatus",
+    "embedding_usage",
+]
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
@@ -103,3 +110,17 @@ class NormalizedUsage:
             f.name: (dict(self.raw) if f.name == "raw" else getattr(self, f.name))
             for f in fields(self)
         }
+
+
+def embedding_usage(model: str, tokens: int, texts: int, estimated: bool) -> NormalizedUsage:
+    """The usage of one embedding call: ``tokens`` of input (``estimated`` when the model
+    could not count them), none cached, no output."""
+    return NormalizedUsage(
+        input_total=tokens,
+        input_uncached=tokens,
+        cache_read=0,
+        cache_write=0,
+        output=0,
+        model=model,
+        raw={"texts": texts, "estimated": estimated},
+    )
