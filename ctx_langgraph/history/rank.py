@@ -51,6 +51,7 @@ __all__ = [
     "has_rank_terms",
     "idf",
     "rank",
+    "rank_scores",
     "visible_at",
 ]
 
@@ -63,7 +64,9 @@ CANDIDATES_PER_STEM = 300
 MAX_RANK_TERMS = 32
 """Most distinct stems a ranked query may have (each costs one or two statements)."""
 FUSION_DEPTH = 100
-"""Hits of each ranking a hybrid search fuses (at least; more when more are asked for)."""
+"""Hits of the keyword ranking a hybrid search fuses (at least; more when more are asked for)."""
+FUSION_CANDIDATES = 100
+"""Events read per stem by the keyword side of a hybrid search (meaning finds the rest)."""
 _PEOPLE = ("human", "ai")
 """The roles whose messages count their speaker's name."""
 
@@ -142,7 +145,12 @@ def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[t
 
 
 def _matching(
-    d: Dialect, scope: Scope, stem: str, where: Sequence[str], args: Sequence[Any]
+    d: Dialect,
+    scope: Scope,
+    stem: str,
+    where: Sequence[str],
+    args: Sequence[Any],
+    candidates: int = CANDIDATES_PER_STEM,
 ) -> Op[tuple[int, list[int]]]:
     """How many of the filtered events have ``stem``, and the seqs of the newest of them: the
     matches are read once, through the full-text index."""
@@ -151,7 +159,7 @@ def _matching(
         f"WITH matching AS {d.materialized}(SELECT e.seq FROM {source} "
         f"WHERE {' AND '.join([match, *where])}) "
         "SELECT seq, (SELECT count(*) FROM matching) FROM matching ORDER BY seq DESC LIMIT ?",
-        (*match_params, *args, CANDIDATES_PER_STEM),
+        (*match_params, *args, candidates),
         "all",
     )
     return (int(rows[0][1]) if rows else 0), [int(row[0]) for row in rows]
@@ -163,25 +171,33 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
     found = yield from read_branch(d, scope)
     if found is None:
         return []
-    chain = found[1]
+    best = yield from rank_scores(d, scope, found[1], q)
+    rows = yield from visible_at(scope, found[1], EVENT_COLS, [seq for seq, _ in best])
+    by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
+    return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
+
+
+def rank_scores(
+    d: Dialect, scope: Scope, chain: Lineage, q: RankQuery, candidates: int = CANDIDATES_PER_STEM
+) -> Op[list[tuple[int, float]]]:
+    """(seq, BM25 score) of the best ``q.filters.limit`` events of the branch (``chain``: its
+    lineage), best first, reading at most ``candidates`` events per stem; what :func:`rank`
+    ranks by, and a hybrid search fuses."""
     where, args = filter_clause(d, scope, chain, q.filters)
     events, spoken = yield from _counted(where, args, q.stems)
     if not events:
         return []
     df: dict[str, int] = {}
-    candidates: set[int] = set()
+    found: set[int] = set()
     for stem in q.stems:
-        matching, newest = yield from _matching(d, scope, stem, where, args)
+        matching, newest = yield from _matching(d, scope, stem, where, args, candidates)
         df[stem] = matching
-        candidates.update(newest)
-    rows = yield from visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(candidates))
+        found.update(newest)
+    rows = yield from visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(found))
     texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
-    best = bm25_order(texts, weights)[: q.filters.limit]
-    rows = yield from visible_at(scope, chain, EVENT_COLS, [seq for seq, _ in best])
-    by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
-    return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
+    return bm25_order(texts, weights)[: q.filters.limit]
 
 
 def _speaker(role: str, name: str | None) -> bool:

@@ -256,12 +256,12 @@ def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache
     if q.mode == "semantic":
         best = meaning[: q.filters.limit]
     else:
-        words: list[RankedHit] = []
+        scored: list[tuple[int, float]] = []
         if rank_ops.has_rank_terms(q.query):
             depth = max(q.filters.limit, rank_ops.FUSION_DEPTH)
             ranked = rank_ops.RankQuery(q.query, replace(q.filters, limit=depth))
-            words = yield from rank_ops.rank(d, scope, ranked)
-        scored = [(hit.event.seq, hit.score) for hit in words]
+            candidates = max(depth, rank_ops.FUSION_CANDIDATES)
+            scored = yield from rank_ops.rank_scores(d, scope, chain, ranked, candidates)
         cosine = dict(zip(seqs.tolist(), scores.tolist(), strict=True))
         meaning += [(seq, cosine[seq]) for seq, _ in scored if seq in cosine]
         best = fuse_scores(scored, dict(meaning).items())[: q.filters.limit]
