@@ -38,7 +38,8 @@ HISTORY_STORE_KEYS = (
 )  # fmt: skip
 INDEX_KEYS = frozenset({
     "events", "texts", "embed_s", "embed_events_per_s", "embed_texts_per_s", "embed_tokens",
-    "query_embed_p50_ms", "query_embed_p95_ms", "cold_search_ms", "other_vectors",
+    "query_embed_p50_ms", "query_embed_p95_ms", "cold_search_ms", "refresh_search_ms",
+    "other_vectors",
     "semantic_p50_ms", "semantic_p95_ms", "hybrid_p50_ms", "hybrid_p95_ms",
     "filtered_p50_ms", "filtered_p95_ms",
 })  # fmt: skip

@@ -387,3 +387,29 @@ async def test_memory_recall_uses_the_langgraph_stores_own_index(mode: str) -> N
         results[indexed] = recalled[0].content
     assert results[True] == facts[-1]  # meaning: no word of the question is in it
     assert results[False] != facts[-1]  # words alone: none matches, so another comes first
+
+
+async def test_a_search_after_a_turn_reads_only_the_new_vectors(api: Any, monkeypatch: Any) -> None:
+    """The thread's cached vectors are refreshed with what the turn embedded, not read whole;
+    a deletion is taken out of them the same way."""
+    from ctx_langgraph.history import vector_cache
+
+    api.store.use_index({"embed": DeterministicFakeEmbedding(size=8), "dims": 8})
+    await api.append("t", [HumanMessage(f"note {n}", id=f"n{n}") for n in range(40)])
+    await api.embed_pending("t")
+    assert len(await api.rank("t", "note 3", mode="semantic", limit=100)) == 40
+    built: list[int] = []
+    original = vector_cache.ThreadVectors.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: Any, incarnation: str, version: int, rows: Any, dims: int) -> Any:
+        built.append(len(rows))
+        return original(cls, incarnation, version, rows, dims)
+
+    monkeypatch.setattr(vector_cache.ThreadVectors, "build", classmethod(counting))
+    await api.append("t", [HumanMessage("the new one", id="new")])
+    await api.embed_pending("t")
+    await api.delete_events("t", ["n5"])
+    hits = await api.rank("t", "the new one", mode="semantic", limit=100)
+    assert built == [1]  # only the new event's vectors were read
+    assert hits[0].event.event_id == "new" and len(hits) == 40
+    assert "n5" not in {hit.event.event_id for hit in hits}

@@ -1,10 +1,12 @@
 """The vectors of recently searched threads, in memory: a search by meaning reads a thread's
 vectors once, then only checks that they did not change (one row: the thread's
-``vector_version``, bumped in every transaction that writes or drops a vector of it, and
-its creation time, since a thread deleted and made again counts from 0 again).
+``vector_version``, bumped in every transaction that writes or drops vectors of it, and its
+creation time, since a thread deleted and made again counts from 0 again). When they did
+change (a turn embedded its new events), it reads the thread's (event, revision) list and only
+the vectors it does not hold yet.
 
 Without it, each search would read every vector of the thread again (a 10,000-event thread:
-some 30 MB). Entries are immutable; the least recently used ones go past ``max_bytes``.
+some 27 MB). Entries are immutable; the least recently used ones go past ``max_bytes``.
 """
 
 from __future__ import annotations
@@ -23,41 +25,87 @@ DEFAULT_CACHE_BYTES = 256 * 2**20
 
 @dataclass(frozen=True)
 class ThreadVectors:
-    """Every vector of one thread under one index key, as read at ``version``: per event (by
-    ascending event pk) its branch (an index into ``branch_names``), seq, and the rows of
-    ``matrix`` that are its vectors."""
+    """Every vector of one thread under one index key, as read at ``version`` of the thread's
+    ``incarnation`` (its creation time): per event its pk, revision, branch (an index into
+    ``branch_names``) and seq, and the rows of ``matrix`` that are its vectors (``starts``:
+    where each event's rows begin; an event's rows are contiguous)."""
 
-    version: str
+    incarnation: str
+    version: int
     pks: Any
+    revisions: Any
     branches: Any
     branch_names: tuple[str, ...]
     seqs: Any
     starts: Any
+    counts: Any
     matrix: Any
 
     @classmethod
-    def build(cls, version: str, rows: Sequence[Any], dims: int) -> ThreadVectors:
-        """From (event_pk, branch, seq, vector blob) rows in event pk order.
+    def build(cls, incarnation: str, version: int, rows: Sequence[Any], dims: int) -> ThreadVectors:
+        """From (event_pk, revision, branch, seq, vector blob) rows.
 
         Raises:
             ValueError: a blob that is not a whole number of ``dims``-float vectors.
         """
         import numpy as np
 
-        blobs = [bytes(row[3]) for row in rows]
+        blobs = [bytes(row[4]) for row in rows]
         counts = [len(blob) // (4 * dims) for blob in blobs]
         if any(n < 1 or n * 4 * dims != len(b) for n, b in zip(counts, blobs, strict=True)):
             raise ValueError(f"a stored vector is not a whole number of {dims}-float vectors")
-        names = tuple(dict.fromkeys(str(row[1]) for row in rows))
+        names = tuple(dict.fromkeys(str(row[2]) for row in rows))
         code = {name: n for n, name in enumerate(names)}
+        sizes = np.asarray(counts, dtype=np.int64)
         return cls(
+            incarnation,
             version,
             np.asarray([int(row[0]) for row in rows], dtype=np.int64),
-            np.asarray([code[str(row[1])] for row in rows], dtype=np.int64),
+            np.asarray([int(row[1]) for row in rows], dtype=np.int64),
+            np.asarray([code[str(row[2])] for row in rows], dtype=np.int64),
             names,
-            np.asarray([int(row[2]) for row in rows], dtype=np.int64),
-            np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64),
+            np.asarray([int(row[3]) for row in rows], dtype=np.int64),
+            np.cumsum(sizes) - sizes,
+            sizes,
             np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims),
+        )
+
+    def stale(self, pks: Any, revisions: Any) -> tuple[Any, Any]:
+        """Against the thread's (pk, revision) list now: which of this entry's events are
+        still there at the same revision (a mask), and the pks to read (new or revised)."""
+        import numpy as np
+
+        now = dict(zip(pks.tolist(), revisions.tolist(), strict=True))
+        kept = np.asarray(
+            [
+                now.get(pk) == rev
+                for pk, rev in zip(self.pks.tolist(), self.revisions.tolist(), strict=True)
+            ],
+            dtype=bool,
+        )
+        have = set(self.pks[kept].tolist())
+        return kept, [pk for pk in pks.tolist() if pk not in have]
+
+    def refreshed(self, version: int, kept: Any, rows: Sequence[Any], dims: int) -> ThreadVectors:
+        """This entry without the events not ``kept``, with ``rows`` (as :meth:`build` takes
+        them) added, at ``version``."""
+        import numpy as np
+
+        added = ThreadVectors.build(self.incarnation, version, rows, dims)
+        names = tuple(dict.fromkeys((*self.branch_names, *added.branch_names)))
+        recode = np.asarray([names.index(n) for n in added.branch_names] or [0], dtype=np.int64)
+        counts = np.concatenate((self.counts[kept], added.counts))
+        return ThreadVectors(
+            self.incarnation,
+            version,
+            np.concatenate((self.pks[kept], added.pks)),
+            np.concatenate((self.revisions[kept], added.revisions)),
+            np.concatenate((self.branches[kept], recode[added.branches])),
+            names,
+            np.concatenate((self.seqs[kept], added.seqs)),
+            np.cumsum(counts) - counts,
+            counts,
+            np.concatenate((self.matrix[np.repeat(kept, self.counts)], added.matrix)),
         )
 
     @property
@@ -103,14 +151,14 @@ class VectorCache:
         self._entries: OrderedDict[tuple[str, str, str], ThreadVectors] = OrderedDict()
         self._lock = threading.Lock()
         self.loads = 0
-        """Times a thread's vectors were read from the database (a miss)."""
+        """Entries stored: a thread read whole, or refreshed with the vectors it lacked."""
 
-    def get(self, key: tuple[str, str, str], version: str) -> ThreadVectors | None:
+    def get(self, key: tuple[str, str, str]) -> ThreadVectors | None:
+        """The thread's entry, whatever version it was read at (the caller checks)."""
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None or entry.version != version:
-                return None
-            self._entries.move_to_end(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
             return entry
 
     def put(self, key: tuple[str, str, str], entry: ThreadVectors) -> None:

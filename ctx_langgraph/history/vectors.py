@@ -39,7 +39,7 @@ from ctx_langgraph.history.types import RankedHit, Scope
 from ctx_langgraph.history.vector_cache import ThreadVectors, VectorCache
 from ctx_langgraph.storage.codec import load_text
 from ctx_langgraph.storage.dialects import Dialect
-from ctx_langgraph.storage.statements import Op, Stmt
+from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
 from ctx_langgraph.storage.tables.vectors import BUMP_VECTOR_VERSION
 
 __all__ = [
@@ -204,9 +204,16 @@ def fuse_scores(
     return sorted(fused.items(), key=lambda item: (-item[1], -item[0]))
 
 
+_VECTOR_ROWS = "SELECT event_pk, revision, branch, seq, vector FROM ctx_event_vectors"
+REFRESH_SHARE = 0.25
+"""A cached thread whose changed events are more than this share of it is read whole again."""
+
+
 def _thread_vectors(scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[ThreadVectors | None]:
     """The thread's vectors under the index's key: from ``cache`` while the thread's vector
-    version is the one they were read at, else read (and cached) again. None: no such thread."""
+    version is the one they were read at; else the events' (pk, revision) list is read, and
+    only the vectors the cache does not hold (all of them, when it holds none or most
+    changed). None: no such thread."""
     row = yield Stmt(
         "SELECT vector_version, created_at FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
         (scope.tenant, scope.thread_id),
@@ -214,18 +221,34 @@ def _thread_vectors(scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[Th
     )
     if row is None:
         return None
-    key = (scope.tenant, scope.thread_id, q.key)
-    version = f"{row[1]}/{row[0]}"  # a thread deleted and made again starts a new count
-    entry = cache.get(key, version)
-    if entry is None:
-        rows = yield Stmt(
-            "SELECT event_pk, branch, seq, vector FROM ctx_event_vectors WHERE tenant = ? "
-            "AND thread_id = ? AND model = ? ORDER BY event_pk",
-            (scope.tenant, scope.thread_id, q.key),
-            "all",
+    version, incarnation = int(row[0]), str(row[1])  # made again: a new count
+    key, where = (scope.tenant, scope.thread_id, q.key), (scope.tenant, scope.thread_id, q.key)
+    entry = cache.get(key)
+    if entry is not None and entry.incarnation == incarnation and entry.version == version:
+        return entry
+    thread = "WHERE tenant = ? AND thread_id = ? AND model = ?"
+    if entry is not None and entry.incarnation == incarnation:
+        import numpy as np
+
+        listed = yield Stmt(
+            f"SELECT event_pk, revision FROM ctx_event_vectors {thread}", where, "all"
         )
-        entry = ThreadVectors.build(version, rows, q.dims)
-        cache.put(key, entry)
+        pks = np.asarray([int(r[0]) for r in listed], dtype=np.int64)
+        kept, wanted = entry.stale(pks, np.asarray([int(r[1]) for r in listed], dtype=np.int64))
+        if len(wanted) <= REFRESH_SHARE * max(1, len(pks)):
+            rows: list[Any] = []
+            for chunk in chunks(wanted):
+                rows += yield Stmt(
+                    f"{_VECTOR_ROWS} {thread} AND event_pk IN ({marks(len(chunk))})",
+                    (*where, *chunk),
+                    "all",
+                )
+            entry = entry.refreshed(version, kept, rows, q.dims)
+            cache.put(key, entry)
+            return entry
+    rows = yield Stmt(f"{_VECTOR_ROWS} {thread}", where, "all")
+    entry = ThreadVectors.build(incarnation, version, rows, q.dims)
+    cache.put(key, entry)
     return entry
 
 
