@@ -413,3 +413,26 @@ async def test_a_search_after_a_turn_reads_only_the_new_vectors(api: Any, monkey
     assert built == [1]  # only the new event's vectors were read
     assert hits[0].event.event_id == "new" and len(hits) == 40
     assert "n5" not in {hit.event.event_id for hit in hits}
+
+
+def test_a_lookup_page_is_indexed_as_nothing() -> None:
+    """A history lookup's page is a copy of older events: it gets no vector, so a search finds
+    the events themselves, and it does not wait to be embedded."""
+    from langchain_core.messages import ToolMessage
+
+    with SQLiteHistoryStore.from_path(":memory:", index=INDEX) as store:
+        store.setup()
+        store.append("t", _messages())
+        page = ToolMessage(
+            json.dumps({"records": [{"text": TALK[1][1]}]}),
+            tool_call_id="c1",
+            name="history_lookup",
+            id="page",
+            artifact={"ctx_lookup": True},
+        )
+        store.append("t", [page])
+        report = store.embed_pending("t")
+        assert (report.embedded, report.pending) == (6, 0)
+        hits = store.rank("t", "dinosaur exhibit at the museum", mode="semantic")
+        assert hits.unembedded == 0 and "page" not in [h.event.event_id for h in hits]
+        assert hits[0].event.event_id == "m1"

@@ -180,28 +180,32 @@ class VectorsAPI(StoreBase):
         for start in range(0, len(events), index.batch_size):
             batch = events[start : start + index.batch_size]
             units = [
-                vector_ops.embed_units(e.text, e.role, e.name, index.text_chars) for e in batch
+                [] if e.copy else vector_ops.embed_units(e.text, e.role, e.name, index.text_chars)
+                for e in batch
             ]
             texts = [text for unit in units for text in unit]
             try:
-                vectors = yield call(index, "embed_texts", texts)
+                vectors = (yield call(index, "embed_texts", texts)) if texts else []
             except EmbeddingError as exc:
                 error = str(exc)[:300]
                 log.warning("ctx-langgraph: embedding %d event(s) failed: %s", len(batch), error)
                 break
-            counted, exact = index.count_tokens(texts)
+            counted, exact = index.count_tokens(texts) if texts else (0, True)
             blobs, at = [], 0
             for unit in units:  # an event's vectors, one after the other
                 blobs.append(b"".join(encode_vectors(vectors[at : at + len(unit)])))
                 at += len(unit)
-            each = max(1, counted // len(batch))
-            rows = [(event, each, blob) for event, blob in zip(batch, blobs, strict=True)]
+            each = counted // max(1, len(texts))
+            rows = [
+                (event, each * len(unit), blob)
+                for event, unit, blob in zip(batch, units, blobs, strict=True)
+            ]
             written = yield call(
                 self, "run", vector_ops.put_event_vectors(scope, index.key, rows), write=True
             )
             embedded += written
             tokens += counted
-            if ledger is not None:
+            if ledger is not None and texts:
                 yield from _book(ledger, scope, index, batch, counted, exact)
         return EmbedReport(
             embedded, max(0, pending - embedded), tokens, error, time.monotonic() - started

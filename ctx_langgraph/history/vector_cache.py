@@ -52,7 +52,7 @@ class ThreadVectors:
 
         blobs = [bytes(row[4]) for row in rows]
         counts = [len(blob) // (4 * dims) for blob in blobs]
-        if any(n < 1 or n * 4 * dims != len(b) for n, b in zip(counts, blobs, strict=True)):
+        if any(n * 4 * dims != len(b) for n, b in zip(counts, blobs, strict=True)):
             raise ValueError(f"a stored vector is not a whole number of {dims}-float vectors")
         names = tuple(dict.fromkeys(str(row[2]) for row in rows))
         code = {name: n for n, name in enumerate(names)}
@@ -113,13 +113,19 @@ class ThreadVectors:
         return int(self.matrix.nbytes + self.pks.nbytes * 4)
 
     def _best(self, vector: Sequence[float], mask: Any) -> tuple[int, Any, Any]:
+        """How many events ``mask`` selects (a lookup page, stored with no vector, counts: it
+        is indexed, as nothing on purpose), and the seqs and best cosines of those with
+        vectors."""
         import numpy as np
 
-        if not mask.any():
-            return 0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        scored = mask & (self.counts > 0)
+        if not scored.any():
+            return int(mask.sum()), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         cosines = self.matrix @ np.asarray(vector, dtype=np.float32)
-        best = np.maximum.reduceat(cosines, self.starts)
-        return int(mask.sum()), self.seqs[mask], best[mask]
+        filled = self.counts > 0
+        best = np.zeros(len(self.pks), dtype=np.float32)
+        best[filled] = np.maximum.reduceat(cosines, self.starts[filled])
+        return int(mask.sum()), self.seqs[scored], best[scored]
 
     def scores_in(
         self, vector: Sequence[float], chain: Sequence[tuple[str, int | None]]

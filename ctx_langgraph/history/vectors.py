@@ -25,6 +25,7 @@ its first places the weight of BM25's (docs/design.md §4 has the figures).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +42,7 @@ from ctx_langgraph.storage.codec import load_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
 from ctx_langgraph.storage.tables.vectors import BUMP_VECTOR_VERSION
+from ctx_langgraph.view.markers import LOOKUP_MARK
 
 __all__ = [
     "KEYWORD_WEIGHT",
@@ -81,6 +83,9 @@ class PendingEvent:
     text: str
     role: str
     name: str | None = None
+    copy: bool = False
+    """A history lookup's page (a copy of older events): stored with no vector, so a search
+    never finds the copy instead of the event."""
 
 
 class RankedHits(list[RankedHit]):
@@ -147,7 +152,8 @@ def pending_events(scope: Scope, key: str, limit: int) -> Op[tuple[list[PendingE
     where = "e.tenant = ? AND e.thread_id = ? AND e.visible = ? AND v.event_pk IS NULL"
     params = (key, scope.tenant, scope.thread_id, True)
     rows = yield Stmt(
-        f"SELECT e.pk, e.revision, e.text, e.role, e.name FROM ctx_events e {_VECTOR_JOIN} "
+        f"SELECT e.pk, e.revision, e.text, e.role, e.name, CASE WHEN e.role = 'tool' THEN "
+        f"e.content END FROM ctx_events e {_VECTOR_JOIN} "
         f"WHERE {where} ORDER BY e.pk LIMIT ?",
         (*params, limit),
         "all",
@@ -158,8 +164,23 @@ def pending_events(scope: Scope, key: str, limit: int) -> Op[tuple[list[PendingE
             f"SELECT count(*) FROM ctx_events e {_VECTOR_JOIN} WHERE {where}", params, "one"
         )
         total = int(counted[0])
-    events = [PendingEvent(int(r[0]), int(r[1]), load_text(r[2]), str(r[3]), r[4]) for r in rows]
+    events = [
+        PendingEvent(int(r[0]), int(r[1]), load_text(r[2]), str(r[3]), r[4], _is_page(r[5]))
+        for r in rows
+    ]
     return events, total
+
+
+def _is_page(content: str | None) -> bool:
+    """Whether a tool result's stored record is a history lookup's page (its artifact)."""
+    if not content:
+        return False
+    try:
+        data = json.loads(load_text(content)).get("data") or {}
+    except (ValueError, AttributeError):
+        return False
+    artifact = data.get("artifact") if isinstance(data, dict) else None
+    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
 
 
 def put_event_vectors(
