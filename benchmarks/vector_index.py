@@ -8,8 +8,8 @@ them from a lookup table, so a search's latency is the store's alone. The model 
 first backend only; the second gets the same vectors from memory (``embed_*`` is ``null``). The first search of the
 thread reads its vectors into the store's cache (``cold_search_ms``); the others check that
 they did not change (one row) and read the filtered events when a filter is set. After the
-timed searches a turn adds two events and embeds them; the next search reads the thread's
-(event, revision) list and only those two vectors (``refresh_search_ms``).
+timed searches, five turns each add two events and embed them; the next search reads the
+thread's (event, revision) list and only those vectors (``refresh_search_ms``: the median).
 """
 
 from __future__ import annotations
@@ -125,17 +125,22 @@ def _search_after_a_turn(
     model: Embeddings,
     vectors: dict[str, list[float]],
 ) -> float:
-    """A turn's two new events embedded, then one search (ms): the cache reads only them."""
-    extra = list(thread_turns(2))
-    for turn in extra:
-        turn.message.id = f"{turn.message.id}-after"
-    store.append(scope, [t.message for t in extra], created_at=[t.created_at for t in extra])
-    store.use_index({"embed": model, "dims": 384})
-    store.embed_pending(scope)
-    store.use_index({"embed": Precomputed(vectors), "dims": 384})
-    begin = time.perf_counter()
-    store.rank(scope, question, mode="semantic")
-    return (time.perf_counter() - begin) * 1000
+    """Five turns of two new events each, embedded, then one search (the cache reads only
+    them): the median of the five searches, in ms."""
+    extra = list(thread_turns(10))
+    timed: list[float] = []
+    for turn in range(5):
+        pair = extra[2 * turn : 2 * turn + 2]
+        for item in pair:
+            item.message.id = f"{item.message.id}-after"
+        store.append(scope, [t.message for t in pair], created_at=[t.created_at for t in pair])
+        store.use_index({"embed": model, "dims": 384})
+        store.embed_pending(scope)
+        store.use_index({"embed": Precomputed(vectors), "dims": 384})
+        begin = time.perf_counter()
+        store.rank(scope, question, mode="semantic")
+        timed.append((time.perf_counter() - begin) * 1000)
+    return statistics.median(timed)
 
 
 def pct(values: list[float], p: int) -> float:
@@ -230,7 +235,7 @@ def index_rows(sq: dict[str, Any], pg: dict[str, Any] | None) -> list[tuple[str,
         ("  query embedding p50 (ms)", cell(sq, "query_embed_p50_ms", "{:,.2f}"), cell(pg, "query_embed_p50_ms", "{:,.2f}")),
         ("  query embedding p95 (ms)", cell(sq, "query_embed_p95_ms", "{:,.2f}"), cell(pg, "query_embed_p95_ms", "{:,.2f}")),
         ("  first search, vectors read (ms)", cell(sq, "cold_search_ms", "{:,.2f}"), cell(pg, "cold_search_ms", "{:,.2f}")),
-        ("  search after a turn, 2 read (ms)", cell(sq, "refresh_search_ms", "{:,.2f}"), cell(pg, "refresh_search_ms", "{:,.2f}")),
+        ("  search after a turn (ms)", cell(sq, "refresh_search_ms", "{:,.2f}"), cell(pg, "refresh_search_ms", "{:,.2f}")),
     ]  # fmt: skip
     for mode in ("semantic", "hybrid", "filtered"):
         for p in ("p50", "p95"):

@@ -75,16 +75,13 @@ class ThreadVectors:
         still there at the same revision (a mask), and the pks to read (new or revised)."""
         import numpy as np
 
-        now = dict(zip(pks.tolist(), revisions.tolist(), strict=True))
-        kept = np.asarray(
-            [
-                now.get(pk) == rev
-                for pk, rev in zip(self.pks.tolist(), self.revisions.tolist(), strict=True)
-            ],
-            dtype=bool,
-        )
-        have = set(self.pks[kept].tolist())
-        return kept, [pk for pk in pks.tolist() if pk not in have]
+        if not len(pks):
+            return np.zeros(len(self.pks), dtype=bool), []
+        order = np.argsort(pks)
+        listed, listed_revisions = pks[order], revisions[order]
+        at = np.clip(np.searchsorted(listed, self.pks), 0, len(listed) - 1)
+        kept = (listed[at] == self.pks) & (listed_revisions[at] == self.revisions)
+        return kept, pks[~np.isin(pks, self.pks[kept])].tolist()
 
     def refreshed(self, version: int, kept: Any, rows: Sequence[Any], dims: int) -> ThreadVectors:
         """This entry without the events not ``kept``, with ``rows`` (as :meth:`build` takes

@@ -33,7 +33,10 @@ def _vectors(integer: str, blob: str) -> list[str]:
     return [
         f"ALTER TABLE ctx_threads ADD COLUMN vector_version {integer} NOT NULL DEFAULT 0",
         events,
-        "CREATE INDEX ctx_event_vectors_by_thread ON ctx_event_vectors (tenant, thread_id)",
+        # covering: a search after a turn lists a thread's (event, revision) from the index
+        # alone, without touching the rows (each about a page of vectors)
+        "CREATE INDEX ctx_event_vectors_by_thread ON ctx_event_vectors "
+        "(tenant, thread_id, model, event_pk, revision)",
     ]
 
 
