@@ -420,6 +420,11 @@ def test_a_lookup_page_is_indexed_as_nothing() -> None:
     the events themselves, and it does not wait to be embedded."""
     from langchain_core.messages import ToolMessage
 
+    from ctx_langgraph.history.vectors import LOOKUP_PAGE_MARK
+    from ctx_langgraph.view.markers import LOOKUP_MARK
+
+    assert LOOKUP_PAGE_MARK == LOOKUP_MARK
+
     with SQLiteHistoryStore.from_path(":memory:", index=INDEX) as store:
         store.setup()
         store.append("t", _messages())

@@ -42,10 +42,10 @@ from ctx_langgraph.storage.codec import load_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, chunks, marks
 from ctx_langgraph.storage.tables.vectors import BUMP_VECTOR_VERSION
-from ctx_langgraph.view.markers import LOOKUP_MARK
 
 __all__ = [
     "KEYWORD_WEIGHT",
+    "LOOKUP_PAGE_MARK",
     "MAX_UNITS",
     "SEMANTIC_DEPTH",
     "PendingEvent",
@@ -69,6 +69,9 @@ _MIN_UNIT_CHARS = 12
 """Shorter sentences ("Wow!", "Thanks.") get no vector of their own."""
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _PEOPLE = ("human", "ai")
+LOOKUP_PAGE_MARK = "ctx_lookup"
+"""The artifact key of a history lookup's page (``view.markers.LOOKUP_MARK``, which this
+store cannot import: the view package reads the store; a test keeps the two equal)."""
 _VECTOR_JOIN = (
     "LEFT JOIN ctx_event_vectors v ON v.event_pk = e.pk AND v.model = ? AND v.revision = e.revision"
 )
@@ -180,7 +183,7 @@ def _is_page(content: str | None) -> bool:
     except (ValueError, AttributeError):
         return False
     artifact = data.get("artifact") if isinstance(data, dict) else None
-    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
+    return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_PAGE_MARK))
 
 
 def put_event_vectors(
