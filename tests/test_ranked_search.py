@@ -428,7 +428,7 @@ def test_a_version_5_store_upgrades_and_ranks_by_stems(backend, monkeypatch):
         store.hide_events("t", ["m4"])
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 9
+    assert store.setup() == base.SCHEMA_VERSION == 10
     assert sorted(seqs(store.rank("t", "go"))) == [1, 2]
     assert seqs(store.rank("t", "hike")) == [1]
     assert seqs(store.rank("t", "child")) == [2]

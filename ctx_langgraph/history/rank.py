@@ -150,7 +150,7 @@ def _matching(
     stem: str,
     where: Sequence[str],
     args: Sequence[Any],
-    candidates: int = CANDIDATES_PER_STEM,
+    candidates: int,
 ) -> Op[tuple[int, list[int]]]:
     """How many of the filtered events have ``stem``, and the seqs of the newest of them: the
     matches are read once, through the full-text index."""
@@ -178,11 +178,12 @@ def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
 
 
 def rank_scores(
-    d: Dialect, scope: Scope, chain: Lineage, q: RankQuery, candidates: int = CANDIDATES_PER_STEM
+    d: Dialect, scope: Scope, chain: Lineage, q: RankQuery, candidates: int | None = None
 ) -> Op[list[tuple[int, float]]]:
     """(seq, BM25 score) of the best ``q.filters.limit`` events of the branch (``chain``: its
-    lineage), best first, reading at most ``candidates`` events per stem; what :func:`rank`
-    ranks by, and a hybrid search fuses."""
+    lineage), best first, reading at most ``candidates`` events per stem
+    (:data:`CANDIDATES_PER_STEM` by default); what :func:`rank` ranks by, and a hybrid search
+    fuses."""
     where, args = filter_clause(d, scope, chain, q.filters)
     events, spoken = yield from _counted(where, args, q.stems)
     if not events:
@@ -190,7 +191,8 @@ def rank_scores(
     df: dict[str, int] = {}
     found: set[int] = set()
     for stem in q.stems:
-        matching, newest = yield from _matching(d, scope, stem, where, args, candidates)
+        read = CANDIDATES_PER_STEM if candidates is None else candidates
+        matching, newest = yield from _matching(d, scope, stem, where, args, read)
         df[stem] = matching
         found.update(newest)
     rows = yield from visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(found))
