@@ -144,65 +144,43 @@ class VectorIndex:
             checked.append([x / norm for x in values])
         return checked
 
-    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        """The documents' vectors, within :attr:`timeout_s` (EmbeddingError otherwise)."""
+    def _bounded(self, method: Any, value: Any) -> Any:
+        """``method(value)`` within :attr:`timeout_s`, any failure an EmbeddingError."""
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         try:
-            future = pool.submit(self.embed.embed_documents, list(texts))
-            return self.checked(future.result(timeout=self.timeout_s), len(texts))
+            return pool.submit(method, value).result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError:
             raise EmbeddingError(f"the embedding model took over {self.timeout_s:g} s") from None
-        except EmbeddingError:
-            raise
         except Exception as exc:
-            raise EmbeddingError(
-                f"the embedding model failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise _failed(exc) from exc
         finally:
             pool.shutdown(wait=False)
 
-    async def aembed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        """Async twin of :meth:`embed_texts`."""
+    async def _abounded(self, call: Any) -> Any:
+        """Async twin of :meth:`_bounded`: the awaitable ``call``."""
         try:
-            vectors = await asyncio.wait_for(
-                self.embed.aembed_documents(list(texts)), timeout=self.timeout_s
-            )
+            return await asyncio.wait_for(call, timeout=self.timeout_s)
         except asyncio.TimeoutError:
             raise EmbeddingError(f"the embedding model took over {self.timeout_s:g} s") from None
         except Exception as exc:
-            raise EmbeddingError(
-                f"the embedding model failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise _failed(exc) from exc
+
+    def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """The documents' vectors, within :attr:`timeout_s` (EmbeddingError otherwise)."""
+        return self.checked(self._bounded(self.embed.embed_documents, list(texts)), len(texts))
+
+    async def aembed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """Async twin of :meth:`embed_texts`."""
+        vectors = await self._abounded(self.embed.aembed_documents(list(texts)))
         return self.checked(vectors, len(texts))
 
     def embed_query(self, text: str) -> list[float]:
         """A query's vector (EmbeddingError when the model fails or times out)."""
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        try:
-            future = pool.submit(self.embed.embed_query, text)
-            return self.checked([future.result(timeout=self.timeout_s)], 1)[0]
-        except concurrent.futures.TimeoutError:
-            raise EmbeddingError(f"the embedding model took over {self.timeout_s:g} s") from None
-        except EmbeddingError:
-            raise
-        except Exception as exc:
-            raise EmbeddingError(
-                f"the embedding model failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            pool.shutdown(wait=False)
+        return self.checked([self._bounded(self.embed.embed_query, text)], 1)[0]
 
     async def aembed_query(self, text: str) -> list[float]:
         """Async twin of :meth:`embed_query`."""
-        try:
-            vector = await asyncio.wait_for(self.embed.aembed_query(text), timeout=self.timeout_s)
-        except asyncio.TimeoutError:
-            raise EmbeddingError(f"the embedding model took over {self.timeout_s:g} s") from None
-        except Exception as exc:
-            raise EmbeddingError(
-                f"the embedding model failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        return self.checked([vector], 1)[0]
+        return self.checked([await self._abounded(self.embed.aembed_query(text))], 1)[0]
 
     def count_tokens(self, texts: Sequence[str]) -> tuple[int, bool]:
         """Tokens the texts cost, and whether the model counted them (``count_tokens``, as
@@ -215,6 +193,10 @@ class VectorIndex:
             except Exception:  # an estimate is booked instead
                 pass
         return sum(max(1, len(text) // 4) for text in texts), False
+
+
+def _failed(exc: Exception) -> EmbeddingError:
+    return EmbeddingError(f"the embedding model failed: {type(exc).__name__}: {exc}")
 
 
 def vector_index(config: IndexConfig | VectorIndex | None) -> VectorIndex | None:
