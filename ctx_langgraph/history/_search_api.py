@@ -158,10 +158,12 @@ class SearchAPI(VectorsAPI):
         ``mode`` (default: ``hybrid`` when the store has a vector index, else ``keyword``):
 
         - ``keyword``: the events having any word of the query, by BM25 (below);
-        - ``semantic``: every event that passes the filters, by the cosine of its vector with
-          the query's (exact search within the thread; events not embedded yet are left out);
-        - ``hybrid``: both rankings fused by reciprocal rank
-          (:data:`~ctx_langgraph.history.vectors.RRF_K`), their first 100 each (or ``limit``).
+        - ``semantic``: every event that passes the filters, by the best cosine of its vectors
+          with the query's (exact search within the thread; events not embedded yet are left
+          out);
+        - ``hybrid``: both fused by score, ``0.5 * bm25 / best_bm25 + 0.5 * cosine``
+          (:data:`~ctx_langgraph.history.vectors.KEYWORD_WEIGHT`), over BM25's first 100 and
+          the cosines' first 300 (or ``limit``).
 
         The result is a :class:`~ctx_langgraph.history.vectors.RankedHits` (a list) that says
         its ``mode``, how many filtered events had no vector yet (``unembedded``: searched by
