@@ -34,6 +34,7 @@ Figures only, never a failing exit: the targets are printed with a pass/fail mar
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import random
@@ -91,10 +92,20 @@ from peer_views import (
     langmem_serde,
     langmem_states,
 )
+from turn_costs import (
+    Profiles,
+    Subject,
+    compaction_turns,
+    round_trips,
+    serialized_bytes,
+    step_breakdown,
+)
+from turn_steps import STEPS
 
 from ctx_langgraph import (
     ContextConfig,
     ContextManagementMiddleware,
+    PostgresHistoryStore,
     SQLiteHistoryStore,
     add_context_management,
     make_history_lookup_tool,
@@ -105,7 +116,12 @@ from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.testing import tool_agent_reply
 
-GROWTH_TARGET = 1.5  # ours at the largest size / ours at the smallest (p50), equal phase, at most
+GROWTH_TARGET = 1.15  # ours at the largest size / ours at the smallest (p50), equal view, at most
+VS_LANGCHAIN_TARGET = (
+    1.0  # ours' turn / LangChain's at the smallest size (the same messages), at most
+)
+MIDDLEWARE_TARGET = 1.05  # the middleware's turn / ours' at the smallest size, at most
+LANGMEM_TARGET = 20.0  # langmem's turn / ours' at the largest size, at least
 CONFIG = ContextConfig(context_window=WINDOW)  # ours' defaults for a 128k window
 BUDGET = CONFIG.resolve()
 THREAD: Any = {"configurable": {"thread_id": "bench"}, "recursion_limit": 50}
@@ -310,6 +326,8 @@ class System:
     summaries: Callable[[], int]
     """Summaries (compactions) the system has made so far."""
     closers: list[Callable[[], None]] = field(default_factory=list)
+    model: Any = None
+    """The chat model the system calls (ours' cost measures time its calls)."""
     wall: list[float] = field(default_factory=list)
 
     def close(self) -> None:
@@ -407,21 +425,17 @@ def generation(graph: Any) -> Callable[[], int]:
     return lambda: int(graph.get_state(THREAD).values["context"].get("active_generation") or 0)
 
 
-def ours(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
-    """The docs-style agent + ``add_context_management``, on ours' state at ``length``."""
-    store, state = our_store(plan, length, tmp)
+def ours_graph(store: Any, saver: Any, config: ContextConfig = CONFIG) -> tuple[Any, AnswerModel]:
+    """The docs-style agent + ``add_context_management`` on ``store``."""
     model = AnswerModel()
     tools = [get_order_status, make_history_lookup_tool(store)]
     builder = docs_style(model, tools)
-    add_context_management(builder, model_node="agent", store=store, config=CONFIG, model=model)
-    graph = builder.compile(checkpointer=saver)
-    graph.update_state(THREAD, state, as_node="ctx_usage")
-    return System("ours", graph, saver, generation(graph), [store.close])
+    add_context_management(builder, model_node="agent", store=store, config=config, model=model)
+    return builder.compile(checkpointer=saver), model
 
 
-def ours_middleware(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
-    """``create_agent`` + ``ContextManagementMiddleware``, on ours' state at ``length``."""
-    store, state = our_store(plan, length, tmp)
+def middleware_graph(store: Any, saver: Any) -> tuple[Any, AnswerModel]:
+    """``create_agent`` + ``ContextManagementMiddleware`` on ``store``."""
     model = AnswerModel()
     middleware = ContextManagementMiddleware(
         store, config=CONFIG, model=model, tools=[get_order_status]
@@ -429,8 +443,23 @@ def ours_middleware(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
     graph = create_agent(
         model, tools=[get_order_status], middleware=[middleware], checkpointer=saver
     )
+    return graph, model
+
+
+def ours(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    """The docs-style agent + ``add_context_management``, on ours' state at ``length``."""
+    store, state = our_store(plan, length, tmp)
+    graph, model = ours_graph(store, saver)
+    graph.update_state(THREAD, state, as_node="ctx_usage")
+    return System("ours", graph, saver, generation(graph), [store.close], model=model)
+
+
+def ours_middleware(plan: Plan, length: int, saver: Any, tmp: Path) -> System:
+    """``create_agent`` + ``ContextManagementMiddleware``, on ours' state at ``length``."""
+    store, state = our_store(plan, length, tmp)
+    graph, model = middleware_graph(store, saver)
     graph.update_state(THREAD, state, as_node="ContextManagementMiddleware.after_model")
-    return System("ours (middleware)", graph, saver, generation(graph), [store.close])
+    return System("ours (middleware)", graph, saver, generation(graph), [store.close], model=model)
 
 
 class LangmemState(MessagesState):
@@ -564,7 +593,13 @@ def run_block(
                 if turn == args.warmup:
                     before[system.name] = system.summaries()
                 began = time.perf_counter()
-                system.graph.invoke({"messages": [HumanMessage(question)]}, THREAD)
+                invoke = functools.partial(
+                    system.graph.invoke, {"messages": [HumanMessage(question)]}, THREAD
+                )
+                if turn >= args.warmup:
+                    args.profiles.run(system.name, invoke)
+                else:
+                    invoke()
                 if turn >= args.warmup:
                     system.wall.append(time.perf_counter() - began)
         out: dict[str, Any] = {}
@@ -612,6 +647,136 @@ def measure(plan: Plan, size: int, args: argparse.Namespace, tmp: Path) -> dict[
     }
 
 
+def _subject(system: System) -> Subject:
+    return Subject(system.name, system.graph, system.model, system.saver, THREAD, system.closers)
+
+
+def _fresh(
+    name: str, make: Callable[[Any, Any], tuple[Any, Any]], store: Any, messages: list[Any],
+    as_node: str, tmp: Path,
+) -> Subject:  # fmt: skip
+    """``make``'s graph on a new thread of ``store`` whose state holds ``messages`` (its first
+    turn records them all)."""
+    saver, close_saver = make_saver("memory", tmp / f"{uuid.uuid4().hex[:8]}.ckpt")
+    graph, model = make(store, saver)
+    thread = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex[:8]}"}, "recursion_limit": 50}
+    graph.update_state(thread, {"messages": messages}, as_node=as_node)
+    return Subject(name, graph, model, saver, thread, [close_saver])
+
+
+def _plain(name: str, messages: list[Any], tmp: Path) -> Subject:
+    """The agent with nothing of ours: the docs-style graph, or a bare ``create_agent``."""
+    saver, close_saver = make_saver("memory", tmp / f"{uuid.uuid4().hex[:8]}.ckpt")
+    model = AnswerModel()
+    if name == "plain StateGraph":
+        graph = docs_style(model, [get_order_status]).compile(checkpointer=saver)
+        as_node = "agent"
+    else:
+        graph = create_agent(model, tools=[get_order_status], checkpointer=saver)
+        as_node = "model"
+    graph.update_state(THREAD, {"messages": messages}, as_node=as_node)
+    return Subject(name, graph, model, saver, THREAD, [close_saver])
+
+
+_AFTER = {"ours": "ctx_usage", "ours (middleware)": "ContextManagementMiddleware.after_model"}
+_MAKE = {"ours": ours_graph, "ours (middleware)": middleware_graph}
+
+
+def costs(plan: Plan, size: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Where ours' turn goes at ``size`` (ours' state there, every system at its own): the
+    steps, the store's round trips per plain turn on each backend, the checkpointed bytes per
+    turn against the plain agents, and what a compaction adds to its turn."""
+    length = plan.placements["ours"][size].lengths[0]
+    questions = [Dialogue(args.seed + 1).note() for _ in range(args.warmup + args.turns)]
+    out: dict[str, Any] = {"length": length, "steps": {}, "round_trips": {}, "bytes": {}}
+    for name in OURS:
+        subject = _subject(BUILDERS[name](plan, length, make_saver("memory", tmp / "s")[0], tmp))
+        try:
+            out["steps"][name] = step_breakdown(subject, questions, args.warmup)
+        finally:
+            subject.close()
+    backends: list[tuple[str, Callable[[], Any]]] = [
+        ("sqlite", lambda: SQLiteHistoryStore.from_path(tmp / f"rt-{uuid.uuid4().hex[:8]}.sqlite"))
+    ]
+    if args.pg:
+        backends.append(("postgres", lambda: PostgresHistoryStore.from_conn_string(args.pg)))
+    messages = list(plan.history[:length])
+    for backend, open_store in backends:
+        for name in OURS:
+            store = open_store()
+            store.setup()
+            subject = _fresh(name, _MAKE[name], store, messages, _AFTER[name], tmp)
+            try:
+                out["round_trips"][f"{name} / {backend}"] = round_trips(
+                    subject, questions, args.warmup
+                )
+            finally:
+                subject.close()
+                store.close()
+    for name in (*OURS, "plain StateGraph", "plain create_agent"):
+        if name in OURS:
+            saver = make_saver("memory", tmp / "b")[0]
+            subject = _subject(BUILDERS[name](plan, length, saver, tmp))
+        else:
+            subject = _plain(name, messages, tmp)
+        try:
+            out["bytes"][name] = round(serialized_bytes(subject, questions, args.warmup))
+        finally:
+            subject.close()
+    out["compaction"] = compaction_cost(plan, args, tmp)
+    return out
+
+
+COMPACTION_CONFIG = ContextConfig(context_window=16_000, keep_recent_tokens=4_000)
+
+
+def compaction_cost(plan: Plan, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Ours in a 16k window (the same agent and dialogue), turn after turn until it compacted
+    several times: what each compaction adds to its turn, by step."""
+    store = SQLiteHistoryStore.from_path(tmp / f"cmp-{uuid.uuid4().hex[:8]}.sqlite")
+    store.setup()
+    subject = _fresh(
+        "ours", lambda st, sv: ours_graph(st, sv, COMPACTION_CONFIG), store,
+        list(plan.history[:160]), "ctx_usage", tmp,
+    )  # fmt: skip
+    dialogue = Dialogue(args.seed + 2)
+    questions = [dialogue.note() for _ in range(args.compaction_turns)]
+
+    def active() -> int:
+        context = subject.graph.get_state(subject.thread).values.get("context") or {}
+        return int(context.get("active_generation") or 0)
+
+    try:
+        subject.turn(questions[0])  # records the 160 messages
+        return compaction_turns(subject, questions[1:], active)
+    finally:
+        subject.close()
+        store.close()
+
+
+def targets(
+    p50: dict[str, dict[str, float]], growth: dict[str, float], small: str, large: str
+) -> list[dict[str, Any]]:
+    """The targets, each with its figure and whether it is met."""
+
+    def ratio(a: str, b: str, size: str) -> float:
+        return round(p50[a][size] / p50[b][size], 2)
+
+    rows = [
+        (f"ours / langchain @{int(small):,}", ratio("ours", "langchain", small), "<=",
+         VS_LANGCHAIN_TARGET),
+        (f"ours (middleware) / ours @{int(small):,}", ratio("ours (middleware)", "ours", small),
+         "<=", MIDDLEWARE_TARGET),
+        ("growth of ours at equal view", growth["ours"], "<=", GROWTH_TARGET),
+        (f"langmem / ours @{int(large):,}", ratio("langmem", "ours", large), ">=", LANGMEM_TARGET),
+    ]  # fmt: skip
+    return [
+        {"target": name, "value": value, "bound": f"{op} {bound}",
+         "passed": value <= bound if op == "<=" else value >= bound}
+        for name, value, op, bound in rows
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -620,7 +785,20 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed turns first, per phase")
     parser.add_argument("--saver", choices=["memory", "sqlite"], default="memory")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--pg", default=None, help="PostgreSQL DSN: count the plain turn's round trips there too"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="cProfile every system's timed turns into DIR/<system>.prof (slows every turn)",
+    )
+    parser.add_argument(
+        "--compaction-turns", type=int, default=240, help="turns of the compaction measure"
+    )
     args = parser.parse_args()
+    args.profiles = Profiles(args.profile)
     sizes = sorted({int(s) for s in args.sizes.split(",")})
     began = time.perf_counter()
     figures: dict[str, dict[str, Any]] = {}
@@ -636,6 +814,8 @@ def main() -> None:
         for size in sizes:
             figures[str(size)] = measure(plan, size, args, Path(tmp))
             print(f"  {size:,} messages measured", file=sys.stderr)
+        turn_costs = costs(plan, sizes[0], args, Path(tmp))
+        print("  ours' steps, round trips, bytes and compactions measured", file=sys.stderr)
 
     def over_phases(name: str, key: str, how: Callable[[list[float]], float]) -> dict[str, float]:
         return {s: round(how([p[key] for p in figures[s]["phases"][name]]), 2) for s in figures}
@@ -675,6 +855,8 @@ def main() -> None:
         "growth_target": GROWTH_TARGET,
         "equal_view": equal,
         "passed": {name: growth[name] <= GROWTH_TARGET for name in OURS},
+        "targets": targets(p50, growth, small, large),
+        "costs": turn_costs,
         "faster_than": {
             name: {s: p50["ours"][s] < p50[name][s] for s in figures}
             for name in SYSTEMS
@@ -804,6 +986,11 @@ def report(result: dict[str, Any], sizes: list[int], args: argparse.Namespace) -
     print(format_table(phase_headers, phase_rows))
     mark = {True: "PASS", False: "FAIL"}
     print()
+    report_costs(result["costs"])
+    print()
+    for row in result["targets"]:
+        print(f"target {row['target']}: {row['value']:.2f} ({row['bound']}) {mark[row['passed']]}")
+    print(args.profiles.write(), end="")
     small, large = result["growth_sizes"]
     equal = result["equal_view"]
     if equal is not None:
@@ -840,6 +1027,53 @@ def report(result: dict[str, Any], sizes: list[int], args: argparse.Namespace) -
         "tokens, without tool schemas) when a phase starts; KB = the checkpointed state after a "
         f"phase's turns; summarized turns = timed turns that summarized, per size. Thread "
         f"{result['thread_messages']:,} messages. Run: {result['wall_s']} s"
+    )
+
+
+def report_costs(costs: dict[str, Any]) -> None:
+    """The steps, round trips, checkpointed bytes and compaction tables."""
+    steps = costs["steps"]
+    names = list(steps)
+    rows: list[list[object]] = [
+        [step, *(f"{steps[n]['steps_ms'][step]:.2f}" for n in names)] for step in STEPS
+    ]
+    rows.append(["other (LangGraph's loop, channels, checkpoint reads)",
+                 *(f"{steps[n]['other_ms']:.2f}" for n in names)])  # fmt: skip
+    rows.append(["whole turn (mean)", *(f"{steps[n]['wall_ms']:.2f}" for n in names)])
+    print(f"Where ours' turn goes at {costs['length']:,} messages (mean ms per turn):")
+    print(format_table(["step", *names], rows))
+    print()
+    trips = costs["round_trips"]
+    print("History store round trips per plain turn (a new thread holding the same messages):")
+    print(format_table(
+        ["system / backend", "transactions", "statements", "round trips", "operations"],
+        [[key, f"{t['transactions']:g}", f"{t['statements']:g}", f"{t['round_trips']:g}",
+          ", ".join(f"{op} {n:g}" for op, n in t["operations"].items())]
+         for key, t in trips.items()],
+    ))  # fmt: skip
+    print()
+    sizes = costs["bytes"]
+    base = {"ours": "plain StateGraph", "ours (middleware)": "plain create_agent"}
+    print("Checkpointed bytes per turn (what the checkpointer serialized):")
+    print(format_table(
+        ["system", "bytes per turn", "added over"],
+        [[name, f"{b:,}", f"{b - sizes[base[name]]:+,} ({base[name]})" if name in base else "-"]
+         for name, b in sizes.items()],
+    ))  # fmt: skip
+    compaction = costs["compaction"]
+    print()
+    if "added_p50_ms" not in compaction:
+        print(f"compaction: {compaction['compactions']} in {compaction['turns']} turns")
+        return
+    print(
+        f"What a compaction adds to its turn (ours, {COMPACTION_CONFIG.context_window:,}-token "
+        f"window, {compaction['compactions']} compactions in {compaction['turns']} turns, the "
+        f"summarizer's own time left out): p50 {compaction['added_p50_ms']:.1f} ms, max "
+        f"{compaction['added_max_ms']:.1f} ms, over a plain turn of "
+        f"{compaction['plain_turn_p50_ms']:.1f} ms; by step (mean ms):"
+    )
+    print(
+        format_table(["step", "ms"], [[k, f"{v:.2f}"] for k, v in compaction["steps_ms"].items()])
     )
 
 

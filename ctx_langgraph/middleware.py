@@ -219,7 +219,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             counter,
             ledger=self._usage.ledger,
         )
-        self._handler = LedgerCallbackHandler(self._usage.ledger)
+        # (the request's cacheable prefix is measured by the budget step: context["cache"])
+        self._handler = LedgerCallbackHandler(self._usage.ledger, measure_prefix=False)
         self.wire: Wire = wire_of(model)
         """What the model's wire protocol needs of the messages sent: no other provider's
         opaque items, and a view the provider does not hold sent whole when requests are

@@ -155,9 +155,17 @@ class CacheReport(TypedDict, total=False):
     """The first part that differs from the previous request (``summary`` after a
     compaction, ``memory``, ``pinned rules``, ``cleared tool result``, ``tools or system
     prompt``, ``human message``, ...), None when the previous request is a prefix of this one."""
+    head: list[str]
+    """The digests (12 hex characters each) of the request's leading parts: the tool schemas
+    and prompt, then the messages before the conversation (system prompts, pinned rules,
+    memory, the summary). With ``messages`` and ``through``, what the next pass measures
+    against; it does not grow with the thread."""
+    messages: int
+    """The request's messages."""
+    through: str | None
+    """The id of the request's last message."""
     digests: list[str]
-    """The request's part digests (12 hex characters each): what the next pass measures
-    against."""
+    """Every part's digest: kept by older versions (read, no longer written)."""
 
 
 class PendingRequest(TypedDict, total=False):

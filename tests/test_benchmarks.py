@@ -94,7 +94,7 @@ BENCHES = [
     ),
     Bench(
         "agent_turn.py",
-        ("--sizes", "200,400", "--turns", "2", "--warmup", "1"),
+        ("--sizes", "200,400", "--turns", "2", "--warmup", "1", "--compaction-turns", "30"),
         frozenset(
             {
                 "p50_ms",
@@ -126,8 +126,12 @@ BENCHES = [
                 "statistic",
                 "thread_messages",
                 "wall_s",
+                "targets",
+                "costs",
             }
         ),
+        postgres=True,
+        nested=(("costs", frozenset({"length", "steps", "round_trips", "bytes", "compaction"})),),
     ),
     Bench(
         "storage.py",

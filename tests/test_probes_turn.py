@@ -781,4 +781,4 @@ def test_the_quick_check_agrees_with_the_repair(view: list[BaseMessage]) -> None
     assert pairing_problems(fixed) == []
     if not repairs:  # nothing to fix: the same messages, and the view was already valid
         assert [m.id for m in fixed] == [m.id for m in view]
-        assert pairing_problems([m for m in view if "ctx_repair" not in m.additional_kwargs]) == []
+        assert pairing_problems(view) == []  # (a stand-in answering its call is a result)

@@ -38,7 +38,9 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
     """1a. An event was deleted, hidden or revised in the store since this state last looked:
     the view drops it (or takes the revision), and a summary that covered it goes too."""
     context = turn.context
-    turn.head = head = yield call(s.store, "branch_info", turn.scope)
+    if turn.head is None:  # (recording this pass's messages read it already)
+        turn.head = yield call(s.store, "branch_info", turn.scope)
+    head = turn.head
     edits = head.edit_version if head is not None else 0
     since = context.get("edit_version")
     if head is not None and since not in (None, edits):

@@ -187,8 +187,10 @@ class BudgetNode:
         if wanted_branch and context.get("branch") not in (None, wanted_branch):
             reasons.append("branch switch")
             context["branch"] = wanted_branch
+        messages = state.get("messages") or []
         return Turn(
-            messages=state.get("messages") or [],
+            messages=messages,
+            state_messages=messages,
             context=context,
             run_config=config,
             scope=scope_from_config(config, dict(context)),

@@ -17,11 +17,20 @@ cached count).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape, shared_parts
+from ctx_langgraph.budget.prefix import (
+    RequestShape,
+    cacheable_prefix,
+    message_digest,
+    overhead_digest,
+    request_shape,
+    shared_parts,
+)
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.history.types import ARTIFACT_TRAIL_HEADING
 from ctx_langgraph.makeup import MAKEUP_PARTS
@@ -126,6 +135,168 @@ def request_makeup(
             parts["trail"] += trail
             tokens -= trail
         parts[part] += tokens
+    return _makeup(s, turn, parts, prefix)
+
+
+def _head_length(view: Sequence[BaseMessage]) -> int:
+    """How many leading messages are not the conversation: system prompts, pinned rules, the
+    memory message, the summary (what a compaction, a recall or a new prompt rewrites)."""
+    for index, message in enumerate(view):
+        if not (
+            message.type == "system"
+            or is_summary(message)
+            or is_memory_message(message)
+            or message.additional_kwargs.get(PINNED_FLAG)
+        ):
+            return index
+    return len(view)
+
+
+@functools.lru_cache(maxsize=64)
+def _overhead_part(text: str) -> str:
+    """The overhead part's digest (the tool schemas and prompt of a node: a few distinct texts)."""
+    return overhead_digest(system=text)
+
+
+def _head(s: BudgetSettings, turn: Turn, has_overhead: bool) -> list[str]:
+    """The digests of the request's leading parts: the overhead, when there is one, then the
+    leading messages that are not the conversation."""
+    head = [_overhead_part(s.overhead_text)] if has_overhead else []
+    return head + [message_digest(m) for m in turn.view[: _head_length(turn.view)]]
+
+
+def _grown_from(previous: CacheReport, turn: Turn, head: list[str]) -> int | None:
+    """Where the request's new messages start when it is the previous request with messages
+    appended (None when that cannot be told without measuring it whole).
+
+    It is, when this pass changed nothing in the view before them (no rewrite, no edit, no
+    cleared result, no epoch move: an edit by id is noticed by the recorded digest), the
+    leading parts are the same, and the previous request's last message is where it was."""
+    count, through = previous.get("messages"), previous.get("through")
+    view = turn.view
+    if previous.get("head") != head or turn.rewritten or turn.reasons or not isinstance(count, int):
+        return None
+    if count > len(view) or (count and view[count - 1].id != through):
+        return None
+    if turn.replacements and not set(turn.replacements) <= {m.id for m in view[count:]}:
+        return None  # (a result capped as it arrives is a new part, not a change)
+    request = turn.context.get("request") or {}
+    if request.get("makeup") is None or request.get("input_through_message_id") != through:
+        return None
+    return count
+
+
+def _first_change(
+    previous: CacheReport, turn: Turn, shape: RequestShape, head: list[str], has_overhead: bool
+) -> int | None:
+    """The first part of the request (measured whole) that differs from the previous request,
+    None when the previous request is a prefix of it.
+
+    The previous request is kept as its leading parts' digests, its length and its last
+    message: a difference in the leading parts is found by digest; one in the conversation is
+    what this pass changed (a rewrite, a replaced result, a revision by id), found by identity;
+    a conversation that lost the previous request's last message moved from its start."""
+    old = previous.get("head") or []
+    for index, (mine, theirs) in enumerate(zip(head, old, strict=False)):
+        if mine != theirs:
+            return index
+    if len(head) != len(old):
+        return min(len(head), len(old))
+    offset = int(has_overhead)
+    view, state = turn.view, turn.state_messages
+    found = [i for i, (a, b) in enumerate(zip(view, state, strict=False)) if a is not b][:1]
+    if len(view) != len(state) and not found:
+        found = [min(len(view), len(state))]
+    revised = {key for key, result in turn.by_id.items() if result.status == "revised"}
+    found += [i for i, m in enumerate(view) if m.id in revised][:1]
+    count = int(previous.get("messages") or 0)
+    if count > len(view) or (count and view[count - 1].id != previous.get("through")):
+        found.append(len(head) - offset)  # messages went missing: the conversation moved
+    first = min(found, default=None)
+    if first is None or first >= count:
+        return None
+    return first + offset
+
+
+def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
+    """``turn.cache``: the request about to be sent against the thread's previous one; and
+    ``turn.makeup``, its tokens by part.
+
+    A request that is the previous one with messages appended (a plain turn) is measured by
+    its new messages only; one that changed is measured whole."""
+    if turn.decision != "proceed":
+        return
+    has_overhead = bool(s.tools or s.overhead_tokens)
+    view = turn.view
+    head = _head(s, turn, has_overhead)
+    previous: CacheReport = turn.context.get("cache") or {}
+    start = _grown_from(previous, turn, head)
+    moved: str | None = None
+    if start is not None:
+        new = request_shape(view[start:], turn.counter, cache=s.cache)
+        prefix = int(previous.get("input_tokens") or 0)
+        total = prefix + new.input_tokens
+        turn.makeup = _grown_makeup(s, turn, view[start:], new, prefix)
+    else:
+        shape = request_shape(
+            view,
+            turn.counter,
+            system=s.overhead_text if has_overhead else None,  # the schemas and prompt as one part
+            cache=s.cache,
+            overhead_tokens=s.overhead_tokens,
+        )
+        total = shape.input_tokens
+        if "digests" in previous:  # a report of an older version: measured by its digests
+            prefix = cacheable_prefix(previous["digests"], shape)
+            moved = moved_by(previous["digests"], shape, view, has_overhead)
+        elif previous:
+            first = _first_change(previous, turn, shape, head, has_overhead)
+            count = int(previous.get("messages") or 0) + int(has_overhead)
+            prefix = sum(shape.tokens[: count if first is None else first])
+            moved = None if first is None else _moved_label(first, shape, view, has_overhead)
+        else:
+            prefix = 0
+        turn.makeup = request_makeup(s, turn, shape, has_overhead, prefix)
+    turn.cache = CacheReport(
+        prefix_tokens=prefix,
+        input_tokens=total,
+        ratio=round(prefix / total, 4) if total else None,
+        moved_by=moved,
+        head=head,
+        messages=len(view),
+        through=view[-1].id if view else None,
+    )
+
+
+def _moved_label(
+    first: int, shape: RequestShape, view: Sequence[BaseMessage], has_overhead: bool
+) -> str:
+    if first >= len(shape.digests):
+        return "removed messages"
+    if has_overhead:
+        if first == 0:
+            return "tools or system prompt"
+        first -= 1
+    return _label(view[first])
+
+
+def _grown_makeup(
+    s: BudgetSettings,
+    turn: Turn,
+    new: Sequence[BaseMessage],
+    shape: RequestShape,
+    prefix: int,
+) -> RequestMakeup:
+    """The previous request's make-up with the new messages' counts added to their parts."""
+    before: Mapping[str, Any] = (turn.context.get("request") or {}).get("makeup") or {}
+    parts = {part: int(before.get(part) or 0) for part in MAKEUP_PARTS}
+    for message, tokens in zip(new, shape.tokens, strict=True):
+        parts[_part(message, s.lookup_tools)] += tokens
+    return _makeup(s, turn, parts, prefix)
+
+
+def _makeup(s: BudgetSettings, turn: Turn, parts: dict[str, int], prefix: int) -> RequestMakeup:
+    assert turn.estimate is not None
     estimate = turn.estimate.input_tokens
     return RequestMakeup(
         system=parts["system"],
@@ -144,29 +315,3 @@ def request_makeup(
         generation=int(turn.context.get("active_generation", 0)),
         covered_through=int(turn.context.get("covered_through_seq", 0)),
     )
-
-
-def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
-    """``turn.cache``: the request about to be sent against the thread's previous one; and
-    ``turn.makeup``, its tokens by part."""
-    if turn.decision != "proceed":
-        return
-    has_overhead = bool(s.tools or s.overhead_tokens)
-    shape = request_shape(
-        turn.view,
-        turn.counter,
-        system=s.overhead_text if has_overhead else None,  # the schemas and prompt as one part
-        cache=s.cache,
-        overhead_tokens=s.overhead_tokens,
-    )
-    previous = (turn.context.get("cache") or {}).get("digests")
-    prefix = cacheable_prefix(previous, shape)
-    total = shape.input_tokens
-    turn.cache = CacheReport(
-        prefix_tokens=prefix,
-        input_tokens=total,
-        ratio=round(prefix / total, 4) if total else None,
-        moved_by=moved_by(previous, shape, turn.view, has_overhead),
-        digests=list(shape.digests),
-    )
-    turn.makeup = request_makeup(s, turn, shape, has_overhead, prefix)

@@ -26,7 +26,7 @@ from ctx_langgraph.core.digest import digest
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
-from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
+from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["record"]
@@ -60,24 +60,27 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         and saved.get("value") != checksum
     ):
         revised_in_state = yield from _edited_in_state(s, turn.scope, prefix)
-    if fresh and recorded_through is not None:
-        yield from _fork_if_diverged(s, turn, str(recorded_through), recorded)
-    results: list[AppendResult] = (
-        (
-            yield call(
-                s.store,
-                "append",
-                turn.scope,
-                fresh,
-                created_at=_created_at(s, turn, messages[start - 1] if start else None),
-            )
+    results: list[AppendResult] = []
+    if fresh:
+        created_at = _created_at(s, turn, messages[start - 1] if start else None)
+        outcome: AppendOutcome = yield call(
+            s.store,
+            "append_after",
+            turn.scope,
+            fresh,
+            after=None if recorded_through is None else str(recorded_through),
+            created_at=created_at,
         )
-        if fresh
-        else []
-    )
+        if outcome.diverged:  # the branch went on past this state: a replay, or a fork
+            yield from _fork_if_diverged(s, turn, str(recorded_through), recorded)
+            results = yield call(s.store, "append", turn.scope, fresh, created_at=created_at)
+        else:
+            results = outcome.results
+            turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
     if revised_in_state:
         try:
             results += yield call(s.store, "append", turn.scope, revised_in_state)
+            turn.head = None  # the revisions moved the edit version: 1a reads the branch again
         except EventConflict as exc:  # an event this branch shares with its parent
             log.warning("ctx-langgraph: an edited message was not recorded: %s", exc)
             context["record_error"] = str(exc)[:300]

@@ -73,6 +73,8 @@ class Turn:
 
     messages: Sequence[BaseMessage]
     """The view as the steps rewrite it (the state's messages at the start)."""
+    state_messages: Sequence[BaseMessage]
+    """The state's messages, as the pass found them."""
     context: ContextReport
     """A copy of the state's ``context``; steps note what the update carries over."""
     run_config: RunnableConfig | None

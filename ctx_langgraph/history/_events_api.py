@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import events as event_ops
 from ctx_langgraph.history._store import StoreBase
-from ctx_langgraph.history.args import id_list
+from ctx_langgraph.history.args import id_list, text_arg
 from ctx_langgraph.history.rows import message_to_row
-from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
+from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
 from ctx_langgraph.storage.statements import Op
 
 __all__ = ["EventsAPI"]
+
+T = TypeVar("T")
+
+
+class _Unset:
+    """No ``after`` given: a plain append."""
+
+
+_UNSET = _Unset()
 
 
 class EventsAPI(StoreBase):
@@ -32,7 +41,9 @@ class EventsAPI(StoreBase):
         scope: Scope | str,
         messages: Sequence[BaseMessage] | BaseMessage,
         created_at: dt.datetime | Sequence[dt.datetime] | None,
-    ) -> Op[list[AppendResult]]:
+        after: str | _Unset | None = _UNSET,
+    ) -> Op[Any]:
+        """The append operation (with ``after``: :func:`~ctx_langgraph.history.events.append_after`'s)."""
         scope = checked_scope(scope)
         if isinstance(messages, BaseMessage):
             messages = [messages]
@@ -55,7 +66,10 @@ class EventsAPI(StoreBase):
                 raise ValueError(
                     f"created_at {when.isoformat()} is outside the years 1 to 9999 in UTC"
                 ) from None
-        return event_ops.append(self.dialect, scope, rows, created, now)
+        if isinstance(after, _Unset):
+            return event_ops.append(self.dialect, scope, rows, created, now)
+        after = None if after is None else text_arg("after", after)
+        return event_ops.append_after(self.dialect, scope, rows, created, now, after)
 
     def append(
         self,
@@ -89,7 +103,9 @@ class EventsAPI(StoreBase):
             [1, 2]
             'duplicate'
         """
-        results = self.run(self._append(scope, messages, created_at), write=True)
+        results: list[AppendResult] = self.run(
+            self._append(scope, messages, created_at), write=True
+        )
         if self._edit_listeners and (revised := self._revised(results)):
             self.notify_edited(checked_scope(scope), revised, "revised")
         return results
@@ -102,10 +118,115 @@ class EventsAPI(StoreBase):
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> list[AppendResult]:
         """Async twin of :meth:`append`."""
-        results = await self.arun(self._append(scope, messages, created_at), write=True)
+        results: list[AppendResult] = await self.arun(
+            self._append(scope, messages, created_at), write=True
+        )
         if self._edit_listeners and (revised := self._revised(results)):
             await self.anotify_edited(checked_scope(scope), revised, "revised")
         return results
+
+    def append_after(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        *,
+        after: str | None,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> AppendOutcome:
+        """Record messages that follow the event ``after`` (a turn's new messages after the
+        last one recorded), and read the branch after them, in one transaction.
+
+        When the branch holds events after ``after`` (another timeline went on from there),
+        nothing is written and the outcome says ``diverged``: the caller decides between a
+        replay and a fork. An ``after`` the branch never held, or None, appends as
+        :meth:`append` does.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage, HumanMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     first = store.append_after("t1", [HumanMessage("hi", id="h1")], after=None)
+            ...     second = store.append_after("t1", [AIMessage("yo", id="a1")], after="h1")
+            ...     again = store.append_after("t1", [AIMessage("other", id="a2")], after="h1")
+            ...     [r.seq for r in second.results], second.head.head_seq, again.diverged
+            ([2], 2, True)
+        """
+        outcome: AppendOutcome = self.run(
+            self._append(scope, messages, created_at, after), write=True
+        )
+        if self._edit_listeners and (revised := self._revised(outcome.results)):
+            self.notify_edited(checked_scope(scope), revised, "revised")
+        return outcome
+
+    async def aappend_after(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        *,
+        after: str | None,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> AppendOutcome:
+        """Async twin of :meth:`append_after`."""
+        outcome: AppendOutcome = await self.arun(
+            self._append(scope, messages, created_at, after), write=True
+        )
+        if self._edit_listeners and (revised := self._revised(outcome.results)):
+            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        return outcome
+
+    def append_then(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        then: Op[T],
+        *,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> tuple[list[AppendResult], T]:
+        """:meth:`append`, then the operation ``then`` of the same database, in one transaction
+        (a reply recorded with its usage booked: ``UsageLedger.booking``). Either both are
+        written or neither.
+
+        Example:
+            >>> from langchain_core.messages import AIMessage
+            >>> from ctx_langgraph.history import SQLiteHistoryStore
+            >>> from ctx_langgraph.usage import NormalizedUsage, UsageLedger
+            >>> with SQLiteHistoryStore.from_path(":memory:") as store:
+            ...     _ = store.setup()
+            ...     booking = UsageLedger(store).booking("k1", NormalizedUsage(input_total=9, output=2), scope="t1")
+            ...     results, booked = store.append_then("t1", [AIMessage("ok", id="a1")], booking)
+            ...     results[0].status, booked.reason
+            ('appended', 'new')
+        """
+        results, value = self.run(self._then(scope, messages, created_at, then), write=True)
+        if self._edit_listeners and (revised := self._revised(results)):
+            self.notify_edited(checked_scope(scope), revised, "revised")
+        return results, value
+
+    async def aappend_then(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        then: Op[T],
+        *,
+        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+    ) -> tuple[list[AppendResult], T]:
+        """Async twin of :meth:`append_then`."""
+        results, value = await self.arun(self._then(scope, messages, created_at, then), write=True)
+        if self._edit_listeners and (revised := self._revised(results)):
+            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        return results, value
+
+    def _then(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        created_at: dt.datetime | Sequence[dt.datetime] | None,
+        then: Op[T],
+    ) -> Op[tuple[list[AppendResult], T]]:
+        results: list[AppendResult] = yield from self._append(scope, messages, created_at)
+        value = yield from then
+        return results, value
 
     def read_events(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 from ctx_langgraph.errors import EventConflict
 from ctx_langgraph.history.args import id_list, limit_arg, seq_bound, text_arg
 from ctx_langgraph.history.branches import (
+    Branch,
     Lineage,
     branch_map,
     lineage,
@@ -28,6 +29,7 @@ from ctx_langgraph.history.rows import (
 )
 from ctx_langgraph.history.types import (
     DERIVED_METADATA_KEYS,
+    AppendOutcome,
     AppendResult,
     HistoryEvent,
     Scope,
@@ -222,7 +224,52 @@ def append(
     :meth:`~ctx_langgraph.history.HistoryStore.append`)."""
     branch, chain = yield from lock_branch(d, scope, now, create=True)
     known = yield from _known_events(scope, chain, [row.event_id for row in rows])
+    plan, _version = yield from _write_plan(d, scope, branch, rows, created, known, now)
+    return plan.results
+
+
+def append_after(
+    d: Dialect,
+    scope: Scope,
+    rows: Sequence[EventRow],
+    created: Sequence[dt.datetime],
+    now: dt.datetime,
+    after: str | None,
+) -> Op[AppendOutcome]:
+    """Record ``rows`` when the branch ends at the event ``after`` (or never held it), and
+    read the branch after them, in the same transaction (see
+    :meth:`~ctx_langgraph.history.HistoryStore.append_after`)."""
+    branch, chain = yield from lock_branch(d, scope, now, create=True)
+    ids = [row.event_id for row in rows]
+    known = yield from _known_events(scope, chain, [*ids, after] if after is not None else ids)
+    seen = known.get(after) if after is not None else None
+    if seen is not None and branch.head_seq > seen.seq:
+        return AppendOutcome([], None, diverged=True)
+    plan, version = yield from _write_plan(d, scope, branch, rows, created, known, now)
+    if version is None:
+        row = yield Stmt(
+            "SELECT edit_version FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
+            (scope.tenant, scope.thread_id),
+            "one",
+        )
+        version = int(row[0] or 0) if row is not None else 0
+    head = replace(branch.info(d, scope), head_seq=plan.head_seq, edit_version=version)
+    return AppendOutcome(plan.results, head)
+
+
+def _write_plan(
+    d: Dialect,
+    scope: Scope,
+    branch: Branch,
+    rows: Sequence[EventRow],
+    created: Sequence[dt.datetime],
+    known: dict[str, Known],
+    now: dt.datetime,
+) -> Op[tuple[AppendPlan, int | None]]:
+    """Plan and write an append on the locked ``branch``; returns the plan and the thread's
+    new edit version when it revised events (None otherwise)."""
     plan = plan_append(scope, branch.head_seq, rows, created, known)
+    version: int | None = None
     if plan.inserts:
         yield insert_events(
             scope.tenant,
@@ -256,7 +303,7 @@ def append(
             "UPDATE ctx_branches SET head_seq = ? WHERE tenant = ? AND thread_id = ? AND branch = ?",
             (plan.head_seq, scope.tenant, scope.thread_id, scope.branch),
         )
-    return plan.results
+    return plan, version
 
 
 def invalidate_covering(

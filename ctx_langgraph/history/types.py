@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_BRANCH",
     "DEFAULT_TENANT",
     "DERIVED_METADATA_KEYS",
+    "AppendOutcome",
     "AppendResult",
     "AppendStatus",
     "BranchInfo",
@@ -85,6 +86,19 @@ class AppendResult:
     seq: int
     revision: int
     status: AppendStatus
+
+
+@dataclass(frozen=True)
+class AppendOutcome:
+    """What :meth:`~ctx_langgraph.history.HistoryStore.append_after` did: the messages'
+    results and the branch after them, or nothing when the branch had moved on."""
+
+    results: list[AppendResult]
+    """One per message, in order (empty when ``diverged``)."""
+    head: BranchInfo | None
+    """The branch after the append (None when ``diverged``)."""
+    diverged: bool = False
+    """The branch holds events after ``after``: nothing was written."""
 
 
 @dataclass(frozen=True)

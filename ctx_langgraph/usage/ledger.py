@@ -37,6 +37,7 @@ from ctx_langgraph.usage.booking import (
     ledger_record,
     plan_booking,
 )
+from ctx_langgraph.usage.ledger_rows import note_request_op
 from ctx_langgraph.usage.prices import PriceTable
 from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus, embedding_usage
 
@@ -251,31 +252,6 @@ def _add_to_totals(owner: Scope, plan: BookingPlan) -> Op[None]:
         )
 
 
-_SWAP_REQUEST = (
-    "INSERT INTO ctx_usage_requests (tenant, thread_id, branch, digests, updated_at) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, branch) DO UPDATE SET "
-    "digests = excluded.digests, updated_at = excluded.updated_at"
-)
-
-
-def _note_request_op(
-    d: Dialect, scope: Scope, digests: tuple[str, ...], now: dt.datetime
-) -> Op[tuple[str, ...] | None]:
-    """Read the thread's last request digests under a row lock and replace them, in one
-    transaction (two calls of one thread racing each measure against the one before)."""
-    key = (scope.tenant, scope.thread_id, scope.branch)
-    row = yield Stmt(
-        "SELECT digests FROM ctx_usage_requests WHERE tenant = ? AND thread_id = ? AND branch = ?"
-        + d.for_update,
-        key,
-        "one",
-    )
-    yield Stmt(_SWAP_REQUEST, (*key, " ".join(digests), d.ts(now)))
-    if row is None:
-        return None
-    return tuple(str(row[0]).split())
-
-
 def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
     row = yield Stmt(
         f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?",
@@ -471,6 +447,24 @@ class UsageLedger:
         )
         return await self.store.arun(op, write=True)
 
+    def booking(
+        self,
+        call_key: str,
+        usage: NormalizedUsage,
+        *,
+        scope: Scope | str,
+        purpose: str = "answer",
+        status: UsageStatus | None = None,
+        version: int = 0,
+        cacheable_prefix: int | None = None,
+        makeup: Mapping[str, int] | None = None,
+    ) -> Op[BookedDelta]:
+        """:meth:`record` as an operation, for a transaction of the ledger's database that
+        writes something else too (``HistoryStore.append_then``: a reply and its usage)."""
+        return self._booking(
+            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
+        )
+
     def embedding_booking(
         self,
         call_key: str,
@@ -488,7 +482,7 @@ class UsageLedger:
     def _note_request(
         self, scope: Scope | str, digests: Sequence[str]
     ) -> Op[tuple[str, ...] | None]:
-        return _note_request_op(
+        return note_request_op(
             self.store.dialect, ensure_scope(scope), tuple(digests), self.store.clock()
         )
 

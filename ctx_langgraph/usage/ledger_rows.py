@@ -25,6 +25,7 @@ __all__ = [
     "delete_rows",
     "export_rows",
     "import_rows",
+    "note_request_op",
 ]
 
 LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals", "ctx_usage_requests")
@@ -157,3 +158,28 @@ def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
             ],
         )
     return len(ledger["calls"])
+
+
+_SWAP_REQUEST = (
+    "INSERT INTO ctx_usage_requests (tenant, thread_id, branch, digests, updated_at) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, thread_id, branch) DO UPDATE SET "
+    "digests = excluded.digests, updated_at = excluded.updated_at"
+)
+
+
+def note_request_op(
+    d: Dialect, scope: Scope, digests: tuple[str, ...], now: dt.datetime
+) -> Op[tuple[str, ...] | None]:
+    """Read the thread's last request digests under a row lock and replace them, in one
+    transaction (two calls of one thread racing each measure against the one before)."""
+    key = (scope.tenant, scope.thread_id, scope.branch)
+    row = yield Stmt(
+        "SELECT digests FROM ctx_usage_requests WHERE tenant = ? AND thread_id = ? AND branch = ?"
+        + d.for_update,
+        key,
+        "one",
+    )
+    yield Stmt(_SWAP_REQUEST, (*key, " ".join(digests), d.ts(now)))
+    if row is None:
+        return None
+    return tuple(str(row[0]).split())

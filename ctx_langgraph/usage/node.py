@@ -47,6 +47,7 @@ from ctx_langgraph.state import (
     RecordedReply,
     RequestMakeup,
 )
+from ctx_langgraph.storage.statements import Op
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
@@ -88,6 +89,28 @@ def _record_reply(
         log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
         return {"id": reply.id, "error": str(exc)[:300]}
     return {"id": reply.id, "seq": results[0].seq, "status": results[0].status}
+
+
+def _record_and_book(
+    store: HistoryStore,
+    scope: Scope,
+    reply: AIMessage,
+    previous: BaseMessage | None,
+    timestamp: TimestampSource | None,
+    booking: Op[BookedDelta],
+) -> Flow[tuple[RecordedReply, BookedDelta | None]]:
+    """The reply recorded and its usage booked in one transaction of the store's database;
+    when that fails, nothing is written and the caller does each on its own (so a store error
+    is reported as recording one is)."""
+    assert reply.id is not None
+    when = batch_times([reply], previous=previous, source=timestamp).times[0]
+    try:
+        results, booked = yield call(store, "append_then", scope, [reply], booking, created_at=when)
+    except HistoryStoreError:
+        booking.close()
+        return {"id": reply.id}, None
+    first = results[0]
+    return {"id": reply.id, "seq": first.seq, "status": first.status}, booked
 
 
 def _read_usage(reply: AIMessage) -> NormalizedUsage:
@@ -262,25 +285,29 @@ def _usage_flow(
         return {}
     scope = scope_from_config(config, cast("dict[str, Any]", context))
     update: ContextReport = {}
+    usage = _read_usage(reply)
+    key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
+    booking: dict[str, Any] = {
+        "scope": scope,
+        "purpose": purpose,
+        "status": usage.status,
+        "version": FINAL_VERSION,
+        "makeup": _answered_makeup(messages, context),
+    }
+    booked: BookedDelta | None = None
     if store is not None and reply.id:
         previous = messages[-2] if len(messages) > 1 else None
-        recorded = yield from _record_reply(store, scope, reply, previous, timestamp)
+        if ledger.store is store:  # one transaction: the reply and its usage
+            recorded, booked = yield from _record_and_book(
+                store, scope, reply, previous, timestamp, ledger.booking(key, usage, **booking)
+            )
+        if booked is None:
+            recorded = yield from _record_reply(store, scope, reply, previous, timestamp)
         update |= _recorded(messages, context, recorded)
         if embed_inline and store.index is not None:
             update["index"] = yield from _embed_after_turn(store, scope, ledger)
-    usage = _read_usage(reply)
-    key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
-    booked: BookedDelta = yield call(
-        ledger,
-        "record",
-        key,
-        usage,
-        scope=scope,
-        purpose=purpose,
-        status=usage.status,
-        version=FINAL_VERSION,
-        makeup=_answered_makeup(messages, context),
-    )
+    if booked is None:
+        booked = yield call(ledger, "record", key, usage, **booking)
     for compaction_key, compaction in _compaction_usages(reply, key):
         yield call(
             ledger,
