@@ -14,11 +14,13 @@ lookup tool. Both hooks drive their logic on :mod:`ctx_langgraph.core.effects`, 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
+from uuid import UUID
 
 import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -26,6 +28,7 @@ from langchain.agents.middleware.types import ModelResponse, hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tracers.context import register_configure_hook
@@ -57,6 +60,7 @@ from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
+from ctx_langgraph.usage.types import NormalizedUsage
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
@@ -67,8 +71,52 @@ _MODEL_CALL_HANDLER: ContextVar[BaseCallbackHandler | None] = ContextVar(
     "ctx_langgraph_model_call_handler", default=None
 )
 register_configure_hook(_MODEL_CALL_HANDLER, inheritable=True)
+# set while create_agent's model call runs inside wrap_model_call: that call's reply is booked by
+# after_model, in the transaction that records it (the handler holds its usage until then)
+_ANSWERING: ContextVar[bool] = ContextVar("ctx_langgraph_answering", default=False)
+
 # a model call's result with a state update (absent from the first langchain 1.x releases)
 _EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedModelResponse", None)
+
+
+class _AnswerHandler(LedgerCallbackHandler):
+    """The middleware's ledger handler: books every model call when it ends, but the agent's
+    answer (create_agent's model call, when it returns a reply): its usage, folded from the
+    stream, is held for ``after_model``, which books it in the transaction that records the
+    reply (one write for both). The request's cacheable prefix is the budget step's
+    (``context["cache"]``), not measured again per call."""
+
+    _HELD = 256  # answers whose after_model never came (an interrupted run) are dropped
+
+    def __init__(self, ledger: UsageLedger) -> None:
+        super().__init__(ledger, measure_prefix=False)
+        self._held: OrderedDict[str, tuple[str, NormalizedUsage]] = OrderedDict()
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        booking = self._booking(run_id, response, None)
+        message_id = _reply_id(response)
+        if booking is None or not _ANSWERING.get() or message_id is None:
+            self._book(booking)
+            return
+        key, usage, _scope, purpose, _status, _prefix = booking
+        if purpose != self.default_purpose:
+            self._book(booking)
+            return
+        with self._lock:
+            self._held[message_id] = (key, usage)
+            while len(self._held) > self._HELD:
+                self._held.popitem(last=False)
+
+    def take(self, message_id: str) -> tuple[str, NormalizedUsage] | None:
+        """The held call key and usage of the reply ``message_id`` (None: not held here)."""
+        with self._lock:
+            return self._held.pop(message_id, None)
+
+
+def _reply_id(response: LLMResult) -> str | None:
+    generations = response.generations[0] if response.generations else []
+    generation = generations[0] if generations else None
+    return generation.message.id if isinstance(generation, ChatGeneration) else None
 
 
 class ContextAgentState(AgentState[Any]):
@@ -203,11 +251,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             pinned_rules=pinned_rules,
             memory=memory,
         )
+        ledger = ledger or UsageLedger(store)
+        self._handler = _AnswerHandler(ledger)
         self._usage = UsageNode(
-            ledger or UsageLedger(store),
+            ledger,
             store=store,
             timestamp=config.timestamp,
             embed_in_background=config.precompact_at is not None,
+            held=self._handler.take,
         )
         if summarizer is None:
             summarizer = default_summarizer(model, summary_model=summary_model, config=config)
@@ -219,8 +270,6 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             counter,
             ledger=self._usage.ledger,
         )
-        # (the request's cacheable prefix is measured by the budget step: context["cache"])
-        self._handler = LedgerCallbackHandler(self._usage.ledger, measure_prefix=False)
         self.wire: Wire = wire_of(model)
         """What the model's wire protocol needs of the messages sent: no other provider's
         opaque items, and a view the provider does not hold sent whole when requests are
@@ -333,11 +382,19 @@ class _ModelCall:
     def serve(self, step: OverflowStep) -> Any:
         kind, state = step
         if kind in ("call", "retry"):
-            return self.handler(self._model_request(step))
+            token = _ANSWERING.set(True)
+            try:
+                return self.handler(self._model_request(step))
+            finally:
+                _ANSWERING.reset(token)
         return self.middleware._node(kind).invoke(state, self.config)
 
     async def aserve(self, step: OverflowStep) -> Any:
         kind, state = step
         if kind in ("call", "retry"):
-            return await self.handler(self._model_request(step))
+            token = _ANSWERING.set(True)
+            try:
+                return await self.handler(self._model_request(step))
+            finally:
+                _ANSWERING.reset(token)
         return await self.middleware._node(kind).ainvoke(state, self.config)

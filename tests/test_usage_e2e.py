@@ -287,5 +287,7 @@ def test_create_agent_middleware_books_a_stream_once_with_cumulative_usage(serve
     totals = only_total(ledger)
     assert totals.calls == 1
     assert (totals.counts["input_total"], totals.counts["output"]) == (19_250, 120)
-    assert state["context"]["last_usage"]["booked"] == "duplicate"  # the handler booked it first
+    # the handler held the usage it folded from the stream; after_model booked it, once, in the
+    # transaction that recorded the reply
+    assert state["context"]["last_usage"]["booked"] == "new"
     assert state["context"]["baseline"]["measured_input_tokens"] == 19_250

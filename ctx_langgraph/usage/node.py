@@ -19,7 +19,7 @@ callback handler booked the call first, the make-up fills in its record.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -58,6 +58,9 @@ if TYPE_CHECKING:  # (the history store imports this package's ledger)
     from ctx_langgraph.history.base import HistoryStore
 
 __all__ = ["UsageNode", "make_usage_node"]
+
+HeldUsage = Callable[[str], "tuple[str, NormalizedUsage] | None"]
+"""The call key and usage held for a reply by message id, taken once (None: none held)."""
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +278,7 @@ def _usage_flow(
     store: HistoryStore | None = None,
     timestamp: TimestampSource | None = None,
     embed_inline: bool = True,
+    held: HeldUsage | None = None,
 ) -> Flow[dict[str, Any]]:
     """The ``ctx_usage`` steps: record the reply (and embed what awaits a vector, when the
     store has an index), book its usage, report and move the baseline."""
@@ -285,8 +289,12 @@ def _usage_flow(
         return {}
     scope = scope_from_config(config, cast("dict[str, Any]", context))
     update: ContextReport = {}
-    usage = _read_usage(reply)
-    key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
+    taken = held(reply.id) if held is not None and reply.id else None
+    if taken is not None:  # a callback handler folded this call's usage as it streamed
+        key, usage = taken
+    else:
+        usage = _read_usage(reply)
+        key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
     booking: dict[str, Any] = {
         "scope": scope,
         "purpose": purpose,
@@ -340,6 +348,9 @@ class UsageNode:
     embed_in_background: bool = False
     """With a store that has a vector index: embed new events in the background (a thread, or
     a task of the loop) instead of before the node returns (``precompact_at`` sets it)."""
+    held: HeldUsage | None = None
+    """The usage a callback handler holds for a reply (by message id), booked here in place
+    of the reply's own (``ContextManagementMiddleware``: its handler folds a stream)."""
 
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[dict[str, Any]]:
         return _usage_flow(
@@ -350,6 +361,7 @@ class UsageNode:
             self.store,
             self.timestamp,
             embed_inline=not self.embed_in_background,
+            held=self.held,
         )
 
     def _background_scope(self, state: dict[str, Any], config: RunnableConfig) -> Scope | None:
