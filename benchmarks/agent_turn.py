@@ -592,6 +592,7 @@ def run_block(
             for system in systems:
                 if turn == args.warmup:
                     before[system.name] = system.summaries()
+                gc.collect(1)  # (untimed) no turn pays for the young garbage of the one before
                 began = time.perf_counter()
                 invoke = functools.partial(
                     system.graph.invoke, {"messages": [HumanMessage(question)]}, THREAD
@@ -689,11 +690,14 @@ def costs(plan: Plan, size: int, args: argparse.Namespace, tmp: Path) -> dict[st
     length = plan.placements["ours"][size].lengths[0]
     questions = [Dialogue(args.seed + 1).note() for _ in range(args.warmup + args.turns)]
     out: dict[str, Any] = {"length": length, "steps": {}, "round_trips": {}, "bytes": {}}
-    for name in OURS:
-        subject = _subject(BUILDERS[name](plan, length, make_saver("memory", tmp / "s")[0], tmp))
-        try:
-            out["steps"][name] = step_breakdown(subject, questions, args.warmup)
-        finally:
+    subjects = [
+        _subject(BUILDERS[name](plan, length, make_saver("memory", tmp / "s")[0], tmp))
+        for name in OURS
+    ]
+    try:
+        out["steps"] = step_breakdown(subjects, questions, args.warmup)
+    finally:
+        for subject in subjects:
             subject.close()
     backends: list[tuple[str, Callable[[], Any]]] = [
         ("sqlite", lambda: SQLiteHistoryStore.from_path(tmp / f"rt-{uuid.uuid4().hex[:8]}.sqlite"))
@@ -811,6 +815,8 @@ def main() -> None:
             except NeedsLongerThread:
                 extra *= 2
         print(f"  thread of {len(plan.history):,} messages and the cycles placed", file=sys.stderr)
+        gc.collect()
+        gc.freeze()  # the plan (every system's states) is the benchmark's, not a system's heap
         for size in sizes:
             figures[str(size)] = measure(plan, size, args, Path(tmp))
             print(f"  {size:,} messages measured", file=sys.stderr)

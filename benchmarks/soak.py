@@ -28,8 +28,10 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import random
 import re
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -499,6 +501,8 @@ class Tally:
     """message id -> (role, digest of its text): every message the soak expects in the store."""
     unnamed_tool_results: list[str] = field(default_factory=list)
     last_reply_id: str | None = None
+    rss_mb: dict[int, float] = field(default_factory=dict)
+    """The process's resident memory (MB) after every hundredth turn, by turn."""
 
     def send(self, message: HumanMessage) -> None:
         self.turns += 1
@@ -664,9 +668,21 @@ def human(run: Run, turn: int) -> HumanMessage:
     return HumanMessage(run.users.user_message(), id=f"user-{turn:05d}")
 
 
+def rss_mb() -> float:
+    """The process's resident memory now, in MB (Linux: ``/proc/self/statm``; elsewhere the
+    peak so far, from ``getrusage``)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
 def progress(run: Run, turn: int, began: float) -> None:
     if (turn + 1) % 100 == 0:
         tally = run.tally
+        tally.rss_mb[turn + 1] = rss_mb()
         print(
             f"  {tally.backend}: {turn + 1} turns, {len(tally.failures)} failed, "
             f"{time.perf_counter() - began:.0f} s",
@@ -758,7 +774,18 @@ def check(run: Run, wall: float) -> dict[str, Any]:
         "summarizer_slowest_s": round(run.summarizer.slowest, 3),
         "wall_s": round(wall, 2),
         "ms_per_turn": round(wall * 1000 / max(1, tally.turns), 2),
+        "rss_mb": {str(turn): mb for turn, mb in tally.rss_mb.items()},
+        "rss_growth": rss_growth(tally.rss_mb),
     }
+
+
+def rss_growth(rss: dict[int, float]) -> float | None:
+    """Resident memory at the last sample over the first (turn 100), less 1 (0.05: +5%); None
+    with fewer than two samples."""
+    if len(rss) < 2:
+        return None
+    turns = sorted(rss)
+    return round(rss[turns[-1]] / rss[turns[0]] - 1, 4)
 
 
 @contextlib.contextmanager
@@ -814,6 +841,9 @@ def _run_backend(
 
 # ----------------------------------------------------------------------------- output
 
+RSS_GROWTH_TARGET = 0.10
+"""Resident memory from turn 100 to the last turn, at most (reported, not an exit-code target:
+the in-memory checkpointer keeps every checkpoint by design; ``--saver sqlite`` measures ours)."""
 TARGETS = (
     ("failed", "failed turns"),
     ("lost_messages", "lost messages"),
@@ -859,6 +889,14 @@ def report(runs: list[dict[str, Any]], settings: dict[str, Any]) -> None:
             f"{r['summarizer_calls']} calls; compaction statuses {r['compaction_statuses']}; "
             f"overflows recovered by {r['overflow_recovered_by'] or '-'}"
         )
+        if r["rss_growth"] is not None:
+            first, last = min(r["rss_mb"], key=int), max(r["rss_mb"], key=int)
+            growth = r["rss_growth"]
+            print(
+                f"{r['backend']}: resident memory {r['rss_mb'][first]:,.1f} MB at turn {first}, "
+                f"{r['rss_mb'][last]:,.1f} MB at turn {last}: {growth:+.1%} (target <= "
+                f"{RSS_GROWTH_TARGET:.0%}) {mark[growth <= RSS_GROWTH_TARGET]}"
+            )
         for problems in r["compaction_problems"][:3]:
             print(f"  compaction failed: {problems}")
         for example in r["orphan_examples"][:3]:

@@ -10,6 +10,7 @@ returns plain figures (per turn, averaged over the timed ones).
 from __future__ import annotations
 
 import cProfile
+import gc
 import io
 import pstats
 import statistics
@@ -49,29 +50,39 @@ def _warm(subject: Subject, questions: Sequence[str], warmup: int) -> Sequence[s
 
 
 def step_breakdown(
-    subject: Subject, questions: Sequence[str], warmup: int = 2, *, compaction: bool = False
-) -> dict[str, Any]:
-    """Mean ms per turn in each of ours' steps, the model call and the checkpointer's writes;
-    ``other`` is the rest of the turn's wall (LangGraph's loop, channels, reading the
-    checkpoint, the model node's own code)."""
-    timed = _warm(subject, questions, warmup)
-    timers = StepTimers()
-    walls: list[float] = []
-    with timers.installed(subject.model, subject.saver, compaction=compaction):
-        for question in timed:
-            began = time.perf_counter()
-            subject.turn(question)
-            walls.append(time.perf_counter() - began)
-    turns = len(timed)
-    steps = {step: round(timers.seconds.get(step, 0.0) * 1000 / turns, 3) for step in STEPS}
-    wall = statistics.fmean(walls) * 1000
-    return {
-        "wall_ms": round(wall, 2),
-        "wall_p50_ms": round(statistics.median(walls) * 1000, 2),
-        "steps_ms": steps,
-        "other_ms": round(wall - sum(steps.values()), 2),
-        "turns": turns,
-    }
+    subjects: Sequence[Subject], questions: Sequence[str], warmup: int = 2
+) -> dict[str, dict[str, Any]]:
+    """Mean ms per turn in each of ours' steps, the model call and the checkpointer's writes,
+    per subject, their turns taken in turn (a change of load hits them alike); ``other`` is the
+    rest of the turn's wall (LangGraph's loop, channels, reading the checkpoint, the model
+    node's own code). The steps are wall time: a store call waiting for the interpreter lock
+    while the checkpointer serializes in its thread counts in its step."""
+    for subject in subjects:
+        _warm(subject, questions, warmup)
+    timed = questions[warmup:]
+    timers = {subject.name: StepTimers() for subject in subjects}
+    walls: dict[str, list[float]] = {subject.name: [] for subject in subjects}
+    gc.collect()
+    for question in timed:
+        for subject in subjects:
+            gc.collect(1)  # (untimed) as agent_turn's blocks do
+            with timers[subject.name].installed(subject.model, subject.saver):
+                began = time.perf_counter()
+                subject.turn(question)
+                walls[subject.name].append(time.perf_counter() - began)
+    out: dict[str, dict[str, Any]] = {}
+    for subject in subjects:
+        seconds, turns = timers[subject.name].seconds, len(timed)
+        steps = {step: round(seconds.get(step, 0.0) * 1000 / turns, 3) for step in STEPS}
+        wall = statistics.fmean(walls[subject.name]) * 1000
+        out[subject.name] = {
+            "wall_ms": round(wall, 2),
+            "wall_p50_ms": round(statistics.median(walls[subject.name]) * 1000, 2),
+            "steps_ms": steps,
+            "other_ms": round(wall - sum(steps.values()), 2),
+            "turns": turns,
+        }
+    return out
 
 
 def round_trips(subject: Subject, questions: Sequence[str], warmup: int = 2) -> dict[str, Any]:

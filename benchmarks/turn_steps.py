@@ -170,7 +170,7 @@ class RoundTrips:
                 if name == "_aexecute":
                     wrapped = _async_transaction(self, original)
                 setattr(database, name, wrapped)
-        for executor in (sqlite_storage._Statements, pg_storage._Statements):
+        for executor in (sqlite_storage._Statements, pg_storage._Transaction):
             for name in ("execute", "aexecute"):
                 original = executor.__dict__.get(name)
                 if original is None:

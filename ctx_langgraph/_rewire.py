@@ -27,7 +27,9 @@ from ctx_langgraph._checkpoint_safe import checkpoint_safe
 from ctx_langgraph._overflow import OverflowStep, Recovered, merge_recovery, retry_on_overflow
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.state import ContextReport, merge_context
+from ctx_langgraph.usage.held import HoldingLedgerHandler, answering
 from ctx_langgraph.view.provider_items import Wire
 
 __all__ = [
@@ -149,6 +151,9 @@ class OverflowRetry:
     """What the model's wire protocol needs of the messages sent: no other provider's opaque
     items, and a view the provider does not hold sent whole when requests are chained by
     ``previous_response_id`` (docs/design.md §6)."""
+    booking: HoldingLedgerHandler | None = None
+    """Books the node's model calls; it holds the answer's usage for ``ctx_usage``, and books
+    it at once when the node fails after the call."""
 
     def _node_input(self, state: dict[str, Any], step: OverflowStep) -> Any:
         kind, view = step
@@ -198,11 +203,30 @@ class RetryCall:
 
     def serve(self, step: OverflowStep) -> Any:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
-        return runnable.invoke(payload, config)
+        if step[0] not in ("call", "retry"):
+            return runnable.invoke(payload, config)
+        with answering():
+            try:
+                return runnable.invoke(payload, config)
+            except BaseException:  # the answer's usage is booked now: ctx_usage does not run
+                if self.retry.booking is not None:
+                    self.retry.booking.release(self._scope())
+                raise
 
     async def aserve(self, step: OverflowStep) -> Any:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
-        return await runnable.ainvoke(payload, config)
+        if step[0] not in ("call", "retry"):
+            return await runnable.ainvoke(payload, config)
+        with answering():
+            try:
+                return await runnable.ainvoke(payload, config)
+            except BaseException:
+                if self.retry.booking is not None:
+                    await self.retry.booking.arelease(self._scope())
+                raise
+
+    def _scope(self) -> Scope:
+        return scope_from_config(self.config, dict(self.state.get("context") or {}))
 
 
 def with_context_schema(builder: Builder, model_node: str, channels: dict[str, Any]) -> Any:
@@ -226,6 +250,7 @@ def guarded_model_node(
     budget: Runnable[Any, Any],
     counter: TokenCounter,
     wire: Wire | None = None,
+    booking: HoldingLedgerHandler | None = None,
 ) -> ModelNode:
     """``runnable`` (the model node's) wrapped in :class:`OverflowRetry`. The wrapper reads the
     node's channels as a dict, plus the ``context`` channel when the node does not read it (taken
@@ -245,7 +270,9 @@ def guarded_model_node(
         if isclass(schema) and (issubclass(schema, BaseModel) or dataclasses.is_dataclass(schema))
         else None
     )
-    guard = OverflowRetry(runnable, compact, budget, counter, own_context, coerce, wire or Wire())
+    guard = OverflowRetry(
+        runnable, compact, budget, counter, own_context, coerce, wire or Wire(), booking
+    )
     wrapped = RunnableCallable(
         guard.invoke, guard.ainvoke, name=model_node, trace=False, recurse=False
     )

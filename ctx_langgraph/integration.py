@@ -13,8 +13,9 @@ edge) that left the model node now leaves ``ctx_usage``. The ``context`` channel
 (:class:`~ctx_langgraph.state.ContextState`) is added to the graph's state. A graph compiled
 before keeps its old wiring. With ``book_model_calls`` (the default) every chat-model call made
 inside the model node, the summarizer and a model-backed memory extractor is booked through a
-:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` as it streams (folded chunk by
-chunk); ``ctx_usage`` then confirms the same call, never twice. :func:`create_context_agent`
+:class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` (its usage folded chunk by chunk as it
+streams); the model node's answer is booked by ``ctx_usage``, in the transaction that records
+the reply, never twice. :func:`create_context_agent`
 builds a tool-calling agent wired this way.
 
 The summaries are written by the chat model given as ``model`` (or ``summary_model=``), validated,
@@ -70,7 +71,7 @@ from ctx_langgraph.providers import Wire, wire_of
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
-from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
+from ctx_langgraph.usage.held import HoldingLedgerHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import make_usage_node
 
@@ -130,8 +131,9 @@ class _ContextNodes(NamedTuple):
     compact: Runnable[Any, Any]
     usage: Runnable[Any, Any]
     counter: TokenCounter
-    booking: BaseCallbackHandler | None
-    """Books every chat-model call inside the model node (None: ``ctx_usage`` books alone)."""
+    booking: HoldingLedgerHandler | None
+    """Books every chat-model call inside the model node, holding the answer's usage for
+    ``ctx_usage`` (None: ``ctx_usage`` books alone)."""
     wire: Wire = Wire()
     """What the model's wire protocol needs of the messages sent (``OverflowRetry.wire``)."""
 
@@ -194,6 +196,7 @@ def _rewire_model_node(
         budget=nodes.budget,
         counter=nodes.counter,
         wire=nodes.wire,
+        booking=nodes.booking,
     )
     splice(builder, model_node, guarded)
 
@@ -227,7 +230,7 @@ def _context_nodes(
     """Our nodes for one graph; with ``book_model_calls``, the summarizer's calls and a
     model-backed memory extractor's are booked as they stream, as the model node's will be.
     Without ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer`."""
-    booking = LedgerCallbackHandler(ledger) if book_model_calls else None
+    booking = HoldingLedgerHandler(ledger) if book_model_calls else None
     config = config.with_trail_room(lookup=any(is_history_lookup_tool(t) for t in tools))
     if summarizer is None:
         summarizer = default_summarizer(model, summary_model=summary_model, config=config)
@@ -254,6 +257,7 @@ def _context_nodes(
             store=store,
             timestamp=config.timestamp,
             embed_in_background=config.precompact_at is not None,
+            held=None if booking is None else booking.take,
         ),
         counter=counter or default_counter(model),
         booking=booking,

@@ -3,24 +3,24 @@
 ``before_model`` runs what the ``ctx_budget`` node runs (and ``ctx_compact`` when the next
 request would be over the trigger, then the budget again on the compacted view);
 ``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
-differs. ``wrap_model_call`` books the model call through a
-:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` as it streams (``ctx_usage`` then
-confirms the same call key); when the provider rejects the request as too long, it compacts the
-request's messages (the summary is committed in the store, and ``ctx_budget`` applies it to the
-state on the next turn) and calls the model once more on the compacted view, with
-``context["overflow"]`` counting the retries. The middleware also gives the agent the history
+differs. ``wrap_model_call`` folds the model call's usage through a
+:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` as it streams, and ``after_model``
+books it in the transaction that records the reply (a call that fails, and every other model
+call, the summarizer's or a memory extractor's, is booked by the handler when it ends). When
+the provider rejects the request as too long, it compacts the request's messages (the summary
+is committed in the store, and ``ctx_budget`` applies it to the state on the next turn) and
+calls the model once more on the compacted view, with ``context["overflow"]`` counting the
+retries. The middleware also gives the agent the history
 lookup tool. Both hooks drive their logic on :mod:`ctx_langgraph.core.effects`, sync or async.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
-from uuid import UUID
 
 import langchain.agents.middleware.types
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
@@ -28,7 +28,6 @@ from langchain.agents.middleware.types import ModelResponse, hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
-from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tracers.context import register_configure_hook
@@ -50,6 +49,7 @@ from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
@@ -57,10 +57,9 @@ from ctx_langgraph.providers import Wire, wire_of
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport, merge_context
-from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
+from ctx_langgraph.usage.held import HoldingLedgerHandler, answering
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.node import UsageNode
-from ctx_langgraph.usage.types import NormalizedUsage
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
@@ -71,52 +70,8 @@ _MODEL_CALL_HANDLER: ContextVar[BaseCallbackHandler | None] = ContextVar(
     "ctx_langgraph_model_call_handler", default=None
 )
 register_configure_hook(_MODEL_CALL_HANDLER, inheritable=True)
-# set while create_agent's model call runs inside wrap_model_call: that call's reply is booked by
-# after_model, in the transaction that records it (the handler holds its usage until then)
-_ANSWERING: ContextVar[bool] = ContextVar("ctx_langgraph_answering", default=False)
-
 # a model call's result with a state update (absent from the first langchain 1.x releases)
 _EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedModelResponse", None)
-
-
-class _AnswerHandler(LedgerCallbackHandler):
-    """The middleware's ledger handler: books every model call when it ends, but the agent's
-    answer (create_agent's model call, when it returns a reply): its usage, folded from the
-    stream, is held for ``after_model``, which books it in the transaction that records the
-    reply (one write for both). The request's cacheable prefix is the budget step's
-    (``context["cache"]``), not measured again per call."""
-
-    _HELD = 256  # answers whose after_model never came (an interrupted run) are dropped
-
-    def __init__(self, ledger: UsageLedger) -> None:
-        super().__init__(ledger, measure_prefix=False)
-        self._held: OrderedDict[str, tuple[str, NormalizedUsage]] = OrderedDict()
-
-    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        booking = self._booking(run_id, response, None)
-        message_id = _reply_id(response)
-        if booking is None or not _ANSWERING.get() or message_id is None:
-            self._book(booking)
-            return
-        key, usage, _scope, purpose, _status, _prefix = booking
-        if purpose != self.default_purpose:
-            self._book(booking)
-            return
-        with self._lock:
-            self._held[message_id] = (key, usage)
-            while len(self._held) > self._HELD:
-                self._held.popitem(last=False)
-
-    def take(self, message_id: str) -> tuple[str, NormalizedUsage] | None:
-        """The held call key and usage of the reply ``message_id`` (None: not held here)."""
-        with self._lock:
-            return self._held.pop(message_id, None)
-
-
-def _reply_id(response: LLMResult) -> str | None:
-    generations = response.generations[0] if response.generations else []
-    generation = generations[0] if generations else None
-    return generation.message.id if isinstance(generation, ChatGeneration) else None
 
 
 class ContextAgentState(AgentState[Any]):
@@ -252,7 +207,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             memory=memory,
         )
         ledger = ledger or UsageLedger(store)
-        self._handler = _AnswerHandler(ledger)
+        self._handler = HoldingLedgerHandler(ledger)
         self._usage = UsageNode(
             ledger,
             store=store,
@@ -381,20 +336,26 @@ class _ModelCall:
 
     def serve(self, step: OverflowStep) -> Any:
         kind, state = step
-        if kind in ("call", "retry"):
-            token = _ANSWERING.set(True)
+        if kind not in ("call", "retry"):
+            return self.middleware._node(kind).invoke(state, self.config)
+        with answering():
             try:
                 return self.handler(self._model_request(step))
-            finally:
-                _ANSWERING.reset(token)
-        return self.middleware._node(kind).invoke(state, self.config)
+            except BaseException:  # the answer's usage is booked now: no after_model comes
+                self.middleware._handler.release(self._scope())
+                raise
 
     async def aserve(self, step: OverflowStep) -> Any:
         kind, state = step
-        if kind in ("call", "retry"):
-            token = _ANSWERING.set(True)
+        if kind not in ("call", "retry"):
+            return await self.middleware._node(kind).ainvoke(state, self.config)
+        with answering():
             try:
                 return await self.handler(self._model_request(step))
-            finally:
-                _ANSWERING.reset(token)
-        return await self.middleware._node(kind).ainvoke(state, self.config)
+            except BaseException:
+                await self.middleware._handler.arelease(self._scope())
+                raise
+
+    def _scope(self) -> Scope:
+        context = cast("dict[str, Any]", self.request.state.get("context") or {})
+        return scope_from_config(self.config, context)

@@ -25,6 +25,7 @@ from ctx_langgraph.errors import (
     StaleCandidate,
 )
 from ctx_langgraph.history import HistoryStore, KeyFact, Scope
+from ctx_langgraph.storage.statements import Stmt
 from ctx_langgraph.threads import delete_thread, export_thread, import_thread
 
 T0 = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -261,7 +262,6 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
 def test_every_event_lookup_is_served_by_an_index(backend, monkeypatch):
     """Each statement the store runs against the events table, read through the planner: none
     scans the table, and each look-up by event id uses the index by event id."""
-    from ctx_langgraph.storage.statements import Stmt
 
     store = backend.make()
     store.setup()
@@ -1208,17 +1208,40 @@ async def test_postgres_server_lost_mid_use(pg_server_dsn, pg_dsn):
     with PostgresHistoryStore.from_conn_string(pg_dsn, connect_timeout=1) as store:
         store.setup()
         store.append("t", [human(1)])
+        await store.aappend("t", [human(2)])
         dbname = psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"]
         with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                 (dbname,),
             )
+        # the pooled connections the server dropped are found broken on a transaction's first
+        # statement, before anything was sent: each is replaced and the call goes on
+        store.append("t", [human(3)])
+        await store.aappend("t", [human(4)])
+        assert [e.seq for e in store.read_events("t")] == [1, 2, 3, 4]
+        # a failure after the first statement is the transaction's own: raised, nothing written
+        with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                "AND pid <> pg_backend_pid()",
+                (dbname,),
+            )
+        store.read_events("t")  # (the sync pool's dropped connection replaced)
+
+        def dies_midway() -> Any:
+            yield Stmt("SELECT 1", (), "one")
+            with psycopg.connect(pg_server_dsn, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (dbname,),
+                )
+            yield Stmt("SELECT 2", (), "one")
+
         with pytest.raises(HistoryStoreError):
-            store.append("t", [human(2)])
-        # the pool heals: the next call works and nothing was lost or half-written
-        store.append("t", [human(2)])
-        assert [e.seq for e in store.read_events("t")] == [1, 2]
+            store.run(dies_midway())
+        store.append("t", [human(5)])
+        assert [e.seq for e in store.read_events("t")] == [1, 2, 3, 4, 5]
 
 
 def test_sqlite_unopenable_or_locked_is_a_history_store_error(tmp_path):

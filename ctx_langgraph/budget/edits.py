@@ -8,7 +8,8 @@ committed, the projection for the model's provider, and a view every provider ac
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict
 
@@ -19,7 +20,7 @@ from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
 from ctx_langgraph.view.markers import SUMMARY_FLAG, is_flagged, is_summary, is_synthetic
 from ctx_langgraph.view.pinned import pin
 from ctx_langgraph.view.provider_items import compaction_iterations, server_compaction
-from ctx_langgraph.view.repair import repair_tool_pairs
+from ctx_langgraph.view.repair import needs_repair, repair_tool_pairs
 from ctx_langgraph.view.summary import rewrite_view
 
 __all__ = [
@@ -134,6 +135,9 @@ def project_for_provider(s: BudgetSettings, turn: Turn) -> Flow[None]:
 def repair_view(turn: Turn) -> None:
     """1f. The view is provider-valid whatever the input: a dangling tool call gets a stand-in
     result, a stray tool result leaves the view (the store keeps both as they happened)."""
+    checked = _sent_before(turn)
+    if checked and not needs_repair(turn.messages[checked:]):
+        return  # the part sent before was valid, and what followed it is
     turn.messages, repairs = repair_tool_pairs(turn.messages)
     if not repairs:
         return
@@ -145,6 +149,22 @@ def repair_view(turn: Turn) -> None:
         "orphan_tool_results": int(totals.get("orphan_tool_results", 0))
         + repairs.orphan_tool_results,
     }
+
+
+def _sent_before(turn: Turn) -> int:
+    """How many leading messages of the view are the last request sent, unchanged since (0:
+    not known): this pass changed nothing yet, no summary was applied since, and the request's
+    last message is where it was.
+    An edit by id sent since is noticed by the recorded digest (a reason of this pass)."""
+    context = turn.context
+    cache = context.get("cache") or {}
+    sent: Mapping[str, Any] = (context.get("request") or {}).get("makeup") or {}
+    count, messages = cache.get("messages"), turn.messages
+    if turn.rewritten or turn.reasons or not isinstance(count, int) or count > len(messages):
+        return 0
+    if sent.get("generation") != int(context.get("active_generation", 0)):
+        return 0  # a compaction rewrote the view since
+    return count if count and messages[count - 1].id == cache.get("through") else 0
 
 
 def _recorded(message: BaseMessage) -> bool:

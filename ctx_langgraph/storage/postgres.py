@@ -41,20 +41,104 @@ def _where(conninfo: str) -> str:
     )
 
 
-class _Statements:
-    """Runs the statements of one transaction on its cursor."""
+_ENDED_BY_THE_SERVER = frozenset({"57P01", "57P02", "57P03"})
+"""admin_shutdown, crash_shutdown, cannot_connect_now: the server ended the session."""
 
-    __slots__ = ("cur", "db")
 
-    def __init__(self, db: PostgresDatabase, cur: Any) -> None:
-        self.db = db
-        self.cur = cur
+class _Transaction:
+    """One transaction on a connection from the pool, sync (``execute``) or async
+    (``aexecute``).
+
+    A pooled connection may have died while it sat in the pool (the server restarted, a proxy
+    dropped it): the first statement then fails with the connection broken, before anything
+    was sent in this transaction. That connection is closed (the pool drops it) and the
+    statement runs again on another, once per connection the pool can hold; any later failure
+    is the transaction's own."""
+
+    __slots__ = ("conn", "cur", "db", "pool", "sent")
+
+    def __init__(self, db: PostgresDatabase, pool: Any) -> None:
+        self.db, self.pool = db, pool
+        self.conn: Any = None
+        self.cur: Any = None
+        self.sent = False
+
+    def _stale(self, exc: BaseException) -> bool:
+        """The first statement found the connection gone (lost, or the server ended it)."""
+        if not isinstance(exc, psycopg.OperationalError):
+            return False
+        state = exc.sqlstate or ""
+        return self.conn.broken or state.startswith("08") or state in _ENDED_BY_THE_SERVER
+
+    # ------------------------------------------------------------------ sync
+
+    def open(self) -> None:
+        self.conn = self.pool.getconn(timeout=self.db.connect_timeout)
+        self.cur = self.conn.cursor()
 
     def execute(self, stmt: Stmt) -> Any:
+        if self.sent:
+            return self.db._run_statement(self.cur, stmt)
+        result = self._first(stmt)
+        self.sent = True
+        return result
+
+    def _first(self, stmt: Stmt) -> Any:
+        for _ in range(self.db._pool_size[1]):  # each connection the pool holds, at most once
+            try:
+                return self.db._run_statement(self.cur, stmt)
+            except psycopg.OperationalError as exc:
+                if not self._stale(exc):
+                    raise
+                self.conn.close()  # (the pool drops a closed connection)
+                self.close()
+                self.open()
         return self.db._run_statement(self.cur, stmt)
 
+    def end(self, commit: bool) -> None:
+        if self.conn is not None and not self.conn.broken:
+            self.conn.commit() if commit else self.conn.rollback()
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            self.cur.close()
+            self.pool.putconn(conn)
+
+    # ------------------------------------------------------------------ async
+
+    async def aopen(self) -> None:
+        self.conn = await self.pool.getconn(timeout=self.db.connect_timeout)
+        self.cur = self.conn.cursor()
+
     async def aexecute(self, stmt: Stmt) -> Any:
+        if self.sent:
+            return await self.db._arun_statement(self.cur, stmt)
+        result = await self._afirst(stmt)
+        self.sent = True
+        return result
+
+    async def _afirst(self, stmt: Stmt) -> Any:
+        for _ in range(self.db._pool_size[1]):
+            try:
+                return await self.db._arun_statement(self.cur, stmt)
+            except psycopg.OperationalError as exc:
+                if not self._stale(exc):
+                    raise
+                await self.conn.close()
+                await self.aclose()
+                await self.aopen()
         return await self.db._arun_statement(self.cur, stmt)
+
+    async def aend(self, commit: bool) -> None:
+        if self.conn is not None and not self.conn.broken:
+            await (self.conn.commit() if commit else self.conn.rollback())
+
+    async def aclose(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await self.cur.close()
+            await self.pool.putconn(conn)
 
 
 class PostgresDatabase(Database):
@@ -207,14 +291,18 @@ class PostgresDatabase(Database):
         return None
 
     def _execute(self, op: Op[T], *, write: bool) -> T:
-        pool = self._sync_pool()
+        tx = _Transaction(self, self._sync_pool())
         deferred: DeferredError | None = None
         try:
-            with pool.connection(timeout=self.connect_timeout) as conn, conn.cursor() as cur:
-                try:
-                    return run(bind(op, _Statements(self, cur)))
-                except DeferredError as exc:
-                    deferred = exc  # leaving the block commits what the operation wrote
+            tx.open()
+            try:
+                result = run(bind(op, tx))
+            except DeferredError as exc:
+                deferred = exc  # what the operation wrote is committed
+            except BaseException:
+                tx.end(commit=False)
+                raise
+            tx.end(commit=True)
         except PoolTimeout as exc:
             op.close()
             raise self._unreachable(exc) from exc
@@ -222,17 +310,25 @@ class PostgresDatabase(Database):
             raise
         except psycopg.Error as exc:
             raise self._driver_error(exc) from exc
-        raise deferred.error from None
+        finally:
+            tx.close()
+        if deferred is not None:
+            raise deferred.error from None
+        return result
 
     async def _aexecute(self, op: Op[T], *, write: bool) -> T:
-        pool = await self._async_pool()
+        tx = _Transaction(self, await self._async_pool())
         deferred: DeferredError | None = None
         try:
-            async with pool.connection(timeout=self.connect_timeout) as conn, conn.cursor() as cur:
-                try:
-                    return await arun(bind(op, _Statements(self, cur)))
-                except DeferredError as exc:
-                    deferred = exc
+            await tx.aopen()
+            try:
+                result = await arun(bind(op, tx))
+            except DeferredError as exc:
+                deferred = exc
+            except BaseException:
+                await tx.aend(commit=False)
+                raise
+            await tx.aend(commit=True)
         except PoolTimeout as exc:
             op.close()
             raise self._unreachable(exc) from exc
@@ -240,4 +336,8 @@ class PostgresDatabase(Database):
             raise
         except psycopg.Error as exc:
             raise self._driver_error(exc) from exc
-        raise deferred.error from None
+        finally:
+            await tx.aclose()
+        if deferred is not None:
+            raise deferred.error from None
+        return result

@@ -118,8 +118,8 @@ class BookingPlan:
     cost_delta_nano: int
 
     def writes(self, old: StoredCall) -> bool:
-        """The row is written: a booking, or a duplicate that brings the make-up the row
-        lacked (the callback handler booked the call before ``ctx_usage``)."""
+        """The row is written: a booking, or a duplicate that brings the make-up or the
+        cacheable prefix the row lacked."""
         return self.reason in ("new", "update") or self.stored != old
 
 
@@ -146,13 +146,22 @@ def plan_booking(
 ) -> BookingPlan:
     """Decide, without I/O, what booking ``usage`` over the ``old`` record changes
     (``cacheable_prefix`` and ``makeup`` None keep the booked value, as an unknown count
-    does). A duplicate or stale event books nothing, but fills in a make-up the record has
-    not got: it is not part of the totals, and only ``ctx_usage`` knows it, whether the
-    callback handler booked the same call before it or after."""
+    does). A duplicate or stale event books no counts, but fills in a make-up the record has
+    not got (only ``ctx_usage`` knows it, whether a callback handler booked the same call
+    before it or after), and a cacheable prefix it has not got (a handler that measures it, next
+    to one that does not), that one with its share of the totals."""
     zero = dict.fromkeys(COUNT_FIELDS, 0)
     if old.booked and version <= old.version:
         kept = old if makeup is None or old.makeup is not None else replace(old, makeup=makeup)
-        return BookingPlan(kept, "duplicate" if version == old.version else "stale", [], zero, 0)
+        filled: list[tuple[tuple[str, str, str], dict[str, int]]] = []
+        if cacheable_prefix is not None and old.cacheable_prefix is None:
+            kept = replace(kept, cacheable_prefix=cacheable_prefix)  # a measure it lacked
+            if cacheable_prefix:
+                filled = [
+                    ((old.purpose, old.provider, old.model), {"cacheable_prefix": cacheable_prefix})
+                ]
+        reason: BookingReason = "duplicate" if version == old.version else "stale"
+        return BookingPlan(kept, reason, filled, zero, 0)
     previous = ledger_record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
     merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
     stored = StoredCall(

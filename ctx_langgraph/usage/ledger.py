@@ -176,7 +176,7 @@ def _record_op(
     )
     if plan.writes(old):
         yield from _write_row(d, event.call_key, plan.stored, now)
-    if plan.reason in ("new", "update"):
+    if plan.adjustments:
         yield from _add_to_totals(owner, plan)
     return BookedDelta(
         call_key=event.call_key,

@@ -49,6 +49,7 @@ from ctx_langgraph.state import (
 )
 from ctx_langgraph.storage.statements import Op
 from ctx_langgraph.usage.callbacks import FINAL_VERSION
+from ctx_langgraph.usage.held import HeldAnswer
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
 from ctx_langgraph.usage.types import NormalizedUsage
@@ -59,8 +60,8 @@ if TYPE_CHECKING:  # (the history store imports this package's ledger)
 
 __all__ = ["UsageNode", "make_usage_node"]
 
-HeldUsage = Callable[[str], "tuple[str, NormalizedUsage] | None"]
-"""The call key and usage held for a reply by message id, taken once (None: none held)."""
+HeldUsage = Callable[[Scope], "HeldAnswer | None"]
+"""The answer a callback handler holds for a thread, taken once (None: none held)."""
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,21 @@ def _record_and_book(
         return {"id": reply.id}, None
     first = results[0]
     return {"id": reply.id, "seq": first.seq, "status": first.status}, booked
+
+
+def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
+    key, usage, scope, purpose, status, prefix = held.booking
+    yield call(
+        ledger,
+        "record",
+        key,
+        usage,
+        scope=scope,
+        purpose=purpose,
+        status=status,
+        version=FINAL_VERSION,
+        cacheable_prefix=prefix,
+    )
 
 
 def _read_usage(reply: AIMessage) -> NormalizedUsage:
@@ -289,9 +305,12 @@ def _usage_flow(
         return {}
     scope = scope_from_config(config, cast("dict[str, Any]", context))
     update: ContextReport = {}
-    taken = held(reply.id) if held is not None and reply.id else None
-    if taken is not None:  # a callback handler folded this call's usage as it streamed
-        key, usage = taken
+    taken = held(scope) if held is not None else None
+    if taken is not None and taken.message_id != reply.id:  # not this reply's: booked apart
+        yield from _book_held(ledger, taken)
+        taken = None
+    if taken is not None:  # the handler folded this call's usage as it streamed
+        key, usage = taken.call_key, taken.usage
     else:
         usage = _read_usage(reply)
         key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
@@ -302,6 +321,8 @@ def _usage_flow(
         "version": FINAL_VERSION,
         "makeup": _answered_makeup(messages, context),
     }
+    if taken is not None and booking["makeup"] is not None:  # the prefix ctx_budget measured
+        booking["cacheable_prefix"] = booking["makeup"]["prefix"]
     booked: BookedDelta | None = None
     if store is not None and reply.id:
         previous = messages[-2] if len(messages) > 1 else None
@@ -349,8 +370,9 @@ class UsageNode:
     """With a store that has a vector index: embed new events in the background (a thread, or
     a task of the loop) instead of before the node returns (``precompact_at`` sets it)."""
     held: HeldUsage | None = None
-    """The usage a callback handler holds for a reply (by message id), booked here in place
-    of the reply's own (``ContextManagementMiddleware``: its handler folds a stream)."""
+    """The answer a :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` holds for the
+    thread (its usage folded from the stream), booked here with the reply in place of the
+    reply's own usage."""
 
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[dict[str, Any]]:
         return _usage_flow(
@@ -400,6 +422,7 @@ def make_usage_node(
     store: HistoryStore | None = None,
     timestamp: TimestampSource | None = None,
     embed_in_background: bool = False,
+    held: HeldUsage | None = None,
 ) -> Runnable[Any, Any]:
     """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
 
@@ -423,6 +446,6 @@ def make_usage_node(
         (1200, 'h1')
     """
 
-    node = UsageNode(ledger, purpose, store, timestamp, embed_in_background)
+    node = UsageNode(ledger, purpose, store, timestamp, embed_in_background, held)
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

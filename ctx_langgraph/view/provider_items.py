@@ -196,6 +196,13 @@ def strip_opaque(message: BaseMessage, *, keep_for: str | None = None) -> BaseMe
     return stripped.model_copy(update={"additional_kwargs": kwargs})
 
 
+def _may_change(message: BaseMessage) -> bool:
+    """Whether :meth:`Wire.messages` may take out or strip ``message`` (most need no more look)."""
+    if message.content.__class__ is not str:
+        return True
+    return not message.content and message.type == "ai" and _emptied(message)
+
+
 def _emptied(message: BaseMessage) -> bool:
     """An assistant message with nothing left to send once its opaque items were taken out."""
     return (
@@ -283,12 +290,15 @@ class Wire:
     def messages(self, messages: Sequence[BaseMessage], context: Any) -> Sequence[BaseMessage]:
         """The messages to send (``messages`` itself when nothing changes)."""
         out: Sequence[BaseMessage] = messages
-        if self.provider not in (None, "unknown"):
-            kept = [strip_opaque(m, keep_for=self.provider) for m in messages]
-            if any(a is not b for a, b in zip(kept, messages, strict=True)):
-                out = kept
-        if any(_emptied(m) for m in out):
-            out = [m for m in out if not _emptied(m)]
+        # only a message with content blocks can carry an opaque item, and only an assistant
+        # message with no content can be left empty: the others are passed over unread
+        if any(_may_change(m) for m in messages):
+            if self.provider not in (None, "unknown"):
+                kept = [strip_opaque(m, keep_for=self.provider) for m in messages]
+                if any(a is not b for a, b in zip(kept, messages, strict=True)):
+                    out = kept
+            if any(_emptied(m) for m in out):
+                out = [m for m in out if not _emptied(m)]
         if self.chained and chain_broken(context):
             out = unchained(out)
         return out

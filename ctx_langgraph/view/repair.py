@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.view.markers import REPAIR_FLAG
 
-__all__ = ["ViewRepairs", "is_repair", "repair_tool_pairs"]
+__all__ = ["ViewRepairs", "is_repair", "needs_repair", "repair_tool_pairs"]
 
 MISSING_RESULT = (
     "[no result was recorded for this tool call: the call was interrupted or its result was "
@@ -62,8 +62,9 @@ def _missing(call_id: str, name: str, invalid: bool = False) -> ToolMessage:
     )
 
 
-def _needs_repair(messages: Sequence[BaseMessage]) -> bool:
-    """Whether :func:`repair_tool_pairs` would find a dangling call or a stray result."""
+def needs_repair(messages: Sequence[BaseMessage]) -> bool:
+    """Whether :func:`repair_tool_pairs` would find a dangling call or a stray result (of a
+    view, or of the messages after a part known to be valid: its calls all answered)."""
     open_calls: set[str] = set()
     for message in messages:
         if isinstance(message, ToolMessage):
@@ -99,7 +100,7 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
         >>> [m.id for m in fixed], repairs
         (['h1', 'a1', 'ctx-missing-result-c1', 'h2'], ViewRepairs(dangling_tool_calls=1, orphan_tool_results=1))
     """
-    if not _needs_repair(messages):  # the usual case, checked without building a new list
+    if not needs_repair(messages):  # the usual case, checked without building a new list
         return list(messages), ViewRepairs()
     out: list[BaseMessage] = []
     dangling = orphans = 0

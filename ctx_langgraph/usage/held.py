@@ -1,0 +1,147 @@
+"""The agent's answer booked with its reply: one write for both.
+
+Our nodes book every chat-model call through a :class:`HoldingLedgerHandler` (a
+:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` that folds a stream's usage chunk by
+chunk). A call made inside :func:`answering` (the model node's call, or ``create_agent``'s model
+call under the middleware) that ends with a reply is not booked when it ends: its usage is held,
+by thread, and ``ctx_usage`` takes it and books it in the transaction that records the reply
+(``HistoryStore.append_then``). Every other call (a summarizer's, a memory extractor's, a call
+that failed) is booked when it ends, as before. A held answer no ``ctx_usage`` takes (a second
+call of the same node, a node that raised after the call, more threads than the handler holds)
+is booked as soon as that is known, so no call goes unbooked and none twice (the ledger keys a
+call by its response or message id).
+
+The request's cacheable prefix is the one ``ctx_budget`` measured (``context["cache"]``), booked
+with the answer; the handler measures none per call.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from langchain_core.outputs import ChatGeneration, LLMResult
+
+from ctx_langgraph.core.scope import Scope
+from ctx_langgraph.usage.callbacks import FINAL_VERSION, LedgerCallbackHandler
+from ctx_langgraph.usage.ledger import UsageLedger
+from ctx_langgraph.usage.types import NormalizedUsage
+
+__all__ = ["HeldAnswer", "HoldingLedgerHandler", "answering"]
+
+_ANSWERING: ContextVar[bool] = ContextVar("ctx_langgraph_answering", default=False)
+
+
+@contextmanager
+def answering() -> Iterator[None]:
+    """The chat-model calls made inside are the agent's answer: a holding handler holds their
+    usage for ``ctx_usage``."""
+    token = _ANSWERING.set(True)
+    try:
+        yield
+    finally:
+        _ANSWERING.reset(token)
+
+
+@dataclass(frozen=True)
+class HeldAnswer:
+    """An answer's booking, held for the ``ctx_usage`` of its thread."""
+
+    message_id: str
+    """The reply's message id."""
+    booking: tuple[Any, ...]
+    """What :meth:`LedgerCallbackHandler._book` books: key, usage, scope, purpose, status,
+    cacheable prefix."""
+
+    @property
+    def call_key(self) -> str:
+        return str(self.booking[0])
+
+    @property
+    def usage(self) -> NormalizedUsage:
+        usage: NormalizedUsage = self.booking[1]
+        return usage
+
+
+def _thread(scope: Scope) -> tuple[str, str]:
+    return scope.tenant, scope.thread_id
+
+
+def _reply_id(response: LLMResult) -> str | None:
+    generations = response.generations[0] if response.generations else []
+    generation = generations[0] if generations else None
+    return generation.message.id if isinstance(generation, ChatGeneration) else None
+
+
+class HoldingLedgerHandler(LedgerCallbackHandler):
+    """Books every model call when it ends, but holds the agent's answer for ``ctx_usage``
+    (see the module). Used by :func:`~ctx_langgraph.add_context_management` and
+    :class:`~ctx_langgraph.ContextManagementMiddleware`.
+
+    Example:
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> handler = HoldingLedgerHandler(UsageLedger(store))
+        >>> handler.take(Scope("t1")) is None  # nothing held for the thread
+        True
+    """
+
+    max_held = 1024
+    """Threads whose answer is held at once; past it the oldest is booked."""
+
+    def __init__(self, ledger: UsageLedger) -> None:
+        super().__init__(ledger, measure_prefix=False)
+        self._held: OrderedDict[tuple[str, str], HeldAnswer] = OrderedDict()
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        booking = self._booking(run_id, response, None)
+        message_id = _reply_id(response)
+        if (
+            booking is None
+            or message_id is None
+            or not _ANSWERING.get()
+            or booking[3] != self.default_purpose
+        ):
+            self._book(booking)
+            return
+        thread = _thread(booking[2])
+        with self._lock:
+            replaced = self._held.pop(thread, None)  # a second call of the same model node
+            self._held[thread] = HeldAnswer(message_id, booking)
+            evicted = [
+                self._held.popitem(last=False)[1]
+                for _ in range(max(0, len(self._held) - self.max_held))
+            ]
+        for held in ([replaced] if replaced is not None else []) + evicted:
+            self._book(held.booking)
+
+    def take(self, scope: Scope) -> HeldAnswer | None:
+        """The answer held for the scope's thread (once; None: none held)."""
+        with self._lock:
+            return self._held.pop(_thread(scope), None)
+
+    def release(self, scope: Scope) -> None:
+        """Book the answer held for the scope's thread now (its node failed after the call)."""
+        held = self.take(scope)
+        if held is not None:
+            self._book(held.booking)
+
+    async def arelease(self, scope: Scope) -> None:
+        """Async twin of :meth:`release`."""
+        held = self.take(scope)
+        if held is not None:
+            key, usage, booked_scope, purpose, status, prefix = held.booking
+            await self.ledger.arecord(
+                key,
+                usage,
+                scope=booked_scope,
+                purpose=purpose,
+                status=status,
+                version=FINAL_VERSION,
+                cacheable_prefix=prefix,
+            )
