@@ -49,7 +49,9 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
     turn.fresh = fresh = [m for m in recorded if not is_flagged(m)]
     # a message recorded before and since replaced by id with other content (add_messages
     # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
-    turn.prefix = prefix = [m for m in messages[:start] if m.id and not is_flagged(m)]
+    turn.prefix = prefix = [
+        m for m in messages[:start] if m.id and not (m.additional_kwargs and is_flagged(m))
+    ]
     turn.checksum = checksum = digest(prefix)
     saved = context.get("recorded_digest")
     revised_in_state: list[BaseMessage] = []

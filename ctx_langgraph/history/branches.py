@@ -44,6 +44,8 @@ class Branch:
     active_id: str | None
     active_generation: int
     created_at: Any
+    edit_version: int = 0
+    """The thread's edit counter, when the row was read with it (``edits=True``)."""
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Branch:
@@ -55,6 +57,7 @@ class Branch:
             row[4],
             int(row[5]),
             row[6],
+            int(row[7] or 0) if len(row) > 7 else 0,
         )
 
     def info(self, d: Dialect, scope: Scope) -> BranchInfo:
@@ -66,6 +69,7 @@ class Branch:
             active_checkpoint_id=self.active_id,
             active_generation=self.active_generation,
             created_at=d.from_ts(self.created_at),
+            edit_version=self.edit_version,
         )
 
 
@@ -113,11 +117,18 @@ def lineage_clause(chain: Lineage, alias: str = "e") -> tuple[str, list[Any]]:
     return "(" + " OR ".join(parts) + ")", params
 
 
-def select_branch(d: Dialect, scope: Scope, *, lock: bool) -> Stmt:
-    """The statement reading the scope's branch row (locked for the transaction when ``lock``)."""
+def select_branch(d: Dialect, scope: Scope, *, lock: bool, edits: bool = False) -> Stmt:
+    """The statement reading the scope's branch row (locked for the transaction when ``lock``;
+    with the thread's edit counter when ``edits``)."""
+    edit_version = (
+        ", (SELECT t.edit_version FROM ctx_threads t WHERE t.tenant = ctx_branches.tenant "
+        "AND t.thread_id = ctx_branches.thread_id)"
+        if edits
+        else ""
+    )
     return Stmt(
-        f"SELECT {BRANCH_COLS} FROM ctx_branches WHERE tenant = ? AND thread_id = ? AND branch = ?"
-        + (d.for_update if lock else ""),
+        f"SELECT {BRANCH_COLS}{edit_version} FROM ctx_branches "
+        "WHERE tenant = ? AND thread_id = ? AND branch = ?" + (d.for_update if lock else ""),
         (scope.tenant, scope.thread_id, scope.branch),
         "one",
     )
@@ -149,11 +160,12 @@ def missing_branch(scope: Scope) -> ScopeError:
 
 
 def lock_branch(
-    d: Dialect, scope: Scope, now: dt.datetime, *, create: bool
+    d: Dialect, scope: Scope, now: dt.datetime, *, create: bool, edits: bool = False
 ) -> Op[tuple[Branch, Lineage]]:
     """Lock the scope's branch row for this transaction (creating the default branch of a new
-    thread when ``create``); returns it with its lineage."""
-    row = yield select_branch(d, scope, lock=True)
+    thread when ``create``); returns it with its lineage (and the thread's edit counter when
+    ``edits``)."""
+    row = yield select_branch(d, scope, lock=True, edits=edits)
     if row is None:
         if not (create and scope.branch == DEFAULT_BRANCH):
             raise missing_branch(scope)
@@ -167,7 +179,7 @@ def lock_branch(
             "VALUES (?, ?, ?, 0, 0, ?) ON CONFLICT DO NOTHING",
             (scope.tenant, scope.thread_id, scope.branch, d.ts(now)),
         )
-        row = yield select_branch(d, scope, lock=True)
+        row = yield select_branch(d, scope, lock=True, edits=edits)
     return (yield from _with_lineage(scope, Branch.from_row(row)))
 
 

@@ -239,21 +239,15 @@ def append_after(
     """Record ``rows`` when the branch ends at the event ``after`` (or never held it), and
     read the branch after them, in the same transaction (see
     :meth:`~ctx_langgraph.history.HistoryStore.append_after`)."""
-    branch, chain = yield from lock_branch(d, scope, now, create=True)
+    branch, chain = yield from lock_branch(d, scope, now, create=True, edits=True)
     ids = [row.event_id for row in rows]
     known = yield from _known_events(scope, chain, [*ids, after] if after is not None else ids)
     seen = known.get(after) if after is not None else None
     if seen is not None and branch.head_seq > seen.seq:
         return AppendOutcome([], None, diverged=True)
     plan, version = yield from _write_plan(d, scope, branch, rows, created, known, now)
-    if version is None:
-        row = yield Stmt(
-            "SELECT edit_version FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
-            (scope.tenant, scope.thread_id),
-            "one",
-        )
-        version = int(row[0] or 0) if row is not None else 0
-    head = replace(branch.info(d, scope), head_seq=plan.head_seq, edit_version=version)
+    edits = branch.edit_version if version is None else version
+    head = replace(branch.info(d, scope), head_seq=plan.head_seq, edit_version=edits)
     return AppendOutcome(plan.results, head)
 
 

@@ -292,7 +292,8 @@ class Wire:
         out: Sequence[BaseMessage] = messages
         # only a message with content blocks can carry an opaque item, and only an assistant
         # message with no content can be left empty: the others are passed over unread
-        if any(_may_change(m) for m in messages):
+        suspects = [m for m in messages if m.content.__class__ is not str or not m.content]
+        if suspects and any(_may_change(m) for m in suspects):
             if self.provider not in (None, "unknown"):
                 kept = [strip_opaque(m, keep_for=self.provider) for m in messages]
                 if any(a is not b for a, b in zip(kept, messages, strict=True)):
