@@ -77,15 +77,7 @@ def moved_by(
     if not previous:
         return None
     shared = shared_parts(previous, shape.digests)
-    if shared == len(previous):
-        return None
-    if shared == len(shape.digests):
-        return "removed messages"
-    if has_overhead:
-        if shared == 0:
-            return "tools or system prompt"
-        shared -= 1
-    return _label(view[shared])
+    return None if shared == len(previous) else _moved_label(shared, shape, view, has_overhead)
 
 
 def _part(message: BaseMessage, lookup_tools: frozenset[str]) -> str:
@@ -271,6 +263,7 @@ def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
 def _moved_label(
     first: int, shape: RequestShape, view: Sequence[BaseMessage], has_overhead: bool
 ) -> str:
+    """The name of the request's part ``first`` (its parts' index, the overhead first)."""
     if first >= len(shape.digests):
         return "removed messages"
     if has_overhead:

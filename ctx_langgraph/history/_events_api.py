@@ -36,6 +36,15 @@ class EventsAPI(StoreBase):
     def _revised(results: list[AppendResult]) -> list[str]:
         return [r.event_id for r in results if r.status == "revised"]
 
+    def _tell_revised(self, scope: Scope | str, results: list[AppendResult]) -> None:
+        """The edit listeners hear of the events an append revised."""
+        if self._edit_listeners and (revised := self._revised(results)):
+            self.notify_edited(checked_scope(scope), revised, "revised")
+
+    async def _atell_revised(self, scope: Scope | str, results: list[AppendResult]) -> None:
+        if self._edit_listeners and (revised := self._revised(results)):
+            await self.anotify_edited(checked_scope(scope), revised, "revised")
+
     def _append(
         self,
         scope: Scope | str,
@@ -106,8 +115,7 @@ class EventsAPI(StoreBase):
         results: list[AppendResult] = self.run(
             self._append(scope, messages, created_at), write=True
         )
-        if self._edit_listeners and (revised := self._revised(results)):
-            self.notify_edited(checked_scope(scope), revised, "revised")
+        self._tell_revised(scope, results)
         return results
 
     async def aappend(
@@ -121,8 +129,7 @@ class EventsAPI(StoreBase):
         results: list[AppendResult] = await self.arun(
             self._append(scope, messages, created_at), write=True
         )
-        if self._edit_listeners and (revised := self._revised(results)):
-            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        await self._atell_revised(scope, results)
         return results
 
     def append_after(
@@ -155,8 +162,7 @@ class EventsAPI(StoreBase):
         outcome: AppendOutcome = self.run(
             self._append(scope, messages, created_at, after), write=True
         )
-        if self._edit_listeners and (revised := self._revised(outcome.results)):
-            self.notify_edited(checked_scope(scope), revised, "revised")
+        self._tell_revised(scope, outcome.results)
         return outcome
 
     async def aappend_after(
@@ -171,8 +177,7 @@ class EventsAPI(StoreBase):
         outcome: AppendOutcome = await self.arun(
             self._append(scope, messages, created_at, after), write=True
         )
-        if self._edit_listeners and (revised := self._revised(outcome.results)):
-            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        await self._atell_revised(scope, outcome.results)
         return outcome
 
     def append_then(
@@ -199,8 +204,7 @@ class EventsAPI(StoreBase):
             ('appended', 'new')
         """
         results, value = self.run(self._then(scope, messages, created_at, then), write=True)
-        if self._edit_listeners and (revised := self._revised(results)):
-            self.notify_edited(checked_scope(scope), revised, "revised")
+        self._tell_revised(scope, results)
         return results, value
 
     async def aappend_then(
@@ -213,8 +217,7 @@ class EventsAPI(StoreBase):
     ) -> tuple[list[AppendResult], T]:
         """Async twin of :meth:`append_then`."""
         results, value = await self.arun(self._then(scope, messages, created_at, then), write=True)
-        if self._edit_listeners and (revised := self._revised(results)):
-            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        await self._atell_revised(scope, results)
         return results, value
 
     def _then(

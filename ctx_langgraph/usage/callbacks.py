@@ -220,6 +220,14 @@ class _LedgerHandlerCore:
         return key, usage, run.scope, run.purpose, status, run.cacheable_prefix
 
 
+def recorded(booking: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A handler's booking (key, usage, scope, purpose, status, cacheable prefix) as the
+    arguments of ``UsageLedger.record``."""
+    key, usage, scope, purpose, status, prefix = booking
+    options = {"scope": scope, "purpose": purpose, "status": status}
+    return (key, usage), {**options, "version": FINAL_VERSION, "cacheable_prefix": prefix}
+
+
 class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
     """Books every chat-model call of a run (sync; LangChain runs it in a thread for async runs).
 
@@ -281,16 +289,8 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
     def _book(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
         if booking is None:
             return None
-        key, usage, scope, purpose, status, prefix = booking
-        return self.ledger.record(
-            key,
-            usage,
-            scope=scope,
-            purpose=purpose,
-            status=status,
-            version=FINAL_VERSION,
-            cacheable_prefix=prefix,
-        )
+        args, kwargs = recorded(booking)
+        return self.ledger.record(*args, **kwargs)
 
 
 class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):

@@ -28,7 +28,7 @@ from uuid import UUID
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from ctx_langgraph.core.scope import Scope
-from ctx_langgraph.usage.callbacks import FINAL_VERSION, LedgerCallbackHandler
+from ctx_langgraph.usage.callbacks import LedgerCallbackHandler, recorded
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.types import NormalizedUsage
 
@@ -135,13 +135,5 @@ class HoldingLedgerHandler(LedgerCallbackHandler):
         """Async twin of :meth:`release`."""
         held = self.take(scope)
         if held is not None:
-            key, usage, booked_scope, purpose, status, prefix = held.booking
-            await self.ledger.arecord(
-                key,
-                usage,
-                scope=booked_scope,
-                purpose=purpose,
-                status=status,
-                version=FINAL_VERSION,
-                cacheable_prefix=prefix,
-            )
+            args, kwargs = recorded(held.booking)
+            await self.ledger.arecord(*args, **kwargs)

@@ -48,7 +48,7 @@ from ctx_langgraph.state import (
     RequestMakeup,
 )
 from ctx_langgraph.storage.statements import Op
-from ctx_langgraph.usage.callbacks import FINAL_VERSION
+from ctx_langgraph.usage.callbacks import FINAL_VERSION, recorded
 from ctx_langgraph.usage.held import HeldAnswer
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
@@ -118,18 +118,8 @@ def _record_and_book(
 
 
 def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
-    key, usage, scope, purpose, status, prefix = held.booking
-    yield call(
-        ledger,
-        "record",
-        key,
-        usage,
-        scope=scope,
-        purpose=purpose,
-        status=status,
-        version=FINAL_VERSION,
-        cacheable_prefix=prefix,
-    )
+    args, kwargs = recorded(held.booking)
+    yield call(ledger, "record", *args, **kwargs)
 
 
 def _read_usage(reply: AIMessage) -> NormalizedUsage:
