@@ -1200,6 +1200,39 @@ async def test_postgres_down_async_is_a_history_store_error():
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("closed_by", ["aclose", "the loop's end"])
+def test_an_event_loop_ends_while_the_async_pool_replaces_a_dropped_connection(pg_dsn, closed_by):
+    """A pooled connection the server dropped is discarded and the pool reconnects in the
+    background. A worker cancelled during that reconnect swallows the cancel, so a loop ending
+    with the pool open (``asyncio.run`` returning, a test's loop closing) waited forever; the
+    store closes each loop's pool with the loop, or in ``aclose``, and the loop ends."""
+    from ctx_langgraph.history import PostgresHistoryStore
+
+    store = PostgresHistoryStore.from_conn_string(pg_dsn, connect_timeout=2)
+    store.setup()
+
+    async def a_run(n: int) -> None:
+        await store.aappend("t", [human(n)])
+        pool = await store._async_pool()
+        conn = await pool.getconn()
+        await conn.close()  # (as the server would)
+        await pool.putconn(conn)  # discarded: the pool reconnects in the background
+        for _ in range(3):
+            await asyncio.sleep(0)  # the reconnect has started
+        if closed_by == "aclose":
+            await store.aclose()
+
+    for n in (1, 2):  # a second loop gets a pool of its own
+        runner = threading.Thread(target=asyncio.run, args=(a_run(n),), daemon=True)
+        runner.start()
+        runner.join(timeout=20)
+        assert not runner.is_alive(), f"asyncio.run did not return (loop {n})"
+    assert not store._apools  # nothing kept of the ended loops
+    assert [e.seq for e in store.read_events("t")] == [1, 2]
+    store.close()
+
+
+@pytest.mark.postgres
 async def test_postgres_server_lost_mid_use(pg_server_dsn, pg_dsn):
     import psycopg
 

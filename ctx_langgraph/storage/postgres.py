@@ -41,6 +41,22 @@ def _where(conninfo: str) -> str:
     )
 
 
+async def _close_with_the_loop(pool: AsyncConnectionPool, forget: Callable[[], object]) -> None:
+    """Wait for the event loop's end, then close ``pool`` and ``forget`` it.
+
+    A runner ending its loop (``asyncio.run``, pytest's, a server's) cancels every task and waits
+    for them. A pool worker cancelled while it reconnects (a connection the server dropped was
+    just discarded) takes the cancellation for a failed attempt and keeps waiting for work, so
+    that wait would never end. Closing the pool here, as this task is cancelled with the others,
+    stops its workers and lets the loop end."""
+    try:
+        await asyncio.get_running_loop().create_future()  # (never set)
+    except asyncio.CancelledError:
+        forget()
+        await pool.close(timeout=5.0)
+        raise
+
+
 _ENDED_BY_THE_SERVER = frozenset({"57P01", "57P02", "57P03"})
 """admin_shutdown, crash_shutdown, cannot_connect_now: the server ended the session."""
 
@@ -147,7 +163,8 @@ class PostgresDatabase(Database):
     Connections come from a pool opened on first use; connecting is bounded by
     ``connect_timeout``, so a server that is down gives
     :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging. The async
-    runs use an ``AsyncConnectionPool`` bound to the running event loop.
+    runs use an ``AsyncConnectionPool`` per event loop, closed by :meth:`aclose` in that loop
+    or, at the latest, when the loop ends.
     """
 
     dialect = POSTGRES
@@ -171,8 +188,11 @@ class PostgresDatabase(Database):
         self.connect_timeout = connect_timeout
         self._pool_size = (min_size, max_size)
         self._pool: ConnectionPool | None = None
-        self._apool: AsyncConnectionPool | None = None
-        self._apool_loop: asyncio.AbstractEventLoop | None = None
+        # each loop's pool, and the task that closes it when the loop ends
+        self._apools: dict[
+            asyncio.AbstractEventLoop, tuple[AsyncConnectionPool, asyncio.Task[None]]
+        ]
+        self._apools = {}
         self._pool_lock = threading.Lock()
 
     @classmethod
@@ -239,33 +259,45 @@ class PostgresDatabase(Database):
 
     async def _async_pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
-        if self._apool is None or self._apool_loop is not loop:
-            pool = AsyncConnectionPool(
-                self.conninfo,
-                min_size=self._pool_size[0],
-                max_size=self._pool_size[1],
-                kwargs=self._pool_kwargs(),
-                timeout=self.connect_timeout,
-                open=False,
-            )
-            try:
-                await pool.open(wait=True, timeout=self.connect_timeout)
-            except (PoolTimeout, psycopg.Error) as exc:
-                await pool.close()
-                raise self._unreachable(exc) from exc
-            self._apool, self._apool_loop = pool, loop
-        return self._apool
+        if loop in self._apools:
+            return self._apools[loop][0]
+        pool = AsyncConnectionPool(
+            self.conninfo,
+            min_size=self._pool_size[0],
+            max_size=self._pool_size[1],
+            kwargs=self._pool_kwargs(),
+            timeout=self.connect_timeout,
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=self.connect_timeout)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise self._unreachable(exc) from exc
+        if loop in self._apools:  # another task of this loop opened one meanwhile
+            await pool.close()
+            return self._apools[loop][0]
+        closer = loop.create_task(
+            _close_with_the_loop(pool, lambda: self._apools.pop(loop, None)),
+            name=f"close {pool.name} with its loop",
+        )
+        self._apools[loop] = (pool, closer)
+        return pool
 
     def close(self) -> None:
+        """Close the sync pool. Each event loop's async pool is closed by :meth:`aclose` in that
+        loop, or when the loop ends."""
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
 
     async def aclose(self) -> None:
-        if self._apool is not None and self._apool_loop is asyncio.get_running_loop():
-            await self._apool.close()
-        self._apool = self._apool_loop = None
+        entry = self._apools.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            pool, closer = entry
+            closer.cancel()
+            await pool.close()
         self.close()
 
     # ------------------------------------------------------------------ execution
