@@ -35,7 +35,6 @@ import resource
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -54,8 +53,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from ctx_langgraph import ContextConfig, create_context_agent, make_history_lookup_tool
-from ctx_langgraph.compaction import ExtractiveSummarizer, SummaryRequest
+from ctx_langgraph import ContextConfig, create_context_agent, make_history_lookup_tool, testing
+from ctx_langgraph.compaction import ExtractiveSummarizer
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 from ctx_langgraph.history.types import Scope
@@ -69,7 +68,7 @@ except ImportError:  # pragma: no cover - older openai
 
 TENANT = "soak"
 OUTPUT_RESERVE = 512  # a reply of up to ~380 words; the scripted answers stay under 200
-FAILURE_KINDS = ("raise", "empty", "garbage", "slow")
+FAILURE_KINDS = testing.FAILURE_KINDS
 COMMITTED = ("committed", "committed_precomputed")
 # fmt: off
 WORDS = ["the", "build", "deploy", "cache", "worker", "queue", "index", "schema", "backfill",
@@ -401,38 +400,15 @@ class SoakModel(MeteringChatModel):
 # ----------------------------------------------------------------------------- the summarizer
 
 
-class FlakySummarizer:
+class FlakySummarizer(testing.FlakySummarizer):
     """The extractive summarizer, failing ``rate`` of its calls in one of four ways (seeded):
     raising, returning nothing, returning garbage, or answering after ``slow_s`` (past the
-    compaction timeout)."""
-
-    window_tokens: int | None = None
+    compaction timeout). Its garbage reads like the conversation."""
 
     def __init__(self, rate: float, seed: int, slow_s: float) -> None:
-        self.inner = ExtractiveSummarizer()
-        self.rate = rate
-        self.slow_s = slow_s
-        self.rng = random.Random(f"{seed}:summarizer")
-        self.lock = threading.Lock()
-        self.calls = 0
-        self.injected: Counter[str] = Counter()
-        self.slowest = 0.0
-        """The longest call of the extractive summarizer itself, in seconds."""
+        super().__init__(ExtractiveSummarizer(), rate, seed=seed, slow_s=slow_s)
 
-    @property
-    def id(self) -> str:
-        return f"flaky:{self.inner.id}"
-
-    def _draw(self) -> str | None:
-        with self.lock:
-            self.calls += 1
-            if self.rng.random() >= self.rate:
-                return None
-            kind = self.rng.choice(FAILURE_KINDS)
-            self.injected[kind] += 1
-            return kind
-
-    def _garbage(self) -> str:
+    def garbage(self) -> str:
         with self.lock:
             t = Text(random.Random(self.rng.random()))
         return t.rng.choice(
@@ -443,35 +419,6 @@ class FlakySummarizer:
                 "I'm sorry, I can't help with summarizing this conversation.",
             ]
         )
-
-    def _failed(self, kind: str) -> str:
-        if kind == "raise":
-            raise ConnectionError("summarizer connection reset by peer (injected)")
-        return "" if kind == "empty" else self._garbage()
-
-    def summarize(self, request: SummaryRequest) -> str:
-        kind = self._draw()
-        if kind == "slow":
-            time.sleep(self.slow_s)
-        elif kind is not None:
-            return self._failed(kind)
-        began = time.perf_counter()
-        try:
-            return self.inner.summarize(request)
-        finally:
-            self.slowest = max(self.slowest, time.perf_counter() - began)
-
-    async def asummarize(self, request: SummaryRequest) -> str:
-        kind = self._draw()
-        if kind == "slow":
-            await asyncio.sleep(self.slow_s)
-        elif kind is not None:
-            return self._failed(kind)
-        began = time.perf_counter()
-        try:
-            return await self.inner.asummarize(request)
-        finally:
-            self.slowest = max(self.slowest, time.perf_counter() - began)
 
 
 # ----------------------------------------------------------------------------- one run

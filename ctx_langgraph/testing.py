@@ -7,11 +7,16 @@ can be measured offline, turn by turn.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import json
+import random
 import re
+import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -32,8 +37,16 @@ from pydantic import PrivateAttr
 
 from ctx_langgraph.budget.counters import CountCache, TiktokenCounter
 from ctx_langgraph.budget.prefix import cacheable_prefix, request_shape
+from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
 
-__all__ = ["MeteringChatModel", "Reply", "scripted_summary_reply", "tool_agent_reply"]
+__all__ = [
+    "FAILURE_KINDS",
+    "FlakySummarizer",
+    "MeteringChatModel",
+    "Reply",
+    "scripted_summary_reply",
+    "tool_agent_reply",
+]
 
 Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage]
 """A scripted reply: a message, its text, or a function of the request."""
@@ -240,3 +253,95 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         counter=TiktokenCounter("gpt-4o"),
     )
     return AIMessage(ExtractiveSummarizer().summarize(request))
+
+
+FAILURE_KINDS = ("raise", "empty", "garbage", "slow")
+"""How :class:`FlakySummarizer` fails a call."""
+
+
+class FlakySummarizer:
+    """A summarizer that fails ``rate`` of its calls (seeded), for load and failure tests: it
+    raises, returns nothing, returns text that is no summary, or answers after ``slow_s``
+    seconds (past a short ``compaction_timeout_s``). The other calls go to ``inner``.
+
+    Example:
+        >>> from ctx_langgraph.compaction import ExtractiveSummarizer
+        >>> flaky = FlakySummarizer(ExtractiveSummarizer(), rate=1.0, kinds=("empty",))
+        >>> flaky.summarize(None), dict(flaky.injected)  # every call fails, by returning ""
+        ('', {'empty': 1})
+    """
+
+    def __init__(
+        self,
+        inner: Summarizer,
+        rate: float,
+        *,
+        seed: int | str = 0,
+        slow_s: float = 3.0,
+        kinds: Sequence[str] = FAILURE_KINDS,
+    ) -> None:
+        if not 0 <= rate <= 1 or not kinds or set(kinds) - set(FAILURE_KINDS):
+            raise ValueError(f"rate must be in [0, 1] and kinds among {FAILURE_KINDS}")
+        self.inner, self.rate, self.slow_s, self.kinds = inner, rate, slow_s, tuple(kinds)
+        self.rng = random.Random(f"{seed}:summarizer")
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.injected: Counter[str] = Counter()
+        self.slowest = 0.0
+        """The longest call of ``inner``, in seconds."""
+
+    @property
+    def id(self) -> str:
+        return f"flaky:{self.inner.id}"
+
+    @property
+    def window_tokens(self) -> int | None:
+        return self.inner.window_tokens
+
+    def _draw(self) -> str | None:
+        with self.lock:
+            self.calls += 1
+            if self.rng.random() >= self.rate:
+                return None
+            kind = self.rng.choice(self.kinds)
+            self.injected[kind] += 1
+            return kind
+
+    def garbage(self) -> str:
+        """Text that is not a summary of anything."""
+        with self.lock:
+            pick = self.rng.randrange(3)
+        return [
+            "I'm sorry, I can't help with summarizing this conversation.",
+            "# Context summary (format v1)\n\n## Goal\n- ",
+            json.dumps({"summary": None, "facts": []}),
+        ][pick]
+
+    def _failed(self, kind: str) -> str:
+        if kind == "raise":
+            raise ConnectionError("summarizer connection reset by peer (injected)")
+        return "" if kind == "empty" else self.garbage()
+
+    def summarize(self, request: SummaryRequest) -> str:
+        kind = self._draw()
+        if kind == "slow":
+            time.sleep(self.slow_s)
+        elif kind is not None:
+            return self._failed(kind)
+        began = time.perf_counter()
+        try:
+            return self.inner.summarize(request)
+        finally:
+            self.slowest = max(self.slowest, time.perf_counter() - began)
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        kind = self._draw()
+        if kind == "slow":
+            await asyncio.sleep(self.slow_s)
+        elif kind is not None:
+            return self._failed(kind)
+        began = time.perf_counter()
+        try:
+            return await self.inner.asummarize(request)
+        finally:
+            self.slowest = max(self.slowest, time.perf_counter() - began)

@@ -24,13 +24,21 @@ A real model also writes the compaction summaries; the offline one uses the extr
 With OpenAI the model talks to the Responses API and compacts through OpenAI's compact endpoint
 too (``OpenAIResponsesCompaction``: its window is sent, our readable summary kept beside it);
 with Anthropic, old tool results are cleared by Anthropic's context editing above 12k tokens.
-The history store is the SQLite file ``CTX_HISTORY_DB`` (default: ``ctx-history.sqlite`` in the
-temp directory). The graph is compiled without a checkpointer: ``langgraph dev`` supplies one.
+The history store is PostgreSQL when ``CTX_HISTORY_DSN`` is set (a libpq URL: every server
+worker shares it), else the SQLite file ``CTX_HISTORY_DB`` (default: ``ctx-history.sqlite`` in
+the temp directory). The graph is compiled without a checkpointer: ``langgraph dev`` supplies one.
 
 Long-term memory is on: tell the agent "my name is Ann and I live in Lisbon", and a later thread
 with the same ``user_id`` in the assistant's configurable starts with it (without a ``user_id``,
 memories stay in their thread). ``context.memory`` shows what was learned and loaded; the records
-are in the SQLite file ``CTX_MEMORY_DB`` (default: ``ctx-memory.sqlite`` in the temp directory).
+are in LangGraph's ``PostgresStore`` on ``CTX_MEMORY_DSN`` (default: ``CTX_HISTORY_DSN``) when one
+is set, else in the SQLite file ``CTX_MEMORY_DB`` (default: ``ctx-memory.sqlite`` in the temp
+directory).
+
+For load tests (``benchmarks/server_load.py``), two switches, both off by default:
+``CTX_CONTEXT_WINDOW`` (tokens) shrinks the window so threads compact often, and
+``CTX_SUMMARIZER_FAILURE_RATE`` (0 to 1) makes that share of the summarizer's calls fail
+(``ctx_langgraph.testing.FlakySummarizer``: raising, empty, garbage or slow).
 """
 
 from __future__ import annotations
@@ -46,12 +54,16 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import tool
 from langgraph.graph import StateGraph
+from langgraph.store.base import BaseStore
 from langgraph.store.sqlite import SqliteStore
 
 from ctx_langgraph import (
     ContextConfig,
+    ExtractiveSummarizer,
+    HistoryStore,
     LLMSummarizer,
     LongTermMemory,
+    PostgresHistoryStore,
     SQLiteHistoryStore,
     Summarizer,
     create_context_agent,
@@ -61,7 +73,7 @@ from ctx_langgraph.providers import (
     OpenAIResponsesCompaction,
     provider_key,
 )
-from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
+from ctx_langgraph.testing import FlakySummarizer, MeteringChatModel, tool_agent_reply
 
 CONFIG = ContextConfig(
     context_window=16_000,
@@ -131,30 +143,71 @@ def choose_model() -> tuple[BaseChatModel, Summarizer | None]:
     return model, LLMSummarizer(model)
 
 
-def history_store() -> SQLiteHistoryStore:
-    path = Path(
-        os.environ.get("CTX_HISTORY_DB") or Path(tempfile.gettempdir()) / "ctx-history.sqlite"
-    )
-    store = SQLiteHistoryStore.from_path(path)
+def history_store() -> HistoryStore:
+    """PostgreSQL on ``CTX_HISTORY_DSN`` when set, else the SQLite file ``CTX_HISTORY_DB``."""
+    store: HistoryStore
+    if dsn := os.environ.get("CTX_HISTORY_DSN"):
+        store = PostgresHistoryStore.from_conn_string(dsn)
+    else:
+        path = (
+            os.environ.get("CTX_HISTORY_DB") or Path(tempfile.gettempdir()) / "ctx-history.sqlite"
+        )
+        store = SQLiteHistoryStore.from_path(Path(path))
     store.setup()
     return store
 
 
 def long_term_memory() -> LongTermMemory:
-    path = Path(
-        os.environ.get("CTX_MEMORY_DB") or Path(tempfile.gettempdir()) / "ctx-memory.sqlite"
-    )
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    store = SqliteStore(conn)
+    """LangGraph's PostgresStore on ``CTX_MEMORY_DSN`` (or ``CTX_HISTORY_DSN``) when set, else its
+    SqliteStore on the file ``CTX_MEMORY_DB``."""
+    store: BaseStore
+    if dsn := os.environ.get("CTX_MEMORY_DSN") or os.environ.get("CTX_HISTORY_DSN"):
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        # the connection settings PostgresStore.from_conn_string uses, on a pool for many threads
+        pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=8,
+            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+            open=True,
+        )
+        store = PostgresStore(pool)
+    else:
+        path = os.environ.get("CTX_MEMORY_DB") or Path(tempfile.gettempdir()) / "ctx-memory.sqlite"
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        store = SqliteStore(conn)
     store.setup()
     return LongTermMemory(store, max_tokens=500)
 
 
+def summarizer_for(summarizer: Summarizer | None) -> Summarizer | None:
+    """The summarizer, failing ``CTX_SUMMARIZER_FAILURE_RATE`` of its calls when that is set."""
+    rate = float(os.environ.get("CTX_SUMMARIZER_FAILURE_RATE") or 0)
+    if rate <= 0:
+        return summarizer
+    return FlakySummarizer(summarizer or ExtractiveSummarizer(), rate=rate)
+
+
 def context_config(model: BaseChatModel) -> ContextConfig:
-    """The budget; on the Responses API, OpenAI's own compaction next to ours."""
+    """The budget (``CTX_CONTEXT_WINDOW`` tokens when set); on the Responses API, OpenAI's own
+    compaction next to ours."""
+    config = CONFIG
+    if window := int(os.environ.get("CTX_CONTEXT_WINDOW") or 0):
+        scale = window / CONFIG.context_window  # the same proportions in a smaller window
+        config = replace(
+            CONFIG,
+            context_window=window,
+            output_reserve=max(64, round(CONFIG.output_reserve * scale)),
+            keep_recent_tokens=max(128, round(CONFIG.keep_recent_tokens * scale)),
+            summary_max_tokens=max(96, round(CONFIG.summary_max_tokens * scale)),
+            tool_output_cap_tokens=max(96, round(CONFIG.tool_output_cap_tokens * scale)),
+        )
     if provider_key(model) == "openai-responses":
-        return replace(CONFIG, compaction_backend=OpenAIResponsesCompaction(model))
-    return CONFIG
+        return replace(config, compaction_backend=OpenAIResponsesCompaction(model))
+    return config
 
 
 def build_graph() -> StateGraph:
@@ -164,7 +217,7 @@ def build_graph() -> StateGraph:
         [get_order_status, search_docs],
         store=history_store(),
         config=context_config(model),
-        summarizer=summarizer,
+        summarizer=summarizer_for(summarizer),
         prompt=PROMPT,
         memory=long_term_memory(),
     )

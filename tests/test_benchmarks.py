@@ -173,6 +173,47 @@ BENCHES = [
         postgres=True,
     ),
     Bench(
+        "server_load.py",
+        ("--threads", "4", "--turns", "6", "--double-text-threads", "4", "--window", "2400"),
+        frozenset(
+            {
+                "settings",
+                "turns_per_s",
+                "latency_ms",
+                "execution_ms",
+                "our_share",
+                "runs",
+                "failed_runs",
+                "refused_by_reject",
+                "errors_by_kind",
+                "double_texts",
+                "restart_s",
+                "dead_threads",
+                "invariants",
+                "generations",
+                "wall_s",
+                "passed",
+            }
+        ),
+        postgres=True,
+        nested=(
+            (
+                "invariants",
+                frozenset(
+                    {
+                        "lost",
+                        "duplicated",
+                        "altered",
+                        "kept_withdrawn",
+                        "gaps",
+                        "overlaps",
+                        "orphans",
+                    }
+                ),
+            ),
+        ),
+    ),
+    Bench(
         "soak.py",
         ("--turns", "8", "--seed", "3"),
         frozenset({"settings", "runs", "passed"}),

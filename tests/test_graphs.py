@@ -186,3 +186,34 @@ def test_compaction_playground_compacts_within_a_few_turns():
     state = agent.invoke({"messages": [HumanMessage("Recall my locker code")]}, config)
     lookups = [m for m in state["messages"] if m.type == "tool" and m.name == "history_lookup"]
     assert lookups and "My locker code is 4471" in lookups[-1].text
+
+
+@pytest.mark.postgres
+def test_context_agent_keeps_history_and_memory_on_postgres_when_a_dsn_is_set(pg_dsn, monkeypatch):
+    from langgraph.store.postgres import PostgresStore
+
+    from ctx_langgraph import PostgresHistoryStore
+
+    monkeypatch.setenv("CTX_HISTORY_DSN", pg_dsn)
+    module, _ = load("context_agent")
+    store, memory = module.history_store(), module.long_term_memory()
+    try:
+        assert isinstance(store, PostgresHistoryStore) and store.conninfo == pg_dsn
+        assert isinstance(memory.store, PostgresStore)
+    finally:
+        store.close()
+        memory.store.conn.close()
+
+
+def test_context_agent_load_switches_shrink_the_window_and_fail_the_summarizer(monkeypatch):
+    from ctx_langgraph.testing import FlakySummarizer
+
+    module, _ = load("context_agent")
+    assert module.summarizer_for(None) is None  # off by default
+    assert module.context_config(MeteringChatModel(replies=["ok"])) == module.CONFIG
+    monkeypatch.setenv("CTX_CONTEXT_WINDOW", "3200")
+    monkeypatch.setenv("CTX_SUMMARIZER_FAILURE_RATE", "0.25")
+    config = module.context_config(MeteringChatModel(replies=["ok"]))
+    assert (config.context_window, config.keep_recent_tokens) == (3_200, 800)
+    flaky = module.summarizer_for(None)
+    assert isinstance(flaky, FlakySummarizer) and flaky.rate == 0.25
