@@ -258,9 +258,44 @@ class Driver:
     def __init__(self, client: Any, log: ThreadLog, args: argparse.Namespace) -> None:
         self.client, self.log, self.args = client, log, args
         self.rng = random.Random(f"{args.seed}:{log.index}")
+        self.up: asyncio.Event | None = None
+        """Set while the server answers; None outside a restart with runs in flight."""
+        self.cut = False
 
     def fail(self, turn: int, kind: str, message: str) -> None:
+        if self.up is not None:  # a restart with runs in flight: the run was cut, not failed
+            self.cut = True
+            return
         self.log.failures.append({"turn": turn, "kind": kind, "message": message[:400]})
+
+    async def after_cut(self, turn: int, payload: dict[str, Any]) -> None:
+        """A run the restart cut: once the server answers again, the message is in the thread
+        (the server ran or resumed the run: wait for it) or it is sent again, as an application
+        retries."""
+        assert self.up is not None
+        mid, text = _message_id(payload)
+        for _ in range(5):
+            await self.up.wait()
+            self.cut = False
+            self.log.outcomes["cut by the restart"] += 1
+            try:
+                for run in await self.client.runs.list(self.log.thread_id, limit=20):
+                    if run["status"] in ("pending", "running"):
+                        await self.client.runs.join(self.log.thread_id, run["run_id"])
+                values = (await self.client.threads.get_state(self.log.thread_id))["values"]
+            except Exception:  # (the server went away again: wait for it)
+                await asyncio.sleep(0.5)
+                continue
+            if any(m.get("id") == mid for m in values.get("messages") or ()):
+                self.log.outcomes["cut, then finished by the server"] += 1
+                self.log.interrupted[mid] = text  # in the thread at most once
+                return
+            self.log.outcomes["cut, then sent again"] += 1
+            await self.wait_turn(turn, payload)
+            if not self.cut:
+                return
+        self.up = None
+        self.fail(turn, "cut by the restart", "the server did not take the run back")
 
     async def wait_turn(self, turn: int, payload: dict[str, Any]) -> None:
         mid, text = _message_id(payload)
@@ -350,6 +385,10 @@ class Driver:
         for run, mid, text in ((run_a, first_id, first_text), (run_b, second_id, second_text)):
             if run is not None:
                 await self.settle(turn, strategy, run, mid, text)
+        if self.cut:  # a restart cut them: each is in the thread at most once
+            self.log.interrupted.update({first_id: first_text, second_id: second_text})
+            self.log.withdrawn.pop(second_id, None)
+            self.cut = False
 
     async def settle(
         self, turn: int, strategy: str, run: dict[str, Any], mid: str, text: str
@@ -389,6 +428,8 @@ class Driver:
             await self.stream_turn(turn, payload)
         else:
             await self.wait_turn(turn, payload)
+        if self.cut:
+            await self.after_cut(turn, payload)
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -442,6 +483,19 @@ def check_thread(store: HistoryStore, log: ThreadLog, values: dict[str, Any]) ->
     }
 
 
+def compaction_outcomes(store: HistoryStore, thread_id: str) -> Counter[str]:
+    """The thread's summary versions by status, and the committed ones a fallback wrote (not
+    the graph's summarizer, ``flaky:...``)."""
+    outcomes: Counter[str] = Counter()
+    for version in store.list_versions(thread_id):
+        outcomes[version.status] += 1
+        written = version.status in ("active", "superseded")
+        outcomes["written by the fallback"] += written and not str(
+            version.summarizer_id
+        ).startswith("flaky:")
+    return outcomes
+
+
 # ----------------------------------------------------------------------------- the run
 
 
@@ -471,11 +525,15 @@ async def drive(server: Server, store: HistoryStore, args: argparse.Namespace) -
         client = get_client(url=server.url, timeout=RUN_TIMEOUT_S)
         for driver in drivers:
             driver.client = client
-        await leg(half, args.turns)
+        if args.restart_in_flight:
+            await restart_in_flight(server, drivers, leg(half, args.turns))
+        else:
+            await leg(half, args.turns)
     wall = time.perf_counter() - began - restart_s
     dead = 0
     invariants: Counter[str] = Counter()
     generations: list[int] = []
+    compactions: Counter[str] = Counter()
     for driver in drivers:  # the last plain turn: a thread that fails here is dead
         failed = len(driver.log.failures)
         await driver.wait_turn(args.turns, human(driver.log, args.turns, "Thanks, that is all."))
@@ -484,7 +542,27 @@ async def drive(server: Server, store: HistoryStore, args: argparse.Namespace) -
         found = check_thread(store, driver.log, values)
         generations.append(found.pop("generation"))
         invariants.update(found)
-    return figures(logs, wall, restart_s, dead, invariants, generations, args)
+        compactions.update(compaction_outcomes(store, driver.log.thread_id))
+    result = figures(logs, wall, restart_s, dead, invariants, generations, args)
+    return {**result, "compactions": dict(sorted(compactions.items()))}
+
+
+async def restart_in_flight(server: Server, drivers: list[Driver], turns: Any) -> None:
+    """Run ``turns`` and, 3 s in, stop the server (SIGTERM) with runs in flight and start it
+    again; the runs it cuts are taken back (:meth:`Driver.after_cut`)."""
+    up = asyncio.Event()
+    up.set()
+    for driver in drivers:
+        driver.up = up
+    running = asyncio.ensure_future(turns)
+    await asyncio.sleep(3.0)
+    up.clear()
+    server.stop()
+    await asyncio.to_thread(server.start)
+    up.set()
+    await running
+    for driver in drivers:
+        driver.up = None
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -581,6 +659,7 @@ def table(result: dict[str, Any]) -> str:
         ["dead threads", result["dead_threads"]],
         *([k, v] for k, v in result["invariants"].items()),
         *([f"double-text {k}", v] for k, v in result["double_texts"].items()),
+        *([f"summary versions: {k}", v] for k, v in result["compactions"].items()),
         ["passed", result["passed"]],
     ]
     return format_table(["", "value"], rows)
@@ -618,6 +697,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summarizer-failure-rate", type=float, default=0.2)
     parser.add_argument("--double-text-threads", type=int, default=8)
     parser.add_argument("--no-restart", dest="restart", action="store_false")
+    parser.add_argument(
+        "--restart-in-flight",
+        action="store_true",
+        help="restart while runs are in flight (the runs it cuts are taken back, not failures)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--no-check", action="store_true", help="exit 0 even if a target fails")

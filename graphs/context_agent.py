@@ -183,9 +183,22 @@ def long_term_memory() -> LongTermMemory:
     return LongTermMemory(store, max_tokens=500)
 
 
+def env_number(name: str, kind: type[float] | type[int]) -> float:
+    """The number in the environment variable ``name`` (0 when unset), or a clear error."""
+    value = os.environ.get(name) or "0"
+    wanted = f"{name} must be {'a whole number' if kind is int else 'a number'} >= 0, not {value!r}"
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ValueError(wanted) from None
+    if number < 0:
+        raise ValueError(wanted)
+    return number
+
+
 def summarizer_for(summarizer: Summarizer | None) -> Summarizer | None:
     """The summarizer, failing ``CTX_SUMMARIZER_FAILURE_RATE`` of its calls when that is set."""
-    rate = float(os.environ.get("CTX_SUMMARIZER_FAILURE_RATE") or 0)
+    rate = env_number("CTX_SUMMARIZER_FAILURE_RATE", float)
     if rate <= 0:
         return summarizer
     return FlakySummarizer(summarizer or ExtractiveSummarizer(), rate=rate)
@@ -195,7 +208,7 @@ def context_config(model: BaseChatModel) -> ContextConfig:
     """The budget (``CTX_CONTEXT_WINDOW`` tokens when set); on the Responses API, OpenAI's own
     compaction next to ours."""
     config = CONFIG
-    if window := int(os.environ.get("CTX_CONTEXT_WINDOW") or 0):
+    if window := int(env_number("CTX_CONTEXT_WINDOW", int)):
         scale = window / CONFIG.context_window  # the same proportions in a smaller window
         config = replace(
             CONFIG,

@@ -217,3 +217,8 @@ def test_context_agent_load_switches_shrink_the_window_and_fail_the_summarizer(m
     assert (config.context_window, config.keep_recent_tokens) == (3_200, 800)
     flaky = module.summarizer_for(None)
     assert isinstance(flaky, FlakySummarizer) and flaky.rate == 0.25
+    monkeypatch.setenv("CTX_CONTEXT_WINDOW", "3k")
+    with pytest.raises(
+        ValueError, match=r"CTX_CONTEXT_WINDOW must be a whole number >= 0, not '3k'"
+    ):
+        module.context_config(MeteringChatModel(replies=["ok"]))
