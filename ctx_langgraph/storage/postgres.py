@@ -278,11 +278,15 @@ class PostgresDatabase(Database):
             await pool.close()
             return self._apools[loop][0]
         closer = loop.create_task(
-            _close_with_the_loop(pool, lambda: self._apools.pop(loop, None)),
+            _close_with_the_loop(pool, lambda: self._forget(loop, pool)),
             name=f"close {pool.name} with its loop",
         )
         self._apools[loop] = (pool, closer)
         return pool
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, pool: AsyncConnectionPool) -> None:
+        if loop in self._apools and self._apools[loop][0] is pool:  # (not a newer one)
+            del self._apools[loop]
 
     def close(self) -> None:
         """Close the sync pool. Each event loop's async pool is closed by :meth:`aclose` in that
