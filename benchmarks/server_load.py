@@ -104,7 +104,8 @@ class Server:
     def start(self) -> float:
         """Start it and wait until it answers; the seconds that took."""
         began = time.perf_counter()
-        command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(self.port)]
+        command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [*command, "--config", str(ROOT / "langgraph.json")],
