@@ -259,44 +259,9 @@ class Driver:
     def __init__(self, client: Any, log: ThreadLog, args: argparse.Namespace) -> None:
         self.client, self.log, self.args = client, log, args
         self.rng = random.Random(f"{args.seed}:{log.index}")
-        self.up: asyncio.Event | None = None
-        """Set while the server answers; None outside a restart with runs in flight."""
-        self.cut = False
 
     def fail(self, turn: int, kind: str, message: str) -> None:
-        if self.up is not None:  # a restart with runs in flight: the run was cut, not failed
-            self.cut = True
-            return
         self.log.failures.append({"turn": turn, "kind": kind, "message": message[:400]})
-
-    async def after_cut(self, turn: int, payload: dict[str, Any]) -> None:
-        """A run the restart cut: once the server answers again, the message is in the thread
-        (the server ran or resumed the run: wait for it) or it is sent again, as an application
-        retries."""
-        assert self.up is not None
-        mid, text = _message_id(payload)
-        for _ in range(5):
-            await self.up.wait()
-            self.cut = False
-            self.log.outcomes["cut by the restart"] += 1
-            try:
-                for run in await self.client.runs.list(self.log.thread_id, limit=20):
-                    if run["status"] in ("pending", "running"):
-                        await self.client.runs.join(self.log.thread_id, run["run_id"])
-                values = (await self.client.threads.get_state(self.log.thread_id))["values"]
-            except Exception:  # (the server went away again: wait for it)
-                await asyncio.sleep(0.5)
-                continue
-            if any(m.get("id") == mid for m in values.get("messages") or ()):
-                self.log.outcomes["cut, then finished by the server"] += 1
-                self.log.interrupted[mid] = text  # in the thread at most once
-                return
-            self.log.outcomes["cut, then sent again"] += 1
-            await self.wait_turn(turn, payload)
-            if not self.cut:
-                return
-        self.up = None
-        self.fail(turn, "cut by the restart", "the server did not take the run back")
 
     async def wait_turn(self, turn: int, payload: dict[str, Any]) -> None:
         mid, text = _message_id(payload)
@@ -386,10 +351,6 @@ class Driver:
         for run, mid, text in ((run_a, first_id, first_text), (run_b, second_id, second_text)):
             if run is not None:
                 await self.settle(turn, strategy, run, mid, text)
-        if self.cut:  # a restart cut them: each is in the thread at most once
-            self.log.interrupted.update({first_id: first_text, second_id: second_text})
-            self.log.withdrawn.pop(second_id, None)
-            self.cut = False
 
     async def settle(
         self, turn: int, strategy: str, run: dict[str, Any], mid: str, text: str
@@ -429,8 +390,6 @@ class Driver:
             await self.stream_turn(turn, payload)
         else:
             await self.wait_turn(turn, payload)
-        if self.cut:
-            await self.after_cut(turn, payload)
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -527,7 +486,7 @@ async def drive(server: Server, store: HistoryStore, args: argparse.Namespace) -
         for driver in drivers:
             driver.client = client
         if args.restart_in_flight:
-            await restart_in_flight(server, drivers, leg(half, args.turns))
+            await restart_in_flight(server, leg(half, args.turns))
         else:
             await leg(half, args.turns)
     wall = time.perf_counter() - began - restart_s
@@ -548,22 +507,14 @@ async def drive(server: Server, store: HistoryStore, args: argparse.Namespace) -
     return {**result, "compactions": dict(sorted(compactions.items()))}
 
 
-async def restart_in_flight(server: Server, drivers: list[Driver], turns: Any) -> None:
+async def restart_in_flight(server: Server, turns: Any) -> None:
     """Run ``turns`` and, 3 s in, stop the server (SIGTERM) with runs in flight and start it
-    again; the runs it cuts are taken back (:meth:`Driver.after_cut`)."""
-    up = asyncio.Event()
-    up.set()
-    for driver in drivers:
-        driver.up = up
+    again; a run the restart cuts is a failed run."""
     running = asyncio.ensure_future(turns)
     await asyncio.sleep(3.0)
-    up.clear()
     server.stop()
     await asyncio.to_thread(server.start)
-    up.set()
     await running
-    for driver in drivers:
-        driver.up = None
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -701,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--restart-in-flight",
         action="store_true",
-        help="restart while runs are in flight (the runs it cuts are taken back, not failures)",
+        help="restart a second time while runs are in flight (a run it cuts is a failed run)",
     )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -223,8 +223,15 @@ class PostgresDatabase(Database):
 
     # ------------------------------------------------------------------ pools
 
-    def _pool_kwargs(self) -> dict[str, Any]:
-        return {"connect_timeout": max(1, round(self.connect_timeout)), "autocommit": False}
+    def _pool_options(self) -> dict[str, Any]:
+        """The sync and the async pool's settings (both opened with ``open=False``)."""
+        return {
+            "min_size": self._pool_size[0],
+            "max_size": self._pool_size[1],
+            "kwargs": {"connect_timeout": max(1, round(self.connect_timeout)), "autocommit": False},
+            "timeout": self.connect_timeout,
+            "open": False,
+        }
 
     def _unreachable(self, exc: BaseException) -> HistoryStoreError:
         return HistoryStoreError(
@@ -241,14 +248,7 @@ class PostgresDatabase(Database):
     def _sync_pool(self) -> ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
-                pool = ConnectionPool(
-                    self.conninfo,
-                    min_size=self._pool_size[0],
-                    max_size=self._pool_size[1],
-                    kwargs=self._pool_kwargs(),
-                    timeout=self.connect_timeout,
-                    open=False,
-                )
+                pool = ConnectionPool(self.conninfo, **self._pool_options())
                 try:
                     pool.open(wait=True, timeout=self.connect_timeout)
                 except (PoolTimeout, psycopg.Error) as exc:
@@ -261,14 +261,7 @@ class PostgresDatabase(Database):
         loop = asyncio.get_running_loop()
         if loop in self._apools:
             return self._apools[loop][0]
-        pool = AsyncConnectionPool(
-            self.conninfo,
-            min_size=self._pool_size[0],
-            max_size=self._pool_size[1],
-            kwargs=self._pool_kwargs(),
-            timeout=self.connect_timeout,
-            open=False,
-        )
+        pool = AsyncConnectionPool(self.conninfo, **self._pool_options())
         try:
             await pool.open(wait=True, timeout=self.connect_timeout)
         except (PoolTimeout, psycopg.Error) as exc:
