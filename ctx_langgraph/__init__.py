@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 try:
     __version__ = version("ctx-langgraph")
+    """The installed package's version."""
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 

@@ -76,7 +76,7 @@ def checkpoint_safe(result: Any) -> Any:
     """A model node's return (a dict update, a ``Command``, a message or a list of them, or a
     ``ModelResponse``) with its replies made storable by the checkpointer.
 
-    Example:
+    Examples:
         >>> reply = AIMessage("", tool_calls=[{"name": "f", "args": {"n": -10**30}, "id": "c"}])
         >>> checkpoint_safe({"messages": [reply]})["messages"][0].tool_calls[0]["args"]
         {'n': '-1000000000000000000000000000000'}

@@ -61,7 +61,7 @@ class Recovered:
 def apply_update(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """The ``{"messages", "context"}`` state after one node update, reduced as the graph would.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> state = {"messages": [HumanMessage("a", id="1")], "context": {"projection_epoch": 1}}
         >>> after = apply_update(state, {"messages": [HumanMessage("b", id="2")], "context": {"x": 1}})
@@ -243,7 +243,7 @@ def merge_recovery(result: Any, update: dict[str, Any] | None) -> Any:
     ``Command`` with a dict update; anything else as it is (the summary is committed in the
     store, and ``ctx_budget`` applies it to the state on the next turn).
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage
         >>> update = {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "context": {"x": 1}}
         >>> merged = merge_recovery({"messages": AIMessage("hi", id="r")}, update)

@@ -46,8 +46,11 @@ __all__ = [
 log = logging.getLogger("ctx_langgraph.integration")
 
 CTX_BUDGET = "ctx_budget"
+"""The name of the budget node in a graph (``ctx_budget``)."""
 CTX_COMPACT = "ctx_compact"
+"""The name of the compaction node in a graph (``ctx_compact``)."""
 CTX_USAGE = "ctx_usage"
+"""The name of the usage node in a graph (``ctx_usage``)."""
 
 Builder = StateGraph[Any, Any, Any, Any]
 

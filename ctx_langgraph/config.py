@@ -117,7 +117,7 @@ class ContextConfig:
             before it in the same turn, else now; a value that cannot be read is counted in
             ``context["record_warnings"]`` and never stops the turn (docs/design.md §4).
 
-    Example:
+    Examples:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
         >>> budget.usable, budget.trigger, budget.target
         (112000, 89600, 56000)
@@ -223,7 +223,7 @@ class ContextConfig:
     def reserve_for(self, window: int) -> int:
         """The output reserve for ``window``: configured, else a quarter of it, at most 16,384.
 
-        Example:
+        Examples:
             >>> ContextConfig().reserve_for(128_000), ContextConfig().reserve_for(8_000)
             (16384, 2000)
         """
@@ -236,7 +236,7 @@ class ContextConfig:
         ``artifact_trail_tokens``, at most ``summary_cap`` beside it, at most half of it inside
         it (``artifact_trail_room``; unset counts as beside); 0 without a trail.
 
-        Example:
+        Examples:
             >>> ContextConfig().artifact_trail_cap(2_000), ContextConfig().artifact_trail_cap(597)
             (1000, 597)
             >>> ContextConfig(artifact_trail_room="inside").artifact_trail_cap(597)
@@ -258,7 +258,7 @@ class ContextConfig:
         """This configuration with ``artifact_trail_room`` decided when unset: ``inside`` when
         the history lookup tool is wired (``lookup``), else ``beside``.
 
-        Example:
+        Examples:
             >>> ContextConfig().with_trail_room(lookup=True).artifact_trail_room
             'inside'
             >>> ContextConfig(artifact_trail_room="beside").with_trail_room(True).artifact_trail_room

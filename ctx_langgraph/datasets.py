@@ -63,7 +63,7 @@ class Conversation:
     own time differs is given a copy with the time of ``created_at``. A conversation given no
     times at all (``created_at=[]``) leaves its messages as they are.
 
-    Example:
+    Examples:
         >>> conv = Conversation("c", [HumanMessage("hi", id="m1")],
         ...                     [dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc)])
         >>> conv.messages[0].additional_kwargs
@@ -287,7 +287,7 @@ def synthetic_conversation(
     question's ``evidence`` names that message; ``query`` holds keywords that find it.
     Raises ``ValueError`` when ``sessions * turns_per_session`` leaves no turn for a fact.
 
-    Example:
+    Examples:
         >>> conv = synthetic_conversation(seed=1, sessions=3, turns_per_session=10)
         >>> len(conv.messages), len(conv.questions)
         (30, 6)
@@ -341,7 +341,7 @@ def synthetic_conversation(
 def stamped(message: BaseMessage, when: dt.datetime) -> BaseMessage:
     """``message`` carrying ``when`` as its time (a copy, unless it carries that time already).
 
-    Example:
+    Examples:
         >>> stamped(HumanMessage("hi"), dt.datetime(2023, 5, 8)).additional_kwargs
         {'created_at': '2023-05-08T00:00:00'}
     """

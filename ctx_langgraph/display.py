@@ -6,7 +6,7 @@
 service by default, ``draw_png`` needs pygraphviz). Drawing needs matplotlib
 (``pip install 'ctx-langgraph[notebooks]'``); it is imported only when a graph is drawn.
 
-Example:
+Examples:
     >>> print(format_table(["turn", "estimate"], [[1, 561], [2, 1204]]))
     turn | estimate
     -----+---------
@@ -163,7 +163,7 @@ def draw_graph(
     Raises:
         ImportError: matplotlib is not installed.
 
-    Example:
+    Examples:
         >>> from langgraph.graph import END, START, MessagesState, StateGraph
         >>> builder = (
         ...     StateGraph(MessagesState)

@@ -79,7 +79,7 @@ class MiniLMEmbeddings(Embeddings):
         batch_size: texts run through the model at once.
         threads: CPU threads of the ONNX session (0: onnxruntime's choice).
 
-    Example:
+    Examples:
         >>> model = MiniLMEmbeddings()
         >>> kids, fossils, car = model.embed_documents(
         ...     ["My kids love dinosaurs.", "They were stoked for the fossil exhibit!",

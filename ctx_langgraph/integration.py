@@ -310,7 +310,7 @@ def add_context_management(
         pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept first in every view.
         memory: :class:`~ctx_langgraph.memory.LongTermMemory` recalled into the view.
 
-    Example:
+    Examples:
         >>> from langgraph.graph import START, MessagesState, StateGraph
         >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore
         >>> from ctx_langgraph.testing import MeteringChatModel
@@ -442,7 +442,7 @@ def create_context_agent(
             ``{"context": {"compact": {"instructions": "..."}}}`` and
             :func:`~ctx_langgraph.compaction.compact_thread` ask without the model).
 
-    Example:
+    Examples:
         >>> from langgraph.checkpoint.memory import InMemorySaver
         >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore
         >>> from ctx_langgraph.testing import MeteringChatModel

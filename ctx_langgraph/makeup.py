@@ -12,7 +12,7 @@ prompt the model node adds, then each message of the view, :mod:`ctx_langgraph.b
 ``estimate`` is what the budget estimated for the same request, and ``adjustment`` the
 difference: ``sum(parts) + adjustment == estimate``, exactly.
 
-Example:
+Examples:
     >>> makeup: RequestMakeup = {"system": 12, "pinned": 0, "tools": 90, "memory": 0,
     ...     "summary": 300, "trail": 40, "lookup": 0, "tail": 800, "adjustment": -2,
     ...     "estimate": 1240, "reserve": 1000, "window": 8000, "prefix": 400}

@@ -148,7 +148,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             (with no new message the run ends after it, without a model call).
         max_rounds: budget/compact rounds per model call (each compaction covers more).
 
-    Example:
+    Examples:
         >>> from langchain.agents import create_agent
         >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore
         >>> from ctx_langgraph.testing import MeteringChatModel

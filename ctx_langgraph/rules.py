@@ -27,7 +27,7 @@ class PinnedRules:
     """Where the pinned rules come from: ``text``, a file ``path``, or a LangGraph ``store``
     entry (``namespace``/``key``, its value's ``"text"``). Exactly one source.
 
-    Example:
+    Examples:
         >>> rules = PinnedRules(text="Always answer in French.\\nNever delete backups.")
         >>> message = rules.message(rules.load())
         >>> message.id, message.text.splitlines()[-1]

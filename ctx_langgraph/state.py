@@ -11,7 +11,7 @@ the view in step with the store), ``ctx_compact`` (the summary it committed or w
 ``ctx_usage`` (the measured baseline, the usage booked), the overflow recovery around the model
 call (``overflow``; ``shrink_tool_results`` for the next ``ctx_budget``).
 
-Example:
+Examples:
     >>> report: ContextReport = {"projection_epoch": 2, "budget": {"decision": "proceed"}}
     >>> merge_context(report, {"projection_epoch": 3})["budget"]["decision"]
     'proceed'
@@ -574,7 +574,7 @@ def merge_context(
 ) -> dict[str, Any]:
     """Reducer of the ``context`` channel: the update's keys replace the old ones.
 
-    Example:
+    Examples:
         >>> merge_context({"projection_epoch": 1, "baseline": {"measured_input_tokens": 10}}, {"projection_epoch": 2})
         {'projection_epoch': 2, 'baseline': {'measured_input_tokens': 10}}
     """

@@ -61,7 +61,7 @@ class MeteringChatModel(BaseChatModel):
     schemas and leading messages it shares), as a provider's prompt cache would read.
     Replies cycle when the script runs out.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> model = MeteringChatModel(replies=["Hello!"])
         >>> reply = model.invoke([HumanMessage("hi")])
@@ -152,7 +152,7 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
     - a user message naming an order id (``ORD-1042``): calls ``get_order_status`` with it;
     - anything else: acknowledges the message.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> tool_agent_reply([HumanMessage("Where is ORD-1042?")]).tool_calls[0]["args"]
         {'order_id': 'ORD-1042'}
@@ -203,7 +203,7 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
     ``LLMSummarizer(MeteringChatModel(replies=[scripted_summary_reply]))`` makes real, metered
     summary calls (booked as ``summary`` in the ledger) that pass validation.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph import LLMSummarizer, SQLiteHistoryStore
         >>> from ctx_langgraph.budget import TiktokenCounter
         >>> from ctx_langgraph.compaction import SummaryRequest
@@ -264,7 +264,7 @@ class FlakySummarizer:
     raises, returns nothing, returns text that is no summary, or answers after ``slow_s``
     seconds (past a short ``compaction_timeout_s``). The other calls go to ``inner``.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.compaction import ExtractiveSummarizer
         >>> flaky = FlakySummarizer(ExtractiveSummarizer(), rate=1.0, kinds=("empty",))
         >>> flaky.summarize(None), dict(flaky.injected)  # every call fails, by returning ""

@@ -39,20 +39,47 @@ def test_docstring_examples_exist_on_the_main_entry_points():
         assert any(test.examples for test in finder.find(obj)), obj
 
 
-README_BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+"""The README and every page of the documentation site (docs/, built by mkdocs.yml)."""
 
 
-def test_the_readme_has_python_examples():
-    assert len(README_BLOCKS) >= 10
+def _python_blocks(page: Path) -> list[str]:
+    """The page's Python examples: fenced ``python`` blocks, at any indentation (inside a list
+    or an admonition too), dedented."""
+    blocks = []
+    for match in re.finditer(
+        r"^([ \t]*)```python[^\n]*\n(.*?)^\1```", page.read_text(), flags=re.S | re.M
+    ):
+        indent, body = match.group(1), match.group(2)
+        blocks.append(
+            "".join(
+                line[len(indent) :] if line.startswith(indent) else line
+                for line in body.splitlines(True)
+            )
+        )
+    return blocks
 
 
-@pytest.mark.parametrize(
-    "block", README_BLOCKS, ids=[f"block{n}" for n in range(len(README_BLOCKS))]
-)
-def test_each_readme_python_example_runs_on_its_own(block):
-    """A reader copies one block, not the page: each runs in a fresh namespace."""
-    namespace: dict[str, object] = {"__name__": "readme"}
-    exec(compile(block, "README.md", "exec"), namespace)
+BLOCKS = [
+    (page.relative_to(ROOT).as_posix(), n, block)
+    for page in PAGES
+    for n, block in enumerate(_python_blocks(page))
+]
+README_BLOCKS = [block for name, _, block in BLOCKS if name == "README.md"]
+
+
+def test_the_readme_and_the_site_have_python_examples():
+    assert len(README_BLOCKS) >= 1
+    assert len(BLOCKS) >= 40
+
+
+@pytest.mark.parametrize("page, n, block", BLOCKS, ids=[f"{page}:{n}" for page, n, _ in BLOCKS])
+def test_each_python_example_runs_on_its_own(page, n, block, tmp_path, monkeypatch):
+    """A reader copies one block, not the page: each runs in a fresh namespace (in a scratch
+    directory, so files it writes go nowhere)."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "docs_example"}
+    exec(compile(block, f"{page} (python block {n})", "exec"), namespace)
 
 
 def test_readme_quickstart_has_exactly_two_commands_and_ci_runs_the_test_one():

@@ -24,7 +24,7 @@ def thread_counter(configured: TokenCounter, context: ContextReport) -> TokenCou
     approximate count; for a recount, the whole request. ``context["calibrated_with"]`` is set
     to the reply it learned from.
 
-    Example:
+    Examples:
         >>> shared = ApproximateCounter("claude-sonnet-4-5")
         >>> context = {"calibration": {"chars_per_token": 5.0, "count": 2}}
         >>> counter = thread_counter(shared, context)

@@ -111,7 +111,7 @@ def ensure_offline_encodings(cache_dir: str | Path | None = None) -> Path:
 def encoding_for_model(model: str) -> str:
     """The tiktoken encoding of an OpenAI model name.
 
-    Example:
+    Examples:
         >>> encoding_for_model("gpt-4o-2024-08-06"), encoding_for_model("o3-mini"), encoding_for_model("gpt-4-0613")
         ('o200k_base', 'o200k_base', 'cl100k_base')
     """
@@ -231,7 +231,7 @@ class _RenderingCounter:
 class TiktokenCounter(_RenderingCounter):
     """Exact token counts for OpenAI-family models, offline.
 
-    Example:
+    Examples:
         >>> counter = TiktokenCounter("gpt-4o")
         >>> counter.id, counter.count_text("hello world")
         ('tiktoken:o200k_base:v1', 2)
@@ -279,7 +279,7 @@ class ApproximateCounter(_RenderingCounter):
     :meth:`calibrate` moves ``chars_per_token`` toward what the provider measured, bounded to
     ``[min_chars_per_token, max_chars_per_token]`` so one odd measurement cannot wreck it.
 
-    Example:
+    Examples:
         >>> counter = ApproximateCounter("claude-sonnet-4-5")
         >>> text = "The customer asked whether the refund was issued yesterday."
         >>> counter.count_text(text)

@@ -273,7 +273,7 @@ def make_budget_node(
             the leading system messages, under its own token budget, counted in the estimate,
             and shrunk or dropped before it could push a request over the usable window.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> from ctx_langgraph.budget import TiktokenCounter
         >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -309,7 +309,7 @@ def make_budget_router(
     to ``END`` when a requested compaction was served and the model has nothing to answer
     (``done``), else to the model node. Its path map is ``[compact_node, model_node, END]``.
 
-    Example:
+    Examples:
         >>> route = make_budget_router("model")
         >>> [route({"context": {"budget": {"decision": d}}}) for d in ("proceed", "compact", "done")]
         ['model', 'ctx_compact', '__end__']

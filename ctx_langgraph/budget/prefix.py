@@ -13,7 +13,7 @@ callback handlers (``cacheable_prefix`` per call), the ``ctx_budget`` node
 (``context["cache"]``), the metering fake model (its simulated cache reads) and the
 evaluation (``cacheable_prefix_ratio``).
 
-Example:
+Examples:
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
     >>> from ctx_langgraph.budget import TiktokenCounter
     >>> counter = TiktokenCounter("gpt-4o")
@@ -118,7 +118,7 @@ def request_shape(
 def shared_parts(previous: Sequence[str] | None, digests: Sequence[str]) -> int:
     """How many leading parts ``digests`` shares with ``previous``, in order.
 
-    Example:
+    Examples:
         >>> shared_parts(["a", "b", "c"], ["a", "b", "x", "c"]), shared_parts(None, ["a"])
         (2, 0)
     """

@@ -27,6 +27,7 @@ from ctx_langgraph.errors import ContextBudgetExceeded, DatasetError, DocumentEr
 __all__ = ["PROG", "build_parser", "main", "run_demo"]
 
 PROG = "ctx-langgraph"
+"""The command's name, as installed: ``ctx-langgraph``."""
 
 _DESCRIPTION = """\
 Context management for long-running LangGraph agents, from the command line: watch it work

@@ -12,7 +12,7 @@ backup target ``backupctl`` shows, the file ``grep`` found); a listing (more tha
 assistant says names artifacts too (``mentioned``), with the message (or the sentence naming
 it, for a long one) as the state: "the backup is written to /mnt/..." is where that backup is.
 
-Example:
+Examples:
     >>> import datetime as dt
     >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage, message_to_dict
     >>> from ctx_langgraph.history.types import HistoryEvent
@@ -121,7 +121,7 @@ def _clean_path(found: str) -> str:
 def find_artifacts(text: str) -> list[tuple[ArtifactKind, str]]:
     """The URLs and paths ``text`` names, in order of first appearance, each once.
 
-    Example:
+    Examples:
         >>> find_artifacts("see https://x.io/a/b and /srv/app/config.yaml; not 3/4 or 150/min.")
         [('url', 'https://x.io/a/b'), ('path', '/srv/app/config.yaml')]
     """

@@ -74,7 +74,7 @@ def choose_cut(
         tokens: the token count of each message, same order.
         keep_recent_tokens: how much recent history to keep verbatim.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> view = [HumanMessage("q1"), AIMessage("a1"), HumanMessage("q2"),
         ...         AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"},
@@ -131,7 +131,7 @@ def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
     Every tool result needs its call earlier in the list, every call needs its result, and the
     history (after the system prompt and summary) must not start with a tool result.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage, ToolMessage
         >>> pairing_problems([ToolMessage("r", tool_call_id="c1")])
         ['history starts with a tool result', "tool result for 'c1' has no call"]

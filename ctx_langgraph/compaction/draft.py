@@ -62,7 +62,7 @@ def keywords(text: str) -> set[str]:
 def shorten(text: str, limit: int) -> str:
     """``text`` on one line, cut at a word to at most ``limit`` characters (``...`` marks a cut).
 
-    Example:
+    Examples:
         >>> shorten("Please refund order ORD-1042 for Ann Lee today", 30)
         'Please refund order...'
     """

@@ -76,7 +76,7 @@ class ExtractiveSummarizer:
     the tool; tool-log noise is left out. When the cap is tight the least important parts go
     first and, among equals, the oldest: a correction's new value goes last.
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> from ctx_langgraph.budget import ApproximateCounter

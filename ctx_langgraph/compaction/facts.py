@@ -167,7 +167,7 @@ def stated_facts(
 ) -> list[KeyFact]:
     """The values a person states in ``text``, in the order they appear.
 
-    Example:
+    Examples:
         >>> [(f.kind, f.text) for f in stated_facts("Refund INV-2023-0042 ($40.00) for Ann Lee", 3)]
         [('id', 'INV-2023-0042'), ('amount', '$40.00'), ('name', 'Ann Lee')]
     """
@@ -200,7 +200,7 @@ def tool_facts(
 ) -> list[KeyFact]:
     """The values a tool's output shows, without log noise; none at all from a dump.
 
-    Example:
+    Examples:
         >>> out = "2024-03-01T10:00:00Z INFO refund ORD-77 approved\\nName  City  Plan\\n"
         >>> [(f.kind, f.text, f.tool) for f in tool_facts(out, 9, "run_command")]
         [('id', 'ORD-77', 'run_command')]
@@ -226,7 +226,7 @@ def event_facts(event: HistoryEvent) -> list[KeyFact]:
     """The facts of one event, ranked by where they come from: a person's words (a human
     message, an assistant's prose) or a tool's call arguments and output (noise left out).
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> from langchain_core.messages import ToolMessage, message_to_dict
         >>> out = ToolMessage("ORD-5 | Ann Lee | shipped", tool_call_id="c1", name="search")
@@ -256,7 +256,7 @@ def extract_key_facts(event: HistoryEvent) -> list[KeyFact]:
     Every value the patterns find, noise included (:func:`event_facts` gives the ranked facts a
     summary keeps); each fact carries its source seq, event id and day.
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> event = HistoryEvent(7, "m7", "main", "human", None, {}, "Refund INV-2023-0042 "
         ...     "($1,250.00) to ann@example.com by June 14, 2023; see /srv/refunds.log", (), (), 1,
@@ -285,7 +285,7 @@ _NEGATED = (
 def sentences(text: str) -> list[str]:
     """The sentences of a text, each on one line.
 
-    Example:
+    Examples:
         >>> sentences("Use Postgres. Not MySQL!\\nThanks")
         ['Use Postgres.', 'Not MySQL!', 'Thanks']
     """
@@ -297,7 +297,7 @@ def corrected(text: str, facts: list[KeyFact]) -> tuple[list[KeyFact], set[str]]
     """A correction ("my order id is B-2291, not A-1172"): the values it negates, and the
     facts without them, each new value marked with the old value of its kind it replaces.
 
-    Example:
+    Examples:
         >>> facts = stated_facts("Correction: the order is B-2291, not A-1172.", 5)
         >>> kept, stale = corrected("Correction: the order is B-2291, not A-1172.", facts)
         >>> [(f.text, f.replaces) for f in kept], stale
@@ -324,7 +324,7 @@ def fact_rank(fact: KeyFact) -> int:
     """How much a fact is worth keeping: a correction's new value, then a value a person
     stated, then one read from a tool.
 
-    Example:
+    Examples:
         >>> [fact_rank(f) for f in (KeyFact("B-2", 9, "id", replaces="A-1"),
         ...     KeyFact("B-2", 9, "id"), KeyFact("B-2", 9, "id", tool="search"))]
         [7, 4, 2]
@@ -338,7 +338,7 @@ def merge_facts(facts: Sequence[KeyFact]) -> list[KeyFact]:
     """One fact per (kind, text): its best-ranked mention, the earliest of those; in seq order
     (ties keep input order).
 
-    Example:
+    Examples:
         >>> merged = merge_facts([KeyFact("ORD-9", 2, "id", tool="search"),
         ...     KeyFact("ORD-9", 5, "id"), KeyFact("ORD-9", 8, "id")])
         >>> [(f.source_seq, f.tool) for f in merged]
@@ -361,7 +361,7 @@ def statement_facts(text: str, seq: int, day: str | None = None) -> list[KeyFact
     """The facts a quoted statement holds: what :func:`stated_facts` finds, a correction's
     new values marked with what they replace and its negated values left out.
 
-    Example:
+    Examples:
         >>> [(f.text, f.replaces) for f in statement_facts("Use B-2291, not A-1172.", 4)]
         [('B-2291', 'A-1172')]
     """

@@ -76,6 +76,7 @@ __all__ = [
 ]
 
 SUMMARY_FORMAT_VERSION: Final = 3
+"""The summary format written today (v1 and v2 summaries are still read and merged)."""
 READABLE_VERSIONS: Final = (1, 2, 3)
 _UNTITLED_VERSION: Final = 2
 """A text without a title is read as this version: every section must be there."""
@@ -108,7 +109,7 @@ def required_sections(version: int = SUMMARY_FORMAT_VERSION) -> tuple[str, ...]:
     Raises:
         ValueError: this version does not read that format.
 
-    Example:
+    Examples:
         >>> required_sections(1)[-2:], required_sections(2)[-2:], required_sections(3)
         (('Next steps', 'Key facts'), ('Key statements', 'Key facts'), ())
     """
@@ -176,7 +177,7 @@ class SummaryDocument:
     ``key_facts`` holds every fact, those implied by a key statement included (they come last
     and are not repeated in the rendering). Days are optional everywhere.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.history import KeyFact
         >>> doc = SummaryDocument(
         ...     goal="Refund order ORD-1042",
@@ -268,7 +269,7 @@ class SummaryDocument:
         (from the summarized events, and the previous checkpoint's key facts). Facts whose seq
         is not in ``event_ids`` keep the id they have.
 
-        Example:
+        Examples:
             >>> doc = SummaryDocument(key_facts=(KeyFact("ORD-7", 4, "id"),))
             >>> doc.with_event_ids({4: "msg-4"}).key_facts[0].source_event_id
             'msg-4'
@@ -315,7 +316,7 @@ class SummaryDocument:
                 or key statement has no ``[seq N]``, or the title names a format this version
                 does not read.
 
-        Example:
+        Examples:
             >>> doc = SummaryDocument.parse('''
             ... ## Goal
             ... Book a flight to Oslo
@@ -409,7 +410,7 @@ def validate_summary(
     ``[first_seq, covered_through_seq]`` (a rolling summary covers everything from seq 1, so
     ``first_seq`` stays 1 unless the history before it was deliberately discarded).
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.budget import ApproximateCounter
         >>> doc = SummaryDocument(goal="Ship it", key_facts=(KeyFact("ORD-7", 40, "id"),))
         >>> validate_summary(doc.render(), cap_tokens=500, counter=ApproximateCounter(), covered_through_seq=50)

@@ -126,9 +126,13 @@ def compact_thread(
             recorded in the summary version's ``metadata``.
         requested_by: ``app`` (default), ``user`` or ``model``: recorded with the version.
         keep_recent_tokens: the verbatim tail to keep (default: the configuration's).
-        summarizer, context_config, model, counter: with a store only, what the graph's
-            ``ctx_compact`` would use (default: the extractive summarizer, ``ContextConfig()``;
-            give the graph's window). A graph uses its own.
+        summarizer: with a store only, the summarizer the graph's ``ctx_compact`` would use
+            (default: the extractive summarizer). A graph uses its own.
+        context_config: with a store only, the graph's configuration (default:
+            ``ContextConfig()``; give the graph's window). A graph uses its own.
+        model: with a store only, the graph's chat model (picks the token counter and the
+            window when the configuration has none). A graph uses its own.
+        counter: with a store only, the token counter (default: picked from ``model``).
 
     Returns:
         The compaction report (``context["compaction"]``): ``status`` (``committed``,
@@ -139,7 +143,7 @@ def compact_thread(
         CompactRequestError: malformed instructions, or a graph without context management, a
             checkpointer or a thread id. Nothing is compacted.
 
-    Example:
+    Examples:
         >>> from langgraph.checkpoint.memory import InMemorySaver
         >>> from ctx_langgraph import ContextConfig, SQLiteHistoryStore, create_context_agent
         >>> from ctx_langgraph.testing import MeteringChatModel

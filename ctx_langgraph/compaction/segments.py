@@ -46,7 +46,7 @@ def segment_ranges(
     before it once it holds ``min_events``. The last range is left open unless it is full
     (8-11 below: four events, and nothing after them yet).
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> from ctx_langgraph.history.types import HistoryEvent
         >>> day = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)

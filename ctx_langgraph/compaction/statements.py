@@ -97,7 +97,7 @@ def statement_rank(statement: KeyStatement) -> int | None:
     rank above the same words of an unnamed assistant (its prose mostly restates tool output).
     Cached: a statement is ranked again at every trim step and every generation.
 
-    Example:
+    Examples:
         >>> rank = lambda text: statement_rank(KeyStatement(text, 1, "user"))
         >>> rank("Correction: the order is B-2291, not A-1172."), rank("We will use Postgres.")
         (6, 4)
@@ -134,7 +134,7 @@ def statement_of(event: HistoryEvent) -> tuple[KeyStatement, int] | None:
     """The event as a key statement with its rank, when a person said something short worth
     keeping (a human message, or an assistant's prose).
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> from langchain_core.messages import HumanMessage, message_to_dict
         >>> said = HumanMessage("My order id is ORD-7, please keep it.", name="Ann")

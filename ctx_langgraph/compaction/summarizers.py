@@ -163,7 +163,7 @@ class LLMSummarizer:
         system_prompt: with ``in_conversation``, a system prompt the agent's model node puts
             before the view itself (it is not in the state), for the same reason.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.budget import ApproximateCounter
         >>> from ctx_langgraph.compaction import SummaryDocument
         >>> from ctx_langgraph.testing import MeteringChatModel
@@ -373,7 +373,7 @@ def chat_model_of(model: Any) -> BaseChatModel | None:
     """The chat model under ``model``: itself, or the one a ``bind``, ``bind_tools`` or
     ``with_retry`` wraps (``None``: not a chat model).
 
-    Example:
+    Examples:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
         >>> fake = FakeListChatModel(responses=["hi"])
         >>> chat_model_of(fake.bind(stop=["."])) is fake, chat_model_of("not a model")
@@ -395,7 +395,7 @@ def is_offline_model(model: Any) -> bool:
     ``GenericFakeChatModel``, ...). Any other chat model is taken for a real one. A binding
     (``model.bind_tools(...)``) is judged by the chat model it wraps.
 
-    Example:
+    Examples:
         >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
         >>> from ctx_langgraph.testing import MeteringChatModel
         >>> is_offline_model(MeteringChatModel(replies=["ok"])), is_offline_model(
@@ -433,7 +433,7 @@ def resolve_summary_model(
             the spec names no provider ``init_chat_model`` knows.
         TypeError: ``spec`` is neither a chat model nor a string.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.testing import MeteringChatModel
         >>> model = MeteringChatModel(replies=["ok"])
         >>> resolve_summary_model(model) is model
@@ -501,7 +501,7 @@ def default_summarizer(
     Raises:
         SummaryModelError: a spec string cannot be made into a chat model (a missing API key).
 
-    Example:
+    Examples:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
         >>> from ctx_langgraph.testing import MeteringChatModel
         >>> fake = FakeListChatModel(responses=["ok"])

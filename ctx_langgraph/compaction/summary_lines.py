@@ -65,7 +65,7 @@ _SPACES = re.compile(r"\s+")
 def clean_text(text: str) -> str:
     """One line: runs of whitespace (newlines included) become one space, ends trimmed.
 
-    Example:
+    Examples:
         >>> clean_text("  use\\n Postgres  ")
         'use Postgres'
     """
@@ -124,7 +124,7 @@ class SummaryItem:
 class KeyStatement:
     """A short message quoted verbatim (on one line) with who said it, its seq and its day.
 
-    Example:
+    Examples:
         >>> KeyStatement("I moved to  Lisbon\\nyesterday.", 12, "Ann", "Mon 8 May 2023").render()
         '- Ann: "I moved to Lisbon yesterday." [seq 12, Mon 8 May 2023]'
     """

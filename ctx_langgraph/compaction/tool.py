@@ -21,6 +21,7 @@ from ctx_langgraph.errors import CompactRequestError
 __all__ = ["COMPACT_TOOL_NAME", "make_compact_tool"]
 
 COMPACT_TOOL_NAME = "compact_context"
+"""The name of the tool the model calls to ask for a compaction."""
 
 
 class _CompactArgs(BaseModel):
@@ -64,7 +65,7 @@ def make_compact_tool(name: str = COMPACT_TOOL_NAME) -> BaseTool:
     serve it through the commit protocol of every compaction. Give it to the model with the
     graph's other tools (``create_context_agent(..., compact_tool=True)`` does).
 
-    Example:
+    Examples:
         >>> tool = make_compact_tool()
         >>> call = {"name": "compact_context", "args": {"focus": "the API decisions"},
         ...         "id": "call_1", "type": "tool_call"}

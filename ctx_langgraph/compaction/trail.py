@@ -12,7 +12,7 @@ stored structured in the checkpoint's ``metadata["artifact_trail"]`` and rendere
 summary text's last section (:data:`TRAIL_HEADING`), which the summary parser does not read
 as part of the prose; a summary cap never cuts it.
 
-Example:
+Examples:
     >>> from ctx_langgraph.budget import ApproximateCounter
     >>> from ctx_langgraph.compaction.artifacts import Touch
     >>> trail = ArtifactTrail().merged([
@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 TRAIL_HEADING: Final = ARTIFACT_TRAIL_HEADING
+"""The heading of the artifact trail's section, last in the summary message."""
 TRAIL_KEY: Final = ARTIFACT_TRAIL_KEY
 """The key of the trail in a checkpoint's ``metadata``."""
 TRAIL_VERSION: Final = 1
@@ -261,7 +262,7 @@ class ArtifactTrail:
         """The entries ``queries`` name, the most recently touched first: the artifact is in a
         query, is a word of it, or holds a path-like word of it (``worker.yaml``, ``/srv/app``).
 
-        Example:
+        Examples:
             >>> from ctx_langgraph.compaction.artifacts import Touch
             >>> trail = ArtifactTrail().merged([Touch("/srv/app/worker.yaml", "path", 4, "read", "read_file", None)])
             >>> [e.artifact for e in trail.find(["what does worker.yaml say?"])], trail.find(["worker"])

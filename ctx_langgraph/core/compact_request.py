@@ -38,7 +38,7 @@ def compact_request(
             :data:`MAX_INSTRUCTIONS_CHARS`, an unknown ``requested_by``, a negative or non-integer
             ``keep_recent_tokens``.
 
-    Example:
+    Examples:
         >>> compact_request("  keep the API design decisions ", requested_by="user")
         {'instructions': 'keep the API design decisions', 'requested_by': 'user'}
         >>> compact_request(42)
@@ -79,7 +79,7 @@ def read_request(value: Any) -> tuple[CompactRequest | None, str | None]:
     through the state, and raising would fail every later turn of the thread): it comes back as
     the problem, for ``context["compaction"]["request_error"]``.
 
-    Example:
+    Examples:
         >>> read_request("keep the deploy steps")
         ({'instructions': 'keep the deploy steps', 'requested_by': 'user'}, None)
         >>> read_request(None), read_request(True)[0]

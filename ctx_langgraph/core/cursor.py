@@ -21,7 +21,7 @@ MAX_CURSOR_CHARS = 8192
 def encode_cursor(payload: dict[str, Any]) -> str:
     """``payload`` as an opaque cursor string.
 
-    Example:
+    Examples:
         >>> decode_cursor(encode_cursor({"v": 1, "seq": 7}))
         {'v': 1, 'seq': 7}
     """

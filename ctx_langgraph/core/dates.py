@@ -55,7 +55,7 @@ def day_label(when: dt.datetime | dt.date) -> str:
     """The day of ``when`` as ``Mon 8 May 2023`` (weekday, day, the month's full name, year;
     no zero padding): as people write a date, so a question's words find it.
 
-    Example:
+    Examples:
         >>> day_label(dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc))
         'Mon 8 May 2023'
         >>> day_label(dt.date(2024, 12, 25))
@@ -69,7 +69,7 @@ def time_label(when: dt.datetime) -> str:
     means UTC. What a lookup record shows: a model reads the day without date arithmetic and
     writes it back as ISO 8601 (``2023-05-08T13:56``) for ``since``/``until``.
 
-    Example:
+    Examples:
         >>> time_label(dt.datetime(2023, 5, 8, 15, 56, tzinfo=dt.timezone(dt.timedelta(hours=2))))
         'Mon 8 May 2023 13:56'
     """
@@ -268,7 +268,7 @@ def resolve_relative(text: str, when: dt.datetime | dt.date) -> dict[str, str]:
     it was said, as people date events ("the week before Fri 9 June 2023"), and as the days it
     spans.
 
-    Example:
+    Examples:
         >>> monday = dt.date(2023, 5, 8)
         >>> resolve_relative("Yesterday I told you; last year, too.", monday)
         {'yesterday': 'Sun 7 May 2023', 'last year': '2022'}

@@ -7,7 +7,7 @@ package has). An exception raised by a call is thrown into the flow at the ``yie
 flow decides what it means (retry, fall back, fail). This is httpx's ``Auth.auth_flow`` idea,
 generalised: a new effect needs no request class and no new branch in a dispatcher.
 
-Example:
+Examples:
     >>> class Store:
     ...     def get(self, key): return key.upper()
     ...     async def aget(self, key): return key.upper()

@@ -24,7 +24,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "default"
+"""The tenant of a scope made from a thread id alone (``configurable.ctx_tenant`` overrides)."""
 DEFAULT_BRANCH = "main"
+"""The branch of a thread before any fork (``configurable.ctx_branch`` overrides)."""
 _MAX_SCOPE_PART = 256
 
 
@@ -52,7 +54,7 @@ class Scope:
     thread has the default branch ``"main"``; other branches are made by
     :meth:`~ctx_langgraph.history.HistoryStore.create_branch`.
 
-    Example:
+    Examples:
         >>> Scope("thread-1")
         Scope(thread_id='thread-1', tenant='default', branch='main')
         >>> str(Scope("t", tenant="acme", branch="retry-2"))

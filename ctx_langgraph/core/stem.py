@@ -6,7 +6,7 @@ the Snowball stem of its base form. Only words of ASCII letters are stemmed: num
 with digits ("a1042") and words of other scripts are their own stem. Documents and queries
 are stemmed by this one function (cached per word), so both sides agree.
 
-Example:
+Examples:
     >>> [stem(w) for w in ["going", "goes", "went", "gone", "groups", "bought", "a1042"]]
     ['go', 'go', 'go', 'go', 'group', 'buy', 'a1042']
 """
@@ -113,7 +113,7 @@ def stem(word: str) -> str:
     for an irregular form (:data:`IRREGULAR`); a word that is not all ASCII letters (a number,
     an id, another script) is its own stem. Cached: the same words come back turn after turn.
 
-    Example:
+    Examples:
         >>> stem("shipped"), stem("children"), stem("ate"), stem("2024"), stem("naïve")
         ('ship', 'child', 'eat', '2024', 'naïve')
     """

@@ -2,7 +2,7 @@
 
 Shared by the history lookup's ranked search and long-term memory's recall ranking.
 
-Example:
+Examples:
     >>> from ctx_langgraph.core.text import query_terms
     >>> [t for t in query_terms("What is the order id of the user?") if t not in STOPWORDS]
     ['order', 'id', 'user']

@@ -18,7 +18,7 @@ def _cell(value: object) -> str:
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Align columns; numbers right, text left.
 
-    Example:
+    Examples:
         >>> print(format_table(["name", "n"], [["a", 1200], ["bb", 3]]))
         name |     n
         -----+------

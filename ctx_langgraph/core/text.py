@@ -139,7 +139,7 @@ def _words(text: str, *, unigrams: bool) -> Iterator[str]:
 def query_terms(query: str) -> list[str]:
     """Split free text into the lower-cased words search matches (see the module docstring).
 
-    Example:
+    Examples:
         >>> query_terms("Invoice INV-2023-0042, paid?")
         ['invoice', 'inv', '2023', '0042', 'paid']
         >>> query_terms("日本語とEnglish")
@@ -174,7 +174,7 @@ def _distinct_tokens(words: Iterable[str]) -> Iterator[str]:
 def match_tokens(query: str) -> list[str]:
     """The distinct index tokens a query must all match (empty: nothing searchable).
 
-    Example:
+    Examples:
         >>> match_tokens("Refund refund A-1042")
         ['refund', 'a', '1042']
     """
@@ -201,7 +201,7 @@ def token_document(text: str) -> str | None:
     text itself (plain), else its distinct tokens separated by single spaces (at most
     :data:`DOCUMENT_LIMIT` characters). The search document of schema versions 4 and 5.
 
-    Example:
+    Examples:
         >>> token_document("order A-1042 shipped") is None
         True
         >>> token_document("header\\x00 payload")
@@ -236,7 +236,7 @@ def search_document(text: str) -> str | None:
     single spaces, at most :data:`DOCUMENT_LIMIT` characters together. One pass over the
     words, each stemmed once (cached).
 
-    Example:
+    Examples:
         >>> search_document("order A-1042") is None
         True
         >>> search_document("order A-1042 shipped")
@@ -273,7 +273,7 @@ def rank_terms(query: str) -> list[str]:
     """What a ranked search weighs: the distinct stems of the query's words, glue words
     (:data:`~ctx_langgraph.core.stopwords.STOPWORDS`) left out; empty when none is left.
 
-    Example:
+    Examples:
         >>> rank_terms("Where did we go for the groups' dinners?")
         ['go', 'group', 'dinner']
     """
@@ -285,7 +285,7 @@ def rank_tokens(text: str) -> list[str]:
     """Every word of a text as it ranks (its stem, or its index token), in order and with
     repeats: what a ranked search counts a term's frequency and a text's length in.
 
-    Example:
+    Examples:
         >>> rank_tokens("Went going, gone: 3 GOES")
         ['go', 'go', 'go', '3', 'go']
     """

@@ -40,7 +40,7 @@ def parse_time(value: object) -> dt.datetime:
         ValueError: a string that is not ISO 8601, a number that is not finite, or a time
             outside the years 1 to 9999 in UTC.
 
-    Example:
+    Examples:
         >>> parse_time("2023-05-08T13:56:00+02:00")
         datetime.datetime(2023, 5, 8, 11, 56, tzinfo=datetime.timezone.utc)
         >>> parse_time("2023-05-08") == parse_time(dt.date(2023, 5, 8)) == parse_time(1683504000)
@@ -96,7 +96,7 @@ def _from_text(value: str) -> dt.datetime:
 def own_time(message: BaseMessage) -> object | None:
     """The time the message carries (not parsed), or None.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> own_time(HumanMessage("hi", additional_kwargs={"created_at": "2023-05-08"}))
         '2023-05-08'
@@ -155,7 +155,7 @@ def batch_times(
     the message's own keys (a user's callable; what it returns is read as above). A callable
     that raises is a programming error and is not caught.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage, AIMessage, ToolMessage
         >>> call = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}], id="a1",
         ...                  additional_kwargs={"created_at": "2023-05-08T13:56Z"})

@@ -13,7 +13,7 @@ generated tool session and a LoCoMo conversation, one process per strategy): per
 plus per model step and message already in the history for strategies whose state keeps it all.
 Only their ratios matter.
 
-Example:
+Examples:
     >>> from ctx_langgraph.eval.replay import replay_turns
     >>> from ctx_langgraph.eval.synthetic import tool_session
     >>> turns = replay_turns(tool_session(0, turns=40))

@@ -65,7 +65,7 @@ def compared_strategies(compare: str | Sequence[str] | bool) -> tuple[str, ...]:
     Raises:
         ValueError: a name that is no strategy.
 
-    Example:
+    Examples:
         >>> compared_strategies("peers")
         ('full', 'summary_tail_lookup', 'langmem', 'langchain')
         >>> compared_strategies("langchain, summary_tail")

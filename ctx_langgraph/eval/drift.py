@@ -11,7 +11,7 @@ value never reads as current (:func:`~ctx_langgraph.eval.metrics.correction_resp
 share of covered facts kept, generation after generation, is the drift curve; a strategy
 without summaries has none.
 
-Example:
+Examples:
     >>> fact = PlantedFact("ORD-94793", ("t44-h",), superseded="ORD-26239")
     >>> check_generation(1, 12, 30, "order ORD-94793, not ORD-26239", frozenset({"t44-h"}), [fact])
     {'generation': 1, 'call': 12, 'turn': 30, 'facts': 1, 'kept': 1, 'share': 1.0}
@@ -93,7 +93,7 @@ def evidence_ids(item: QAItem, known: Mapping[str, BaseMessage]) -> list[str]:
     """The question's evidence ids that name messages (LoCoMo writes some as ``D8:06`` or
     several in one string).
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> known = {"D8:6": HumanMessage("x"), "D9:1": HumanMessage("y")}
         >>> evidence_ids(QAItem("q", "a", ("D8:06; D9:1", "D9:1")), known)
@@ -178,7 +178,7 @@ def pooled_drift(runs: Sequence[Sequence[GenerationCheck]]) -> dict[str, int | f
     mean share over every generation that covers a fact (``drift_mean``). Without any
     generation the shares are ``None`` (a strategy that never summarized).
 
-    Example:
+    Examples:
         >>> first = check_generation(1, 3, 2, "a 4471-QX", frozenset({"m1"}),
         ...                          [PlantedFact("4471-QX", ("m1",))])
         >>> second = check_generation(2, 9, 5, "nothing", frozenset({"m1"}),

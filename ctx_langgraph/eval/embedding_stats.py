@@ -34,7 +34,7 @@ class CountingEmbeddings(Embeddings):
     """``inner`` with its work counted (thread-safe); its ``model`` and ``count_tokens`` are
     the inner model's, so the index stores the inner model's id.
 
-    Example:
+    Examples:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
         >>> counted = CountingEmbeddings(DeterministicFakeEmbedding(size=4))
         >>> _ = counted.embed_documents(["a", "b"]); _ = counted.embed_query("c")

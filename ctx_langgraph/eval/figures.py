@@ -202,7 +202,7 @@ def drift_curve(series: Mapping[str, Any], strategy: str) -> list[float | None]:
     ``n``); ``None`` where no generation ``n`` covers a fact yet. Late generations pool only
     the conversations that summarized that often.
 
-    Example:
+    Examples:
         >>> series = {"a": {"s": {"drift": [{"facts": 0, "kept": 0}, {"facts": 2, "kept": 1}]}},
         ...           "b": {"s": {"drift": [{"facts": 1, "kept": 1}]}}}
         >>> drift_curve(series, "s")

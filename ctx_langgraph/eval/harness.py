@@ -439,7 +439,7 @@ def run_eval(
     ``seed``'s). With several seeds each strategy's scalar figures are the means across seeds
     and ``spread`` says how far they range (:func:`~ctx_langgraph.eval.seeds.by_seed`).
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.datasets import synthetic_conversation
         >>> conv = synthetic_conversation(seed=1, sessions=2, turns_per_session=20)
         >>> metrics, series = run_eval([conv], ["last_n", "summary_tail_lookup"], window=2048)

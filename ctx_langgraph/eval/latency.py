@@ -10,7 +10,7 @@ compaction adds is the mean over compaction turns minus the mean over the other 
 
 These are wall-clock measurements on a shared machine: they vary from run to run.
 
-Example:
+Examples:
     >>> figures = latency_metrics([2.0, 3.0, 40.0, 2.5, 3.5], compaction_positions={2})
     >>> figures["prep_ms_p50"], figures["compaction_turns"], figures["compaction_extra_ms"]
     (3.0, 1, 37.25)
@@ -40,7 +40,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     """The ``q``-th percentile (0-100) of ``values``, linearly interpolated between the two
     nearest ranks (numpy's default); ``None`` without values.
 
-    Example:
+    Examples:
         >>> percentile([1.0, 2.0, 3.0, 4.0], 50), percentile([5.0], 95), percentile([], 50)
         (2.5, 5.0, None)
     """

@@ -78,7 +78,7 @@ def context_text(messages: Sequence[BaseMessage]) -> str:
     each record as the model reads it (JSON-decoded): its text, then its time, day, resolved
     dates and role.
 
-    Example:
+    Examples:
         >>> page = json.dumps({"records": [{"seq": 3, "time": "2023-05-08T13:56Z",
         ...     "day": "Mon 8 May 2023", "role": "user", "text": "I went yesterday."}]})
         >>> context_text([ToolMessage(page, tool_call_id="c1")])
@@ -98,7 +98,7 @@ def context_text(messages: Sequence[BaseMessage]) -> str:
 def evidence_available(context: str, evidence: Iterable[str]) -> tuple[bool, bool]:
     """(every evidence text is verbatim in the context, at least one is).
 
-    Example:
+    Examples:
         >>> evidence_available(normalize("I went to the  support group."), ["i went to the support group.", "nope"])
         (False, True)
     """
@@ -113,7 +113,7 @@ def _words(text: str) -> list[str]:
 def answer_in_context(context: str, answer: str) -> bool | None:
     """Whether every content word of the answer is in the context (None: the answer has none).
 
-    Example:
+    Examples:
         >>> answer_in_context(normalize("We met on 7 May 2023 in Lisbon"), "7 May 2023")
         True
         >>> answer_in_context(normalize("We met in May"), "7 May 2023")
@@ -128,7 +128,7 @@ def answer_in_context(context: str, answer: str) -> bool | None:
 def answer_terms(answer: str) -> frozenset[str]:
     """The content words of an answer: what :func:`answer_in_context` looks for.
 
-    Example:
+    Examples:
         >>> sorted(answer_terms("the 7 May 2023"))
         ['2023', '7', 'may']
     """
@@ -146,7 +146,7 @@ def correction_respected(context: str, current: str, superseded: str) -> bool:
     occurrences comes before the current value's last one, or right after a word that marks it
     as replaced ("not", "supersedes", "instead of", ...).
 
-    Example:
+    Examples:
         >>> correction_respected(normalize("order is B-2291, not A-1172"), "B-2291", "A-1172")
         True
         >>> correction_respected(normalize("B-2291 ... later: the order is A-1172"), "B-2291", "A-1172")
@@ -169,7 +169,7 @@ def answer_f1(prediction: str, answer: str) -> float:
     """Token F1 of a model's answer against the gold answer, as LoCoMo scores it (lower case,
     punctuation and articles dropped).
 
-    Example:
+    Examples:
         >>> round(answer_f1("She went on 7 May 2023.", "7 May 2023"), 2)
         0.67
     """
@@ -185,7 +185,7 @@ def answer_f1(prediction: str, answer: str) -> float:
 def orphan_tool_messages(messages: Sequence[BaseMessage]) -> int:
     """Tool results in a request without their call before them, plus calls without a result.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> call = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
         >>> orphan_tool_messages([HumanMessage("hi"), ToolMessage("42", tool_call_id="c1")])
@@ -218,7 +218,7 @@ def coverage(
     verbatim, ``claimed`` the ids its summary says it covers. A gap is a message that is
     neither; an overlap a message that is both, or a request holding two summaries.
 
-    Example:
+    Examples:
         >>> coverage({"m3", "m4"}, frozenset({"m1", "m2"}), ["m1", "m2", "m3", "m4"], 1)
         (False, False)
         >>> coverage({"m4"}, frozenset({"m1", "m2"}), ["m1", "m2", "m3", "m4"], 1)

@@ -228,7 +228,7 @@ def _seed_count(metrics: Mapping[str, Any]) -> int:
 def spread_note(metrics: Mapping[str, Any]) -> str:
     """How many samples the figures rest on; with one seed, that there is no spread (n=1).
 
-    Example:
+    Examples:
         >>> spread_note({"strategies": {"full": {"samples": {"seeds": 1, "conversations": 3,
         ...     "questions": 60}}}})  # doctest: +NORMALIZE_WHITESPACE
         'Spread across seeds: n=1 (one seed: 3 conversations, 60 questions per strategy); with

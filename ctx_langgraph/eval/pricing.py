@@ -15,7 +15,7 @@ calls; the three add up to the phase's cost. A lookup result is the newest part 
 that reads it, so its tokens are priced as the request's uncached input first (the part after
 the cacheable prefix), and only what is left of them at the cached-input price.
 
-Example:
+Examples:
     >>> price = PriceTable.default().price_for("gpt-4o")
     >>> costs = replay_costs({"input_tokens_total": 1_000_000, "cacheable_prefix_tokens": 800_000,
     ...     "output_tokens_total": 10_000, "summarizer_input_tokens": 0,
@@ -75,7 +75,7 @@ def _cost(price: ModelPrice, input_tokens: int, cached: int, output: int) -> flo
 def prefix_ratio(prefix_tokens: float, input_tokens: float) -> float | None:
     """Cacheable prefix tokens over input tokens (None without input), 4 decimals.
 
-    Example:
+    Examples:
         >>> prefix_ratio(850, 1000), prefix_ratio(0, 0)
         (0.85, None)
     """
@@ -126,7 +126,7 @@ def phase_costs(
     them, its summarizer calls (``(input, cache reads, output)`` tokens), and their sum, keyed
     :data:`PHASE_COST_KEYS` with ``prefix`` (``"question_"`` for the question phase).
 
-    Example:
+    Examples:
         >>> price = PriceTable.default().price_for("gpt-4o")
         >>> phase_costs([CallTokens(1_000_000, 600_000, 0, retrieval=500_000)], (0, 0, 0), price)
         {'cost_answer_usd': 0.625, 'cost_retrieval_usd': 1.125, 'cost_summary_usd': 0.0, 'cost_usd': 1.75}

@@ -12,7 +12,7 @@ the elapsed time: when a task or a step starts and ends, every :meth:`Progress.l
 and a status line (work done, time left, what is running) every ``interval`` seconds, so the
 output is never silent for longer than that while the run lasts.
 
-Example:
+Examples:
     >>> import io
     >>> out = io.StringIO()
     >>> with Progress(stream=out, interval=None) as progress:
@@ -66,7 +66,7 @@ def remaining_seconds(elapsed: float, done: float, total: float) -> float | None
     ``None`` while too little is done to say (less than :data:`MIN_FRACTION` of the work or
     :data:`MIN_ELAPSED` seconds): an early rate is mostly start-up noise.
 
-    Example:
+    Examples:
         >>> remaining_seconds(10.0, 25.0, 100.0)
         30.0
         >>> remaining_seconds(0.2, 1.0, 100.0) is None

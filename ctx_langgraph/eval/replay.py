@@ -116,7 +116,7 @@ def replay_turns(conversation: Conversation) -> list[ReplayTurn]:
     Raises:
         DatasetError: a tool result answers no earlier call, or a message has no id.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.datasets import synthetic_conversation
         >>> turns = replay_turns(synthetic_conversation(seed=1, sessions=1, turns_per_session=6))
         >>> [(len(t.inputs), len(t.steps)) for t in turns]

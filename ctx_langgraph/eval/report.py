@@ -319,7 +319,7 @@ def summary_table(metrics: dict[str, Any]) -> str:
     some model call's input was larger than the usable window; then a note under the table
     names those strategies.
 
-    Example:
+    Examples:
         >>> metrics = {"strategies": {
         ...     "full": {"evidence_available_strict": 1.0, "evidence_available_lenient": 1.0,
         ...              "answer_in_context": 0.95, "input_tokens_total": 1234567,
@@ -347,7 +347,7 @@ def price_note(metrics: Mapping[str, Any]) -> str | None:
     """The prices the cost columns use, as ``metrics["settings"]["prices"]`` states them
     (``None`` when the metrics have no cost).
 
-    Example:
+    Examples:
         >>> price_note({"settings": {"prices": {"model": "gpt-4o", "input": 2.5,
         ...     "cached_input": 1.25, "output": 10.0}}})  # doctest: +NORMALIZE_WHITESPACE
         'Costs at gpt-4o list prices, USD per 1M tokens: input 2.50, cached input 1.25, output
@@ -379,7 +379,7 @@ def category_table(metrics: dict[str, Any]) -> str:
     question count. LoCoMo's categories 1-5 get their names (``2 temporal``); other categories
     (``identifier``, ``correction``, ...) show verbatim. The first line says what the cells are.
 
-    Example:
+    Examples:
         >>> metrics = {"strategies": {
         ...     "last_n": {"by_category": {
         ...         "correction": {"questions": 4, "evidence_available_lenient": 0.25,

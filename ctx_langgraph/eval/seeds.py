@@ -51,7 +51,7 @@ def session_seeds(seeds: Sequence[int], sessions: int) -> dict[int, list[int]]:
     by their span, so ``0, 1, 2`` with three sessions each are ``0, 3, 6``, ``1, 4, 7`` and
     ``2, 5, 8``.
 
-    Example:
+    Examples:
         >>> session_seeds([4], 3)
         {4: [4, 5, 6]}
         >>> session_seeds([0, 1, 2], 2)
@@ -64,7 +64,7 @@ def session_seeds(seeds: Sequence[int], sessions: int) -> dict[int, list[int]]:
 def spread(values: Sequence[float | int | None]) -> Spread:
     """Mean, minimum, maximum and sample standard deviation of the values that are numbers.
 
-    Example:
+    Examples:
         >>> spread([0.5, 0.7, None, 0.6])
         {'mean': 0.6, 'min': 0.5, 'max': 0.7, 'std': 0.1, 'n': 3}
         >>> spread([12])

@@ -164,6 +164,7 @@ STRATEGY_SPECS: dict[str, StrategySpec] = {
 """Every strategy the harness can run, in report order (``--strategies all`` runs them all)."""
 
 STRATEGIES = tuple(STRATEGY_SPECS)
+"""The names of every strategy the evaluation can run, in report order."""
 OURS = frozenset(name for name, spec in STRATEGY_SPECS.items() if spec.family == "ours")
 LOOKUP_STRATEGIES = frozenset(name for name, spec in STRATEGY_SPECS.items() if spec.lookup)
 """The strategies whose agent has the history lookup tool (and whose reader uses it)."""
@@ -532,7 +533,7 @@ def describe_strategy(
     as the query (pages of at most ``retrieval_tokens``), as :class:`Script` does, then
     answers; the others answer from the input as the strategy built it.
 
-    Example:
+    Examples:
         >>> describe_strategy("summary_tail_lookup", tools=["search", "history_lookup"],
         ...                   reader="scripted", retrieval_tokens=1000)["question_phase"]
         'one scripted history_lookup call per question (query: the question text; a page of at most 1,000 tokens), then the scripted reader answers with a placeholder'

@@ -46,7 +46,7 @@ def strategy_table(metrics: Mapping[str, Any]) -> tuple[list[str], list[list[str
     its context method, its agent's tools, what the reader does at question time and how many
     model calls the question phase made.
 
-    Example:
+    Examples:
         >>> headers, rows = strategy_table({"strategies": {"summary_tail_lookup": {
         ...     "method": "ours: the summary, the recent tail and the history lookup tool",
         ...     "tools": ["history_lookup"], "question_phase": "one lookup per question",
@@ -85,7 +85,7 @@ def over_window_note(metrics: Mapping[str, Any]) -> str | None:
     """The note under the summary table when some model call's input was larger than the usable
     window (``None`` when none was).
 
-    Example:
+    Examples:
         >>> over_window_note({"settings": {"usable": 3584}, "strategies": {
         ...     "full": {"over_window_calls": 17, "question_over_window_calls": 3},
         ...     "last_n": {"over_window_calls": 0}}})  # doctest: +NORMALIZE_WHITESPACE

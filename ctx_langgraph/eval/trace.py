@@ -190,7 +190,7 @@ def load_trace(path: str | Path, *, name: str | None = None) -> Conversation:
     tool result for a call no earlier AI message made, a question whose evidence names an
     unknown message, and a trace without messages.
 
-    Example:
+    Examples:
         >>> import json, tempfile
         >>> lines = [
         ...     {"role": "user", "content": "Where is order ORD-1?", "id": "u1"},
@@ -238,7 +238,7 @@ def save_trace(conversation: Conversation, path: str | Path) -> None:
     question. When the conversation has several sessions, a ``{"session": n}`` line opens each
     one (sessions that tile the messages round-trip exactly). Naive times are read back as UTC.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> from ctx_langgraph.eval.synthetic import tool_session
         >>> conv = tool_session(seed=2, turns=60)

@@ -102,7 +102,7 @@ class EventsAPI(StoreBase):
         Returns:
             One :class:`AppendResult` per message, in order.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:
@@ -148,7 +148,7 @@ class EventsAPI(StoreBase):
         replay and a fork. An ``after`` the branch never held, or None, appends as
         :meth:`append` does.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import AIMessage, HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:
@@ -192,7 +192,7 @@ class EventsAPI(StoreBase):
         (a reply recorded with its usage booked: ``UsageLedger.booking``). Either both are
         written or neither.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import AIMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> from ctx_langgraph.usage import NormalizedUsage, UsageLedger
@@ -294,7 +294,7 @@ class EventsAPI(StoreBase):
         ``(edit_version, branch, seq, kind)`` with ``kind`` ``"hide"``, ``"show"``,
         ``"delete"`` or ``"revise"``. ``branch_info(...).edit_version`` is the newest version.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:

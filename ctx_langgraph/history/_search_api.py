@@ -81,7 +81,7 @@ class SearchAPI(VectorsAPI):
         to, that tool). Pass a page's ``next_cursor`` back to get the next page; pages never
         repeat or skip a hit, even while events are appended.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:
@@ -188,7 +188,7 @@ class SearchAPI(VectorsAPI):
                 ones; a filter is out of range (as :meth:`search` says).
             TypeError: an argument of the wrong type, named.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> texts = ["we go hiking on Sunday", "the hike went well", "a parade", "hiking again"]

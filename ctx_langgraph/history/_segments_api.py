@@ -25,7 +25,7 @@ class SegmentsAPI(StoreBase):
         """Fix a range a segment will summarize: its visible events, the thread's edit counter
         and the range's hash. Summarize ``snapshot.events``, then call :meth:`put_segment`.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:

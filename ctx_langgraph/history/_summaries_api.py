@@ -59,7 +59,7 @@ class SummariesAPI(StoreBase):
     ) -> CompactionCheckpoint:
         """Store a candidate summary built from ``snapshot`` (status ``candidate``, not yet active).
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:
@@ -179,7 +179,7 @@ class SummariesAPI(StoreBase):
         they are; :meth:`prune_versions` keeps ``keep`` failed attempts apart from the
         summaries it keeps.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:

@@ -97,7 +97,7 @@ class VectorsAPI(StoreBase):
         :class:`~ctx_langgraph.history.index.IndexConfig`); None turns it off. Returns the
         store. The stores' ``from_path`` and ``from_conn_string`` take ``index=`` too.
 
-        Example:
+        Examples:
             >>> from langchain_core.embeddings import DeterministicFakeEmbedding
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> store = SQLiteHistoryStore.from_path(":memory:")
@@ -141,7 +141,7 @@ class VectorsAPI(StoreBase):
         ``embedding``. Never raises for the model: a failure or timeout stops it, leaves the
         rest pending and is in the report.
 
-        Example:
+        Examples:
             >>> from langchain_core.embeddings import DeterministicFakeEmbedding
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore

@@ -52,7 +52,7 @@ def seq_bound(name: str, value: object) -> int:
     (``min_seq=2**70`` finds nothing, ``max_seq=-10**30`` finds nothing) without overflowing
     the database driver.
 
-    Example:
+    Examples:
         >>> seq_bound("min_seq", 2**70) == SEQ_MAX, seq_bound("max_seq", -10**30) == SEQ_MIN
         (True, True)
     """

@@ -41,7 +41,7 @@ class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI)
         :class:`~ctx_langgraph.memory.LongTermMemory`) delete the thread's memories and purge
         those derived from it.
 
-        Example:
+        Examples:
             >>> from langchain_core.messages import HumanMessage
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> with SQLiteHistoryStore.from_path(":memory:") as store:

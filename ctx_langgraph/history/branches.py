@@ -80,7 +80,7 @@ def lineage(branches: dict[str, Branch], name: str) -> Lineage:
     """The (branch, highest visible seq) pairs a branch reads: itself unbounded, then each
     ancestor up to the lowest fork point on the way.
 
-    Example:
+    Examples:
         >>> b = {"main": Branch("main", None, None, 9, None, 0, 0),
         ...      "a": Branch("a", "main", 5, 8, None, 0, 0),
         ...      "b": Branch("b", "a", 7, 7, None, 0, 0)}

@@ -202,7 +202,7 @@ def _failed(exc: Exception) -> EmbeddingError:
 def vector_index(config: IndexConfig | VectorIndex | None) -> VectorIndex | None:
     """``config`` checked (TypeError or ValueError naming the field), or None without one.
 
-    Example:
+    Examples:
         >>> from langchain_core.embeddings import DeterministicFakeEmbedding
         >>> index = vector_index({"embed": DeterministicFakeEmbedding(size=8), "dims": 8})
         >>> index.key, index.text_chars

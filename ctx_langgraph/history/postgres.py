@@ -26,7 +26,7 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
     :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging. The async
     methods use an ``AsyncConnectionPool`` bound to the running event loop.
 
-    Example:
+    Examples:
         .. code-block:: python
 
             with PostgresHistoryStore.from_conn_string("postgresql://user@localhost/db") as store:

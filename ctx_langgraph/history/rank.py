@@ -108,7 +108,7 @@ def has_rank_terms(query: str) -> bool:
 def idf(events: int, matching: int) -> float:
     """BM25's inverse document frequency of a stem found in ``matching`` of ``events``.
 
-    Example:
+    Examples:
         >>> round(idf(100, 1), 3), round(idf(100, 90), 3)
         (4.21, 0.11)
     """
@@ -120,7 +120,7 @@ def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[t
     (their :func:`idf`, in the query's order): (seq, score) pairs, best first, ties newest
     (highest seq) first; a text having none of the stems is left out.
 
-    Example:
+    Examples:
         >>> texts = {1: "we went hiking", 2: "hiking and going hiking", 3: "a parade"}
         >>> [(seq, round(score, 3)) for seq, score in bm25_order(texts, {"go": 1.0, "hike": 0.5})]
         [(2, 1.509), (1, 1.5)]

@@ -88,7 +88,7 @@ def _compact(record: dict[str, Any], text: str) -> dict[str, Any]:
 def expand_record(stored: dict[str, Any], text: str) -> dict[str, Any]:
     """The full ``message_to_dict`` record of a stored row (compact or not).
 
-    Example:
+    Examples:
         >>> row = message_to_row(HumanMessage("hello", id="h1"))
         >>> json.loads(row.content_json)
         {'~': 't', 'type': 'human', 'data': {'id': 'h1'}}
@@ -149,7 +149,7 @@ def _block_text(block: Any) -> str:
 def text_projection(message: BaseMessage) -> str:
     """The text that search indexes for a message: its text, reasoning, tool calls and results.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage
         >>> text_projection(AIMessage("", tool_calls=[{"name": "get_order", "args": {"id": 7}, "id": "c1"}]))
         'get_order({"id":7})'

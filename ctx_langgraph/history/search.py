@@ -31,7 +31,7 @@ __all__ = ["SearchFilter", "decode_cursor", "encode_cursor", "filter_clause", "s
 def encode_cursor(seq: int, newest_first: bool) -> str:
     """The cursor of a search page that ends at ``seq``.
 
-    Example:
+    Examples:
         >>> encode_cursor(3, False)
         'eyJ2IjoxLCJzZXEiOjMsImRlc2MiOmZhbHNlfQ'
         >>> decode_cursor(encode_cursor(3, False), False)

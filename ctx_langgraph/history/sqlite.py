@@ -23,7 +23,7 @@ class SQLiteHistoryStore(HistoryStore, SQLiteDatabase):
     ``BEGIN IMMEDIATE`` serializes writers across processes sharing the file). Async methods
     run the same code in a worker thread.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> with SQLiteHistoryStore.from_path(":memory:") as store:
         ...     _ = store.setup()

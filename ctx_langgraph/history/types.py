@@ -126,7 +126,7 @@ class KeyFact:
     the source event as a summary shows it (``Mon 8 May 2023``), and the tool whose call or
     output the value was read from (``None``: a person stated it).
 
-    Example:
+    Examples:
         >>> fact = KeyFact("ORD-7", 12, "id", day="Mon 8 May 2023", tool="search_orders")
         >>> KeyFact.from_json(fact.to_json()) == fact
         True

@@ -131,7 +131,7 @@ def embed_units(text: str, role: str, name: str | None, chars: int) -> list[str]
     shorter than 12 characters), each after the speaker's name on a person's message
     ("Mel: They were stoked!"). An event without text is its role, so every event has one.
 
-    Example:
+    Examples:
         >>> embed_units("Wow! They were stoked for the dinosaur exhibit. Bye.", "ai", "Mel", 2000)
         ['Mel: Wow! They were stoked for the dinosaur exhibit. Bye.', 'Mel: They were stoked for the dinosaur exhibit.']
         >>> embed_units("", "tool", None, 2000)
@@ -216,7 +216,7 @@ def fuse_scores(
     ``KEYWORD_WEIGHT * bm25 / best_bm25 + (1 - KEYWORD_WEIGHT) * max(cosine, 0)``, best
     first, ties newest first. An event in one ranking only scores 0 in the other.
 
-    Example:
+    Examples:
         >>> [(s, round(x, 2)) for s, x in fuse_scores([(5, 8.0), (3, 2.0)], [(3, 0.9), (7, 0.6)])]
         [(3, 0.57), (5, 0.5), (7, 0.3)]
     """

@@ -6,7 +6,7 @@ Python (``background=True`` in a notebook), :func:`export_html` writes one threa
 single self-contained file for a bug report, and :func:`thread_html` returns the page as text.
 Everything here only reads the stores.
 
-Example:
+Examples:
     >>> from langchain_core.messages import HumanMessage
     >>> from ctx_langgraph.history import SQLiteHistoryStore
     >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()

@@ -208,7 +208,7 @@ def export_html(
         ScopeError: the store has no history for the thread.
         OSError: the file cannot be written.
 
-    Example:
+    Examples:
         >>> import tempfile, pathlib
         >>> from langchain_core.messages import HumanMessage
         >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -387,7 +387,7 @@ def serve(
     ``background`` it serves from a thread at once (a notebook's cell returns); else call
     ``serve_forever()``. Use it as a context manager, or ``close()`` it.
 
-    Example:
+    Examples:
         >>> import urllib.request
         >>> from langchain_core.messages import HumanMessage
         >>> from ctx_langgraph.history import SQLiteHistoryStore

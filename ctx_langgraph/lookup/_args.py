@@ -32,6 +32,7 @@ SEQ_MAX = 2**63 - 1
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """Characters no database text can hold: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
 HANDLE_PREFIX = "history:"
+"""The prefix of a capped tool result's handle (``history:<seq>``), which the lookup fetches."""
 FETCH = 20
 """Records asked of the store at a time; a page keeps asking while it has room."""
 

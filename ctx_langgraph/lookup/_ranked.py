@@ -58,7 +58,7 @@ def focus(text: str, stems: Sequence[str], shown_chars: int) -> int:
     first ``shown_chars`` characters (shown anyway) or no line matches better than the first.
     A matching row of a table, a line of a log: the part of a dump the question is about.
 
-    Example:
+    Examples:
         >>> dump = "id,name,city\n" + "".join(f"A-{n},Ann {n},Oslo\n" for n in range(50))
         >>> dump += "A-77,Tomasz Ferreira,Porto\n"
         >>> start = focus(dump, ["tomasz", "ferreira", "porto"], 100)
@@ -82,7 +82,7 @@ def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
     ``sum(1 / (RRF_K + rank))`` over the rankings it is in (rank from 1); ties go to the
     better single rank, then the earlier query, then the newer event. Each event once.
 
-    Example:
+    Examples:
         >>> from types import SimpleNamespace as E
         >>> a, b, c = E(event_id="a", seq=1), E(event_id="b", seq=2), E(event_id="c", seq=3)
         >>> [e.event_id for e in fuse([[a, b], [c, b]])]
@@ -107,7 +107,7 @@ def passages(hits: Sequence[RankedHit]) -> list[HistoryEvent]:
     better of its neighbours' (seq - 1, seq + 1) among them; ties go newest first. The hits
     past them keep their order, so a longer ranking of the same history starts alike.
 
-    Example:
+    Examples:
         >>> from types import SimpleNamespace as E
         >>> hits = [E(event=E(seq=s), score=x) for s, x in ((9, 3.0), (4, 2.8), (5, 2.0))]
         >>> [event.seq for event in passages(hits)]

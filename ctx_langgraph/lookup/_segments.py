@@ -58,7 +58,7 @@ def rank_segments(query: str, segments: Sequence[Segment]) -> list[tuple[Segment
     """The segments sharing a word with ``query``, best first (BM25 over their summary and
     key facts, idf over the segments).
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> from ctx_langgraph.history.types import Scope
         >>> def seg(n, text):

@@ -73,7 +73,7 @@ def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCou
     estimate's rate), shared by the reply's calls of this tool; never below
     :func:`useful_page`. Outside such a graph (no budget in the state) it is ``max_tokens``.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.budget.counters import default_counter
         >>> page_cap(1500, None, "history_lookup", default_counter("gpt-4o"))
         1500
@@ -103,7 +103,7 @@ def useful_page(max_tokens: int) -> int:
     (a whole request per page), which costs more than the compaction ``ctx_budget`` makes
     before the next model call when such a page goes over the trigger.
 
-    Example:
+    Examples:
         >>> useful_page(1000), useful_page(400)
         (500, 300)
     """

@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 1500
+"""The default token cap of one lookup page."""
 
 DESCRIPTION = (
     "Find exact words (ids, numbers, names, what was said) in this conversation's whole "
@@ -185,7 +186,7 @@ def make_history_lookup_tool(
 def is_history_lookup_tool(tool: Any) -> bool:
     """Whether ``tool`` was made by :func:`make_history_lookup_tool` (whatever its name).
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> store = SQLiteHistoryStore.from_path(":memory:")
         >>> is_history_lookup_tool(make_history_lookup_tool(store, name="recall")), is_history_lookup_tool(len)

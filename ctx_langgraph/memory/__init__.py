@@ -1,7 +1,7 @@
 """Long-term memory: scoped records on a LangGraph store, extracted from the conversation,
 superseded by corrections, invalidated with their sources, loaded under their own budget.
 
-Example:
+Examples:
     >>> from langchain_core.messages import HumanMessage
     >>> from langgraph.store.memory import InMemoryStore
     >>> memory = LongTermMemory(InMemoryStore())

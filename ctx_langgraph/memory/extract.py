@@ -90,7 +90,7 @@ class RuleExtractor:
     """The offline, deterministic extractor: first-person facts, preferences and corrections in
     the user's messages (only human messages are read; a model's words are not memories).
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> extractor = RuleExtractor()
         >>> [(c.key, c.content) for c in extractor.extract(
@@ -209,7 +209,7 @@ def parse_candidates(
     """The candidates in a model's JSON answer. Raises :class:`MemoryExtractionError` on
     anything that is not a list of objects with a non-empty ``content``.
 
-    Example:
+    Examples:
         >>> parse_candidates('[{"key": "city", "content": "The user lives in Oslo.", "confidence": 0.8}]', ("m1",), set())[0].key
         'city'
         >>> parse_candidates("I think the user likes tea", (), set())
@@ -263,7 +263,7 @@ class ChatModelExtractor:
     """Memory extraction by any chat model (one call per batch of new messages). Its usage is
     booked with purpose ``memory`` (metadata ``ctx_purpose``).
 
-    Example:
+    Examples:
         >>> from langchain_core.language_models import GenericFakeChatModel
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> answer = '[{"key": "order id", "content": "The order id is B-2291.", "confidence": 0.9}]'

@@ -74,7 +74,7 @@ class LongTermMemory:
             when the run names no user).
         ttl: an expiry given to new records (None: they do not expire).
 
-    Example:
+    Examples:
         >>> from langgraph.store.memory import InMemoryStore
         >>> from ctx_langgraph.memory import MemoryCandidate, MemoryScopes
         >>> memory = LongTermMemory(InMemoryStore())
@@ -429,7 +429,7 @@ class LongTermMemory:
         oldest first: while the selection stays the same, so does the message, and the prompt
         prefix it sits in stays cacheable from turn to turn.
 
-        Example:
+        Examples:
             >>> import datetime as dt
             >>> from langgraph.store.memory import InMemoryStore
             >>> from ctx_langgraph.budget import TiktokenCounter

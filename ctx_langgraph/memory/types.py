@@ -22,7 +22,10 @@ __all__ = [
 RECORD_FORMAT: Final = "ctx_memory/v1"
 """Marks a store item as one of our records (other items in the same namespaces are skipped)."""
 MemoryScopeKind = Literal["user", "project", "thread"]
+"""What a memory record belongs to: a ``user``, a ``project`` or a ``thread``."""
 MemoryStatus = Literal["active", "superseded", "invalid"]
+"""A memory record's status: ``active``, ``superseded`` (a newer value for its key replaced
+it) or ``invalid`` (the message it came from was deleted, hidden or revised)."""
 _KINDS: tuple[str, ...] = get_args(MemoryScopeKind)
 _STATUSES: tuple[str, ...] = get_args(MemoryStatus)
 
@@ -50,7 +53,7 @@ class MemoryRecord:
     the raw events it was extracted from: when one of them is deleted, hidden or revised the
     record becomes ``invalid`` and its content is purged.
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> now = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
         >>> record = MemoryRecord("m1", "user", "u-7", "The user's order id is B-2291.", key="order id",
@@ -183,7 +186,7 @@ class MemoryScopes:
     ``configurable`` names them (``user_id``, ``project_id`` by default). Never from data a
     model supplied.
 
-    Example:
+    Examples:
         >>> scopes = MemoryScopes.from_config({"configurable": {"thread_id": "t1", "user_id": "u-7"}})
         >>> scopes.owners()
         [('thread', 't1'), ('user', 'u-7')]

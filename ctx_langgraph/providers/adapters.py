@@ -44,7 +44,7 @@ def provider_key(model: Any) -> str:
     """The wire protocol a chat model speaks: ``"openai-responses"``, ``"openai-chat"``,
     ``"anthropic"``, or the model's ``_llm_type`` (``"unknown"`` for None).
 
-    Example:
+    Examples:
         >>> from langchain_openai import ChatOpenAI
         >>> provider_key(ChatOpenAI(model="gpt-4.1", use_responses_api=True, api_key="k"))
         'openai-responses'
@@ -68,7 +68,7 @@ def chains_responses(model: Any) -> bool:
     ``previous_response_id`` (``ChatOpenAI(use_previous_response_id=True)``): it then sends only
     the messages after the last reply, and the provider keeps the rest.
 
-    Example:
+    Examples:
         >>> from langchain_openai import ChatOpenAI
         >>> chains_responses(ChatOpenAI(model="gpt-4.1", use_previous_response_id=True, api_key="k"))
         True
@@ -86,7 +86,7 @@ def wire_of(model: Any) -> Wire:
     (:class:`~ctx_langgraph.view.provider_items.Wire`): its provider, and whether it chains
     requests by ``previous_response_id``. An unknown model (None) changes nothing.
 
-    Example:
+    Examples:
         >>> from langchain_anthropic import ChatAnthropic
         >>> wire_of(ChatAnthropic(model="claude-sonnet-4-6", api_key="k")), wire_of(None)
         (Wire(provider='anthropic', chained=False), Wire(provider=None, chained=False))
@@ -102,7 +102,7 @@ def compacts_server_side(model: Any) -> int | None:
     Anthropic's ``compact_20260112`` edit), 0 when it compacts at a threshold of its own
     choosing, None when it does not compact.
 
-    Example:
+    Examples:
         >>> from langchain_anthropic import ChatAnthropic
         >>> model = ChatAnthropic(model="claude-sonnet-4-6", api_key="k")
         >>> compacts_server_side(AnthropicServerCompaction(trigger_tokens=60_000).apply(model))
@@ -130,7 +130,7 @@ def defer_to_server(budget: ResolvedBudget, model: Any) -> ResolvedBudget:
     its threshold, and a local compaction runs only when a request would not fit otherwise
     (the trigger becomes the usable window). ``budget`` itself for any other model.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.config import ContextConfig
         >>> from langchain_anthropic import ChatAnthropic
         >>> model = AnthropicServerCompaction(trigger_tokens=60_000).apply(
@@ -263,7 +263,7 @@ def context_overflow_message(exc: BaseException) -> str | None:
     See :func:`is_context_overflow` for what is recognized. The message is the provider's own
     words (the reply body's ``message`` when there is one), on one line, at most 300 characters.
 
-    Example:
+    Examples:
         >>> context_overflow_message(ValueError("prompt is too long: 215000 tokens > 200000 maximum"))
         'prompt is too long: 215000 tokens > 200000 maximum'
         >>> context_overflow_message(ValueError("invalid tool schema")) is None
@@ -296,7 +296,7 @@ def is_context_overflow(exc: BaseException) -> bool:
     Errors of this package (a :class:`~ctx_langgraph.errors.ContextBudgetExceeded` raised
     from a provider's error) are not either: they were handled already.
 
-    Example:
+    Examples:
         >>> is_context_overflow(ValueError(
         ...     "context_length_exceeded: Your input exceeds the context window of this model."))
         True
@@ -381,7 +381,7 @@ class OpenAIResponsesCompaction:
         compact_model: the model for the compact call (default: ``model``'s).
         timeout: seconds per call.
 
-    Example:
+    Examples:
         ```python
         from langchain_openai import ChatOpenAI
         from ctx_langgraph import ContextConfig
@@ -473,7 +473,7 @@ class AnthropicContextEditing:
     ``clear_thinking_20251015`` keeps the last ``keep_thinking_turns`` of thinking. The client
     keeps the full history; ``ctx_usage`` records what each reply says was cleared.
 
-    Example:
+    Examples:
         >>> AnthropicContextEditing(trigger_tokens=30_000, keep_tool_uses=2).params()["edits"][0]["keep"]
         {'type': 'tool_uses', 'value': 2}
     """
@@ -550,7 +550,7 @@ class AnthropicServerCompaction:
         instructions: what the summary must keep (sent as the edit's ``instructions``). None:
             the API's own prompt.
 
-    Example:
+    Examples:
         >>> edit = AnthropicServerCompaction(trigger_tokens=80_000).params()["edits"][0]
         >>> edit["type"], edit["trigger"]
         ('compact_20260112', {'type': 'input_tokens', 'value': 80000})

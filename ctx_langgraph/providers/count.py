@@ -74,7 +74,7 @@ class ProviderCountHook(Protocol):
     Implementations raise :class:`~ctx_langgraph.errors.ProviderCountError` on any failure, so a
     caller needs one ``except`` to fall back to its local estimate.
 
-    Example:
+    Examples:
         ```python
         from ctx_langgraph.errors import ProviderCountError
 
@@ -141,7 +141,7 @@ class AnthropicCountHook:
         model: The chat model whose requests are counted.
         timeout: Seconds per count call; ``None`` keeps the model's own timeout.
 
-    Example:
+    Examples:
         ```python
         from langchain_anthropic import ChatAnthropic
         from langchain_core.messages import HumanMessage, SystemMessage
@@ -203,7 +203,7 @@ class OpenAIResponsesCountHook:
         model: The chat model whose requests are counted.
         timeout: Seconds per count call; ``None`` keeps the client's timeout.
 
-    Example:
+    Examples:
         ```python
         from langchain_core.messages import HumanMessage
         from langchain_openai import ChatOpenAI

@@ -64,7 +64,7 @@ class RetentionHook(BaseCallbackHandler):
 
     A failed prune is logged and never breaks the run.
 
-    Example:
+    Examples:
         .. code-block:: python
 
             hook = RetentionHook(CheckpointRetention(saver, RetentionPolicy(keep_last=10)), every=5)

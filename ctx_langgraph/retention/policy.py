@@ -32,7 +32,7 @@ class RetentionPolicy:
             refused too), or ``keep_within`` is neither None nor a ``timedelta``.
         ValueError: ``keep_last`` is below 1, or ``keep_within`` is not positive.
 
-    Example:
+    Examples:
         >>> RetentionPolicy(keep_last=10, keep_within=dt.timedelta(days=7))
         RetentionPolicy(keep_last=10, keep_within=datetime.timedelta(days=7))
         >>> RetentionPolicy(keep_last=float("nan"))
@@ -106,7 +106,7 @@ class CheckpointDecision:
 def created_at(checkpoint_id: str) -> dt.datetime | None:
     """The creation time a UUIDv6 checkpoint id carries (LangGraph's ``uuid6``), else None.
 
-    Example:
+    Examples:
         >>> from langgraph.checkpoint.base.id import uuid6
         >>> abs(created_at(str(uuid6())) - dt.datetime.now(dt.timezone.utc)) < dt.timedelta(seconds=5)
         True
@@ -211,7 +211,7 @@ def decide(
 def parse_age(text: str) -> dt.timedelta:
     """``7d``, ``12h``, ``30m``, ``45s`` or ``2w`` as a timedelta (the CLI's ``--keep-within``).
 
-    Example:
+    Examples:
         >>> parse_age("7d"), parse_age("36h")
         (datetime.timedelta(days=7), datetime.timedelta(days=1, seconds=43200))
     """

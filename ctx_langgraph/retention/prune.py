@@ -66,7 +66,7 @@ class CheckpointRetention:
     transaction per thread. Use :meth:`prune` with sync savers, :meth:`aprune` with async ones
     (``InMemorySaver`` takes both).
 
-    Example:
+    Examples:
         >>> from langgraph.graph import START, StateGraph
         >>> from typing_extensions import TypedDict
         >>> class S(TypedDict):

@@ -17,7 +17,7 @@ __all__ = ["RetentionReport"]
 class RetentionReport:
     """What a prune kept and removed, and why.
 
-    Example:
+    Examples:
         >>> report = RetentionReport(dry_run=True)
         >>> report.kept, report.removed, report.bytes_freed
         ((), (), 0)

@@ -33,7 +33,7 @@ def store_text(value: str) -> str:
     """A text as a column holds it on both backends: unchanged, unless it has a NUL byte or a
     lone surrogate (which PostgreSQL, or UTF-8 itself, cannot store); :func:`load_text` undoes it.
 
-    Example:
+    Examples:
         >>> store_text("plain") == "plain", load_text(store_text("a\\x00b\\ud800")) == "a\\x00b\\ud800"
         (True, True)
     """

@@ -27,6 +27,8 @@ from ctx_langgraph.storage.tables import (
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
 SCHEMA_VERSION = 10
+"""The history store's schema version: ``setup()`` migrates a database up to it, and a
+store refuses a database at a newer one."""
 
 _DOMAINS = (branches, events, summaries, search, usage, segments, vectors)
 """The order each version's steps run in: a table before what indexes or reads it."""

@@ -9,7 +9,7 @@ backend (:class:`~ctx_langgraph.storage.sqlite.SQLiteDatabase`,
 :meth:`Database._execute` and :meth:`Database._aexecute`: open a transaction, run the bound
 operation, commit or roll back.
 
-Example:
+Examples:
     >>> from ctx_langgraph.storage.sqlite import SQLiteDatabase
     >>> from ctx_langgraph.storage.statements import Stmt
     >>> def tables():

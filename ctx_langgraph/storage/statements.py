@@ -6,7 +6,7 @@ Operations do no I/O, so each is written once for both backends and both I/O sty
 (the ``httpx.Auth.auth_flow`` pattern); :class:`~ctx_langgraph.storage.runner.Database` runs
 one in one transaction.
 
-Example:
+Examples:
     >>> def count_events(thread_id: str) -> Op[int]:
     ...     row = yield Stmt("SELECT count(*) FROM ctx_events WHERE thread_id = ?", (thread_id,), "one")
     ...     return int(row[0])
@@ -73,7 +73,7 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
 def marks(count: int) -> str:
     """``count`` comma-separated ``?`` placeholders.
 
-    Example:
+    Examples:
         >>> marks(3)
         '?, ?, ?'
     """

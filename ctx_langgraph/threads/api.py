@@ -53,7 +53,7 @@ def delete_thread(
     :class:`~ctx_langgraph.memory.LongTermMemory`) delete the thread's memories and purge
     those derived from it.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import HumanMessage
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> with SQLiteHistoryStore.from_path(":memory:") as store:
@@ -104,7 +104,7 @@ def export_thread(
     Raises:
         ScopeError: the thread has no history.
 
-    Example:
+    Examples:
         >>> import json
         >>> from langchain_core.messages import HumanMessage
         >>> from ctx_langgraph.history import SQLiteHistoryStore

@@ -25,7 +25,9 @@ from ctx_langgraph.threads._values import INTEGER, at, encodes, fail, shown
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "check_document", "export_scope"]
 
 EXPORT_FORMAT = "ctx-langgraph/thread"
+"""The ``format`` field of every thread export document."""
 EXPORT_VERSION = 1
+"""The ``version`` of the export document this package writes and reads."""
 
 _SUMMARY_STATUSES: tuple[str, ...] = get_args(CheckpointStatus)
 _SEGMENT_STATUSES: tuple[str, ...] = get_args(SegmentStatus)
@@ -39,7 +41,7 @@ def check_document(document: object, dialect: Dialect) -> None:
     Raises:
         DocumentError: the first problem found, with its path in the document.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.storage.dialects import SQLITE
         >>> check_document({"format": "ctx-langgraph/thread", "version": 1, "tenant": "default",
         ...                 "thread_id": "t", "thread": {}}, SQLITE)
@@ -56,7 +58,7 @@ def export_scope(document: object) -> Scope:
     Raises:
         DocumentError: it is not an export this version reads, or names no valid thread.
 
-    Example:
+    Examples:
         >>> export_scope({"format": "ctx-langgraph/thread", "version": 1, "tenant": "acme",
         ...               "thread_id": "t-1"})
         Scope(thread_id='t-1', tenant='acme', branch='main')

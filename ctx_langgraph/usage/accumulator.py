@@ -49,7 +49,7 @@ def _add(older: NormalizedUsage, delta: NormalizedUsage) -> NormalizedUsage:
 class UsageAccumulator:
     """One call's usage, built from its stream events.
 
-    Example:
+    Examples:
         >>> acc = UsageAccumulator()
         >>> acc.add({"type": "message_start", "message": {"id": "msg_1", "model": "claude-sonnet-4-5",
         ...     "usage": {"input_tokens": 50, "cache_read_input_tokens": 18000,

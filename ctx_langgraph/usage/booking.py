@@ -200,7 +200,7 @@ def call_key_for(
     """The ledger key of a call: provider and response id when known, else the message id,
     else a local attempt id.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.usage import NormalizedUsage
         >>> call_key_for(NormalizedUsage(provider="openai", response_id="chatcmpl-1"))
         'openai:chatcmpl-1'

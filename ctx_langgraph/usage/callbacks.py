@@ -55,7 +55,7 @@ class _Run:
 def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, default: str) -> str:
     """The purpose of a call: ``metadata["ctx_purpose"]``, else a ``ctx:<purpose>`` tag, else ``default``.
 
-    Example:
+    Examples:
         >>> purpose_of(["ctx:summary"], {}, "answer"), purpose_of([], {"ctx_purpose": "lookup"}, "answer")
         ('summary', 'lookup')
     """
@@ -240,7 +240,7 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         measure_prefix: measure each call's ``cacheable_prefix`` against the thread's previous
             request (one small read-and-write of the ledger's database when a call starts).
 
-    Example:
+    Examples:
         .. code-block:: python
 
             handler = LedgerCallbackHandler(UsageLedger(store))

@@ -83,7 +83,7 @@ class HoldingLedgerHandler(LedgerCallbackHandler):
     (see the module). Used by :func:`~ctx_langgraph.add_context_management` and
     :class:`~ctx_langgraph.ContextManagementMiddleware`.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
         >>> handler = HoldingLedgerHandler(UsageLedger(store))

@@ -332,7 +332,7 @@ def _totals_op(
 class UsageLedger:
     """The usage ledger of a history store's database.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> from ctx_langgraph.usage import UsageLedger, normalize_usage
         >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
@@ -491,7 +491,7 @@ class UsageLedger:
         ones stored before (None when the thread had none): the previous request a call's
         cacheable prefix is measured against, kept in the database so it survives a restart.
 
-        Example:
+        Examples:
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
             >>> ledger = UsageLedger(store)
@@ -537,7 +537,7 @@ class UsageLedger:
     ) -> list[LedgerRecord]:
         """The calls booked for a thread (every branch unless ``branch``), oldest first.
 
-        Example:
+        Examples:
             >>> from ctx_langgraph.history import SQLiteHistoryStore
             >>> from ctx_langgraph.usage import NormalizedUsage
             >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()

@@ -423,7 +423,7 @@ def make_usage_node(
     with a vector index then embeds the events that await a vector (``context["index"]``
     reports it), in the background with ``embed_in_background``.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> from ctx_langgraph.usage import UsageLedger

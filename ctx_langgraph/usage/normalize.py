@@ -148,7 +148,7 @@ def _as_mapping(source: Any) -> Any:
 def detect_format(usage: Mapping[str, Any]) -> str | None:
     """Which wire format a bare usage object is in, or None when its keys fit several.
 
-    Example:
+    Examples:
         >>> detect_format({"prompt_tokens": 10, "completion_tokens": 2})
         'openai_chat'
         >>> detect_format({"input_tokens": 10, "output_tokens": 2}) is None
@@ -413,7 +413,7 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
             field. Nothing else is raised, whatever the input. A model name or response id
             that is not a string is left unknown (None).
 
-    Example:
+    Examples:
         >>> u = normalize_usage({"input_tokens": 50, "cache_read_input_tokens": 18_000,
         ...                      "cache_creation_input_tokens": 1_200, "output_tokens": 120})
         >>> u.provider, u.input_total, u.input_uncached, u.cache_read, u.cache_write, u.output

@@ -55,6 +55,8 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini-2.5-pro": ModelPrice(input=1.25, cached_input=0.31, output=10.00),
     "gemini-2.5-flash": ModelPrice(input=0.30, cached_input=0.075, output=2.50),
 }
+"""List prices in USD per 1M tokens (input, cached input, output) of common models, the
+:meth:`PriceTable.default` table; pass your own :class:`PriceTable` to the ledger to override."""
 
 
 class PriceTable:
@@ -63,7 +65,7 @@ class PriceTable:
     ``gpt-4o-2024-08-06`` is priced as ``gpt-4o``, ``gpt-4o-mini-2024-07-18`` as ``gpt-4o-mini``.
     A model with no price gives cost ``None``, never 0.
 
-    Example:
+    Examples:
         >>> from ctx_langgraph.usage import NormalizedUsage
         >>> table = PriceTable.default().with_prices({"my-model": ModelPrice(input=1.0, output=2.0)})
         >>> table.cost(NormalizedUsage(input_total=1000, input_uncached=1000, output=500, model="my-model-v2"))

@@ -21,6 +21,8 @@ __all__ = [
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
+"""How complete a usage record is: ``complete`` (every count known), ``partial`` (some
+unknown, kept as None), ``unknown`` (the payload could not be read; booked as nothing)."""
 
 COUNT_FIELDS = COUNT_COLUMNS
 """The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""

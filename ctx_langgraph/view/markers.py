@@ -6,7 +6,7 @@ A mark is a key in a message's ``additional_kwargs`` (or, for a lookup result, i
 memory, a stand-in for a missing tool result) exist only in the view and are never recorded
 as raw history; capped, cleared and stripped ones are previews of recorded originals.
 
-Example:
+Examples:
     >>> from langchain_core.messages import SystemMessage
     >>> summary = SystemMessage("so far...", additional_kwargs={SUMMARY_FLAG: True})
     >>> is_summary(summary), is_synthetic(summary), is_flagged(summary)

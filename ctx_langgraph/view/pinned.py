@@ -2,7 +2,7 @@
 
 The rules' text comes from :class:`~ctx_langgraph.rules.PinnedRules`; this module only places it.
 
-Example:
+Examples:
     >>> from langchain_core.messages import HumanMessage
     >>> view, changed = pin([HumanMessage("hi", id="h1")], "Answer in French.")
     >>> [m.id for m in view], changed
@@ -24,7 +24,9 @@ from ctx_langgraph.view.markers import PINNED_FLAG
 __all__ = ["HEADER", "PINNED_MESSAGE_ID", "is_pinned", "pin", "pinned_message"]
 
 PINNED_MESSAGE_ID: Final = "ctx-pinned-rules"
+"""The id of the system message holding the pinned rules in the model's view."""
 HEADER: Final = "Pinned rules (persistent instructions; they stay in force after any summary):"
+"""The first line of the pinned rules' system message."""
 
 
 def is_pinned(message: BaseMessage) -> bool:

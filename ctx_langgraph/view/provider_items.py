@@ -29,7 +29,9 @@ __all__ = [
 ]
 
 OPENAI_RESPONSES: Final = "openai-responses"
+"""The provider key of OpenAI's Responses API (its compaction items and chained requests)."""
 ANTHROPIC: Final = "anthropic"
+"""The provider key of Anthropic's Messages API (its compaction blocks and context edits)."""
 
 _OPAQUE_BLOCKS: Final = frozenset({"compaction"})
 """Content block types only the provider that made them can read."""
@@ -44,7 +46,7 @@ def provider_block(block: Any) -> dict[str, Any] | None:
     the block itself (``v0``, ``responses/v1``), or the value of the ``non_standard`` block
     that wraps it (``v1``); without the keys a stream's merge adds. None for a text part.
 
-    Example:
+    Examples:
         >>> item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
         >>> provider_block({"type": "non_standard", "value": item}) == item
         True
@@ -65,7 +67,7 @@ def item_provider(message: BaseMessage, item: Mapping[str, Any]) -> str:
     provider is read from the projection's flag, else the reply's ``model_provider``, else the
     item's shape (Anthropic's block has ``content`` and a ``signature``, OpenAI's item an ``id``).
 
-    Example:
+    Examples:
         >>> openai = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
         >>> anthropic = {"type": "compaction", "content": "The user asked...", "signature": "s"}
         >>> item_provider(AIMessage([openai]), openai), item_provider(AIMessage([anthropic]), anthropic)
@@ -91,7 +93,7 @@ def server_compaction(message: BaseMessage) -> tuple[str, dict[str, Any]] | None
     An Anthropic block whose ``content`` is null is a compaction that failed, which the API
     treats as a no-op (nothing was dropped): it is not one.
 
-    Example:
+    Examples:
         >>> block = {"type": "compaction", "content": "Summary so far.", "encrypted_content": "e"}
         >>> reply = AIMessage([{"type": "non_standard", "value": block}, {"type": "text", "text": "ok"}],
         ...                   response_metadata={"model_provider": "anthropic"})
@@ -119,7 +121,7 @@ def compaction_iterations(message: BaseMessage) -> list[dict[str, Any]]:
     when there are none, or when the reply was streamed (langchain-anthropic keeps no
     ``iterations`` from a stream).
 
-    Example:
+    Examples:
         >>> usage = {"input_tokens": 900, "output_tokens": 20, "iterations": [
         ...     {"type": "compaction", "input_tokens": 61000, "output_tokens": 1400},
         ...     {"type": "message", "input_tokens": 900, "output_tokens": 20}]}
@@ -223,7 +225,7 @@ def chain_broken(context: Any) -> bool:
     projection epoch (an edit, cleared results, a provider switch). A model chained by
     ``previous_response_id`` must then send the view whole, once.
 
-    Example:
+    Examples:
         >>> chain_broken({"projection_epoch": 2, "baseline": {"projection_epoch": 2}})
         False
         >>> chain_broken({"projection_epoch": 3, "baseline": {"projection_epoch": 2}}), chain_broken({})
@@ -241,7 +243,7 @@ def unchained(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     so a model with ``use_previous_response_id`` sends them whole and starts a new chain
     instead of continuing one from a reply whose context is no longer the view.
 
-    Example:
+    Examples:
         >>> reply = AIMessage("ok", response_metadata={"id": "resp_1", "model_name": "gpt-4.1"})
         >>> [m.response_metadata for m in unchained([HumanMessage("hi"), reply])]
         [{}, {'model_name': 'gpt-4.1'}]
@@ -275,7 +277,7 @@ class Wire:
     - ``chained`` (:func:`~ctx_langgraph.providers.chains_responses`): a view the provider
       does not hold is sent whole, once (:func:`chain_broken`, :func:`unchained`).
 
-    Example:
+    Examples:
         >>> block = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
         >>> view = [HumanMessage("hi"), AIMessage([block, {"type": "text", "text": "ok"}])]
         >>> Wire("anthropic").messages(view, {})[1].content

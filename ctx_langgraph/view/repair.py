@@ -91,7 +91,7 @@ def repair_tool_pairs(messages: Sequence[BaseMessage]) -> tuple[list[BaseMessage
     made the call (parallel calls answered in any order). Results elsewhere, or a second result
     for the same call, are left out; calls with no result get a synthetic one.
 
-    Example:
+    Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> call = {"name": "search", "args": {}, "id": "c1"}
         >>> view = [HumanMessage("q", id="h1"), AIMessage("", tool_calls=[call], id="a1"),

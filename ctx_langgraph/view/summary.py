@@ -20,6 +20,7 @@ __all__ = [
 ]
 
 SUMMARY_MESSAGE_ID = "ctx-summary"
+"""The id of the summary message at the head of a compacted view."""
 
 
 def summary_message(checkpoint: CompactionCheckpoint) -> HumanMessage:

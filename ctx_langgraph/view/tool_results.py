@@ -3,7 +3,7 @@
 The original always stays in the history store, recorded under the message's id; the view's
 copy carries a handle the history lookup tool pages through (docs/design.md §2).
 
-Example:
+Examples:
     >>> from langchain_core.messages import ToolMessage
     >>> result = ToolMessage("x" * 5_000, tool_call_id="c1", id="t1")
     >>> placeholder = cleared(result, tokens=1_250, seq=7)

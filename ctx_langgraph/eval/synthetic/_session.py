@@ -48,7 +48,7 @@ def tool_specs() -> list[dict[str, Any]]:
 
     The shape is the one ``convert_to_openai_tool`` and ``StructuredTool`` accept.
 
-    Example:
+    Examples:
         >>> [spec["name"] for spec in tool_specs()]
         ['search_orders', 'get_invoice', 'read_file', 'run_command']
         >>> tool_specs()[1]["parameters"]["required"]
@@ -142,7 +142,7 @@ def tool_session(seed: int = 0, *, turns: int = 300, name: str | None = None) ->
     ``superseded``. Every 20 turns or so a tool returns 8,000 to 16,000 characters, some with
     a fact in the middle. 300 turns come to roughly 300,000 characters.
 
-    Example:
+    Examples:
         >>> conv = tool_session(seed=1, turns=12)
         >>> sum(isinstance(m, HumanMessage) for m in conv.messages)
         12
