@@ -25,6 +25,7 @@ import inspect
 import io
 import logging
 import os
+import re
 import typing
 from collections.abc import Iterator
 from pathlib import PurePosixPath
@@ -93,11 +94,28 @@ def module_page(module: str) -> str:
     return f"{API}/{module}/index.md"
 
 
+ROLE = re.compile(r":[a-z]+:`(?P<tilde>~?)(?P<target>[^`]+)`")
+
+
+def _roles(text: str) -> str:
+    """Sphinx roles as optional autorefs links (as ``scripts/docs_griffe.py`` does for the
+    docstrings mkdocstrings renders)."""
+
+    def link(match: re.Match[str]) -> str:
+        target = match["target"].strip()
+        shown = target.rsplit(".", 1)[-1] if match["tilde"] else target
+        if not target.startswith("ctx_langgraph"):
+            return f"`{shown}`"
+        return f'<autoref identifier="{target}" optional><code>{shown}</code></autoref>'
+
+    return ROLE.sub(link, text)
+
+
 def _first_line(docstring: str | None) -> str:
     if not docstring:
         return ""
     paragraph = docstring.strip().split("\n\n", 1)[0]
-    return " ".join(paragraph.split())
+    return _roles(" ".join(paragraph.split()))
 
 
 def public_names() -> dict[str, list[Name]]:
@@ -203,7 +221,7 @@ def config_markdown(names: dict[str, list[Name]]) -> str:
         if field.name not in meanings:
             log.warning("ContextConfig.%s is not described in its docstring's Args", field.name)
         rows.append(
-            f"| `{field.name}` | `{_cell(_annotation(field.type))}` | {default} | "
+            f"| `{field.name}` | {_cell(_annotation(field.type))} | {default} | "
             f"{_cell(meanings.get(field.name, ''))} |"
         )
     link = _relative(_page_of(names, "ContextConfig"), "reference/config.md")
@@ -237,10 +255,12 @@ def _typed_dict_rows(cls: type, page: str, names: dict[str, list[Name]]) -> tupl
     rows = []
     for key in cls.__annotations__:
         member = parsed.members.get(key)
-        doc = " ".join(member.docstring.value.split()) if member and member.docstring else ""
+        doc = _roles(" ".join(member.docstring.value.split())) if member and member.docstring else ""
         if not doc:
             log.warning("%s.%s has no docstring", cls.__qualname__, key)
-        annotation = str(cls.__annotations__[key])
+        declared = cls.__annotations__[key]
+        annotation = getattr(declared, "__forward_arg__", None) or str(declared)
+        annotation = annotation.replace("|", "\\|")
         for arg in (hints[key], *typing.get_args(hints[key])):
             if typing.is_typeddict(arg) and arg not in nested:
                 nested.append(arg)
@@ -248,7 +268,7 @@ def _typed_dict_rows(cls: type, page: str, names: dict[str, list[Name]]) -> tupl
                 annotation = annotation.replace(
                     arg.__name__, f"[{arg.__name__}]({_relative(target, page)})"
                 )
-        rows.append(f"| `{key}` | {_cell(annotation)} | {_cell(doc)} |")
+        rows.append(f"| `{key}` | {annotation} | {_cell(doc)} |")
     return "| key | type | what it holds |\n|---|---|---|\n" + "\n".join(rows) + "\n", nested
 
 

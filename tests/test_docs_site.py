@@ -1,0 +1,323 @@
+"""The documentation site, checked like code: ``mkdocs build --strict`` (the project's own
+configuration and hooks) succeeds with no warning, offline; the site has its four parts and a
+reference page for every public name; nothing it loads comes from the network; and a headless
+Chromium opens the home page, searches, and renders a reference page, a how-to page and a
+Mermaid diagram. The browser test writes its screenshots to ``.ctx-screenshots/``.
+
+The shell commands of the README and the site are checked too: every ``ctx-langgraph`` command
+parses with the real parser, every script and benchmark it names exists, and every flag given to
+a benchmark is one its ``--help`` lists. (The Python examples run in ``tests/test_docs.py``.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import http.server
+import importlib.util
+import os
+import pkgutil
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import ctx_langgraph
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / ".ctx-screenshots"
+PARTS = {
+    "Get started": "get-started/install",
+    "Concepts": "concepts",
+    "How-to guides": "how-to",
+    "Reference": "reference",
+    "Benchmarks": "benchmarks",
+}
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from chromium import available, chromium  # noqa: E402
+
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The site, built once for the whole run (xdist workers share it through a lock), and the
+    build's output."""
+    shared = tmp_path_factory.getbasetemp().parent
+    site, log = shared / "docs-site", shared / "docs-site.log"
+    with open(shared / "docs-site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not log.exists():
+            env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+            result = subprocess.run(
+                [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            log.write_text(f"exit {result.returncode}\n{result.stdout}{result.stderr}")
+    return site, log.read_text()
+
+
+def test_the_site_builds_strict_with_no_warning(built):
+    site, output = built
+    assert output.startswith("exit 0\n"), output[-3000:]
+    warnings = [line for line in output.splitlines() if "WARNING" in line or "ERROR" in line]
+    assert warnings == []
+    assert (site / "index.html").is_file() and (site / "search" / "search_index.json").is_file()
+
+
+def test_the_site_has_its_parts_in_order(built):
+    site, _ = built
+    home = (site / "index.html").read_text()
+    tabs = re.findall(r'class="md-tabs__link[^"]*"[^>]*>\s*([^<]+?)\s*<', home)
+    assert [tab for tab in tabs if tab in PARTS] == list(PARTS)
+    for folder in PARTS.values():
+        assert (site / folder / "index.html").is_file(), folder
+    for page in ("design", "architecture", "reference/config", "reference/context-channel"):
+        assert (site / page / "index.html").is_file(), page
+    for page in ("reference/cli", "reference/errors", "reference/export-format"):
+        assert (site / page / "index.html").is_file(), page
+
+
+def test_every_public_name_has_a_reference_page(built):
+    site, _ = built
+    hooks = _hooks()
+    names = hooks.public_names()
+    pages = {entry.page: entry for entries in names.values() for entry in entries}
+    assert len(pages) > 250
+    for page, entry in pages.items():
+        html = (site / page.removesuffix(".md") / "index.html").read_text()
+        assert f'id="{entry.module}.{entry.name}"' in html, page
+        assert "doc-contents" in html, page  # the docstring rendered
+    for module in names:
+        assert (site / hooks.API / module / "index.html").is_file(), module
+    # every name a module exports is on its page's table, and the index links every page
+    index = (site / "reference" / "index.html").read_text()
+    for page in pages:
+        assert page.split("/", 1)[1].removesuffix(".md") + "/" in index, page
+
+
+def test_the_reference_covers_every_public_module():
+    hooks = _hooks()
+    top = {
+        f"ctx_langgraph.{info.name}"
+        for info in pkgutil.iter_modules(ctx_langgraph.__path__)
+        if not info.name.startswith("_") and info.name not in hooks.INTERNAL_PACKAGES
+    }
+    assert top <= set(hooks.PUBLIC_MODULES)
+    # the generated pages name what the code has: ContextConfig's fields, the CLI's commands
+    from dataclasses import fields
+
+    from ctx_langgraph.config import ContextConfig
+
+    config = hooks.config_markdown(hooks.public_names())
+    for field in fields(ContextConfig):
+        assert f"| `{field.name}` |" in config
+    cli = hooks.cli_markdown()
+    for command in ("demo", "eval", "retention", "export", "compact", "inspect"):
+        assert f"## ctx-langgraph {command}\n" in cli
+
+
+def test_nothing_on_the_site_comes_from_the_network(built):
+    site, _ = built
+    remote = re.compile(r"""<(?:script|link|img|iframe)[^>]+(?:src|href)=["'](?:https?:)?//""")
+    offenders = [
+        str(page.relative_to(site))
+        for page in site.rglob("*.html")
+        if remote.search(page.read_text(errors="replace"))
+    ]
+    assert offenders == []
+    assert (site / "assets" / "javascripts" / "mermaid.min.js").stat().st_size > 1_000_000
+
+
+# ------------------------------------------------------------------------------ browser
+
+
+@contextlib.contextmanager
+def _served(site: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _wait(driver: Any, script: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for: {script}")
+
+
+def _resources(driver: Any) -> list[str]:
+    return driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+        ".concat([location.href])"
+    )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    missing = available()
+    if missing:
+        message = f"headless Chromium is not available ({missing}); scripts/test.sh installs it"
+        if os.environ.get("CTX_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + "; CTX_REQUIRE_BROWSER=1 makes this a failure", pytrace=False)
+        pytest.skip(message)
+    with chromium(width=1280, height=900) as driver:
+        yield driver
+
+
+def test_a_browser_opens_the_home_page_searches_and_reads_the_reference(built, browser):
+    site, _ = built
+    SCREENSHOTS.mkdir(exist_ok=True)
+    with _served(site) as base:
+        seen: list[str] = []
+        browser.get(base)
+        assert "ctx-langgraph" in browser.title
+        header = browser.find_element("css selector", "article h1").text
+        assert "ctx-langgraph" in header
+        tabs = [tab.text for tab in browser.find_elements("css selector", ".md-tabs__link")]
+        assert [tab for tab in tabs if tab in PARTS] == list(PARTS)
+        browser.save_screenshot(str(SCREENSHOTS / "site-home.png"))
+
+        # search runs in the browser (a web worker over search_index.json)
+        browser.find_element("css selector", "label.md-header__button[for='__search']").click()
+        box = browser.find_element("css selector", "input.md-search__input")
+        box.send_keys("coverage cursor")
+        _wait(browser, "return document.querySelectorAll('.md-search-result__item').length > 0")
+        links = browser.execute_script(
+            "return [...document.querySelectorAll('.md-search-result__link')].map(a => a.href)"
+        )
+        assert any("concepts/coverage-cursor/" in link for link in links), links
+        seen += _resources(browser)
+
+        # a reference page, rendered from the docstrings
+        browser.get(base + "reference/api/ctx_langgraph.history/SQLiteHistoryStore/")
+        title = browser.find_element("css selector", "article h1").text
+        assert "SQLiteHistoryStore" in title
+        members = browser.find_elements("css selector", "article .doc-heading")
+        assert len(members) > 10  # its methods
+        assert browser.find_elements("css selector", "article .doc-signature")
+        seen += _resources(browser)
+
+        # a how-to page
+        browser.get(base + "how-to/postgres/")
+        assert "PostgreSQL" in browser.find_element("css selector", "article h1").text
+        assert browser.find_elements("css selector", "article pre code")
+        browser.save_screenshot(str(SCREENSHOTS / "site-howto.png"))
+        seen += _resources(browser)
+
+        # Mermaid (vendored) draws the concepts' diagrams
+        browser.get(base + "concepts/")
+        _wait(
+            browser,
+            "return [...document.querySelectorAll('.mermaid')].some("
+            "d => (d.shadowRoot || d).querySelector('svg'))",
+        )
+        seen += _resources(browser)
+    remote = sorted({url for url in seen if not url.startswith(base)})
+    assert remote == []
+
+
+# ------------------------------------------------------------------------- shell blocks
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _commands() -> list[tuple[str, str]]:
+    commands = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.findall(r"^[ \t]*```(?:bash|shell|sh)\n(.*?)^[ \t]*```", text, re.S | re.M):
+            joined = re.sub(r"\\\n\s*", " ", block)
+            for line in joined.splitlines():
+                command = line.split(" #", 1)[0].strip()
+                if command and not command.startswith("#"):
+                    commands.append((page.relative_to(ROOT).as_posix(), command))
+    return commands
+
+
+COMMANDS = _commands()
+
+
+@functools.cache
+def _benchmark_flags(script: str) -> str:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / script), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _words(command: str) -> list[str]:
+    # one command of a `&&` chain or an env-prefixed command: the words of each part
+    words = shlex.split(command.replace("$(", "").replace(")", ""), posix=True)
+    return [word for word in words if not re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", word)]
+
+
+def test_the_pages_have_shell_commands():
+    assert len(COMMANDS) > 30
+
+
+@pytest.mark.parametrize("page, command", COMMANDS, ids=[f"{p}:{c[:60]}" for p, c in COMMANDS])
+def test_each_shell_command_names_real_commands_scripts_and_flags(page, command):
+    from ctx_langgraph.cli import build_parser
+
+    for part in re.split(r"\s*(?:&&|\|\||;)\s*", command):
+        words = _words(part)
+        if not words:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        if program == "ctx-langgraph":
+            build_parser().parse_args(words[1:])  # raises on an unknown command or flag
+        elif program == "bash" and len(words) > 1 and words[1].startswith("scripts/"):
+            assert (ROOT / words[1]).is_file(), words[1]
+        elif program in ("python", "python3") and len(words) > 1 and words[1].endswith(".py"):
+            assert (ROOT / words[1]).is_file(), words[1]
+            if words[1].startswith("benchmarks/"):
+                listed = _benchmark_flags(words[1])
+                for flag in (w.split("=", 1)[0] for w in words[2:] if w.startswith("--")):
+                    assert flag in listed, f"{words[1]} has no {flag}"
+
+
+def test_the_readme_links_to_files_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [t for t in targets if not re.match(r"[a-z]+:", t)]
+    assert local and [t for t in local if not (ROOT / t).exists()] == []
