@@ -14,7 +14,9 @@ from typing import Any
 
 import griffe
 
-ROLE = re.compile(r":(?:func|class|meth|data|attr|mod|exc|obj|const):`(?P<tilde>~?)(?P<target>[^`]+)`")
+ROLE = re.compile(
+    r":(?:func|class|meth|data|attr|mod|exc|obj|const):`(?P<tilde>~?)(?P<target>[^`]+)`"
+)
 
 
 def _identifier(obj: griffe.Object, target: str) -> str:

@@ -255,7 +255,9 @@ def _typed_dict_rows(cls: type, page: str, names: dict[str, list[Name]]) -> tupl
     rows = []
     for key in cls.__annotations__:
         member = parsed.members.get(key)
-        doc = _roles(" ".join(member.docstring.value.split())) if member and member.docstring else ""
+        doc = (
+            _roles(" ".join(member.docstring.value.split())) if member and member.docstring else ""
+        )
         if not doc:
             log.warning("%s.%s has no docstring", cls.__qualname__, key)
         declared = cls.__annotations__[key]
@@ -282,7 +284,7 @@ def context_markdown(names: dict[str, list[Name]]) -> str:
         "# The context channel\n\n"
         "Every node of the package reports what it decided in the state's `context` channel: "
         "plain JSON, one key per fact, merged key by key (each node returns only the keys it "
-        "changes). Read it from `graph.get_state(config).values[\"context\"]`, from a run's "
+        'changes). Read it from `graph.get_state(config).values["context"]`, from a run\'s '
         "output, or in Studio's state view. Its type is "
         f"[`ContextReport`]({_relative(_page_of(names, 'ContextReport'), page)}); every key "
         "is optional (a key appears once a node has written it).\n\n",
@@ -369,7 +371,9 @@ def reference_index(names: dict[str, list[Name]]) -> str:
         {(entry.name, entry.page) for entries in names.values() for entry in entries},
         key=lambda pair: pair[0].lower(),
     )
-    index = ", ".join(f"[`{name}`]({_relative(page, 'reference/index.md')})" for name, page in every)
+    index = ", ".join(
+        f"[`{name}`]({_relative(page, 'reference/index.md')})" for name, page in every
+    )
     return (
         "# Reference\n\n"
         "Generated from the code at every build: the docstrings, the dataclass fields, the "

@@ -57,7 +57,7 @@ def _hooks() -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The site, built once for the whole run (xdist workers share it through a lock), and the
     build's output."""
@@ -81,7 +81,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return site, log.read_text()
 
 
-def test_the_site_builds_strict_with_no_warning(built):
+def _check_the_site_builds_strict_with_no_warning(built: tuple[Path, str]) -> None:
     site, output = built
     assert output.startswith("exit 0\n"), output[-3000:]
     warnings = [line for line in output.splitlines() if "WARNING" in line or "ERROR" in line]
@@ -89,7 +89,7 @@ def test_the_site_builds_strict_with_no_warning(built):
     assert (site / "index.html").is_file() and (site / "search" / "search_index.json").is_file()
 
 
-def test_the_site_has_its_parts_in_order(built):
+def _check_the_site_has_its_parts_in_order(built: tuple[Path, str]) -> None:
     site, _ = built
     home = (site / "index.html").read_text()
     tabs = re.findall(r'class="md-tabs__link[^"]*"[^>]*>\s*([^<]+?)\s*<', home)
@@ -102,7 +102,7 @@ def test_the_site_has_its_parts_in_order(built):
         assert (site / page / "index.html").is_file(), page
 
 
-def test_every_public_name_has_a_reference_page(built):
+def _check_every_public_name_has_a_reference_page(built: tuple[Path, str]) -> None:
     site, _ = built
     hooks = _hooks()
     names = hooks.public_names()
@@ -142,7 +142,7 @@ def test_the_reference_covers_every_public_module():
         assert f"## ctx-langgraph {command}\n" in cli
 
 
-def test_nothing_on_the_site_comes_from_the_network(built):
+def _check_nothing_on_the_site_comes_from_the_network(built: tuple[Path, str]) -> None:
     site, _ = built
     remote = re.compile(r"""<(?:script|link|img|iframe)[^>]+(?:src|href)=["'](?:https?:)?//""")
     offenders = [
@@ -187,8 +187,7 @@ def _wait(driver: Any, script: str, timeout: float = 30.0) -> Any:
 
 def _resources(driver: Any) -> list[str]:
     return driver.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name)"
-        ".concat([location.href])"
+        "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
     )
 
 
@@ -204,7 +203,20 @@ def browser() -> Iterator[Any]:
         yield driver
 
 
-def test_a_browser_opens_the_home_page_searches_and_reads_the_reference(built, browser):
+def test_the_built_site(built, browser):
+    """One test reads the built site, so the build (about 20 s) happens in one worker while the
+    others go on: strict and warning-free, its parts, the reference, nothing remote, and then
+    what a browser shows."""
+    _check_the_site_builds_strict_with_no_warning(built)
+    _check_the_site_has_its_parts_in_order(built)
+    _check_every_public_name_has_a_reference_page(built)
+    _check_nothing_on_the_site_comes_from_the_network(built)
+    _check_a_browser_opens_the_home_page_searches_and_reads_the_reference(built, browser)
+
+
+def _check_a_browser_opens_the_home_page_searches_and_reads_the_reference(
+    built: tuple[Path, str], browser: Any
+) -> None:
     site, _ = built
     SCREENSHOTS.mkdir(exist_ok=True)
     with _served(site) as base:

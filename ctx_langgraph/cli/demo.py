@@ -71,7 +71,7 @@ what it covered, tool outputs capped on entry) is printed as it happens, unless 
 the history goes to a SQLite file (--db, else a temporary one).
 
 Then the same session is replayed through the strategies --compare names (ours with the
-lookup tool, the two peers and the full history by default; all seven with --compare all;
+lookup tool, the two peers and the full history by default; every one (nine) with --compare all;
 none with --no-compare); their summary table is printed and the report (metrics.json,
 series.json, report.md, plots) is written into --out."""
 
