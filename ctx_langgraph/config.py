@@ -1,6 +1,6 @@
 """``ContextConfig``: the knobs of the budget equation (docs/design.md §5).
 
-rules + tool schemas + task state + memory + summary + uncovered tail + retrieved snippets
+pinned rules + system prompt + tool schemas + memory + summary + uncovered tail + retrieved snippets
   + output reserve + safety margin  <=  model context window
 """
 

@@ -60,6 +60,10 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "ctx_langgraph.errors",
     "ctx_langgraph.datasets",
     "ctx_langgraph.eval",
+    "ctx_langgraph.eval.trace",
+    "ctx_langgraph.eval.synthetic",
+    "ctx_langgraph.eval.report",
+    "ctx_langgraph.eval.demo",
     "ctx_langgraph.testing",
     "ctx_langgraph.display",
     "ctx_langgraph.cli",
@@ -232,7 +236,7 @@ def config_markdown(names: dict[str, list[Name]]) -> str:
         "window - output reserve; times are seconds. Pass it as `config=` to "
         "`add_context_management`, `create_context_agent` or `ContextManagementMiddleware`.\n\n"
         "```text\n"
-        "rules + tool schemas + task state + memory + summary + uncovered tail + retrieved snippets\n"
+        "pinned rules + system prompt + tool schemas + memory + summary + uncovered tail + retrieved snippets\n"
         "  + output reserve + safety margin  <=  model context window\n"
         "```\n\n"
         "| field | type | default | meaning |\n|---|---|---|---|\n" + "\n".join(rows) + "\n\n"

@@ -343,3 +343,23 @@ def test_the_readme_links_to_files_that_exist():
     targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
     local = [t for t in targets if not re.match(r"[a-z]+:", t)]
     assert local and [t for t in local if not (ROOT / t).exists()] == []
+
+
+def test_the_docs_and_notebooks_import_only_public_modules():
+    """What a reader copies imports from a module the reference documents, never from the
+    internal machinery (``core``, ``storage``, ``view``, a ``_private`` module)."""
+    sources = [
+        *PAGES,
+        *sorted((ROOT / "notebooks").glob("*.ipynb")),
+        *(ROOT / "graphs").glob("*.py"),
+    ]
+    imported = {
+        (path.relative_to(ROOT).as_posix(), module)
+        for path in sources
+        for module in re.findall(
+            r"(?:from|import) (ctx_langgraph(?:\.\w+)*)", path.read_text(encoding="utf-8")
+        )
+    }
+    public = set(_hooks().PUBLIC_MODULES)
+    assert len(imported) > 20
+    assert sorted(pair for pair in imported if pair[1] not in public) == []

@@ -53,6 +53,7 @@ EXPECTED_HISTORY = [
     "SQLiteHistoryStore",
     "Scope",
     "SearchPage",
+    "scope_from_config",
     "text_projection",
 ]
 
@@ -104,6 +105,7 @@ SUBPACKAGE_HOMES = {
         "BudgetEstimate",
         "TiktokenCounter",
         "TokenCounter",
+        "default_counter",
         "make_budget_node",
         "make_budget_router",
     ],

@@ -6,6 +6,7 @@ from ctx_langgraph.budget.counters import (
     CountCache,
     TiktokenCounter,
     TokenCounter,
+    default_counter,
     encoding_for_model,
     ensure_offline_encodings,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "ProviderCountHook",
     "TiktokenCounter",
     "TokenCounter",
+    "default_counter",
     "encoding_for_model",
     "ensure_offline_encodings",
     "estimate_next_request",

@@ -4,6 +4,7 @@ Two backends with one interface and one conformance suite:
 :class:`SQLiteHistoryStore` (embedded default) and :class:`PostgresHistoryStore`.
 """
 
+from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.postgres import PostgresHistoryStore
 from ctx_langgraph.history.rows import text_projection
@@ -39,5 +40,6 @@ __all__ = [
     "SQLiteHistoryStore",
     "Scope",
     "SearchPage",
+    "scope_from_config",
     "text_projection",
 ]
