@@ -16,6 +16,7 @@ import fcntl
 import functools
 import http.server
 import importlib.util
+import json
 import os
 import pkgutil
 import re
@@ -256,18 +257,41 @@ def _check_a_browser_opens_the_home_page_searches_and_reads_the_reference(
         browser.save_screenshot(str(SCREENSHOTS / "site-howto.png"))
         seen += _resources(browser)
 
-        # Mermaid (vendored) draws the concepts' diagrams: Material swaps each source block
-        # (<pre class="mermaid">) for a <div> holding the drawing in a closed shadow root
-        browser.get(base + "concepts/")
-        _wait(
-            browser,
-            "const drawn = [...document.querySelectorAll('div.mermaid')];"
-            "return drawn.length > 0 && !document.querySelector('pre.mermaid')"
-            " && drawn.every(d => d.getBoundingClientRect().height > 50);",
-        )
-        seen += _resources(browser)
+        # Mermaid (vendored) draws every diagram: Material swaps each source block for a
+        # <div class="mermaid"> holding the drawing in a closed shadow root
+        for page, diagrams in _mermaid_pages().items():
+            browser.get(base + page)
+            drawn = _wait(
+                browser,
+                "const drawn = [...document.querySelectorAll('div.mermaid')];"
+                "return drawn.every(d => d.getBoundingClientRect().height > 50) && drawn.length;",
+            )
+            assert drawn == diagrams, page
+            seen += _resources(browser)
     remote = sorted({url for url in seen if not url.startswith(base)})
     assert remote == []
+
+
+def _mermaid_pages() -> dict[str, int]:
+    """Each page with diagrams (its URL under the site) and how many it has."""
+    pages = {}
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        count = len(re.findall(r"^[ \t]*```mermaid\n", path.read_text(), flags=re.M))
+        if count:
+            url = path.relative_to(ROOT / "docs").with_suffix("").as_posix()
+            pages[url.removesuffix("index").rstrip("/") + "/"] = count
+    return pages
+
+
+def test_the_site_has_diagrams_and_its_json_examples_parse():
+    assert sum(_mermaid_pages().values()) >= 3
+    blocks = [
+        block
+        for page in PAGES
+        for block in re.findall(r"^[ \t]*```json\n(.*?)^[ \t]*```", page.read_text(), re.S | re.M)
+    ]
+    for block in blocks:
+        json.loads(block)
 
 
 # ------------------------------------------------------------------------- shell blocks
