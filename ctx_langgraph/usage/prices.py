@@ -55,8 +55,9 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini-2.5-pro": ModelPrice(input=1.25, cached_input=0.31, output=10.00),
     "gemini-2.5-flash": ModelPrice(input=0.30, cached_input=0.075, output=2.50),
 }
-"""List prices in USD per 1M tokens (input, cached input, output) of common models, the
-:meth:`PriceTable.default` table; pass your own :class:`PriceTable` to the ledger to override."""
+"""List prices in USD per 1M tokens (input, output, cached input, cache write) of common
+models, by model-name prefix: the :meth:`PriceTable.default` table; pass your own
+:class:`PriceTable` to the ledger to override it."""
 
 
 class PriceTable:

@@ -21,8 +21,9 @@ __all__ = [
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
-"""How complete a usage record is: ``complete`` (every count known), ``partial`` (some
-unknown, kept as None), ``unknown`` (the payload could not be read; booked as nothing)."""
+"""How complete a usage record is: ``complete`` (final, its input and output known),
+``partial`` (some counts known, or not final yet, as in a stream; the unknown ones are None),
+``unknown`` (no count known; the ledger counts the call in ``unknown_calls``)."""
 
 COUNT_FIELDS = COUNT_COLUMNS
 """The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""
