@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
-import io
 import logging
 import os
 import re
@@ -445,8 +444,7 @@ def on_config(config: Any) -> Any:
 def on_files(files: Any, config: Any) -> Any:
     from mkdocs.structure.files import File
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        pages = _generated(_STATE["names"])
+    pages = _generated(_STATE["names"])
     for path, content in pages.items():
         if files.get_file_from_path(path) is not None:
             log.warning("%s is generated: remove the file of that name from docs/", path)

@@ -176,3 +176,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if duplicates:
         config.hook.pytest_deselected(items=duplicates)
         items[:] = [item for item in items if item not in duplicates]
+
+
+@pytest.fixture(scope="module")
+def browser(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Debian's headless Chromium through selenium (``benchmarks/chromium.py``), one per test
+    module, its window ``BROWSER_SIZE`` of the module (width, height) when it sets one. Without
+    the browser the test skips, unless ``CTX_REQUIRE_BROWSER=1`` (``scripts/test.sh`` sets it
+    after installing the browser): then it fails."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from chromium import available, chromium
+
+    missing = available()
+    if missing:
+        message = f"headless Chromium is not available ({missing}); scripts/test.sh installs it"
+        if os.environ.get("CTX_REQUIRE_BROWSER") == "1":
+            pytest.fail(message + "; CTX_REQUIRE_BROWSER=1 makes this a failure", pytrace=False)
+        pytest.skip(message)
+    width, height = getattr(request.module, "BROWSER_SIZE", (1400, 1800))
+    with chromium(width=width, height=height) as driver:
+        yield driver

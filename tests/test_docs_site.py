@@ -12,7 +12,6 @@ a benchmark is one its ``--help`` lists. (The Python examples run in ``tests/tes
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import http.server
 import importlib.util
@@ -44,8 +43,8 @@ PARTS = {
     "Benchmarks": "benchmarks",
 }
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from chromium import available, chromium  # noqa: E402
+BROWSER_SIZE = (1280, 900)
+"""The window the ``browser`` fixture (tests/conftest.py) opens for this module."""
 
 
 @functools.cache
@@ -60,26 +59,17 @@ def _hooks() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The site, built once for the whole run (xdist workers share it through a lock), and the
-    build's output."""
-    base = tmp_path_factory.getbasetemp()
-    # under xdist every worker's base is inside the run's own: share that one
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    site, log = shared / "docs-site", shared / "docs-site.log"
-    with open(shared / "docs-site.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not log.exists():
-            env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-            result = subprocess.run(
-                [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            log.write_text(f"exit {result.returncode}\n{result.stdout}{result.stderr}")
-    return site, log.read_text()
+    """The site, built with the project's own configuration, and the build's output."""
+    site = tmp_path_factory.mktemp("docs") / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return site, f"exit {result.returncode}\n{result.stdout}{result.stderr}"
 
 
 def _check_the_site_builds_strict_with_no_warning(built: tuple[Path, str]) -> None:
@@ -190,18 +180,6 @@ def _resources(driver: Any) -> list[str]:
     return driver.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name).concat([location.href])"
     )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    missing = available()
-    if missing:
-        message = f"headless Chromium is not available ({missing}); scripts/test.sh installs it"
-        if os.environ.get("CTX_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + "; CTX_REQUIRE_BROWSER=1 makes this a failure", pytrace=False)
-        pytest.skip(message)
-    with chromium(width=1280, height=900) as driver:
-        yield driver
 
 
 def test_the_built_site(built, browser):

@@ -34,21 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOT = ROOT / "docs" / "images" / "inspector.png"
 THREAD = "tool-session-0"
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from chromium import available, chromium  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    missing = available()
-    if missing:
-        message = f"headless Chromium is not available ({missing}); scripts/test.sh installs it"
-        if os.environ.get("CTX_REQUIRE_BROWSER") == "1":
-            pytest.fail(message + "; CTX_REQUIRE_BROWSER=1 makes this a failure", pytrace=False)
-        pytest.skip(message)
-    with chromium() as driver:
-        yield driver
-
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
