@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from typing import Any
 
@@ -161,6 +162,36 @@ async def test_a_slow_model_times_out_and_stays_pending(api: Any) -> None:
     report = await api.embed_pending("t")
     assert time.monotonic() - started < 1.5
     assert report.pending == 2 and "took over 0.2 s" in (report.error or "")
+
+
+def test_sync_model_calls_reuse_their_threads_until_one_times_out() -> None:
+    """A sync call runs on a kept thread (none started per call); a call that outlives its
+    timeout gives that pool up, and the next call gets a new one and works."""
+    from ctx_langgraph.history.index import vector_index
+
+    threads: list[threading.Thread] = []
+
+    class Noted(DeterministicFakeEmbedding):
+        slow: bool = False
+
+        def embed_query(self, text: str) -> list[float]:
+            threads.append(threading.current_thread())
+            if self.slow:
+                time.sleep(1)
+            return super().embed_query(text)
+
+    model = Noted(size=8)
+    index = vector_index({"embed": model, "dims": 8, "timeout_s": 0.3})
+    assert index is not None
+    for n in range(5):
+        index.embed_query(f"q{n}")
+    assert len(set(threads)) == 1 and threads[0] is not threading.current_thread()
+    model.slow = True
+    with pytest.raises(EmbeddingError, match=r"took over 0\.3 s"):
+        index.embed_query("slow")
+    model.slow = False
+    assert len(index.embed_query("after")) == 8
+    assert threads[-1] is not threads[0]  # the stuck one's pool was given up
 
 
 async def test_a_new_model_re_embeds_rather_than_mixing_spaces(api: Any) -> None:

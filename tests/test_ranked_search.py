@@ -275,6 +275,61 @@ async def test_hidden_deleted_and_revised_events(api):
     assert seqs(await api.rank("t", "camps")) == [2]
 
 
+async def test_the_counts_are_kept_and_brought_up_to_date_with_what_is_appended(api):
+    """N and the speakers' counts are counted over the branch once, then only what each append
+    added; an edit or a thread made again counts the whole branch again. The scores stay BM25's
+    over every event."""
+    said = [
+        HumanMessage("we sailed to the island", id="c1", name="Caroline"),
+        AIMessage("Caroline sailed well", id="m1", name="Melanie"),
+        HumanMessage("the island had goats", id="c2", name="Caroline"),
+    ]
+    counts = api.store.rank_counts
+
+    async def check(query: str) -> None:
+        events = await api.read_events("t")
+        plain = {e.seq: e.text for e in events}
+        texts = {e.seq: e.text + (f"\n{e.name}" if e.name else "") for e in events}
+        expected = dict(bm25_oracle(texts, query, len(events), found_by=plain))
+        hits = await api.rank("t", query)
+        assert {h.event.seq: h.score for h in hits} == pytest.approx(expected, rel=1e-12)
+
+    await api.append("t", said)
+    await check("Caroline island")
+    assert counts.passes == 1
+    for n in range(3):  # turns: a new speaker whose name is a query word, then others
+        await api.append("t", [AIMessage(f"a trip {n}", id=f"i{n}", name="Island")])
+        await api.append("t", [HumanMessage(f"sailing {n}", id=f"s{n}", name="Caroline")])
+        await api.append("t", [HumanMessage(f"the island {n}", id=f"l{n}", name="Melanie")])
+        await check("Caroline island")
+    assert counts.passes == 1
+    assert await api.hide_events("t", ["c2"]) == 1
+    await check("Caroline island")
+    assert counts.passes == 2
+    await api.delete_thread("t")
+    await api.append("t", [HumanMessage("an island again", id="x1", name="Jon")])
+    await check("island Jon")
+    assert counts.passes == 3
+
+
+async def test_a_count_is_bounded_by_the_head_it_is_stamped_with(api):
+    """Events a writer commits while the count runs (beyond the head read first) are neither
+    counted under that head nor counted twice later."""
+    from ctx_langgraph.history.rank_counts import RankCounts, read_stamped, speaker_counts
+    from ctx_langgraph.history.search import SearchFilter, filter_clause
+
+    store = api.store
+    await api.append("t", messages("one", "two", "three"))
+    found = store.run(read_stamped(store.dialect, Scope("t")))
+    await api.append("t", messages("one", "two", "three", "four", "five"))  # after the read
+    where, args = filter_clause(store.dialect, Scope("t"), found.chain, SearchFilter())
+    counts = RankCounts()
+    assert store.run(speaker_counts(Scope("t"), found, where, args, counts)) == {None: 3}
+    now = store.run(read_stamped(store.dialect, Scope("t")))
+    assert store.run(speaker_counts(Scope("t"), now, where, args, counts)) == {None: 5}
+    assert counts.passes == 1
+
+
 async def test_branches_rank_their_own_lineage(api):
     await api.append("t", messages("tennis at noon", "more tennis", "tennis finals"))
     branch = Scope("t", branch="b")

@@ -13,6 +13,7 @@ from ctx_langgraph.history import search as search_ops
 from ctx_langgraph.history import vectors as vector_ops
 from ctx_langgraph.history._vectors_api import VectorsAPI
 from ctx_langgraph.history.index import SearchMode
+from ctx_langgraph.history.rank_counts import RankCounts
 from ctx_langgraph.history.types import Scope, SearchPage
 from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.storage.statements import Op
@@ -28,6 +29,16 @@ def _filter(roles: Sequence[str] | str | None, **filters: Any) -> search_ops.Sea
 
 class SearchAPI(VectorsAPI):
     """Find a branch's visible events: one page at a time, or ranked by relevance."""
+
+    _rank_counts: RankCounts | None = None
+
+    @property
+    def rank_counts(self) -> RankCounts:
+        """What ranked searches counted over the branches they searched, kept up to date by
+        counting only what was appended since (see :mod:`~ctx_langgraph.history.rank_counts`)."""
+        if self._rank_counts is None:
+            self._rank_counts = RankCounts()
+        return self._rank_counts
 
     def _search(self, scope: Scope | str, **filters: Any) -> Op[SearchPage]:
         flt = _filter(**filters)
@@ -47,15 +58,18 @@ class SearchAPI(VectorsAPI):
         flt = _filter(**filters)
         if mode == "keyword" or vector is None:
             ranked = rank_ops.RankQuery(query, flt)
-            hits = yield from rank_ops.rank(self.dialect, checked_scope(scope), ranked)
+            counts = self.rank_counts
+            hits = yield from rank_ops.rank(self.dialect, checked_scope(scope), ranked, counts)
             return RankedHits(hits, "keyword", 0, problem)
         assert self.index is not None
         semantic = vector_ops.SemanticQuery(
             query, vector, self.index.key, self.index.dims, mode, flt
         )
-        cache = self.vector_cache
+        cache, counts = self.vector_cache, self.rank_counts
         return (
-            yield from vector_ops.semantic_rank(self.dialect, checked_scope(scope), semantic, cache)
+            yield from vector_ops.semantic_rank(
+                self.dialect, checked_scope(scope), semantic, cache, counts
+            )
         )
 
     def search(

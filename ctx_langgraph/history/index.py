@@ -14,8 +14,9 @@ import asyncio
 import concurrent.futures
 import math
 import re
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
@@ -103,6 +104,35 @@ def _positive(config: dict[str, Any], name: str, default: float, kind: type) -> 
     return kind(value)
 
 
+class _Workers:
+    """The threads a sync call of the model runs on, so that it can be given up after its
+    timeout: one pool kept for every call, and replaced once a call outlives its timeout (the
+    stuck thread is left to finish alone, in the pool given up)."""
+
+    SIZE = 4
+    """Calls that may run at once (more wait for a thread)."""
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def submit(
+        self, method: Any, value: Any
+    ) -> tuple[concurrent.futures.ThreadPoolExecutor, concurrent.futures.Future[Any]]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.SIZE, thread_name_prefix="ctx-embed"
+                )
+            return self._pool, self._pool.submit(method, value)
+
+    def abandon(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False)
+
+
 @dataclass(frozen=True)
 class VectorIndex:
     """A checked :class:`IndexConfig`: the embedding model and how it is called."""
@@ -113,6 +143,7 @@ class VectorIndex:
     text_chars: int = DEFAULT_EMBED_CHARS
     batch_size: int = 64
     timeout_s: float = 30.0
+    _workers: _Workers = field(default_factory=_Workers, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -146,15 +177,14 @@ class VectorIndex:
 
     def _bounded(self, method: Any, value: Any) -> Any:
         """``method(value)`` within :attr:`timeout_s`, any failure an EmbeddingError."""
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        pool, future = self._workers.submit(method, value)
         try:
-            return pool.submit(method, value).result(timeout=self.timeout_s)
+            return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError:
+            self._workers.abandon(pool)
             raise EmbeddingError(f"the embedding model took over {self.timeout_s:g} s") from None
         except Exception as exc:
             raise _failed(exc) from exc
-        finally:
-            pool.shutdown(wait=False)
 
     async def _abounded(self, call: Any) -> Any:
         """Async twin of :meth:`_bounded`: the awaitable ``call``."""

@@ -20,7 +20,9 @@ name has it (counted by name in the statement that counts ``N``).
 
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
-stems is not ranked.
+stems is not ranked. Every stem's count and newest matches come from one statement, and ``N``
+with the speakers' counts from the store's :class:`~ctx_langgraph.history.rank_counts.RankCounts`
+(counted whole once, then only what each turn appended).
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from typing import Any
 
 from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.history.args import shown, text_arg
-from ctx_langgraph.history.branches import Lineage, lineage_clause, read_branch
+from ctx_langgraph.history.branches import Lineage, lineage_clause
+from ctx_langgraph.history.rank_counts import (
+    PEOPLE,
+    RankCounts,
+    Stamped,
+    read_stamped,
+    speaker_counts,
+)
 from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
 from ctx_langgraph.history.search import SearchFilter, filter_clause
 from ctx_langgraph.history.types import RankedHit, Scope
@@ -62,13 +71,11 @@ B = 0.75
 CANDIDATES_PER_STEM = 300
 """Most events read per stem of the query (the newest that match)."""
 MAX_RANK_TERMS = 32
-"""Most distinct stems a ranked query may have (each costs one or two statements)."""
+"""Most distinct stems a ranked query may have."""
 FUSION_DEPTH = 100
 """Hits of the keyword ranking a hybrid search fuses (at least; more when more are asked for)."""
 FUSION_CANDIDATES = 100
 """Events read per stem by the keyword side of a hybrid search (meaning finds the rest)."""
-_PEOPLE = ("human", "ai")
-"""The roles whose messages count their speaker's name."""
 
 
 @dataclass(frozen=True)
@@ -147,63 +154,84 @@ def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[t
 def _matching(
     d: Dialect,
     scope: Scope,
-    stem: str,
+    stems: Sequence[str],
     where: Sequence[str],
     args: Sequence[Any],
     candidates: int,
-) -> Op[tuple[int, list[int]]]:
-    """How many of the filtered events have ``stem``, and the seqs of the newest of them: the
-    matches are read once, through the full-text index."""
-    source, match, match_params = d.text_match(scope.tenant, scope.thread_id, [stem], stems=True)
+) -> Op[tuple[dict[str, int], set[int]]]:
+    """How many of the filtered events have each stem, and the seqs of the newest
+    ``candidates`` of each, in one statement: each stem's matches are read once, through the
+    full-text index."""
+    ctes: list[str] = []
+    picks: list[str] = []
+    params: list[Any] = []
+    for n, stem in enumerate(stems):
+        source, match, match_params = d.text_match(
+            scope.tenant, scope.thread_id, [stem], stems=True
+        )
+        ctes.append(
+            f"m{n} AS {d.materialized}(SELECT e.seq FROM {source} "
+            f"WHERE {' AND '.join([match, *where])})"
+        )
+        params += [*match_params, *args]
+        picks.append(
+            f"SELECT {n}, seq, (SELECT count(*) FROM m{n}) FROM "
+            f"(SELECT seq FROM m{n} ORDER BY seq DESC LIMIT ?) AS newest{n}"
+        )
     rows = yield Stmt(
-        f"WITH matching AS {d.materialized}(SELECT e.seq FROM {source} "
-        f"WHERE {' AND '.join([match, *where])}) "
-        "SELECT seq, (SELECT count(*) FROM matching) FROM matching ORDER BY seq DESC LIMIT ?",
-        (*match_params, *args, candidates),
+        f"WITH {', '.join(ctes)} {' UNION ALL '.join(picks)}",
+        (*params, *[candidates] * len(stems)),
         "all",
     )
-    return (int(rows[0][1]) if rows else 0), [int(row[0]) for row in rows]
+    df = {stem: 0 for stem in stems}
+    for n, _, count in rows:
+        df[stems[int(n)]] = int(count)
+    return df, {int(row[1]) for row in rows}
 
 
-def rank(d: Dialect, scope: Scope, q: RankQuery) -> Op[list[RankedHit]]:
+def rank(
+    d: Dialect, scope: Scope, q: RankQuery, counts: RankCounts | None = None
+) -> Op[list[RankedHit]]:
     """The branch's visible events having any stem of the query, best first (see
-    :meth:`~ctx_langgraph.history.HistoryStore.rank`)."""
-    found = yield from read_branch(d, scope)
+    :meth:`~ctx_langgraph.history.HistoryStore.rank`); ``counts``: the store's counts."""
+    found = yield from read_stamped(d, scope)
     if found is None:
         return []
-    best = yield from rank_scores(d, scope, found[1], q)
-    rows = yield from visible_at(scope, found[1], EVENT_COLS, [seq for seq, _ in best])
+    best = yield from rank_scores(d, scope, found, q, counts=counts)
+    rows = yield from visible_at(scope, found.chain, EVENT_COLS, [seq for seq, _ in best])
     by_seq = {event.seq: event for event in (event_from_row(d, r) for r in rows)}
     return [RankedHit(by_seq[seq], score) for seq, score in best if seq in by_seq]
 
 
 def rank_scores(
-    d: Dialect, scope: Scope, chain: Lineage, q: RankQuery, candidates: int | None = None
+    d: Dialect,
+    scope: Scope,
+    found: Stamped,
+    q: RankQuery,
+    candidates: int | None = None,
+    counts: RankCounts | None = None,
 ) -> Op[list[tuple[int, float]]]:
-    """(seq, BM25 score) of the best ``q.filters.limit`` events of the branch (``chain``: its
-    lineage), best first, reading at most ``candidates`` events per stem
+    """(seq, BM25 score) of the best ``q.filters.limit`` events of the branch (``found``: it,
+    its lineage and stamp), best first, reading at most ``candidates`` events per stem
     (:data:`CANDIDATES_PER_STEM` by default); what :func:`rank` ranks by, and a hybrid search
-    fuses."""
-    where, args = filter_clause(d, scope, chain, q.filters)
-    events, spoken = yield from _counted(where, args, q.stems)
+    fuses. ``counts``: the store's counts of the branch (counted here when None)."""
+    where, args = filter_clause(d, scope, found.chain, q.filters)
+    speakers = yield from speaker_counts(scope, found, where, args, counts)
+    events = sum(speakers.values())
     if not events:
         return []
-    df: dict[str, int] = {}
-    found: set[int] = set()
-    for stem in q.stems:
-        read = CANDIDATES_PER_STEM if candidates is None else candidates
-        matching, newest = yield from _matching(d, scope, stem, where, args, read)
-        df[stem] = matching
-        found.update(newest)
-    rows = yield from visible_at(scope, chain, "e.seq, e.text, e.role, e.name", sorted(found))
+    read = CANDIDATES_PER_STEM if candidates is None else candidates
+    df, seqs = yield from _matching(d, scope, q.stems, where, args, read)
+    rows = yield from visible_at(scope, found.chain, "e.seq, e.text, e.role, e.name", sorted(seqs))
     texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
+    spoken = _spoken(speakers, q.stems)
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
     return bm25_order(texts, weights)[: q.filters.limit]
 
 
 def _speaker(role: str, name: str | None) -> bool:
-    return bool(name) and role in _PEOPLE
+    return bool(name) and role in PEOPLE
 
 
 def _with_speaker(text: str, role: str, name: str | None) -> str:
@@ -211,24 +239,14 @@ def _with_speaker(text: str, role: str, name: str | None) -> str:
     return f"{text}\n{name}" if _speaker(role, name) else text
 
 
-def _counted(
-    where: Sequence[str], args: Sequence[Any], stems: Sequence[str]
-) -> Op[tuple[int, dict[str, int]]]:
-    """In one pass over the filtered events: how many there are (``N``), and per stem of the
-    query, how many are messages whose speaker's name has it."""
-    people = marks(len(_PEOPLE))
-    rows = yield Stmt(
-        f"SELECT CASE WHEN e.role IN ({people}) THEN e.name END AS speaker, count(*) "
-        f"FROM ctx_events e WHERE {' AND '.join(where)} GROUP BY speaker",
-        (*_PEOPLE, *args),
-        "all",
-    )
+def _spoken(speakers: Mapping[str | None, int], stems: Sequence[str]) -> dict[str, int]:
+    """Per stem of the query, how many messages have a speaker whose name has it."""
     wanted = set(stems)
     spoken: dict[str, int] = {}
-    for name, count in rows:
+    for name, count in speakers.items():
         for stem in set(rank_tokens(str(name))) & wanted if name else ():
-            spoken[stem] = spoken.get(stem, 0) + int(count)
-    return sum(int(count) for _, count in rows), spoken
+            spoken[stem] = spoken.get(stem, 0) + count
+    return spoken
 
 
 def visible_at(scope: Scope, chain: Lineage, columns: str, seqs: Sequence[int]) -> Op[list[Any]]:

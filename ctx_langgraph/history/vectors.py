@@ -32,8 +32,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctx_langgraph.history import rank as rank_ops
-from ctx_langgraph.history.branches import Lineage, lineage_clause, read_branch
 from ctx_langgraph.history.index import SearchMode
+from ctx_langgraph.history.rank_counts import (
+    RankCounts,
+    Stamp,
+    Stamped,
+    read_stamped,
+    speaker_counts,
+)
 from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
 from ctx_langgraph.history.search import SearchFilter, filter_clause
 from ctx_langgraph.history.types import RankedHit, Scope
@@ -233,19 +239,14 @@ REFRESH_SHARE = 0.25
 """A cached thread whose changed events are more than this share of it is read whole again."""
 
 
-def _thread_vectors(scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[ThreadVectors | None]:
+def _thread_vectors(
+    scope: Scope, q: SemanticQuery, cache: VectorCache, stamp: Stamp
+) -> Op[ThreadVectors]:
     """The thread's vectors under the index's key: from ``cache`` while the thread's vector
-    version is the one they were read at; else the events' (pk, revision) list is read, and
-    only the vectors the cache does not hold (all of them, when it holds none or most
-    changed). None: no such thread."""
-    row = yield Stmt(
-        "SELECT vector_version, created_at FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
-        (scope.tenant, scope.thread_id),
-        "one",
-    )
-    if row is None:
-        return None
-    version, incarnation = int(row[0]), str(row[1])  # made again: a new count
+    version (``stamp``) is the one they were read at; else the events' (pk, revision) list is
+    read, and only the vectors the cache does not hold (all of them, when it holds none or most
+    changed)."""
+    version, incarnation = stamp.vector_version, stamp.incarnation  # made again: a new count
     key, where = (scope.tenant, scope.thread_id, q.key), (scope.tenant, scope.thread_id, q.key)
     entry = cache.get(key)
     if entry is not None and entry.incarnation == incarnation and entry.version == version:
@@ -276,21 +277,24 @@ def _thread_vectors(scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[Th
     return entry
 
 
-def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache) -> Op[RankedHits]:
+def semantic_rank(
+    d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache, counts: RankCounts | None = None
+) -> Op[RankedHits]:
     """The branch's visible events that pass the filters, best first by meaning (``semantic``)
     or by meaning and words fused (``hybrid``); see
     :meth:`~ctx_langgraph.history.HistoryStore.rank`. The thread's vectors come from ``cache``
-    while they did not change; the events that pass the filters are read each time."""
+    while they did not change, the branch's counts from ``counts``; the events that pass the
+    filters are read each time."""
     import numpy as np
 
-    found = yield from read_branch(d, scope)
-    vectors = None if found is None else (yield from _thread_vectors(scope, q, cache))
-    if found is None or vectors is None:
+    found = yield from read_stamped(d, scope)
+    if found is None or found.stamp is None:
         return RankedHits((), q.mode)
-    chain = found[1]
+    vectors = yield from _thread_vectors(scope, q, cache, found.stamp)
+    chain = found.chain
     if _only_lineage(q.filters):  # the cache alone says which vectors are the branch's
         embedded, seqs, scores = vectors.scores_in(q.vector, chain)
-        unembedded_op = _count_visible(scope, chain, embedded)
+        unembedded_op = _count_visible(d, scope, found, embedded, counts)
     else:  # the events that pass the filters, read each time
         where, args = filter_clause(d, scope, chain, q.filters)
         rows = yield Stmt(f"SELECT e.pk FROM ctx_events e WHERE {' AND '.join(where)}", args, "all")
@@ -308,9 +312,8 @@ def semantic_rank(d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache
             depth = max(q.filters.limit, rank_ops.FUSION_DEPTH)
             ranked = rank_ops.RankQuery(q.query, replace(q.filters, limit=depth))
             candidates = max(depth, rank_ops.FUSION_CANDIDATES)
-            scored = yield from rank_ops.rank_scores(d, scope, chain, ranked, candidates)
-        cosine = dict(zip(seqs.tolist(), scores.tolist(), strict=True))
-        meaning += [(seq, cosine[seq]) for seq, _ in scored if seq in cosine]
+            scored = yield from rank_ops.rank_scores(d, scope, found, ranked, candidates, counts)
+        meaning += _cosines_of(seqs, scores, [seq for seq, _ in scored])
         best = fuse_scores(scored, dict(meaning).items())[: q.filters.limit]
     found_rows = yield from rank_ops.visible_at(scope, chain, EVENT_COLS, [s for s, _ in best])
     by_seq = {event.seq: event for event in (event_from_row(d, r) for r in found_rows)}
@@ -348,13 +351,23 @@ def _constant(value: int) -> Op[int]:
     return value
 
 
-def _count_visible(scope: Scope, chain: Lineage, embedded: int) -> Op[int]:
+def _cosines_of(seqs: Any, scores: Any, wanted: Sequence[int]) -> list[tuple[int, float]]:
+    """(seq, score) of the ``wanted`` seqs that are among ``seqs``, in ``wanted``'s order."""
+    import numpy as np
+
+    if not len(wanted) or not len(seqs):
+        return []
+    order = np.argsort(seqs, kind="stable")
+    asked = np.asarray(wanted, dtype=np.int64)
+    at = np.clip(np.searchsorted(seqs[order], asked), 0, len(seqs) - 1)
+    hit = seqs[order][at] == asked
+    return list(zip(asked[hit].tolist(), scores[order][at][hit].tolist(), strict=True))
+
+
+def _count_visible(
+    d: Dialect, scope: Scope, found: Stamped, embedded: int, counts: RankCounts | None
+) -> Op[int]:
     """How many of the branch's visible events have no vector (``embedded`` of them have)."""
-    clause, params = lineage_clause(chain)
-    row = yield Stmt(
-        f"SELECT count(*) FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? AND {clause} "
-        "AND e.visible = ?",
-        (scope.tenant, scope.thread_id, *params, True),
-        "one",
-    )
-    return max(0, int(row[0]) - embedded)
+    where, args = filter_clause(d, scope, found.chain, SearchFilter())
+    speakers = yield from speaker_counts(scope, found, where, args, counts)
+    return max(0, sum(speakers.values()) - embedded)
