@@ -522,7 +522,7 @@ def test_ranked_search_reads_through_indexes(backend, monkeypatch):
     store.rank("t", "going hiking children", since=T0)
     monkeypatch.undo()
     statements = [s for s in ran if "ctx_events" in s.sql]
-    assert len(statements) >= 5
+    assert len(statements) >= 4  # the counts, the matches with their texts, the hits
     for stmt in statements:
         plan = _plan(store, backend, stmt.sql, stmt.params)
         if backend.name == "postgres":

@@ -20,9 +20,10 @@ name has it (counted by name in the statement that counts ``N``).
 
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
-stems is not ranked. Every stem's count and newest matches come from one statement, and ``N``
-with the speakers' counts from the store's :class:`~ctx_langgraph.history.rank_counts.RankCounts`
-(counted whole once, then only what each turn appended).
+stems is not ranked. Every stem's count and its newest matches' texts come from one
+statement, and ``N`` with the speakers' counts from the store's
+:class:`~ctx_langgraph.history.rank_counts.RankCounts` (counted whole once, then only what
+each turn appended).
 """
 
 from __future__ import annotations
@@ -158,35 +159,41 @@ def _matching(
     where: Sequence[str],
     args: Sequence[Any],
     candidates: int,
-) -> Op[tuple[dict[str, int], set[int]]]:
-    """How many of the filtered events have each stem, and the seqs of the newest
-    ``candidates`` of each, in one statement: each stem's matches are read once, through the
-    full-text index."""
+) -> Op[tuple[dict[str, int], dict[int, str]]]:
+    """How many of the filtered events have each stem, and what the newest ``candidates`` of
+    each are scored on (by seq), in one statement: each stem's matches are read once, through
+    the full-text index, and each candidate's text once."""
     ctes: list[str] = []
-    picks: list[str] = []
+    newest: list[str] = []
+    counts: list[str] = []
     params: list[Any] = []
     for n, stem in enumerate(stems):
         source, match, match_params = d.text_match(
             scope.tenant, scope.thread_id, [stem], stems=True
         )
         ctes.append(
-            f"m{n} AS {d.materialized}(SELECT e.seq FROM {source} "
+            f"m{n} AS {d.materialized}(SELECT e.pk, e.seq FROM {source} "
             f"WHERE {' AND '.join([match, *where])})"
         )
         params += [*match_params, *args]
-        picks.append(
-            f"SELECT {n}, seq, (SELECT count(*) FROM m{n}) FROM "
-            f"(SELECT seq FROM m{n} ORDER BY seq DESC LIMIT ?) AS newest{n}"
-        )
+        newest.append(f"SELECT pk FROM (SELECT pk FROM m{n} ORDER BY seq DESC LIMIT ?) AS n{n}")
+        counts.append(f"SELECT {n}, count(*), NULL, NULL, NULL FROM m{n}")
+    picked = f"picked AS ({' UNION '.join(newest)})"
     rows = yield Stmt(
-        f"WITH {', '.join(ctes)} {' UNION ALL '.join(picks)}",
+        f"WITH {', '.join([*ctes, picked])} {' UNION ALL '.join(counts)} UNION ALL "
+        "SELECT -1, e.seq, e.text, e.role, e.name FROM ctx_events e "
+        "WHERE e.pk IN (SELECT pk FROM picked)",
         (*params, *[candidates] * len(stems)),
         "all",
     )
     df = {stem: 0 for stem in stems}
-    for n, _, count in rows:
-        df[stems[int(n)]] = int(count)
-    return df, {int(row[1]) for row in rows}
+    texts: dict[int, str] = {}
+    for n, value, text, role, name in rows:
+        if int(n) >= 0:
+            df[stems[int(n)]] = int(value)
+        else:
+            texts[int(value)] = _with_speaker(load_text(text), role, name)
+    return df, texts
 
 
 def rank(
@@ -221,9 +228,7 @@ def rank_scores(
     if not events:
         return []
     read = CANDIDATES_PER_STEM if candidates is None else candidates
-    df, seqs = yield from _matching(d, scope, q.stems, where, args, read)
-    rows = yield from visible_at(scope, found.chain, "e.seq, e.text, e.role, e.name", sorted(seqs))
-    texts = {int(r[0]): _with_speaker(load_text(r[1]), r[2], r[3]) for r in rows}
+    df, texts = yield from _matching(d, scope, q.stems, where, args, read)
     spoken = _spoken(speakers, q.stems)
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
