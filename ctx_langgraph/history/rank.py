@@ -29,8 +29,7 @@ each turn appended).
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,10 +132,24 @@ def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[t
         >>> [(seq, round(score, 3)) for seq, score in bm25_order(texts, {"go": 1.0, "hike": 0.5})]
         [(2, 1.509), (1, 1.5)]
     """
-    counted: dict[int, tuple[Counter[str], int]] = {}
-    for seq, text in texts.items():
-        tokens = rank_tokens(text)
-        counted[seq] = Counter(tokens), len(tokens)
+    return _bm25({seq: _stem_counts(text, weights) for seq, text in texts.items()}, weights)
+
+
+def _stem_counts(text: str, stems: Container[str]) -> tuple[dict[str, int], int]:
+    """How often each of ``stems`` occurs in ``text`` (those that occur), and the text's
+    length in words: all that BM25 reads of a text (so a search holds no more per event)."""
+    tokens = rank_tokens(text)
+    counts: dict[str, int] = {}
+    for token in tokens:
+        if token in stems:
+            counts[token] = counts.get(token, 0) + 1
+    return counts, len(tokens)
+
+
+def _bm25(
+    counted: Mapping[int, tuple[dict[str, int], int]], weights: Mapping[str, float]
+) -> list[tuple[int, float]]:
+    """:func:`bm25_order` of texts already counted by :func:`_stem_counts`."""
     average = sum(length for _, length in counted.values()) / max(len(counted), 1) or 1.0
     scored: list[tuple[int, float]] = []
     for seq, (counts, length) in counted.items():
@@ -159,10 +172,11 @@ def _matching(
     where: Sequence[str],
     args: Sequence[Any],
     candidates: int,
-) -> Op[tuple[dict[str, int], dict[int, str]]]:
-    """How many of the filtered events have each stem, and what the newest ``candidates`` of
-    each are scored on (by seq), in one statement: each stem's matches are read once, through
-    the full-text index, and each candidate's text once."""
+) -> Op[tuple[dict[str, int], dict[int, tuple[dict[str, int], int]]]]:
+    """How many of the filtered events have each stem, and what BM25 reads of the newest
+    ``candidates`` of each (by seq: the stems' counts in it and its length), in one statement:
+    each stem's matches are read once, through the full-text index, and each candidate's text
+    once."""
     ctes: list[str] = []
     newest: list[str] = []
     counts: list[str] = []
@@ -187,13 +201,14 @@ def _matching(
         "all",
     )
     df = {stem: 0 for stem in stems}
-    texts: dict[int, str] = {}
+    wanted = set(stems)
+    counted: dict[int, tuple[dict[str, int], int]] = {}
     for n, value, text, role, name in rows:
         if int(n) >= 0:
             df[stems[int(n)]] = int(value)
         else:
-            texts[int(value)] = _with_speaker(load_text(text), role, name)
-    return df, texts
+            counted[int(value)] = _stem_counts(_with_speaker(load_text(text), role, name), wanted)
+    return df, counted
 
 
 def rank(
@@ -228,11 +243,11 @@ def rank_scores(
     if not events:
         return []
     read = CANDIDATES_PER_STEM if candidates is None else candidates
-    df, texts = yield from _matching(d, scope, q.stems, where, args, read)
+    df, counted = yield from _matching(d, scope, q.stems, where, args, read)
     spoken = _spoken(speakers, q.stems)
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}
     weights = {stem: idf(events, min(events, count)) for stem, count in df.items() if count}
-    return bm25_order(texts, weights)[: q.filters.limit]
+    return _bm25(counted, weights)[: q.filters.limit]
 
 
 def _speaker(role: str, name: str | None) -> bool:
