@@ -148,13 +148,20 @@ def query_terms(query: str) -> list[str]:
     return list(_words(query, unigrams=False))
 
 
-@lru_cache(maxsize=65_536)
 def _token(word: str) -> str:
     """The index token of a word: itself when both engines keep it whole (short ASCII), else
-    ``x`` and a 52-bit digest (a word the engines would split, change or drop). Cached: the
-    same messages are recorded turn after turn."""
+    ``x`` and a 52-bit digest (a word the engines would split, change or drop)."""
     if word.isascii() and len(word) <= MAX_WORD:
         return word
+    return _digest_token(word)
+
+
+@lru_cache(maxsize=8192)
+def _digest_token(word: str) -> str:
+    """``x`` and a 52-bit digest of ``word``. Cached: the same messages are recorded turn
+    after turn. Only these words are: a word that is its own token costs nothing to find, and
+    most such words (numbers, ids, hashes) never come back, so caching them would only fill
+    memory."""
     digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=7)
     return "x" + digest.hexdigest()[:13]
 
@@ -219,13 +226,13 @@ def token_document(text: str) -> str | None:
     return " ".join(kept)
 
 
-@lru_cache(maxsize=65_536)
 def _rank_token(word: str) -> str:
     """What a word ranks by: its stem when it is ASCII letters the engines keep whole, else its
-    index token (numbers, ids, other scripts, digests)."""
-    if len(word) <= MAX_WORD and word.isascii() and word.isalpha():
-        return stem(word)
-    return _token(word)
+    index token (numbers, ids, other scripts, digests). Not cached itself: stems and digests
+    are (a cache of every word seen would mostly hold numbers and ids never seen again)."""
+    if len(word) <= MAX_WORD and word.isascii():
+        return stem(word) if word.isalpha() else word
+    return _digest_token(word)
 
 
 def search_document(text: str) -> str | None:
