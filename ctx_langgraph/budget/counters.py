@@ -369,9 +369,14 @@ class CountCache:
     fully determined by its key (the same counter state and content always count the same, so
     a thread can never read another's different answer), and the LRU bookkeeping is guarded by
     a lock (counting itself runs outside it).
+
+    ``max_entries`` (8,192 by default, about 3 MB) bounds it: a turn re-counts only the
+    messages of its view (a few hundred at most, however long the thread), so that is the views
+    of many threads at once; an entry costs ~370 bytes and a message that left every view is
+    never read again.
     """
 
-    def __init__(self, max_entries: int = 50_000) -> None:
+    def __init__(self, max_entries: int = 8192) -> None:
         self.max_entries = max_entries
         self._counts: OrderedDict[tuple[str, str, str], int] = OrderedDict()
         self._lock = threading.Lock()
