@@ -292,7 +292,7 @@ def bench(backend: Backend, args: argparse.Namespace) -> dict[str, Any]:
         if args.index:
             threads = [thread_id(t) for t in range(len(loader.heads))]
             long_thread = lambda n: turns(args.seed, len(threads) + 1, n)  # noqa: E731
-            index = bench_index(store, long_thread, threads, args, progress)
+            index = bench_index(store, long_thread, threads, args, progress, settle)
     return {
         "append_events_per_s": round(loader.events / loader.append_s),
         **result,

@@ -30,7 +30,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Container, Iterable, Iterator
 from functools import lru_cache
 
 from ctx_langgraph.core.stem import stem
@@ -47,6 +48,7 @@ __all__ = [
     "rank_terms",
     "rank_tokens",
     "search_document",
+    "stem_counts",
     "token_document",
 ]
 
@@ -297,3 +299,27 @@ def rank_tokens(text: str) -> list[str]:
         ['go', 'go', 'go', '3', 'go']
     """
     return [_rank_token(word) for word in _words(text, unigrams=True)]
+
+
+def stem_counts(
+    text: str, stems: Container[str], memo: dict[str, str] | None = None
+) -> tuple[dict[str, int], int]:
+    """:func:`rank_tokens` of ``text`` as BM25 reads it: how often each of ``stems`` occurs
+    among them (those that occur) and how many there are, without building the list: each
+    distinct word is turned into its token once (``memo``: the words a caller already turned,
+    across texts).
+
+    Examples:
+        >>> stem_counts("Went going, gone: 3 GOES to go", {"go", "3"})
+        ({'go': 5, '3': 1}, 7)
+    """
+    words = Counter(_words(text, unigrams=True))
+    known = {} if memo is None else memo
+    counts: dict[str, int] = {}
+    for word, times in words.items():
+        token = known.get(word)
+        if token is None:
+            token = known[word] = _rank_token(word)
+        if token in stems:
+            counts[token] = counts.get(token, 0) + times
+    return counts, sum(words.values())

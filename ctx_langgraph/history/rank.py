@@ -29,11 +29,11 @@ each turn appended).
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctx_langgraph.core.text import rank_terms, rank_tokens
+from ctx_langgraph.core.text import rank_terms, rank_tokens, stem_counts
 from ctx_langgraph.history.args import shown, text_arg
 from ctx_langgraph.history.branches import Lineage, lineage_clause
 from ctx_langgraph.history.rank_counts import (
@@ -132,24 +132,15 @@ def bm25_order(texts: Mapping[int, str], weights: Mapping[str, float]) -> list[t
         >>> [(seq, round(score, 3)) for seq, score in bm25_order(texts, {"go": 1.0, "hike": 0.5})]
         [(2, 1.509), (1, 1.5)]
     """
-    return _bm25({seq: _stem_counts(text, weights) for seq, text in texts.items()}, weights)
-
-
-def _stem_counts(text: str, stems: Container[str]) -> tuple[dict[str, int], int]:
-    """How often each of ``stems`` occurs in ``text`` (those that occur), and the text's
-    length in words: all that BM25 reads of a text (so a search holds no more per event)."""
-    tokens = rank_tokens(text)
-    counts: dict[str, int] = {}
-    for token in tokens:
-        if token in stems:
-            counts[token] = counts.get(token, 0) + 1
-    return counts, len(tokens)
+    memo: dict[str, str] = {}
+    return _bm25({seq: stem_counts(text, weights, memo) for seq, text in texts.items()}, weights)
 
 
 def _bm25(
     counted: Mapping[int, tuple[dict[str, int], int]], weights: Mapping[str, float]
 ) -> list[tuple[int, float]]:
-    """:func:`bm25_order` of texts already counted by :func:`_stem_counts`."""
+    """:func:`bm25_order` of texts already counted by
+    :func:`~ctx_langgraph.core.text.stem_counts`."""
     average = sum(length for _, length in counted.values()) / max(len(counted), 1) or 1.0
     scored: list[tuple[int, float]] = []
     for seq, (counts, length) in counted.items():
@@ -201,13 +192,14 @@ def _matching(
         "all",
     )
     df = {stem: 0 for stem in stems}
-    wanted = set(stems)
+    wanted, memo = set(stems), dict[str, str]()
     counted: dict[int, tuple[dict[str, int], int]] = {}
     for n, value, text, role, name in rows:
         if int(n) >= 0:
             df[stems[int(n)]] = int(value)
         else:
-            counted[int(value)] = _stem_counts(_with_speaker(load_text(text), role, name), wanted)
+            said = _with_speaker(load_text(text), role, name)
+            counted[int(value)] = stem_counts(said, wanted, memo)
     return df, counted
 
 
