@@ -174,6 +174,24 @@ async def test_scores_are_bm25(api):
         assert all(isinstance(hit, RankedHit) and hit.score > 0 for hit in hits)
 
 
+async def test_candidates_read_a_few_at_a_time_score_as_when_read_at_once(api, monkeypatch):
+    """The candidates' texts are read (and counted) in chunks, the first with the counts: scores
+    and order do not depend on the chunk size, and every chunk is read."""
+    texts = [
+        f"refund of order {n} and order {n + 1}" if n % 3 == 0 else f"order {n} refunded"
+        for n in range(1, 12)
+    ]
+    await api.append("t", messages(*texts))
+    by_seq = dict(enumerate(texts, start=1))
+    for size in (2, 3, 100):
+        monkeypatch.setattr(rank_ops, "TEXTS_PER_READ", size)
+        for query in ["refund order", "refunded orders 4"]:
+            hits = await api.rank("t", query)
+            expected = bm25_oracle(by_seq, query, len(texts))
+            assert seqs(hits) == [seq for seq, _ in expected], (size, query)
+            assert [hit.score for hit in hits] == pytest.approx([s for _, s in expected], rel=1e-12)
+
+
 async def test_a_speaker_name_counts_as_a_word_of_what_they_said(api):
     said = [
         HumanMessage("I painted a sunrise by the lake", id="c1", name="Caroline"),

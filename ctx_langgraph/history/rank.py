@@ -72,6 +72,10 @@ CANDIDATES_PER_STEM = 300
 """Most events read per stem of the query (the newest that match)."""
 MAX_RANK_TERMS = 32
 """Most distinct stems a ranked query may have."""
+TEXTS_PER_READ = 100
+"""Candidate texts a ranked search reads (and counts) at a time."""
+_SCORED = "e.seq, e.text, e.role, e.name"
+"""What a candidate is scored on."""
 FUSION_DEPTH = 100
 """Hits of the keyword ranking a hybrid search fuses (at least; more when more are asked for)."""
 FUSION_CANDIDATES = 100
@@ -165,9 +169,11 @@ def _matching(
     candidates: int,
 ) -> Op[tuple[dict[str, int], dict[int, tuple[dict[str, int], int]]]]:
     """How many of the filtered events have each stem, and what BM25 reads of the newest
-    ``candidates`` of each (by seq: the stems' counts in it and its length), in one statement:
-    each stem's matches are read once, through the full-text index, and each candidate's text
-    once."""
+    ``candidates`` of each (by seq: the stems' counts in it and its length). One statement
+    counts each stem's matches (read once, through the full-text index) and returns the texts
+    of the first :data:`TEXTS_PER_READ` candidates and the pks of the others, whose texts are
+    read as many at a time: a search holds the texts of one read only (a worker thread's
+    allocator keeps the most it ever held)."""
     ctes: list[str] = []
     newest: list[str] = []
     counts: list[str] = []
@@ -186,20 +192,37 @@ def _matching(
     picked = f"picked AS ({' UNION '.join(newest)})"
     rows = yield Stmt(
         f"WITH {', '.join([*ctes, picked])} {' UNION ALL '.join(counts)} UNION ALL "
-        "SELECT -1, e.seq, e.text, e.role, e.name FROM ctx_events e "
-        "WHERE e.pk IN (SELECT pk FROM picked)",
-        (*params, *[candidates] * len(stems)),
+        f"SELECT -1, {_SCORED} FROM ctx_events e WHERE e.pk IN "
+        "(SELECT pk FROM picked ORDER BY pk LIMIT ?) UNION ALL "
+        "SELECT -2, pk, NULL, NULL, NULL FROM picked WHERE pk > "
+        "(SELECT max(pk) FROM (SELECT pk FROM picked ORDER BY pk LIMIT ?) AS head)",
+        (*params, *[candidates] * len(stems), TEXTS_PER_READ, TEXTS_PER_READ),
         "all",
     )
     df = {stem: 0 for stem in stems}
     wanted, memo = set(stems), dict[str, str]()
     counted: dict[int, tuple[dict[str, int], int]] = {}
+    rest: list[int] = []
     for n, value, text, role, name in rows:
         if int(n) >= 0:
             df[stems[int(n)]] = int(value)
+        elif int(n) == -1:
+            counted[int(value)] = stem_counts(
+                _with_speaker(load_text(text), role, name), wanted, memo
+            )
         else:
-            said = _with_speaker(load_text(text), role, name)
-            counted[int(value)] = stem_counts(said, wanted, memo)
+            rest.append(int(value))
+    del rows
+    for chunk in chunks(rest, TEXTS_PER_READ):
+        read = yield Stmt(
+            f"SELECT {_SCORED} FROM ctx_events e WHERE e.pk IN ({marks(len(chunk))})",
+            tuple(chunk),
+            "all",
+        )
+        for seq, text, role, name in read:
+            counted[int(seq)] = stem_counts(
+                _with_speaker(load_text(text), role, name), wanted, memo
+            )
     return df, counted
 
 
