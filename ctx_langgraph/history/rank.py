@@ -20,8 +20,9 @@ name has it (counted by name in the statement that counts ``N``).
 
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
-stems is not ranked. Every stem's count and its newest matches' texts come from one
-statement, and ``N`` with the speakers' counts from the store's
+stems is not ranked. Every stem's count and its newest matches come from one statement (with
+the first :data:`TEXTS_PER_READ` candidates' texts; the others' follow as many at a time), and
+``N`` with the speakers' counts from the store's
 :class:`~ctx_langgraph.history.rank_counts.RankCounts` (counted whole once, then only what
 each turn appended).
 """
