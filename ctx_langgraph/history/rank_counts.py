@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctx_langgraph.history.branches import Branch, Lineage, lineage, missing_branch
+from ctx_langgraph.history.branches import Branch, Lineage, branch_map, lineage, missing_branch
 from ctx_langgraph.history.rows import BRANCH_COLS
 from ctx_langgraph.history.types import DEFAULT_BRANCH, Scope
 from ctx_langgraph.storage.dialects import Dialect
@@ -87,12 +87,7 @@ def read_stamped(d: Dialect, scope: Scope) -> Op[Stamped | None]:
     stamp = None if row[8] is None else Stamp(str(row[8]), int(row[7] or 0), int(row[9] or 0))
     if branch.parent is None:
         return Stamped(branch, [(branch.name, None)], stamp)
-    rows = yield Stmt(
-        f"SELECT {BRANCH_COLS} FROM ctx_branches WHERE tenant = ? AND thread_id = ?",
-        (scope.tenant, scope.thread_id),
-        "all",
-    )
-    branches = {r[0]: Branch.from_row(r) for r in rows}
+    branches = yield from branch_map(scope)
     return Stamped(branch, lineage(branches, branch.name), stamp)
 
 
