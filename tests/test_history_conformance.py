@@ -214,7 +214,7 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
         assert {len(h) for h in _column(store, "ctx_events", "content_hash")} == {64}
         store.close()
     store = backend.make()
-    assert store.setup() == base.SCHEMA_VERSION == 10
+    assert store.setup() == base.SCHEMA_VERSION == 11
     for table in ("ctx_events", "ctx_event_revisions"):
         assert {(type(h), len(h)) for h in _column(store, table, "content_hash")} == {(bytes, 32)}
     expected = message_to_row(revised).content_hash

@@ -259,6 +259,7 @@ def rank_scores(
     if not events:
         return []
     read = CANDIDATES_PER_STEM if candidates is None else candidates
+    where, args = filter_clause(d, scope, found.chain, q.filters, matched=True)
     df, counted = yield from _matching(d, scope, q.stems, where, args, read)
     spoken = _spoken(speakers, q.stems)
     df = {stem: df[stem] + spoken.get(stem, 0) for stem in q.stems}

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from ctx_langgraph.storage.statements import Stmt
-from ctx_langgraph.storage.tables.search import PG_STEM_PREFIX, pg_tsv
+from ctx_langgraph.storage.tables.search import PG_STEM_PREFIX, pg_scope_prefix, pg_tsv
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "scope_key", "to_pyformat"]
 
@@ -77,13 +77,15 @@ class Dialect:
         a word or having a word with that stem (the index's stems)."""
         if self.name == "postgres":
             # cast, not to_tsquery: the tokens are lexemes already, and the parser must not drop
-            # one (an empty query would match the whole thread)
+            # one (an empty query would match the whole thread); each lexeme is the thread's own
+            prefix = pg_scope_prefix(scope_key(tenant, thread_id))
             terms = [
-                f"('{token}' | '{PG_STEM_PREFIX}{token}')" if stems else f"'{token}'"
+                f"('{prefix}{token}' | '{prefix}{PG_STEM_PREFIX}{token}')"
+                if stems
+                else f"'{prefix}{token}'"
                 for token in tokens
             ]
-            query = " & ".join([f"'{scope_key(tenant, thread_id)}'", *terms])
-            return "ctx_events e", f"{pg_tsv('e.')} @@ ?::tsquery", [query]
+            return "ctx_events e", f"{pg_tsv('e.')} @@ ?::tsquery", [" & ".join(terms)]
         # The thread's own token narrows the full-text match to the thread inside FTS5, and
         # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
         # the thread and re-runs the full-text query per row.

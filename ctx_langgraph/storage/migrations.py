@@ -26,7 +26,7 @@ from ctx_langgraph.storage.tables import (
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The history store's schema version: ``setup()`` migrates a database up to it, and a
 store refuses a database at a newer one."""
 

@@ -15,11 +15,13 @@ __all__ = [
     "BACKFILL_STEMS",
     "BACKFILL_TERMS",
     "FTS_TRIGGERS",
+    "PG_SCOPE_CHARS",
     "PG_STEM_PREFIX",
     "POSTGRES",
     "SQLITE",
     "SQLITE_FTS_TRIGGERS",
     "SQLITE_SEARCH_VIEW",
+    "pg_scope_prefix",
     "pg_tsv",
 ]
 
@@ -32,15 +34,45 @@ PG_STEM_PREFIX = "~"
 word (a search for ``go`` finds the word, a ranked search for the stem ``go`` finds ``~go``
 too). Words are letters and digits only, so no word starts with it."""
 
+PG_SCOPE_CHARS = 13
+"""Characters of the scope key (``k`` and 12 hex digits of the thread's digest) that start each
+of its lexemes on PostgreSQL: enough that two threads seldom share them; when they do, a search
+reads the other's entries too and drops them by the thread's columns."""
+
 _PG_WORDS = "to_tsvector('simple', regexp_replace({a}text, '[[:punct:][:space:]]+', ' ', 'g'))"
 
 
+def pg_scope_prefix(scope_key: str) -> str:
+    """What starts every lexeme of a thread's events in PostgreSQL's indexed document (schema
+    v11): the start of the thread's scope key (:func:`~ctx_langgraph.storage.dialects.scope_key`)
+    and a colon."""
+    return scope_key[:PG_SCOPE_CHARS] + ":"
+
+
 def pg_tsv(alias: str = "") -> str:
-    """The indexed document of an event on PostgreSQL (schema v6): the words of its text, split
-    as query_terms() splits plain text, or the search document's tokens when it has some; then
-    its stems, each as a lexeme starting with :data:`PG_STEM_PREFIX`, and the thread's scope
-    lexeme (one array). The search names the same expression, so the planner uses the
-    expression index."""
+    """The indexed document of an event on PostgreSQL (schema v11): the lexemes of schema v6
+    (:func:`_pg_tsv_v6`: its words, its stems starting with :data:`PG_STEM_PREFIX`), each
+    starting with its thread's :func:`pg_scope_prefix`. A word's entry in the index then lists
+    the events of one thread, and a search reads only those: with one entry per word for every
+    thread, it read the word's events in every thread and intersected them with the thread's
+    (a common word's list is long in a large store). The search names the same expression, so
+    the planner uses the expression index.
+
+    The text form of the stripped v6 document is its lexemes, each quoted, separated by single
+    spaces (no lexeme holds a quote, a backslash or a space: words are letters and digits); the
+    quotes dropped and each lexeme prefixed, it is an array again, less the thread's scope
+    lexeme (the prefix does its work)."""
+    prefix = f"(left({alias}scope_key, {PG_SCOPE_CHARS}) || ':')"
+    lexemes = f"replace(strip({_pg_tsv_v6(alias)})::text, '''', '')"
+    scoped = f"string_to_array({prefix} || replace({lexemes}, ' ', ' ' || {prefix}), ' ')"
+    return f"array_to_tsvector(array_remove({scoped}, {prefix} || {alias}scope_key))"
+
+
+def _pg_tsv_v6(alias: str = "") -> str:
+    """The indexed document of schema versions 6 to 10: the words of an event's text, split as
+    query_terms() splits plain text, or the search document's tokens when it has some; then its
+    stems, each as a lexeme starting with :data:`PG_STEM_PREFIX`, and the thread's scope lexeme
+    (one array)."""
     terms = f"{alias}terms"
     mark = f"strpos({terms}, '{STEMS_MARK}')"
     tokens = f"split_part({terms}, '{STEMS_MARK}', 1)"
@@ -244,6 +276,10 @@ POSTGRES: Steps = {
     6: [
         "DROP INDEX ctx_events_tsv",
         BACKFILL_STEMS,
+        f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({_pg_tsv_v6()})",
+    ],
+    11: [
+        "DROP INDEX ctx_events_tsv",
         f"CREATE INDEX ctx_events_tsv ON ctx_events USING GIN ({pg_tsv()})",
     ],
 }
