@@ -588,7 +588,6 @@ def test_a_stems_matches_are_found_by_the_thread_lexemes_alone(pg_dsn):
         store.run(_reindex(tables), write=True)
         assert seqs(store.rank("t", "going hiking children")) == alone
         assert seqs(store.rank("other", "going hiking children")) == [1, 2]
-    store.run(_reindex(tables), write=True)
     store.close()
 
 

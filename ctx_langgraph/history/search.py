@@ -116,11 +116,12 @@ def filter_clause(
     lineage) that pass ``flt``'s filters: seq and time range, roles, tool name. The query and
     the cursor are the caller's.
 
-    ``matched``: the events are found by a full-text match of the thread (its scope lexeme is
-    in the match), so on PostgreSQL the thread's columns are checked on the rows found rather
-    than read through their btree index: the planner takes the two conditions as independent
-    and would intersect each stem's few matches with a scan of the thread's every entry
-    (10,000 entries, about 1 ms per stem, to remove nothing)."""
+    ``matched``: the events are found by a full-text match, which names the thread already (on
+    PostgreSQL each lexeme starts with the thread's prefix), so there the thread's columns are
+    checked on the rows found rather than read through their btree index: the planner takes
+    the two conditions as independent and would intersect each stem's few matches with a scan
+    of the thread's every entry (10,000 entries, about 1 ms per stem, to remove nothing). The
+    check still keeps apart two threads whose prefixes are the same."""
     clause, clause_params = lineage_clause(chain)
     thread = ["(e.tenant || '') = ?", "(e.thread_id || '') = ?"]
     if not (matched and d.name == "postgres"):
