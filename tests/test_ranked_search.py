@@ -591,6 +591,34 @@ def test_a_stems_matches_are_found_by_the_thread_lexemes_alone(pg_dsn):
     store.close()
 
 
+@pytest.mark.postgres
+def test_an_event_of_very_many_words_is_indexed_with_well_formed_lexemes(pg_dsn):
+    """A tsvector holds at most 1 MiB of lexeme text, and past that ``array_to_tsvector``
+    garbles lexemes without an error: the thread's prefix on each lexeme must not take a
+    document of very many distinct words there. The index keeps its first
+    ``PG_MAX_LEXEMES`` lexemes, each a word or stem of the event with the thread's prefix."""
+    import psycopg
+
+    from ctx_langgraph.storage.tables import search as tables
+
+    store = PostgresHistoryStore.from_conn_string(pg_dsn)
+    store.setup()
+    dump = " ".join(f"id{n}" for n in range(60_000))  # a 500,000-character dump of ids
+    store.append("t", [human(1, dump), human(2, "a short note about id1")])
+    prefix = tables.pg_scope_prefix(scope_key("default", "t"))
+    with psycopg.connect(pg_dsn) as conn:
+        (lexemes,) = conn.execute(
+            f"SELECT tsvector_to_array({tables.pg_tsv()}) FROM ctx_events WHERE seq = 1"
+        ).fetchone()
+    assert len(lexemes) == tables.PG_MAX_LEXEMES
+    words = set(dump.split())
+    assert all(lexeme.startswith(prefix) for lexeme in lexemes)
+    assert {lexeme[len(prefix) :] for lexeme in lexemes} <= words
+    assert [h.seq for h in store.search("t", "id1").hits] == [1, 2]  # lexemes sort: id1 first
+    assert [h.seq for h in store.search("t", "id12345").hits] == [1]
+    store.close()
+
+
 def _lexemes(tsquery: str) -> list[str]:
     return re.findall(r"'([^']*)'", tsquery)
 

@@ -15,6 +15,7 @@ __all__ = [
     "BACKFILL_STEMS",
     "BACKFILL_TERMS",
     "FTS_TRIGGERS",
+    "PG_MAX_LEXEMES",
     "PG_SCOPE_CHARS",
     "PG_STEM_PREFIX",
     "POSTGRES",
@@ -39,6 +40,15 @@ PG_SCOPE_CHARS = 13
 of its lexemes on PostgreSQL: enough that two threads seldom share them; when they do, a search
 reads the other's entries too and drops them by the thread's columns."""
 
+PG_MAX_LEXEMES = 32_768
+"""Most lexemes an event's indexed document keeps on PostgreSQL (schema v11), in the order the
+document sorts them (bytewise). A tsvector addresses its lexemes' text with 20 bits, so it
+holds at most 1 MiB of it, and ``array_to_tsvector`` does not check: past that, lexemes read
+back garbled. The v6 document holds at most about 500,000 characters of lexemes (a plain text
+of 100,000 characters, or a search document of 400,000, and their stems); 32,768 prefixes of 14
+characters add 458,752. Only a document of more distinct words than that (a dump of ids, say)
+loses its last ones from the index."""
+
 _PG_WORDS = "to_tsvector('simple', regexp_replace({a}text, '[[:punct:][:space:]]+', ' ', 'g'))"
 
 
@@ -61,11 +71,12 @@ def pg_tsv(alias: str = "") -> str:
     The text form of the stripped v6 document is its lexemes, each quoted, separated by single
     spaces (no lexeme holds a quote, a backslash or a space: words are letters and digits); the
     quotes dropped and each lexeme prefixed, it is an array again, less the thread's scope
-    lexeme (the prefix does its work)."""
+    lexeme (the prefix does its work), and cut at :data:`PG_MAX_LEXEMES`."""
     prefix = f"(left({alias}scope_key, {PG_SCOPE_CHARS}) || ':')"
     lexemes = f"replace(strip({_pg_tsv_v6(alias)})::text, '''', '')"
     scoped = f"string_to_array({prefix} || replace({lexemes}, ' ', ' ' || {prefix}), ' ')"
-    return f"array_to_tsvector(array_remove({scoped}, {prefix} || {alias}scope_key))"
+    kept = f"(array_remove({scoped}, {prefix} || {alias}scope_key))[1:{PG_MAX_LEXEMES}]"
+    return f"array_to_tsvector({kept})"
 
 
 def _pg_tsv_v6(alias: str = "") -> str:
