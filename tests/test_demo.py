@@ -137,3 +137,102 @@ def test_compare_names_a_set_or_lists_strategies():
     assert compared_strategies(["last_n"]) == ("last_n",)
     with pytest.raises(ValueError, match=r"unknown strategies \['magic'\]"):
         compared_strategies("summary_tail,magic")
+
+
+_COMPARISON = re.compile(
+    r"~([\d,]+) tokens.*?(>|<=) (trigger|the pre-compaction threshold) ([\d,]+)"
+)
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _check_comparisons(printed: str) -> None:
+    lines = [line for line in printed.splitlines() if "-> " in line]
+    assert any("-> compact" in line for line in lines)  # the session compacts
+    for line in lines:
+        found = _COMPARISON.search(line)
+        assert found, line
+        shown, sign, _, threshold = found.groups()
+        assert (_number(shown) > _number(threshold)) == (sign == ">"), line
+    for line in lines:
+        margin = re.search(r"estimate ([\d,]+) \+ safety margin ([\d,]+)\)", line)
+        assert margin, line  # both parts of the sum are named
+        found = _COMPARISON.search(line)
+        assert found
+        assert _number(margin.group(1)) + _number(margin.group(2)) == _number(found[1]), line
+
+
+def test_every_comparison_the_demo_prints_agrees_with_its_decision(kept_demo):
+    """What the demo says it compared (the estimate with its safety margin) is what decided:
+    each printed "A > trigger T -> compact" has A > T, in every line of the run."""
+    _check_comparisons(kept_demo["printed"])
+
+
+def test_every_comparison_agrees_with_its_decision_over_a_longer_session(tmp_path):
+    out = io.StringIO()
+    status = run_demo(
+        out_dir=tmp_path / "report",
+        turns=40,
+        compare="none",
+        out=out,
+        progress_stream=io.StringIO(),
+    )
+    assert status == 0
+    _check_comparisons(out.getvalue())
+
+
+def _update(decision: str, input_tokens: int, margin: int, trigger: int = 2867) -> dict:
+    budget = {
+        "decision": decision,
+        "input_tokens": input_tokens,
+        "margin": margin,
+        "total": input_tokens + margin,
+        "trigger": trigger,
+        "target": 1792,
+        "usable": 3584,
+    }
+    return {"ctx_budget": {"context": {"budget": budget}}}
+
+
+def test_a_compaction_line_shows_the_sum_the_trigger_was_compared_with():
+    from ctx_langgraph.eval.demo import _events
+
+    # the estimate alone is under the trigger; with the margin it is over: the line says so
+    [line] = _events(_update("compact", 2844, 142), 10)
+    assert "~2,986 tokens (estimate 2,844 + safety margin 142) > trigger 2,867 -> compact" in line
+
+
+def test_a_compaction_not_for_size_does_not_claim_the_trigger_was_passed():
+    from ctx_langgraph.eval.demo import _events
+
+    [line] = _events(_update("compact", 1000, 50), 3)
+    assert "~1,050 tokens (estimate 1,000 + safety margin 50) <= trigger 2,867" in line
+    assert "-> compact" in line and "> trigger" not in line
+
+
+def test_a_precompaction_line_names_its_own_threshold():
+    from ctx_langgraph.eval.demo import _events
+
+    [line] = _events(_update("precompact", 2500, 125), 7, precompact=2400)
+    assert (
+        "~2,625 tokens (estimate 2,500 + safety margin 125) > the pre-compaction threshold " in line
+    )
+    assert "2,400 (trigger 2,867) -> precompact" in line
+
+
+def test_the_demo_does_not_print_a_temporary_path_it_deletes(tmp_path):
+    out = io.StringIO()
+    run_demo(
+        out_dir=tmp_path / "report",
+        turns=4,
+        compare="none",
+        quiet=True,
+        out=out,
+        progress_stream=io.StringIO(),
+    )
+    printed = out.getvalue()
+    paths = re.findall(r"(/\S+\.sqlite)", printed)
+    assert paths == [], paths  # the file is gone once the demo returns
+    assert "a temporary file" in printed.splitlines()[0]  # and the first line says so

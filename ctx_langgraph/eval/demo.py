@@ -87,8 +87,31 @@ def compared_strategies(compare: str | Sequence[str] | bool) -> tuple[str, ...]:
     return names
 
 
-def _events(update: dict[str, Any], turn: int) -> list[str]:
-    """Lines worth showing from one graph step's update."""
+def _decision_line(budget: dict[str, Any], turn: int, precompact: int | None) -> str:
+    """A compaction decision with the comparison that made it: the estimate plus its safety
+    margin (``total``, what the budget compares) against the trigger, or against the
+    pre-compaction threshold; a compaction under the trigger (asked for, or a rebuild after an
+    edit) says so instead of claiming the trigger was passed."""
+    total, trigger = int(budget["total"]), int(budget["trigger"])
+    request = (
+        f"turn {turn:>3}: next request ~{total:,} tokens (estimate "
+        f"{budget['input_tokens']:,} + safety margin {budget['margin']:,})"
+    )
+    if budget["decision"] == "precompact":
+        threshold = f"{precompact:,}" if precompact is not None else "?"
+        sign = ">" if precompact is None or total > precompact else "<="
+        return (
+            f"{request} {sign} the pre-compaction threshold {threshold} (trigger {trigger:,}) "
+            "-> precompact in the background"
+        )
+    if total > trigger:
+        return f"{request} > trigger {trigger:,} -> compact"
+    return f"{request} <= trigger {trigger:,} -> compact (asked for, or a rebuild after an edit)"
+
+
+def _events(update: dict[str, Any], turn: int, *, precompact: int | None = None) -> list[str]:
+    """Lines worth showing from one graph step's update (``precompact``: the budget's
+    pre-compaction threshold in tokens, None when it has none)."""
     lines: list[str] = []
     for node, values in update.items():
         if not isinstance(values, dict):
@@ -96,10 +119,7 @@ def _events(update: dict[str, Any], turn: int) -> list[str]:
         context = values.get("context") or {}
         budget = context.get("budget") or {}
         if node == "ctx_budget" and budget.get("decision") in ("compact", "precompact"):
-            lines.append(
-                f"turn {turn:>3}: next request ~{budget['input_tokens']:,} tokens > trigger "
-                f"{budget['trigger']:,} -> compact"
-            )
+            lines.append(_decision_line(budget, turn, precompact))
         compaction = context.get("compaction") or {}
         if node == "ctx_compact" and compaction:
             if compaction.get("status") in ("committed", "adopted"):
@@ -152,6 +172,8 @@ def run_agent(
     store = SQLiteHistoryStore.from_path(db)
     store.setup()
     figures: dict[str, Any] = {"thread": thread_id, "turns": len(replay)}
+    config = eval_config(window)
+    precompact = config.resolve().precompact
     started = time.perf_counter()
     events = 0
     progress.advance(task, costs.setup, detail=f"turn 0/{len(replay)}")
@@ -161,7 +183,7 @@ def run_agent(
                 model,
                 replay_tools(replay, tool_specs()),
                 store=store,
-                config=eval_config(window),
+                config=config,
                 lookup_tool=make_history_lookup_tool(store, counter=counter),
                 counter=counter,
             ).compile(checkpointer=saver)
@@ -171,7 +193,7 @@ def run_agent(
                 for update in graph.stream(
                     {"messages": list(turn.inputs)}, thread, stream_mode="updates"
                 ):
-                    for line in _events(update, turn.index):
+                    for line in _events(update, turn.index, precompact=precompact):
                         events += 1
                         if not quiet:
                             progress.echo(line, out)
@@ -311,10 +333,12 @@ def _run_demo(
         if strategies
         else "no strategy comparison"
     )
+    # a temporary file is gone when the demo returns: its path would send the reader nowhere
+    where = f"at {db}" if kept else "in a temporary file (removed at the end; --db FILE keeps it)"
     print(
         f"ctx-langgraph demo (offline): a {turns}-turn tool-heavy session, {window:,}-token "
         f"window (compaction above {budget.trigger:,}, down to {budget.target:,}); history on "
-        f"SQLite at {db}; {compared}\n",
+        f"SQLite {where}; {compared}\n",
         file=out,
     )
     started = time.perf_counter()
