@@ -7,12 +7,14 @@ pinned rules + system prompt + tool schemas + memory + summary + uncovered tail 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ctx_langgraph.core.timestamps import TimestampSource
 
-__all__ = ["ContextConfig", "ResolvedBudget"]
+__all__ = ["ContextConfig", "ResolvedBudget", "ToolClearing"]
 
 Amount = int | float
 """An absolute token count (int) or a fraction of the usable window (float in (0, 1])."""
@@ -26,6 +28,138 @@ def _tokens(amount: Amount, of: int, name: str) -> int:
             raise ValueError(f"{name} as a fraction must be at most 1, got {amount!r}")
         return math.floor(amount * of)
     return int(amount)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _check_count(name: str, value: object, minimum: int, *, optional: bool = False) -> None:
+    """``ContextConfig.<name>`` is an int of at least ``minimum`` (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not _is_count(value):
+        expected = "an int" + (" or None" if optional else "")
+        raise TypeError(
+            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected {expected}, "
+            f"at least {minimum:,}"
+        )
+    if value < minimum:  # type: ignore[operator]  # an Integral
+        raise ValueError(f"ContextConfig.{name}={value!r}: expected at least {minimum:,}")
+
+
+def _check_seconds(name: str, value: object, *, zero: bool = False, optional: bool = False) -> None:
+    """``ContextConfig.<name>`` is a finite number of seconds, positive (or >= 0 with ``zero``)."""
+    if value is None and optional:
+        return
+    bound = ">= 0" if zero else "> 0"
+    if not _is_number(value):
+        raise TypeError(
+            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected seconds, a "
+            f"number {bound}" + (" or None" if optional else "")
+        )
+    number = float(value)  # type: ignore[arg-type]  # a Real
+    if not (math.isfinite(number) and (number >= 0 if zero else number > 0)):
+        raise ValueError(f"ContextConfig.{name}={value!r}: expected a finite number {bound}")
+
+
+def _check_amount(name: str, value: object, *, zero: bool = False) -> None:
+    """``ContextConfig.<name>`` is a token count (int) or a fraction (float in (0, 1]; [0, 1]
+    and a count >= 0 with ``zero``)."""
+    low = "[0, 1]" if zero else "(0, 1]"
+    expected = (
+        f"a fraction of the usable window (a float in {low}, e.g. 0.8) or a number of tokens "
+        "(an int, e.g. 90_000)"
+    )
+    if not _is_number(value):
+        raise TypeError(
+            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected {expected}"
+        )
+    if _is_count(value):
+        if value < 0 or (value == 0 and not zero):  # type: ignore[operator]  # an Integral
+            raise ValueError(
+                f"ContextConfig.{name}={value!r}: a number of tokens must be "
+                + ("at least 0" if zero else "positive")
+            )
+        return
+    number = float(value)  # type: ignore[arg-type]  # a Real
+    if not (math.isfinite(number) and (number >= 0 if zero else number > 0) and number <= 1):
+        raise ValueError(f"ContextConfig.{name}={value!r}: expected {expected}")
+
+
+def _check_below(
+    lower_name: str, lower: Amount | None, upper_name: str, upper: Amount, why: str
+) -> None:
+    """``lower`` below ``upper`` when both are fractions or both tokens (mixed: when the window
+    is known, in :meth:`ContextConfig.resolve`)."""
+    if lower is None or _is_count(lower) != _is_count(upper) or lower < upper:
+        return
+    raise ValueError(
+        f"ContextConfig.{lower_name}={lower!r} must be below {upper_name}={upper!r}: {why}"
+    )
+
+
+def _check_types(config: ContextConfig) -> None:
+    """Every field of ``config`` of its type and in its range, named when it is not."""
+    _check_count("context_window", config.context_window, 1, optional=True)
+    _check_count("output_reserve", config.output_reserve, 0, optional=True)
+    _check_amount("trigger", config.trigger)
+    _check_amount("target", config.target)
+    _check_amount("safety_margin", config.safety_margin, zero=True)
+    if config.precompact_at is not None:
+        _check_amount("precompact_at", config.precompact_at)
+    _check_below(
+        "target",
+        config.target,
+        "trigger",
+        config.trigger,
+        "compaction starts when the estimate is above trigger and brings it below target",
+    )
+    _check_below(
+        "precompact_at",
+        config.precompact_at,
+        "trigger",
+        config.trigger,
+        "a summary is prepared in the background above precompact_at, before the trigger",
+    )
+    _check_count("keep_recent_tokens", config.keep_recent_tokens, 0)
+    if not isinstance(config.tail_fills_target, bool):
+        raise TypeError(
+            f"ContextConfig.tail_fills_target={config.tail_fills_target!r}: expected a bool"
+        )
+    _check_count("tool_output_cap_tokens", config.tool_output_cap_tokens, 64, optional=True)
+    _check_count("clear_tool_results_keep", config.clear_tool_results_keep, 0, optional=True)
+    _check_count("clear_tool_results_batch", config.clear_tool_results_batch, 1)
+    _check_count("summary_max_tokens", config.summary_max_tokens, 64)
+    _check_count("artifact_trail_tokens", config.artifact_trail_tokens, 64, optional=True)
+    _check_count("compaction_attempts", config.compaction_attempts, 1)
+    _check_seconds("compaction_timeout_s", config.compaction_timeout_s)
+    _check_seconds("compaction_backoff_s", config.compaction_backoff_s, zero=True)
+    _check_count("summary_versions_keep", config.summary_versions_keep, 0, optional=True)
+    _check_count("segment_events", config.segment_events, 4, optional=True)
+    _check_seconds("segment_gap_s", config.segment_gap_s, optional=True)
+
+
+_CAPS_OF_THE_WINDOW = ("summary_max_tokens", "keep_recent_tokens", "tool_output_cap_tokens")
+"""Token caps that a window smaller than their default scales down, and that a value set above
+the usable window cannot mean."""
+
+
+def _check_caps(config: ContextConfig, window: int, usable: int) -> None:
+    """A cap set (not left at its default) above the usable window is a mistake: say which."""
+    defaults = {f.name: f.default for f in fields(config)}
+    for name in _CAPS_OF_THE_WINDOW:
+        value = getattr(config, name)
+        if value is not None and value != defaults[name] and value > usable:
+            raise ValueError(
+                f"ContextConfig.{name}={value:,} is larger than the usable window: {usable:,} "
+                f"tokens (context window {window:,} - output reserve {window - usable:,}); set "
+                f"it below {usable:,}, or use a model with a larger window"
+            )
 
 
 DEFAULT_OUTPUT_RESERVE = 16_384
@@ -44,6 +178,134 @@ class ResolvedBudget:
     target: int
     keep_recent_tokens: int
     precompact: int | None = None
+
+
+def _clearing_error(name: str, value: object, expected: str) -> TypeError:
+    return TypeError(f"ToolClearing.{name}={value!r} ({type(value).__name__}): expected {expected}")
+
+
+@dataclass(frozen=True)
+class ToolClearing:
+    """When and how ``ctx_budget`` clears old tool results from the view
+    (``ContextConfig(tool_clearing=ToolClearing(...))``).
+
+    The options of LangChain's ``ClearToolUsesEdit`` and Anthropic's ``clear_tool_uses_20250919``,
+    with their names. A cleared result is replaced by a placeholder in the state (kept there,
+    so the request's cacheable prefix moves once per clearing, not on every turn); the original
+    stays in the history store, and ``history_lookup`` reads it back by the handle the
+    placeholder names. The results of the model's latest tool calls, which it has not read yet,
+    are never cleared.
+
+    Args:
+        keep: the most recent tool results kept whole, of any tool (an excluded tool's count
+            too, as LangChain's and Anthropic's ``keep`` count them). Default 3, as theirs.
+        trigger: clear only when the next request's estimate, safety margin included, is above
+            this: tokens (int), or a fraction of the usable window (float in (0, 1]), as
+            ``ContextConfig.trigger``. None (the default): whenever a result is past ``keep``.
+            LangChain's and Anthropic's default is 100,000 tokens; here compaction starts at
+            80% of the usable window (89,600 tokens of a 128k window), so that default would
+            rarely clear before compaction does.
+        clear_at_least: the tokens a clearing must reclaim. When the due results together
+            reclaim less, none is cleared (a small saving is not worth the prompt cache it
+            invalidates, as Anthropic's); else the oldest are cleared until at least this much
+            is reclaimed (as LangChain's). 0 (the default): every due result at once.
+        batch: clear only once at least this many results are due, then all of them together:
+            fewer, larger clearings, so the cacheable prefix moves less often. Default 1.
+        exclude_tools: names of the tools whose results are never cleared. Default: none.
+        clear_lookup_results: clear the history lookup tool's pages like any other result.
+            False (the default): a page the model asked for stays until compaction covers it.
+        clear_tool_inputs: also replace the arguments of each cleared result's call with
+            ``{}`` (in ``tool_calls`` and in the provider's content blocks); the call and its id
+            stay, so every result keeps its call. The original call stays in the history store.
+            Default False.
+        placeholder: the text of a cleared result; ``{tool}``, ``{handle}``, ``{seq}`` and
+            ``{tokens}`` in it are filled in (LangChain's is ``"[cleared]"``). None (the
+            default): a sentence that says how to read it again, e.g. ``[tool result cleared to
+            save context: 1,250 tokens; kept as history:t1 (seq 7); read it again by calling
+            history_lookup with handle="history:t1"]``.
+
+    Examples:
+        >>> clearing = ToolClearing(keep=2, exclude_tools=["search"], trigger=0.5)
+        >>> clearing.exclude_tools, clearing.trigger_tokens(usable=100_000)
+        (('search',), 50000)
+        >>> ToolClearing(placeholder="[{tool} output cleared: {handle}]").placeholder_text(
+        ...     tool="read_file", handle="history:t1", seq=7, tokens=1_250)
+        '[read_file output cleared: history:t1]'
+    """
+
+    keep: int = 3
+    trigger: Amount | None = None
+    clear_at_least: int = 0
+    batch: int = 1
+    exclude_tools: Sequence[str] = ()
+    clear_lookup_results: bool = False
+    clear_tool_inputs: bool = False
+    placeholder: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("keep", 0), ("clear_at_least", 0), ("batch", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise _clearing_error(name, value, f"an int >= {minimum}")
+            if value < minimum:
+                raise ValueError(f"ToolClearing.{name}={value!r}: expected an int >= {minimum}")
+        trigger, expected = (
+            self.trigger,
+            "tokens (an int > 0), a fraction of the usable window (a float in (0, 1]) or None",
+        )
+        if trigger is not None:
+            if not isinstance(trigger, int | float) or isinstance(trigger, bool):
+                raise _clearing_error("trigger", trigger, expected)
+            if not (0 < trigger <= (1 if isinstance(trigger, float) else math.inf)):
+                raise ValueError(f"ToolClearing.trigger={trigger!r}: expected {expected}")
+        tools = self.exclude_tools
+        if isinstance(tools, str):
+            raise TypeError(
+                f"ToolClearing.exclude_tools={tools!r} is one string: expected tool names, "
+                f"e.g. exclude_tools=({tools!r},)"
+            )
+        try:
+            names = tuple(tools)
+        except TypeError:
+            raise _clearing_error("exclude_tools", tools, "a list of tool names") from None
+        if not all(isinstance(name, str) and name for name in names):
+            raise ValueError(
+                f"ToolClearing.exclude_tools={tools!r}: expected tool names (non-empty strings)"
+            )
+        object.__setattr__(self, "exclude_tools", names)  # frozen: hashable, never shared
+        for flag in ("clear_lookup_results", "clear_tool_inputs"):
+            if not isinstance(getattr(self, flag), bool):
+                raise _clearing_error(flag, getattr(self, flag), "True or False")
+        placeholder = self.placeholder
+        if placeholder is not None and not isinstance(placeholder, str):
+            raise _clearing_error("placeholder", placeholder, "a string or None")
+        if placeholder is not None and not placeholder.strip():
+            raise ValueError(
+                f"ToolClearing.placeholder={placeholder!r}: expected text the model can read "
+                '(e.g. "[cleared]"), or None for the default'
+            )
+
+    def trigger_tokens(self, usable: int) -> int | None:
+        """The trigger in tokens for a usable window of ``usable`` tokens (None: no trigger)."""
+        if self.trigger is None:
+            return None
+        if isinstance(self.trigger, float):
+            return math.floor(self.trigger * usable)
+        return int(self.trigger)
+
+    def placeholder_text(self, *, tool: str, handle: str, seq: int | None, tokens: int) -> str:
+        """The configured placeholder with its fields filled in (None: the caller's default)."""
+        assert self.placeholder is not None
+        values = {
+            "tool": tool,
+            "handle": handle,
+            "seq": "" if seq is None else str(seq),
+            "tokens": f"{tokens:,}",
+        }
+        text = self.placeholder
+        for name, value in values.items():  # (not str.format: braces of the user's own stay)
+            text = text.replace("{" + name + "}", value)
+        return text
 
 
 @dataclass(frozen=True)
@@ -70,11 +332,16 @@ class ContextConfig:
             window, whichever is less) is capped on entry (the original stays in the history
             store; the context gets a head/tail preview and a handle). None: no cap.
         clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
-            placeholders, persisted in the state so the prompt prefix stays stable. None: never.
+            placeholders, persisted in the state so the prompt prefix stays stable. None (the
+            default): never. The same as ``tool_clearing=ToolClearing(keep=K, batch=B)``.
         clear_tool_results_batch: clear only once at least this many results are past the last
             ``clear_tool_results_keep`` (then all of them at once): each clearing rewrites an old
             message and so moves the request's cacheable prefix back to it; in batches it moves
-            once every N tool results instead of on every one.
+            once every N tool results instead of on every one. Default 4.
+        tool_clearing: clearing old tool results with every option (:class:`ToolClearing`:
+            keep, a trigger in tokens, the least to reclaim, tools never cleared, the calls'
+            inputs, the placeholder text); instead of the two fields above. None (the
+            default): as those say.
         summary_max_tokens: the summary's cap (its real token length is checked before commit).
         artifact_trail_tokens: the cap of the artifact trail each summary carries (the files,
             URLs, ids and commands the thread touched, with their seqs and last known state;
@@ -117,10 +384,25 @@ class ContextConfig:
             before it in the same turn, else now; a value that cannot be read is counted in
             ``context["record_warnings"]`` and never stops the turn (docs/design.md §4).
 
+    Raises:
+        TypeError: a field of the wrong type (``context_window="4k"``, a bool where a number
+            goes); the message names the field, the value and what is expected.
+        ValueError: a value out of its range (a fraction above 1, NaN, a negative count),
+            ``target`` not below ``trigger`` (or ``precompact_at`` not below it) when both are
+            fractions or both tokens, and, once the window is known (here when
+            ``context_window`` is set, else when the nodes are built from the model's
+            profile, before any model call): a combination that leaves no room, or a
+            ``summary_max_tokens``, ``keep_recent_tokens`` or ``tool_output_cap_tokens`` set
+            above the usable window. The same checks run on :func:`dataclasses.replace`.
+
     Examples:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()
         >>> budget.usable, budget.trigger, budget.target
         (112000, 89600, 56000)
+        >>> ContextConfig(trigger=0.3, target=0.6)
+        Traceback (most recent call last):
+        ...
+        ValueError: ContextConfig.target=0.6 must be below trigger=0.3: compaction starts when the estimate is above trigger and brings it below target
     """
 
     context_window: int | None = None
@@ -133,6 +415,7 @@ class ContextConfig:
     tool_output_cap_tokens: int | None = 8_000
     clear_tool_results_keep: int | None = None
     clear_tool_results_batch: int = 4
+    tool_clearing: ToolClearing | None = None
     summary_max_tokens: int = 2_000
     artifact_trail_tokens: int | None = 1_000
     artifact_trail_room: Literal["beside", "inside"] | None = None
@@ -147,6 +430,7 @@ class ContextConfig:
     timestamp: TimestampSource | None = None
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.timestamp is not None and not callable(self.timestamp):
             raise TypeError(
                 f"timestamp must be a callable (message -> datetime | None) or None, "
@@ -162,50 +446,52 @@ class ContextConfig:
                 f"compaction_backend must be 'local' or a provider adapter with compact(), "
                 f"acompact() and a provider name, got {backend!r}"
             )
-        if self.context_window is not None and self.context_window <= 0:
-            raise ValueError(f"context_window must be positive, got {self.context_window}")
-        if self.output_reserve is not None and self.output_reserve < 0:
-            raise ValueError(f"output_reserve must be >= 0, got {self.output_reserve}")
-        if self.tool_output_cap_tokens is not None and self.tool_output_cap_tokens < 64:
-            raise ValueError(
-                f"tool_output_cap_tokens must be at least 64, got {self.tool_output_cap_tokens}"
-            )
-        if self.segment_events is not None and self.segment_events < 4:
-            raise ValueError(
-                f"segment_events must be at least 4 (or None: no index), got {self.segment_events}"
-            )
-        if self.segment_gap_s is not None and not self.segment_gap_s > 0:
-            raise ValueError(f"segment_gap_s must be positive (or None), got {self.segment_gap_s}")
-        if self.summary_max_tokens < 64:
-            raise ValueError(
-                f"summary_max_tokens must be at least 64, got {self.summary_max_tokens}"
-            )
-        if self.artifact_trail_tokens is not None and self.artifact_trail_tokens < 64:
-            raise ValueError(
-                f"artifact_trail_tokens must be at least 64 (or None: no trail), got "
-                f"{self.artifact_trail_tokens}"
-            )
         if self.artifact_trail_room not in (None, "beside", "inside"):
             raise ValueError(
                 f"artifact_trail_room must be 'beside', 'inside' or None, got "
                 f"{self.artifact_trail_room!r}"
             )
-        if self.compaction_attempts < 1 or not self.compaction_timeout_s > 0:
-            raise ValueError("compaction_attempts must be >= 1 and compaction_timeout_s > 0")
-        if not 0 <= self.compaction_backoff_s < float("inf"):
-            raise ValueError(
-                f"compaction_backoff_s must be a finite number >= 0, got {self.compaction_backoff_s}"
-            )
-        if self.clear_tool_results_keep is not None and self.clear_tool_results_keep < 0:
-            raise ValueError(
-                f"clear_tool_results_keep must be >= 0, got {self.clear_tool_results_keep}"
-            )
-        if self.clear_tool_results_batch < 1:
-            raise ValueError(
-                f"clear_tool_results_batch must be >= 1, got {self.clear_tool_results_batch}"
-            )
+        self._check_tool_clearing()
         if self.context_window is not None:
             self.resolve()  # fail early on an impossible combination
+
+    def _check_tool_clearing(self) -> None:
+        clearing = self.tool_clearing
+        if clearing is None:
+            return
+        if not isinstance(clearing, ToolClearing):
+            raise TypeError(
+                f"ContextConfig.tool_clearing={clearing!r} ({type(clearing).__name__}): expected "
+                "a ToolClearing (from ctx_langgraph import ToolClearing) or None"
+            )
+        if self.clear_tool_results_keep is not None:
+            raise ValueError(
+                f"ContextConfig.tool_clearing and clear_tool_results_keep="
+                f"{self.clear_tool_results_keep} are both set: set keep in ToolClearing(keep="
+                f"{self.clear_tool_results_keep}, ...), not both"
+            )
+        if self.clear_tool_results_batch != 4:
+            raise ValueError(
+                f"ContextConfig.clear_tool_results_batch={self.clear_tool_results_batch} is "
+                f"ignored beside tool_clearing: set ToolClearing.batch="
+                f"{self.clear_tool_results_batch} instead"
+            )
+
+    def clearing(self) -> ToolClearing | None:
+        """How old tool results are cleared: ``tool_clearing``, else what
+        ``clear_tool_results_keep`` and ``clear_tool_results_batch`` say; None: never.
+
+        Examples:
+            >>> ContextConfig(clear_tool_results_keep=2).clearing()
+            ToolClearing(keep=2, trigger=None, clear_at_least=0, batch=4, exclude_tools=(), clear_lookup_results=False, clear_tool_inputs=False, placeholder=None)
+            >>> ContextConfig().clearing() is None
+            True
+        """
+        if self.tool_clearing is not None:
+            return self.tool_clearing
+        if self.clear_tool_results_keep is None:
+            return None
+        return ToolClearing(keep=self.clear_tool_results_keep, batch=self.clear_tool_results_batch)
 
     def window_for(self, model: Any = None) -> int:
         """The context window: configured, else from the chat model's profile."""
@@ -284,6 +570,16 @@ class ContextConfig:
                 "quarter of the window"
             )
         usable = window - reserve
+        _check_caps(self, window, usable)
+        clearing = self.clearing()
+        clear_at = clearing.trigger_tokens(usable) if clearing is not None else None
+        if clear_at is not None and clear_at > usable:
+            raise ValueError(
+                f"ToolClearing.trigger={clear_at:,} tokens is above the usable window: {usable:,} "
+                f"tokens (context window {window:,} - output reserve {reserve:,}), so old tool "
+                f"results would never be cleared; set it below {usable:,}, or as a fraction "
+                "of the usable window (e.g. trigger=0.6)"
+            )
         trigger = _tokens(self.trigger, usable, "trigger")
         target = _tokens(self.target, usable, "target")
         if trigger > usable:

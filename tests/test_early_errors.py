@@ -1,0 +1,138 @@
+"""Mistakes caught where they are made: a configuration that cannot work, a store that is not a
+store, a run without a thread, a database that is not there. Each is a clear error at
+construction (or at the first use that can know), naming what is wrong and what is expected;
+never a bare ``TypeError`` from deep inside the first invoke."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from ctx_langgraph import ContextConfig
+
+# --------------------------------------------------------------------------- ContextConfig
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"trigger": 1.5}, ValueError, ["trigger", "1.5", "(0, 1]"]),
+        ({"target": 0.0}, ValueError, ["target", "0.0"]),
+        ({"target": -0.2}, ValueError, ["target", "-0.2"]),
+        ({"trigger": math.nan}, ValueError, ["trigger", "nan"]),
+        ({"trigger": math.inf}, ValueError, ["trigger", "inf"]),
+        ({"trigger": -5}, ValueError, ["trigger", "-5"]),
+        ({"trigger": True}, TypeError, ["trigger", "True", "fraction"]),
+        ({"trigger": "80%"}, TypeError, ["trigger", "'80%'", "fraction"]),
+        ({"safety_margin": 1.5}, ValueError, ["safety_margin", "1.5"]),
+        ({"safety_margin": -1}, ValueError, ["safety_margin", "-1"]),
+        ({"safety_margin": math.nan}, ValueError, ["safety_margin", "nan"]),
+        ({"precompact_at": 2.0}, ValueError, ["precompact_at", "2.0"]),
+        ({"trigger": 0.3, "target": 0.6}, ValueError, ["target", "0.6", "trigger", "0.3"]),
+        ({"trigger": 0.5, "target": 0.5}, ValueError, ["target", "trigger"]),
+        ({"trigger": 9_000, "target": 9_500}, ValueError, ["target", "9500", "trigger"]),
+        (
+            {"trigger": 0.6, "target": 0.3, "precompact_at": 0.7},
+            ValueError,
+            ["precompact_at", "0.7"],
+        ),
+        ({"context_window": "4k"}, TypeError, ["context_window", "'4k'", "int"]),
+        ({"context_window": 4000.0}, TypeError, ["context_window", "4000.0", "int"]),
+        ({"context_window": True}, TypeError, ["context_window", "True"]),
+        ({"context_window": -4_000}, ValueError, ["context_window", "-4000"]),
+        ({"context_window": 0}, ValueError, ["context_window", "0"]),
+        ({"output_reserve": "1k"}, TypeError, ["output_reserve", "'1k'"]),
+        ({"output_reserve": -1}, ValueError, ["output_reserve", "-1"]),
+        ({"keep_recent_tokens": -10}, ValueError, ["keep_recent_tokens", "-10"]),
+        ({"keep_recent_tokens": "20k"}, TypeError, ["keep_recent_tokens", "'20k'"]),
+        ({"keep_recent_tokens": None}, TypeError, ["keep_recent_tokens", "None"]),
+        ({"summary_max_tokens": 2_000.5}, TypeError, ["summary_max_tokens", "2000.5"]),
+        ({"summary_max_tokens": False}, TypeError, ["summary_max_tokens", "False"]),
+        ({"tool_output_cap_tokens": "8000"}, TypeError, ["tool_output_cap_tokens", "'8000'"]),
+        ({"clear_tool_results_keep": -1}, ValueError, ["clear_tool_results_keep", "-1"]),
+        ({"clear_tool_results_keep": 2.5}, TypeError, ["clear_tool_results_keep", "2.5"]),
+        ({"clear_tool_results_batch": 0}, ValueError, ["clear_tool_results_batch", "0"]),
+        ({"summary_versions_keep": -1}, ValueError, ["summary_versions_keep", "-1"]),
+        ({"compaction_attempts": 0}, ValueError, ["compaction_attempts", "0"]),
+        ({"compaction_attempts": 2.0}, TypeError, ["compaction_attempts", "2.0"]),
+        ({"compaction_timeout_s": math.nan}, ValueError, ["compaction_timeout_s", "nan"]),
+        ({"compaction_timeout_s": "60"}, TypeError, ["compaction_timeout_s", "'60'"]),
+        ({"compaction_backoff_s": -1.0}, ValueError, ["compaction_backoff_s", "-1.0"]),
+        ({"segment_gap_s": math.nan}, ValueError, ["segment_gap_s", "nan"]),
+        ({"segment_events": 2.0}, TypeError, ["segment_events", "2.0"]),
+        ({"tail_fills_target": "yes"}, TypeError, ["tail_fills_target", "'yes'", "bool"]),
+    ],
+)
+def test_a_config_that_cannot_work_fails_at_construction_naming_the_field(
+    kwargs: dict[str, object], error: type[Exception], words: list[str]
+) -> None:
+    with pytest.raises(error) as raised:
+        ContextConfig(**kwargs)  # type: ignore[arg-type]
+    message = str(raised.value)
+    for word in words:
+        assert word in message, (word, message)
+    assert "not supported between" not in message  # never the bare comparison error
+
+
+def test_a_replaced_config_is_checked_like_a_new_one() -> None:
+    config = ContextConfig(context_window=8_000)
+    with pytest.raises(ValueError, match=r"trigger=1\.5"):
+        dataclasses.replace(config, trigger=1.5)
+    with pytest.raises(TypeError, match="context_window"):
+        dataclasses.replace(config, context_window="8k")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"trigger": 100_000, "target": 50_000},
+        {"trigger": 0.9, "target": 40_000},  # mixed kinds: compared once the window is known
+        {"trigger": 1, "target": 0.5, "context_window": None},
+        {"safety_margin": 0},
+        {"safety_margin": 0.0},
+        {"safety_margin": 500},
+        {"precompact_at": 0.6},
+        {"keep_recent_tokens": 0},
+        {"summary_versions_keep": 0},
+        {"compaction_backoff_s": 0},
+        {"compaction_timeout_s": 30},
+        {"segment_gap_s": None},
+    ],
+)
+def test_a_config_that_can_work_is_accepted(kwargs: dict[str, object]) -> None:
+    ContextConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"summary_max_tokens": 10_000}, "summary_max_tokens"),
+        ({"keep_recent_tokens": 9_000}, "keep_recent_tokens"),
+        ({"tool_output_cap_tokens": 12_000}, "tool_output_cap_tokens"),
+    ],
+)
+def test_a_cap_larger_than_the_usable_window_fails_once_the_window_is_known(
+    kwargs: dict[str, object], field: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        ContextConfig(context_window=8_000, output_reserve=1_000, **kwargs)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert field in message and "7,000" in message and "8,000" in message, message
+    # without a window nothing can be said yet ...
+    late = ContextConfig(**kwargs)  # type: ignore[arg-type]
+    # ... until the model's profile gives it, when the nodes are built (before any model call)
+    from ctx_langgraph.testing import MeteringChatModel
+
+    model = MeteringChatModel(replies=["never sent"])
+    object.__setattr__(model, "profile", {"max_input_tokens": 8_000})
+    with pytest.raises(ValueError, match=field):
+        late.resolve(model)
+
+
+def test_the_library_defaults_scale_down_to_a_small_window() -> None:
+    """A default cap (not one the user set) shrinks to a small window as documented."""
+    budget = ContextConfig(context_window=2_000).resolve()
+    assert budget.usable == 1_500 and budget.keep_recent_tokens <= budget.target // 2
