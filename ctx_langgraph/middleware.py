@@ -37,6 +37,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
+from ctx_langgraph._arguments import check_wiring_arguments
 from ctx_langgraph._checkpoint_safe import checkpoint_safe
 from ctx_langgraph._overflow import OverflowStep, Recovered, retry_on_overflow
 from ctx_langgraph._overflow import apply_update as _apply
@@ -184,6 +185,15 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         memory: LongTermMemory | None = None,
     ) -> None:
         super().__init__()
+        check_wiring_arguments(
+            "ContextManagementMiddleware",
+            store=store,
+            config=config,
+            ledger=ledger,
+            summarizer=summarizer,
+            memory=memory,
+            pinned_rules=pinned_rules,
+        )
         config = (config or ContextConfig()).with_trail_room(lookup=lookup_tool)
         indexed = config.segment_events is not None  # the lookup searches the segment index
         own: list[BaseTool] = (

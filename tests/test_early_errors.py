@@ -136,3 +136,170 @@ def test_the_library_defaults_scale_down_to_a_small_window() -> None:
     """A default cap (not one the user set) shrinks to a small window as documented."""
     budget = ContextConfig(context_window=2_000).resolve()
     assert budget.usable == 1_500 and budget.keep_recent_tokens <= budget.target // 2
+
+
+# --------------------------------------------------------------------------- what the builders take
+
+
+def _builder() -> object:
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", lambda state: {"messages": []})
+    builder.add_edge(START, "agent")
+    return builder
+
+
+def _entry_points() -> dict[str, object]:
+    """Every public builder that takes a history store, called with ``store`` only varying."""
+    from ctx_langgraph import (
+        ContextManagementMiddleware,
+        UsageLedger,
+        add_context_management,
+        create_context_agent,
+        make_history_lookup_tool,
+    )
+    from ctx_langgraph.budget import make_budget_node
+    from ctx_langgraph.compaction import make_compact_node
+    from ctx_langgraph.testing import MeteringChatModel
+
+    window = ContextConfig(context_window=8_000, output_reserve=1_000)
+    model = MeteringChatModel(replies=["ok"])
+    return {
+        "add_context_management": lambda store: add_context_management(
+            _builder(),  # type: ignore[arg-type]
+            model_node="agent",
+            store=store,
+            config=window,
+        ),
+        "create_context_agent": lambda store: create_context_agent(
+            model, store=store, config=window
+        ),
+        "ContextManagementMiddleware": lambda store: ContextManagementMiddleware(
+            store, model=model, config=window
+        ),
+        "make_history_lookup_tool": lambda store: make_history_lookup_tool(store),
+        "UsageLedger": lambda store: UsageLedger(store),
+        "make_budget_node": lambda store: make_budget_node(store, config=window),
+        "make_compact_node": lambda store: make_compact_node(store, config=window),
+    }
+
+
+def _not_stores() -> dict[str, tuple[object, list[str]]]:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from ctx_langgraph import SQLiteHistoryStore
+
+    return {
+        "a path": ("history.sqlite", ["'history.sqlite'", "SQLiteHistoryStore.from_path"]),
+        "a dsn": (
+            "postgresql://app:s3cret@db.internal:5432/app",
+            ["PostgresHistoryStore.from_conn_string"],
+        ),
+        "the class": (SQLiteHistoryStore, ["the class SQLiteHistoryStore", "instance"]),
+        "None": (None, ["None", "SQLiteHistoryStore.from_path"]),
+        "a LangGraph store": (InMemoryStore(), ["InMemoryStore", "LongTermMemory"]),
+        "a checkpointer": (InMemorySaver(), ["InMemorySaver", "checkpointer="]),
+        "a dict": ({"path": "x"}, ["dict"]),
+    }
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "add_context_management",
+        "create_context_agent",
+        "ContextManagementMiddleware",
+        "make_history_lookup_tool",
+        "UsageLedger",
+        "make_budget_node",
+        "make_compact_node",
+    ],
+)
+@pytest.mark.parametrize(
+    "kind",
+    ["a path", "a dsn", "the class", "None", "a LangGraph store", "a checkpointer", "a dict"],
+)
+def test_a_store_that_is_not_a_store_is_refused_at_build_time(entry: str, kind: str) -> None:
+    build = _entry_points()[entry]
+    value, words = _not_stores()[kind]
+    with pytest.raises(TypeError) as raised:
+        build(value)  # type: ignore[operator]
+    message = str(raised.value)
+    assert entry in message and "store" in message, message
+    for word in words:
+        assert word in message, (word, message)
+    assert "s3cret" not in message  # a connection string's password is never echoed
+
+
+def _wrong_arguments() -> list[tuple[str, str, object, list[str]]]:
+    return [
+        ("config", "config", {"context_window": 8_000}, ["ContextConfig", "dict"]),
+        ("config", "config", 8_000, ["ContextConfig", "int"]),
+        ("ledger", "ledger", "ledger.sqlite", ["UsageLedger"]),
+        ("summarizer", "summarizer", "extractive", ["Summarizer", "summary_model"]),
+        ("memory", "memory", object(), ["LongTermMemory"]),
+        ("pinned_rules", "pinned_rules", "Always answer in French.", ["PinnedRules"]),
+    ]
+
+
+@pytest.mark.parametrize("entry", ["add_context_management", "create_context_agent", "middleware"])
+@pytest.mark.parametrize(
+    ("argument", "field", "value", "words"),
+    _wrong_arguments(),
+    ids=[f"{a}-{type(v).__name__}" for a, _, v, _ in _wrong_arguments()],
+)
+def test_other_wrong_arguments_are_refused_at_build_time(
+    entry: str, argument: str, field: str, value: object, words: list[str]
+) -> None:
+    from ctx_langgraph import (
+        ContextManagementMiddleware,
+        SQLiteHistoryStore,
+        add_context_management,
+        create_context_agent,
+    )
+    from ctx_langgraph.testing import MeteringChatModel
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    model = MeteringChatModel(replies=["ok"])
+    kwargs = {"config": ContextConfig(context_window=8_000, output_reserve=1_000), argument: value}
+    with pytest.raises(TypeError) as raised:
+        if entry == "add_context_management":
+            add_context_management(_builder(), model_node="agent", store=store, **kwargs)  # type: ignore[arg-type]
+        elif entry == "create_context_agent":
+            create_context_agent(model, store=store, **kwargs)  # type: ignore[arg-type]
+        else:
+            ContextManagementMiddleware(store, model=model, **kwargs)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert f"{field}=" in message, message
+    for word in words:
+        assert word in message, (word, message)
+
+
+@pytest.mark.parametrize("model", [None, 42, object()])
+def test_create_context_agent_needs_a_chat_model(model: object) -> None:
+    from ctx_langgraph import SQLiteHistoryStore, create_context_agent
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    with pytest.raises(TypeError, match=r"create_context_agent\(model=.*chat model"):
+        create_context_agent(model, store=store)
+
+
+def test_create_context_agent_takes_a_model_spec_as_create_agent_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``"openai:gpt-4o-mini"`` is made into a chat model at build time (no network call);
+    a spec that cannot be is refused at build time, naming the argument."""
+    from ctx_langgraph import SQLiteHistoryStore, create_context_agent
+    from ctx_langgraph.errors import SummaryModelError
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    builder = create_context_agent(
+        "openai:gpt-4o-mini", store=store, config=ContextConfig(context_window=8_000)
+    )
+    assert "model" in builder.nodes
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(SummaryModelError, match=r"model='openai:gpt-4o-mini'.*OPENAI_API_KEY"):
+        create_context_agent("openai:gpt-4o-mini", store=store)

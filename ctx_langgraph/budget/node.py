@@ -76,6 +76,7 @@ from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
+from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.view.markers import is_lookup_tool
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
@@ -286,6 +287,7 @@ def make_budget_node(
         >>> [e.event_id for e in store.read_events("t")]
         ['h1']
     """
+    require_store(store, where="make_budget_node(store=...)", expected=HistoryStore)
     node = BudgetNode(
         store,
         config or ContextConfig(),

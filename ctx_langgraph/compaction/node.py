@@ -94,6 +94,7 @@ from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot
 from ctx_langgraph.providers import CompactionBackend, provider_key
 from ctx_langgraph.state import SegmentReport, SummarizerBackoff
+from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID, summary_message
 
@@ -479,6 +480,7 @@ def make_compact_node(
         ledger: where the usage of a provider compaction (``config.compaction_backend``) is
             booked, with purpose ``compaction``.
     """
+    require_store(store, where="make_compact_node(store=...)", expected=HistoryStore)
     node = CompactNode(
         store,
         config or ContextConfig(),

@@ -17,6 +17,7 @@ from ctx_langgraph.lookup._args import MAX_QUERIES, LookupArgs, plain_text
 from ctx_langgraph.lookup._flows import lookup_flow
 from ctx_langgraph.lookup._page import ARTIFACT, Page
 from ctx_langgraph.lookup._state import MIN_MAX_TOKENS, page_cap
+from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.view.markers import LOOKUP_TOOL_MARK, is_lookup_tool
 
 __all__ = [
@@ -163,6 +164,7 @@ def make_history_lookup_tool(
         [(1, True), (2, True)]
         >>> store.close()
     """
+    require_store(store, where="make_history_lookup_tool(store=...)", expected=HistoryStore)
     if max_tokens < MIN_MAX_TOKENS:
         raise ValueError(
             f"max_tokens={max_tokens} is too small for a history lookup page; use at least "

@@ -25,6 +25,7 @@ from ctx_langgraph.core.scope import Scope, ensure_scope
 from ctx_langgraph.makeup import makeup_from_json, makeup_json, makeup_problem
 from ctx_langgraph.storage.codec import load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
+from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.storage.runner import Database
 from ctx_langgraph.storage.statements import Op, Stmt
 from ctx_langgraph.usage.booking import (
@@ -352,6 +353,7 @@ class UsageLedger:
     """
 
     def __init__(self, store: Database, *, prices: PriceTable | None = None) -> None:
+        require_store(store, where="UsageLedger(store=...)")
         self.store = store
         self.prices = prices if prices is not None else PriceTable.default()
 

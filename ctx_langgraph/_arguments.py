@@ -1,0 +1,98 @@
+"""The wiring's arguments checked at build time, the same way by every entry point
+(:func:`~ctx_langgraph.integration.add_context_management`,
+:func:`~ctx_langgraph.integration.create_context_agent`,
+:class:`~ctx_langgraph.middleware.ContextManagementMiddleware`): a wrong object is a
+``TypeError`` naming the argument, what it got and what to pass, before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.arguments import require_instance
+from ctx_langgraph.history.base import HistoryStore
+from ctx_langgraph.memory.store import LongTermMemory
+from ctx_langgraph.rules import PinnedRules
+from ctx_langgraph.storage.required import require_store
+from ctx_langgraph.usage.ledger import UsageLedger
+
+__all__ = ["check_wiring_arguments", "require_chat_model"]
+
+
+def _is_summarizer(value: object) -> bool:
+    return callable(getattr(value, "summarize", None)) and callable(
+        getattr(value, "asummarize", None)
+    )
+
+
+def check_wiring_arguments(
+    where: str,
+    *,
+    store: object,
+    config: object = None,
+    ledger: object = None,
+    summarizer: object = None,
+    memory: object = None,
+    pinned_rules: object = None,
+) -> None:
+    """Raise a ``TypeError`` naming the first argument of ``where`` that is not what it takes."""
+    require_store(store, where=f"{where}(store=...)", expected=HistoryStore)
+    if config is not None:
+        require_instance(
+            config,
+            ContextConfig,
+            where=f"{where}(config=...)",
+            what="a ContextConfig",
+            advice="pass ContextConfig(context_window=..., trigger=..., ...), or leave it unset",
+        )
+    if ledger is not None:
+        require_instance(
+            ledger,
+            UsageLedger,
+            where=f"{where}(ledger=...)",
+            what="a UsageLedger",
+            advice="pass UsageLedger(store), or leave it unset to book on the history store",
+        )
+    if summarizer is not None and not _is_summarizer(summarizer):
+        require_instance(
+            summarizer,
+            (),
+            where=f"{where}(summarizer=...)",
+            what="a Summarizer (an object with summarize() and asummarize())",
+            advice="pass ExtractiveSummarizer() or LLMSummarizer(chat_model); a chat model or a "
+            'spec such as "openai:gpt-4o-mini" goes to summary_model=...',
+        )
+    if memory is not None:
+        require_instance(
+            memory,
+            LongTermMemory,
+            where=f"{where}(memory=...)",
+            what="a LongTermMemory",
+            advice="pass LongTermMemory(store=<a LangGraph BaseStore>, ...)",
+        )
+    if pinned_rules is not None:
+        require_instance(
+            pinned_rules,
+            PinnedRules,
+            where=f"{where}(pinned_rules=...)",
+            what="a PinnedRules",
+            advice='pass PinnedRules(text="...") or PinnedRules.from_file(path)',
+        )
+
+
+def require_chat_model(model: Any, *, where: str, tools: bool) -> None:
+    """``model`` can answer (``invoke``) and, with ``tools``, be bound to them (``bind_tools``)."""
+    if not callable(getattr(model, "invoke", None)):
+        require_instance(
+            model,
+            (),
+            where=where,
+            what='a chat model (or an init_chat_model spec such as "openai:gpt-4o-mini")',
+            advice="pass the chat model your agent calls, e.g. ChatOpenAI(model=...)",
+        )
+    if tools and not callable(getattr(model, "bind_tools", None)):
+        raise TypeError(
+            f"{where} expects a chat model that supports tool calling (bind_tools), got a "
+            f"{type(model).__name__}: pass a tool-calling chat model, or lookup_tool=False and "
+            "no tools"
+        )
