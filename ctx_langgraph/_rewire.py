@@ -26,6 +26,7 @@ from typing_extensions import TypedDict
 from ctx_langgraph._checkpoint_safe import checkpoint_safe
 from ctx_langgraph._overflow import OverflowStep, Recovered, merge_recovery, retry_on_overflow
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.state import ContextReport, merge_context
@@ -208,7 +209,7 @@ class RetryCall:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
         if step[0] not in ("call", "retry"):
             return runnable.invoke(payload, config)
-        with answering():
+        with answering(), calls_in(self._scope()):
             try:
                 return runnable.invoke(payload, config)
             except BaseException:  # the answer's usage is booked now: ctx_usage does not run
@@ -220,7 +221,7 @@ class RetryCall:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
         if step[0] not in ("call", "retry"):
             return await runnable.ainvoke(payload, config)
-        with answering():
+        with answering(), calls_in(self._scope()):
             try:
                 return await runnable.ainvoke(payload, config)
             except BaseException:

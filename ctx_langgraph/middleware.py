@@ -49,6 +49,7 @@ from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.history.base import HistoryStore
@@ -348,7 +349,7 @@ class _ModelCall:
         kind, state = step
         if kind not in ("call", "retry"):
             return self.middleware._node(kind).invoke(state, self.config)
-        with answering():
+        with answering(), calls_in(self._scope()):
             try:
                 return self.handler(self._model_request(step))
             except BaseException:  # the answer's usage is booked now: no after_model comes
@@ -359,7 +360,7 @@ class _ModelCall:
         kind, state = step
         if kind not in ("call", "retry"):
             return await self.middleware._node(kind).ainvoke(state, self.config)
-        with answering():
+        with answering(), calls_in(self._scope()):
             try:
                 return await self.handler(self._model_request(step))
             except BaseException:

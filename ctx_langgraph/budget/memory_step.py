@@ -15,7 +15,9 @@ from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.measure import estimate_view, fingerprint
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
 from ctx_langgraph.memory.store import LongTermMemory, MemoryChange, place_memory
@@ -31,20 +33,22 @@ log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whol
 @dataclass(frozen=True)
 class UnstreamedMemory:
     """The memory's ``observe`` with its model calls kept out of the graph's message stream
-    (a model-backed extractor is not the agent's reply)."""
+    (a model-backed extractor is not the agent's reply), and booked under the run's scope."""
 
     memory: LongTermMemory
+    scope: Scope
+    """The run's tenant, thread and branch: a ledger handler books the extractor's calls there."""
 
     def observe(
         self, scopes: MemoryScopes, messages: list[BaseMessage], *, seqs: dict[str, int]
     ) -> list[MemoryChange]:
-        with not_streamed():
+        with not_streamed(), calls_in(self.scope):
             return self.memory.observe(scopes, messages, seqs=seqs)
 
     async def aobserve(
         self, scopes: MemoryScopes, messages: list[BaseMessage], *, seqs: dict[str, int]
     ) -> list[MemoryChange]:
-        with not_streamed():
+        with not_streamed(), calls_in(self.scope):
             return await self.memory.aobserve(scopes, messages, seqs=seqs)
 
 
@@ -64,7 +68,9 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
     if said:
         seqs = {str(m.id): by_id[m.id].seq for m in said if m.id}
         try:
-            changes = yield call(UnstreamedMemory(memory), "observe", scopes, said, seqs=seqs)
+            changes = yield call(
+                UnstreamedMemory(memory, turn.scope), "observe", scopes, said, seqs=seqs
+            )
             info["changes"] = [
                 {"action": c.action, "id": c.record.id, "superseded": list(c.superseded)}
                 for c in changes

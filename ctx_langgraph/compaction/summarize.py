@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
@@ -22,9 +23,10 @@ from langchain_core.messages import BaseMessage
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.format import SummaryDocument, validate_summary
 from ctx_langgraph.compaction.protocol import Summarizer, SummaryRequest
+from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.streaming import not_streamed
-from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent
+from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent, Scope
 from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
 
 __all__ = [
@@ -68,11 +70,21 @@ class Written:
 
 @dataclass(frozen=True)
 class TimedSummarizer:
-    """A summarizer call bounded by ``timeout_s`` and tagged not to be streamed."""
+    """A summarizer call bounded by ``timeout_s``, tagged not to be streamed, its model calls
+    booked under ``scope``."""
 
     summarizer: Summarizer
     timeout_s: float
 
+    scope: Scope | None = None
+    """The thread's tenant, thread and branch: a ledger handler books the summarizer's model
+    calls there (None: as the run names it)."""
+
+    @contextlib.contextmanager
+    def _context(self) -> Iterator[None]:
+        """Not streamed, in the thread's scope."""
+        with not_streamed(), calls_in(self.scope) if self.scope else contextlib.nullcontext():
+            yield
     def _timed_out(self) -> TimeoutError:
         return TimeoutError(f"summarizer took longer than {self.timeout_s:.1f}s")
 
@@ -82,7 +94,7 @@ class TimedSummarizer:
         try:
             # the run's context (its config and callbacks: the ledger handler) goes along,
             # tagged so that the summary is not streamed as if it were the agent's reply
-            with not_streamed():
+            with self._context():
                 run = contextvars.copy_context().run
             future = pool.submit(run, self.summarizer.summarize, request)
             try:
@@ -94,7 +106,7 @@ class TimedSummarizer:
 
     async def asummarize(self, request: SummaryRequest) -> str:
         try:
-            with not_streamed():  # (the task wait_for makes copies this context)
+            with self._context():  # (the task wait_for makes copies this context)
                 pending = asyncio.ensure_future(self.summarizer.asummarize(request))
             return await asyncio.wait_for(pending, self.timeout_s)
         except asyncio.TimeoutError:
@@ -157,7 +169,7 @@ def summarize_span(
             instructions=instructions,
             view=view if len(batches) == 1 else None,
         )
-        timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()))
+        timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()), snapshot.scope)
         text = yield call(timed, "summarize", request)
         if batch is not batches[-1]:  # the rolling summary carries into the next batch
             previous = SummaryDocument.parse(text)

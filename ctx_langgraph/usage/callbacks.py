@@ -2,7 +2,10 @@
 
 Attach it to a run (``config={"callbacks": [handler]}``) and every chat model called inside,
 including the summarizer and models in nodes you do not own, is booked, with its purpose taken
-from the call's metadata (``ctx_purpose``) or tags (``ctx:summary``). Streamed calls are folded
+from the call's metadata (``ctx_purpose``) or tags (``ctx:summary``), under the run's scope: the
+tenant, thread and branch of its ``configurable`` (``ctx_tenant``, ``thread_id``,
+``ctx_branch``), or the branch the state is on when our nodes make the call
+(:mod:`ctx_langgraph.core.call_scope`). Streamed calls are folded
 with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulative usage is not
 summed twice.
 
@@ -27,8 +30,9 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generati
 
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape
+from ctx_langgraph.core.call_scope import scope_of_call
 from ctx_langgraph.errors import ContextManagementError
-from ctx_langgraph.history.types import DEFAULT_BRANCH, DEFAULT_TENANT, Scope
+from ctx_langgraph.history.types import Scope
 from ctx_langgraph.usage.accumulator import UsageAccumulator
 from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
@@ -65,19 +69,6 @@ def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, d
         if tag.startswith("ctx:") and len(tag) > 4:
             return tag[4:]
     return default
-
-
-def scope_of(metadata: Mapping[str, Any] | None, fallback: Scope | None) -> Scope | None:
-    """The scope of a call from LangGraph's run metadata (``thread_id``, ``ctx_tenant``, ``ctx_branch``)."""
-    metadata = metadata or {}
-    thread_id = metadata.get("thread_id")
-    if thread_id is None:
-        return fallback
-    return Scope(
-        str(thread_id),
-        str(metadata.get("ctx_tenant") or (fallback.tenant if fallback else DEFAULT_TENANT)),
-        str(metadata.get("ctx_branch") or DEFAULT_BRANCH),
-    )
 
 
 def _tools_from(kwargs: Mapping[str, Any]) -> list[Any]:
@@ -159,7 +150,7 @@ class _LedgerHandlerCore:
         metadata: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
     ) -> _Run | None:
-        scope = scope_of(metadata, self.scope)
+        scope = scope_of_call(metadata, self.scope)
         if scope is None:
             log.warning(
                 "ctx-langgraph: model call %s has no thread_id and the handler no scope; not booked",
