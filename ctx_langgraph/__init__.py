@@ -22,7 +22,7 @@ from ctx_langgraph.compaction import (
     acompact_thread,
     compact_thread,
 )
-from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.config import ContextConfig, ToolClearing
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history import (
     HistoryStore,
@@ -65,6 +65,7 @@ __all__ = [
     "SQLiteHistoryStore",
     "Scope",
     "Summarizer",
+    "ToolClearing",
     "UsageLedger",
     "__version__",
     "acompact_thread",

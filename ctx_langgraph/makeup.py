@@ -53,9 +53,10 @@ MAKEUP_PARTS: Final = (
 """The parts of a request, in the order they stack (each a token count, >= 0)."""
 MAKEUP_KEYS: Final = (*MAKEUP_PARTS, "adjustment", "estimate", "reserve", "window", "prefix")
 """Every key a make-up must have, in the order it is written."""
-HELD_KEYS: Final = ("generation", "covered_through")
-"""Keys ``ctx_budget`` adds after :data:`MAKEUP_KEYS`: which summary the request held and where
-its raw tail starts (optional: a make-up written before them is still one)."""
+HELD_KEYS: Final = ("generation", "covered_through", "trigger")
+"""Keys ``ctx_budget`` adds after :data:`MAKEUP_KEYS`: which summary the request held, where
+its raw tail starts, and the trigger the request was checked against (optional: a make-up
+written before them is still one)."""
 
 
 class RequestMakeup(TypedDict):
@@ -98,6 +99,9 @@ class RequestMakeup(TypedDict):
     """The generation of the active summary the request held (0: none yet)."""
     covered_through: NotRequired[int]
     """The last seq that summary covers: the request's raw tail starts after it (0: none)."""
+    trigger: NotRequired[int]
+    """The budget's trigger in tokens when the request was let through: compaction starts
+    when the estimate plus its safety margin is above it (a page draws it as a line)."""
 
 
 def makeup_problem(value: object) -> str | None:

@@ -18,6 +18,7 @@ from ctx_langgraph.history import HistoryStore, Scope, SQLiteHistoryStore
 from ctx_langgraph.inspect import export_html, open_sqlite_readonly, serve, thread_html
 from ctx_langgraph.inspect.page import CSP
 from ctx_langgraph.inspect.reads import PAGE_SIZE, check_schema, list_threads
+from ctx_langgraph.usage import UsageLedger
 from tests.conftest import Backend
 
 
@@ -59,7 +60,7 @@ def test_the_page_holds_what_the_store_holds_on_every_backend(backend: Backend) 
     assert 'id="event-count" data-count="240"' in html
     assert 'id="model-calls" data-count="0"' in html  # no model call booked
     assert 'id="summary-generations" data-count="0"' in html  # no summary yet
-    assert f"page 2 of 2 (seqs {PAGE_SIZE + 1}\u2013{2 * PAGE_SIZE})" in html
+    assert f"page 2 of 2 (seqs {PAGE_SIZE + 1}\u2013240)" in html  # the real last seq
     first = thread_html(store, "t1", seq=13)
     assert 'id="seq-13"' in first and 'id="seq-201"' not in first
     assert re.search(r'id="seq-13".*?badge hidden', first, re.S)
@@ -312,3 +313,123 @@ def test_a_call_and_its_result_are_paired_across_a_page_edge() -> None:
         f'result of <a class="seq" href="/thread?id=t1&amp;branch=main&amp;seq={PAGE_SIZE}'
         in second
     )
+
+
+def _plot(html: str) -> str:
+    found = re.search(r'<svg class="plot".*?</svg>', html, re.S)
+    assert found, "no plot"
+    return found.group(0)
+
+
+def _y_of(plot: str) -> tuple[dict[int, float], dict[str, float]]:
+    """The plot's y-axis as a reader sees it: each tick's value at its height, and each
+    labelled horizontal line (window, trigger) at its height."""
+    ticks = {
+        int(value.replace(",", "")): float(y)
+        for y, value in re.findall(
+            r'<text class="axis tick"[^>]*? y="([\d.]+)"[^>]*>([\d,]+)<', plot
+        )
+    }
+    lines = {
+        name: float(y)
+        for name, y in re.findall(r'<line class="plot-(window|trigger)"[^>]*? y1="([\d.]+)"', plot)
+    }
+    return ticks, lines
+
+
+def _height(ticks: dict[int, float], value: float) -> float:
+    """Where ``value`` sits on the axis the ticks draw (linear, as a reader reads it)."""
+    (low, y_low), (high, y_high) = min(ticks.items()), max(ticks.items())
+    return y_low + (value - low) / (high - low) * (y_high - y_low)
+
+
+def test_the_input_token_plot_has_a_scale_and_the_window_and_trigger_lines(
+    backend: Backend,
+) -> None:
+    from tests.test_recorded_makeup import CONFIG, graph_of, run_turns, turns
+
+    store = backend.make()
+    store.setup()
+    run_turns(graph_of(store), turns(8), "sync")
+    budget = CONFIG.resolve()
+    plot = _plot(thread_html(store, "t"))
+    ticks, lines = _y_of(plot)
+    assert len(ticks) >= 3 and min(ticks) == 0, ticks  # a scale from 0, with its numbers
+    assert max(ticks) >= budget.context_window  # the window is on the scale, not off it
+    assert f"window {budget.context_window:,} tokens" in plot
+    assert f"trigger {budget.trigger:,} tokens" in plot
+    assert abs(lines["window"] - _height(ticks, budget.context_window)) < 1
+    assert abs(lines["trigger"] - _height(ticks, budget.trigger)) < 1
+    # the highest measured request is drawn at its height on that scale
+    highest = max(r.usage.input_total or 0 for r in UsageLedger(store).records("t"))
+    points = re.search(r'<polyline class="plot-tokens" points="([^"]+)"', plot)
+    assert points
+    top = min(float(p.split(",")[1]) for p in points.group(1).split())
+    assert abs(top - _height(ticks, highest)) < 1
+
+
+def test_a_plot_of_calls_without_a_makeup_has_a_scale_but_no_window(tmp_path: Path) -> None:
+    from ctx_langgraph.inspect.reads import CallPoint
+    from ctx_langgraph.inspect.svg import calls_plot
+
+    plot = calls_plot(
+        [CallPoint("answer", 1_234, None, None), CallPoint("answer", 2_500, None, None)]
+    )
+    ticks, lines = _y_of(plot)
+    assert min(ticks) == 0 and max(ticks) >= 2_500 and lines == {}
+    assert "window" not in plot  # not known: not drawn, not guessed
+
+
+def test_the_last_page_says_the_threads_real_last_seq(backend: Backend, tmp_path: Path) -> None:
+    store = backend.make()
+    store.setup()
+    _conversation(store, "t1", 148)  # 592 events
+    store.append("t1", [HumanMessage(f"one more {n}", id=f"m{n}") for n in range(3)])  # 595
+    last = thread_html(store, "t1")
+    assert "page 3 of 3 (seqs 401\u2013595)" in last
+    assert "page 1 of 3 (seqs 1\u2013200)" in thread_html(store, "t1", page=1)
+    assert "page 3 of 3 (seqs 401\u2013595)" in thread_html(store, "t1", seq=595)
+    html = export_html(store, "t1", tmp_path / "t.html").read_text()
+    assert "page 3 of 3 (seqs 401\u2013595)" in html and "\u2013600" not in html
+
+
+def _summaries(store: HistoryStore, thread: str, throughs: list[int]) -> None:
+    for through in throughs:
+        store.commit_candidate(
+            store.create_candidate(
+                store.snapshot(thread, through), summary_text=f"Goal: orders\nDone: to {through}"
+            )
+        )
+
+
+def _changes_of(html: str, generation: int) -> str:
+    card = re.search(
+        rf'<article class="version[^"]*" id="summary-g{generation}-.*?</article>', html, re.S
+    )
+    assert card, generation
+    changes = re.search(r"<h4>changes.*", card.group(0), re.S)
+    assert changes
+    return re.sub(r"<[^>]+>", " ", changes.group(0))
+
+
+def test_the_oldest_kept_summary_says_how_many_earlier_ones_were_pruned(backend: Backend) -> None:
+    store = backend.make()
+    store.setup()
+    _conversation(store, "t1", 10)
+    _summaries(store, "t1", [4, 8, 12, 16, 20, 24, 28])
+    store.prune_versions("t1", keep=2)  # generations 5 and 6 superseded, 7 active
+    html = thread_html(store, "t1")
+    oldest = _changes_of(html, 5)
+    assert "the first generation" not in oldest
+    assert "the oldest kept" in oldest and "4 earlier generations pruned" in oldest
+    assert "changes from generation 5" in _changes_of(html, 6)  # a diff where one is known
+
+
+def test_the_first_generation_is_still_called_the_first(backend: Backend) -> None:
+    store = backend.make()
+    store.setup()
+    _conversation(store, "t1", 4)
+    _summaries(store, "t1", [4, 8])
+    html = thread_html(store, "t1")
+    assert "the first generation" in _changes_of(html, 1)
+    assert "pruned" not in _changes_of(html, 1)

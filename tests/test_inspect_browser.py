@@ -121,6 +121,30 @@ def _check_against_store(driver: Any, store: HistoryStore, scope: Scope) -> None
     assert any(t.startswith("tail: ") for t in titles)
     assert driver.find_elements("css selector", "li.event")
     assert driver.execute_script("return document.scripts.length") == 0
+    _check_reading(driver, store, scope, recorded)
+
+
+def _check_reading(driver: Any, store: HistoryStore, scope: Scope, makeup: dict[str, int]) -> None:
+    """What a reader takes from the page's words: the plot's scale and its window and trigger
+    lines (the ones the requests were budgeted against), the timeline's last seq, and that the
+    oldest summary kept says the earlier ones were pruned (not that it is the first)."""
+    plot = driver.find_element("css selector", "svg.plot")
+    texts = [t.get_attribute("textContent") for t in plot.find_elements("css selector", "text")]
+    assert f"window {makeup['window']:,} tokens" in texts, texts
+    assert f"trigger {makeup['trigger']:,} tokens" in texts, texts
+    ticks = [int(t.replace(",", "")) for t in texts if re.fullmatch(r"[\d,]+", t)]
+    assert ticks[0] == 0 and ticks[-1] >= makeup["window"] and len(ticks) >= 3, ticks
+    info = store.branch_info(scope)
+    assert info is not None
+    pagers = [p.text for p in driver.find_elements("css selector", ".pager span") if p.text]
+    assert any(text.endswith(f"\u2013{info.head_seq})") for text in pagers), pagers
+    versions = [v for v in store.list_versions(scope) if v.status in ("active", "superseded")]
+    oldest = min(versions, key=lambda v: v.generation)
+    assert oldest.generation > 1  # the demo's thread pruned its early summaries
+    card = driver.find_element("css selector", f'article[data-generation="{oldest.generation}"]')
+    said = card.get_attribute("textContent")
+    assert "the first generation" not in said
+    assert f"{oldest.generation - 1} earlier generations pruned" in said
 
 
 def _digest(path: Path) -> str:

@@ -27,6 +27,7 @@ EXPECTED = [
     "SQLiteHistoryStore",
     "Scope",
     "Summarizer",
+    "ToolClearing",
     "UsageLedger",
     "__version__",
     "acompact_thread",

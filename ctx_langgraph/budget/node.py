@@ -15,8 +15,9 @@ Before every model call the node runs these steps, each a small function of its 
 2. caps a new tool result above ``tool_output_cap_tokens`` (:mod:`~ctx_langgraph.budget.trim`):
    the original stays in the history store, the state gets a head/tail preview with a handle
    the history lookup can page through;
-3. clears old tool results to placeholders when ``clear_tool_results_keep`` is set (persisted in
-   the state, so the prompt prefix stays stable from turn to turn);
+3. clears old tool results to placeholders as ``ContextConfig.tool_clearing`` (or
+   ``clear_tool_results_keep``) says (:mod:`~ctx_langgraph.budget.clearing`; persisted in the
+   state, so the prompt prefix stays stable from turn to turn);
 4. bumps the projection epoch when the prefix the baseline measured changed (an edited message,
    cleared results, a changed system prompt, tool set or model;
    :mod:`~ctx_langgraph.budget.measure`);
@@ -48,6 +49,7 @@ from langgraph.graph import END
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
 from ctx_langgraph.budget.calibration import thread_counter
+from ctx_langgraph.budget.clearing import clear_old_tool_results
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.budget.decide import decide
 from ctx_langgraph.budget.edits import (
@@ -64,7 +66,7 @@ from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
 from ctx_langgraph.budget.prefix_step import measure_prefix
 from ctx_langgraph.budget.record import record
 from ctx_langgraph.budget.report import budget_update
-from ctx_langgraph.budget.trim import apply_replacements, cap_tool_results, clear_old_tool_results
+from ctx_langgraph.budget.trim import apply_replacements, cap_tool_results
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, run

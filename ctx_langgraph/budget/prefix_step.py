@@ -38,6 +38,7 @@ from ctx_langgraph.state import CacheReport, RequestMakeup
 from ctx_langgraph.view.markers import (
     CAPPED_FLAG,
     CLEARED_FLAG,
+    INPUTS_CLEARED_FLAG,
     PINNED_FLAG,
     is_lookup_result,
     is_memory_message,
@@ -60,6 +61,8 @@ def _label(message: BaseMessage) -> str:
         return "pinned rules"
     if kwargs.get(CLEARED_FLAG):
         return "cleared tool result"
+    if kwargs.get(INPUTS_CLEARED_FLAG):
+        return "cleared tool call"
     if kwargs.get(CAPPED_FLAG):
         return "capped tool result"
     return f"{message.type} message"
@@ -307,4 +310,5 @@ def _makeup(s: BudgetSettings, turn: Turn, parts: dict[str, int], prefix: int) -
         prefix=prefix,
         generation=int(turn.context.get("active_generation", 0)),
         covered_through=int(turn.context.get("covered_through_seq", 0)),
+        trigger=s.budget.trigger,
     )

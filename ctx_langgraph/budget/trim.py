@@ -2,8 +2,8 @@
 
 A new tool result above ``tool_output_cap_tokens`` is capped to a head/tail preview (the
 original stays in the history store, the preview carries a handle the history lookup pages
-through); old tool results are cleared to placeholders when ``clear_tool_results_keep`` is set
-(persisted in the state, so the prompt prefix stays stable from turn to turn).
+through). (Old tool results are cleared to placeholders in step 3,
+:mod:`ctx_langgraph.budget.clearing`.)
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.view.markers import CLEARED_FLAG, is_lookup_result
-from ctx_langgraph.view.tool_results import capped, cleared
+from ctx_langgraph.view.tool_results import capped
 
-__all__ = ["apply_replacements", "cap_tool_results", "clear_old_tool_results"]
+__all__ = ["apply_replacements", "cap_tool_results"]
 
 
 def _cap(s: BudgetSettings, shrink: int | None) -> int | None:
@@ -53,30 +53,6 @@ def cap_tool_results(s: BudgetSettings, turn: Turn) -> None:
             turn.replacements[message.id] = capped(
                 message, message.text, cap, seq, count_text=counter.count_text
             )
-
-
-def clear_old_tool_results(s: BudgetSettings, turn: Turn) -> None:
-    """3. Clear old tool results to placeholders, keeping the last ``clear_tool_results_keep``,
-    once ``clear_tool_results_batch`` of them are due (a clearing moves the cacheable prefix
-    back to the oldest result it rewrites: in batches, it moves less often)."""
-    keep = s.config.clear_tool_results_keep
-    if keep is None:
-        return
-    by_id, replacements = turn.by_id, turn.replacements
-    tool_results = [m for m in turn.messages if isinstance(m, ToolMessage) and m.id]
-    due = [
-        m
-        for m in tool_results[: max(0, len(tool_results) - keep)]
-        if not m.additional_kwargs.get(CLEARED_FLAG)
-    ]
-    if len(due) < s.config.clear_tool_results_batch:
-        return
-    for message in due:
-        seq = by_id[message.id].seq if message.id in by_id else None
-        tokens = s.cache.count(turn.counter, message)
-        replacements[str(message.id)] = cleared(message, tokens, seq)
-    if any(r.additional_kwargs.get(CLEARED_FLAG) for r in replacements.values()):
-        turn.reasons.append("tool results cleared")
 
 
 def apply_replacements(turn: Turn) -> None:

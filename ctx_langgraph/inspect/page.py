@@ -285,7 +285,22 @@ def _trail(version: CompactionCheckpoint, links: Links) -> str:
     return f"<h4>artifact trail ({len(entries)})</h4><ul>{''.join(items)}</ul>"
 
 
-def _changes(version: CompactionCheckpoint, previous: CompactionCheckpoint | None) -> str:
+def _pruned_before(version: CompactionCheckpoint, versions: Sequence[CompactionCheckpoint]) -> int:
+    """Committed generations before ``version`` that are no longer in the store (pruned by
+    ``summary_versions_keep``)."""
+    kept = {v.generation for v in _committed(versions) if v.generation < version.generation}
+    return max(0, version.generation - 1 - len(kept))
+
+
+def _changes(
+    version: CompactionCheckpoint, previous: CompactionCheckpoint | None, pruned: int
+) -> str:
+    if previous is None and pruned > 0:
+        earlier = f"{pruned} earlier generation{'s' if pruned != 1 else ''}"
+        return (
+            '<h4>changes</h4><p class="note">the oldest kept version: '
+            f"{earlier} pruned (summary_versions_keep), so there is none to compare it with</p>"
+        )
     if previous is None:
         return '<h4>changes</h4><p class="note">the first generation</p>'
     before = {f.text for f in previous.key_facts}
@@ -384,6 +399,7 @@ def _version(
 ) -> str:
     status = "active" if version.id == data.info.active_checkpoint_id else version.status
     badge = "fallback" if fallback_of(version) and status != "failed" else status
+    changes = _changes(version, previous, _pruned_before(version, data.versions))
     text = (
         f'<pre class="summary-text">{cut(version.summary_text, 20000)}</pre>'
         if version.summary_text
@@ -395,7 +411,7 @@ def _version(
         f'data-status="{escape(status)}"><h3>generation {version.generation}'
         f'<span class="badge {escape(badge)}">{escape(badge)}</span></h3>'
         f"{_version_facts(data, version, since)}{text}{_facts(version, links)}"
-        f"{_trail(version, links)}{_changes(version, previous) if version.status != 'failed' else ''}"
+        f"{_trail(version, links)}{changes if version.status != 'failed' else ''}"
         "</article>"
     )
 

@@ -104,6 +104,12 @@ class CallPoint:
     cost: float | None
     created_at: dt.datetime | None
     """When it was booked (read for summarizer calls only)."""
+    window: int | None = None
+    """The context window the request was budgeted against (its make-up's ``window``), None
+    for a call ``ctx_budget`` did not prepare."""
+    trigger: int | None = None
+    """The compaction trigger in tokens at that request (its make-up's ``trigger``), None
+    when not recorded."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +132,8 @@ class Timeline:
     pages: int
     first_seq: int
     last_seq: int
+    """The page's last seq: the thread's head on the last page (below ``first_seq`` when the
+    thread has no event yet)."""
     events: list[HistoryEvent]
     deleted: dict[int, int]
     """Seqs on this page whose event was deleted, with the edit version that deleted them."""
@@ -221,11 +229,12 @@ def _number(value: Any) -> int | None:
 
 def _points(store: HistoryStore, scope: Scope) -> Op[list[CallPoint]]:
     """Every call, oldest first: purpose, input and cost (the time only of summarizer calls,
-    which the page attributes to the summary version they wrote)."""
+    which the page attributes to the summary version they wrote), and the window and trigger
+    its make-up names (the plot's reference lines)."""
     where = "WHERE tenant = ? AND thread_id = ? AND branch = ?"
     key = (scope.tenant, scope.thread_id, scope.branch)
     rows = yield Stmt(
-        f"SELECT purpose, input_total, cost_nano_usd FROM ctx_usage_calls {where} "
+        f"SELECT purpose, input_total, cost_nano_usd, makeup FROM ctx_usage_calls {where} "
         "ORDER BY created_at, call_key",
         key,
         "all",
@@ -237,15 +246,20 @@ def _points(store: HistoryStore, scope: Scope) -> Op[list[CallPoint]]:
         "all",
     )
     times = iter([store.dialect.from_ts(r[0]) for r in summaries])
-    return [
-        CallPoint(
-            r[0],
-            _number(r[1]),
-            None if r[2] is None else int(r[2]) / 1e9,
-            next(times, None) if r[0] == "summary" else None,
+    points = []
+    for r in rows:
+        makeup = _makeup(r[3]) or {}
+        points.append(
+            CallPoint(
+                r[0],
+                _number(r[1]),
+                None if r[2] is None else int(r[2]) / 1e9,
+                next(times, None) if r[0] == "summary" else None,
+                window=makeup.get("window"),
+                trigger=makeup.get("trigger"),
+            )
         )
-        for r in rows
-    ]
+    return points
 
 
 def _newest_calls(store: HistoryStore, scope: Scope, limit: int) -> Op[list[CallRow]]:
@@ -397,7 +411,7 @@ def read_timeline(
     pages = max(1, page_of(data.info.head_seq, page_size))
     page = pages if page is None else min(max(1, page), pages)
     first = (page - 1) * page_size + 1
-    last = page * page_size
+    last = min(page * page_size, data.info.head_seq)  # the last page ends at the real head
     events = store.read_events(data.scope, from_seq=first, to_seq=last, include_hidden=True)
     deleted = {
         seq: version

@@ -104,10 +104,15 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
             '<button type="submit">go</button></form>'
         )
     previous, following = "\u2039 previous", "next \u203a"
+    seqs = (
+        f"seqs {timeline.first_seq}\u2013{timeline.last_seq}"
+        if timeline.last_seq >= timeline.first_seq
+        else "no events yet"
+    )
     return (
         f'<div class="pager">{go(1, "« first")}{go(timeline.page - 1, previous)}'
-        f"<span>page {timeline.page} of {timeline.pages} (seqs {timeline.first_seq}\u2013"
-        f"{timeline.last_seq})</span>{go(timeline.page + 1, following)}"
+        f"<span>page {timeline.page} of {timeline.pages} ({seqs})</span>"
+        f"{go(timeline.page + 1, following)}"
         f"{go(timeline.pages, 'last »')}{jump}</div>"
     )
 

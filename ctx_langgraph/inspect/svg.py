@@ -8,6 +8,7 @@ all. Every text in a picture goes through :func:`html.escape`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -219,18 +220,86 @@ def _sampled(values: Sequence[float]) -> list[tuple[int, float]]:
     return picked
 
 
+_PLOT_X, _PLOT_Y, _PLOT_W, _PLOT_H = 64.0, 24.0, 856.0, 180.0
+
+
+def _plot_x(index: int, n: int) -> float:
+    return _PLOT_X + (index / max(n - 1, 1)) * _PLOT_W
+
+
+def _plot_y(value: float, top: float) -> float:
+    return _PLOT_Y + _PLOT_H - (value / top) * _PLOT_H if top else _PLOT_Y + _PLOT_H
+
+
 def _polyline(points: list[tuple[int, float]], n: int, top: float, cls: str) -> str:
     if not points:
         return ""
-    w, h = 900.0, 180.0
-    xs = [20 + (i / max(n - 1, 1)) * w for i, _ in points]
-    ys = [24 + h - (v / top) * h if top else 24 + h for _, v in points]
-    coords = " ".join(f"{_num(x)},{_num(y)}" for x, y in zip(xs, ys, strict=True))
+    coords = " ".join(f"{_num(_plot_x(i, n))},{_num(_plot_y(v, top))}" for i, v in points)
     return f'<polyline class="{cls}" points="{coords}"/>'
 
 
+def token_ticks(highest: float) -> list[int]:
+    """The input-token axis: ticks from 0 in steps of 1, 2, 2.5 or 5 times a power of ten,
+    four to seven of them, the last one at or above ``highest`` plus a little headroom.
+
+    Examples:
+        >>> token_ticks(4096)
+        [0, 1000, 2000, 3000, 4000, 5000]
+        >>> token_ticks(128_000)
+        [0, 50000, 100000, 150000]
+        >>> token_ticks(0)
+        [0, 1, 2, 3, 4]
+    """
+    wanted = max(highest * 1.06, 4.0)  # the highest line never sits on the frame's top edge
+    rough = wanted / 5
+    power = max(1, 10 ** math.floor(math.log10(rough)))
+    factors = (1, 2, 2.5, 5, 10) if power >= 10 else (1, 2, 5, 10)
+    step = int(next(f * power for f in factors if f * power >= rough))
+    return list(range(0, math.ceil(wanted / step) * step + 1, step))
+
+
+def _runs(values: Sequence[int | None]) -> list[tuple[int, int, int]]:
+    """Consecutive calls that share a known value: ``(first, last, value)``; a call with no
+    value (one ``ctx_budget`` did not prepare, a summarizer call) continues the run around it."""
+    runs: list[tuple[int, int, int]] = []
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        if runs and runs[-1][2] == value:
+            runs[-1] = (runs[-1][0], i, value)
+        else:
+            runs.append((i, i, value))
+    return runs
+
+
+def _level_lines(values: Sequence[int | None], top: float, name: str) -> tuple[str, str]:
+    """A horizontal line at each run of the same value (the window, the trigger), and the
+    label of the newest, at its right end (drawn last, over the plot's lines)."""
+    runs = _runs(values)
+    parts = []
+    for n, (first, last, value) in enumerate(runs):
+        y = _num(_plot_y(value, top))
+        x1 = _PLOT_X if n == 0 else _plot_x(first, len(values))
+        x2 = _PLOT_X + _PLOT_W if n == len(runs) - 1 else _plot_x(last, len(values))
+        text = f"{name} {value:,} tokens"
+        parts.append(
+            f'<line class="plot-{name}" x1="{_num(x1)}" y1="{y}" x2="{_num(x2)}" y2="{y}">'
+            f"<title>{escape(text)}, calls {first + 1}-{last + 1}</title></line>"
+        )
+    if not runs:
+        return "", ""
+    value = runs[-1][2]
+    label = (
+        f'<text class="axis plot-{name}-label" x="{_num(_PLOT_X + _PLOT_W - 4)}" '
+        f'y="{_num(_plot_y(value, top) - 4)}" text-anchor="end">{name} {value:,} tokens</text>'
+    )
+    return "".join(parts), label
+
+
 def calls_plot(calls: Sequence[CallPoint]) -> str:
-    """The measured input tokens and the cumulative cost, call by call."""
+    """The measured input tokens call by call on a scale from 0 with the context window and
+    the compaction trigger as horizontal lines (from each call's make-up, where recorded),
+    and the cumulative cost on a scale of its own (the top right says its total)."""
     tokens = [float(c.input_total or 0) for c in calls]
     cumulative: list[float] = []
     total = 0.0
@@ -238,18 +307,35 @@ def calls_plot(calls: Sequence[CallPoint]) -> str:
         total += call.cost or 0.0
         cumulative.append(total)
     top_tokens = max(tokens, default=0.0)
-    lines = _polyline(_sampled(tokens), len(tokens), top_tokens, "plot-tokens")
+    windows = [c.window for c in calls]
+    triggers = [c.trigger for c in calls]
+    ticks = token_ticks(max([top_tokens, *(w for w in windows if w is not None)]))
+    top = float(ticks[-1])
+    grid = "".join(
+        f'<line class="plot-grid" x1="{_num(_PLOT_X)}" y1="{_num(_plot_y(t, top))}" '
+        f'x2="{_num(_PLOT_X + _PLOT_W)}" y2="{_num(_plot_y(t, top))}"/>'
+        f'<text class="axis tick" x="{_num(_PLOT_X - 6)}" y="{_num(_plot_y(t, top))}" '
+        f'text-anchor="end" dominant-baseline="middle">{t:,}</text>'
+        for t in ticks
+    )
+    (window_lines, window_label) = _level_lines(windows, top, "window")
+    (trigger_lines, trigger_label) = _level_lines(triggers, top, "trigger")
+    lines = _polyline(_sampled(tokens), len(tokens), top, "plot-tokens")
     lines += _polyline(_sampled(cumulative), len(cumulative), total, "plot-cost")
+    lines = f"{window_lines}{trigger_lines}{lines}{window_label}{trigger_label}"
+    right = _num(_PLOT_X + _PLOT_W)
     labels = (
-        f'<text class="axis" x="20" y="219">call 1</text>'
-        f'<text class="axis" x="920" y="219" text-anchor="end">call {len(calls)}</text>'
-        f'<text class="axis plot-tokens-label" x="20" y="14">input tokens (max {int(top_tokens):,})'
+        f'<text class="axis" x="{_num(_PLOT_X)}" y="219">call 1</text>'
+        f'<text class="axis" x="{right}" y="219" text-anchor="end">call {len(calls)}</text>'
+        f'<text class="axis plot-tokens-label" x="{_num(_PLOT_X)}" y="14">input tokens '
+        f"(max {int(top_tokens):,})"
         f"</text>"
-        f'<text class="axis plot-cost-label" x="920" y="14" text-anchor="end">cumulative cost '
+        f'<text class="axis plot-cost-label" x="{right}" y="14" text-anchor="end">cumulative cost '
         f"${total:,.4f}</text>"
     )
     return (
         '<svg class="plot" viewBox="0 0 940 224" width="100%" role="img" '
         f'aria-label="input tokens and cumulative cost over {len(calls)} calls">'
-        f'<rect class="plot-frame" x="20" y="24" width="900" height="180"/>{lines}{labels}</svg>'
+        f'<rect class="plot-frame" x="{_num(_PLOT_X)}" y="{_num(_PLOT_Y)}" width="{_num(_PLOT_W)}" '
+        f'height="{_num(_PLOT_H)}"/>{grid}{lines}{labels}</svg>'
     )

@@ -60,8 +60,8 @@ class LedgerRecord:
     (:class:`~ctx_langgraph.makeup.RequestMakeup`: ``system``, ``pinned``, ``tools``,
     ``memory``, ``summary``, ``trail``, ``lookup``, ``tail``, ``adjustment``, ``estimate``,
     ``reserve``, ``window``, ``prefix``, and ``generation`` / ``covered_through``: the summary
-    the request held), or None: not an answer call ``ctx_usage`` booked for the request it
-    estimated."""
+    the request held, ``trigger``: where compaction started), or None: not an answer call
+    ``ctx_usage`` booked for the request it estimated."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage
 __all__ = [
     "CAPPED_FLAG",
     "CLEARED_FLAG",
+    "INPUTS_CLEARED_FLAG",
     "LOOKUP_MARK",
     "LOOKUP_TOOL_MARK",
     "MEMORY_FLAG",
@@ -53,6 +54,9 @@ CAPPED_FLAG: Final = "ctx_capped"
 """A preview of a tool result over the output cap (the original is recorded)."""
 CLEARED_FLAG: Final = "ctx_cleared"
 """A placeholder of an old tool result cleared from the view (the original is recorded)."""
+INPUTS_CLEARED_FLAG: Final = "ctx_inputs_cleared"
+"""An AI message whose tool calls' arguments were cleared from the view with their results
+(the ids of those calls; the original is recorded)."""
 STRIPPED_FLAG: Final = "ctx_stripped"
 """A message whose provider-only content was stripped for another provider."""
 PROVIDER_TOKENS: Final = "ctx_provider_tokens"
@@ -64,7 +68,13 @@ LOOKUP_TOOL_MARK: Final = "ctx_history_lookup"
 """Key of the metadata that marks the history lookup tool, whatever its name."""
 
 SYNTHETIC_FLAGS: Final = (SUMMARY_FLAG, RETRIEVED_FLAG, PINNED_FLAG, MEMORY_FLAG, REPAIR_FLAG)
-VIEW_FLAGS: Final = (*SYNTHETIC_FLAGS, CAPPED_FLAG, CLEARED_FLAG, STRIPPED_FLAG)
+VIEW_FLAGS: Final = (
+    *SYNTHETIC_FLAGS,
+    CAPPED_FLAG,
+    CLEARED_FLAG,
+    INPUTS_CLEARED_FLAG,
+    STRIPPED_FLAG,
+)
 
 
 def is_summary(message: BaseMessage) -> bool:

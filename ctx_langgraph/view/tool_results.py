@@ -1,4 +1,5 @@
-"""Tool results in the view: a preview of an oversized one, a placeholder of an old one.
+"""Tool results in the view: a preview of an oversized one, a placeholder of an old one (and
+its call with the arguments cleared, when asked).
 
 The original always stays in the history store, recorded under the message's id; the view's
 copy carries a handle the history lookup tool pages through (docs/design.md §2).
@@ -16,13 +17,14 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
-from ctx_langgraph.view.markers import CAPPED_FLAG, CLEARED_FLAG
+from ctx_langgraph.view.markers import CAPPED_FLAG, CLEARED_FLAG, INPUTS_CLEARED_FLAG
 
-__all__ = ["capped", "cleared"]
+__all__ = ["capped", "cleared", "cleared_inputs"]
 
 
 def capped(
@@ -68,17 +70,95 @@ def capped(
     )
 
 
-def cleared(message: ToolMessage, tokens: int, seq: int | None) -> ToolMessage:
-    """A placeholder for an old tool result cleared from the view to save context."""
+def cleared(
+    message: ToolMessage,
+    tokens: int,
+    seq: int | None,
+    *,
+    text: str | None = None,
+    inputs_cleared: bool = False,
+) -> ToolMessage:
+    """A placeholder for an old tool result cleared from the view to save context: ``text``,
+    else a sentence naming the handle the history lookup reads the original back by. Its
+    artifact goes too (the original keeps it); ``response_metadata["context_editing"]`` says
+    it was cleared, as LangChain's ``ClearToolUsesEdit`` marks it."""
     handle = f"history:{message.id}"
+    if text is None:
+        text = (
+            f"[tool result cleared to save context: {tokens:,} tokens; kept as {handle}"
+            + (f" (seq {seq})" if seq else "")
+            + ("; its call's arguments were cleared too" if inputs_cleared else "")
+            + f'; read it again by calling history_lookup with handle="{handle}"]'
+        )
     return message.model_copy(
         update={
-            "content": f"[tool result cleared to save context: {tokens:,} tokens; kept as {handle}"
-            + (f" (seq {seq})" if seq else "")
-            + f'; read it again by calling history_lookup with handle="{handle}"]',
+            "content": text,
+            "artifact": None,
             "additional_kwargs": {
                 **message.additional_kwargs,
                 CLEARED_FLAG: {"handle": handle, "tokens": tokens},
             },
+            "response_metadata": {
+                **message.response_metadata,
+                "context_editing": {"cleared": True, "strategy": "clear_tool_uses"},
+            },
         }
     )
+
+
+_CALL_BLOCKS = {"tool_use": "input", "tool_call": "args", "function_call": "arguments"}
+"""Content blocks that carry a tool call's arguments, by type: Anthropic's, LangChain's
+standard ones, OpenAI Responses'."""
+
+
+def cleared_inputs(message: AIMessage, call_ids: Collection[str]) -> AIMessage:
+    """``message`` with the arguments of the tool calls ``call_ids`` replaced by ``{}``
+    wherever a provider reads them (``tool_calls``, the call blocks of its content, OpenAI's
+    ``additional_kwargs["tool_calls"]``); every call keeps its id and name, so each result
+    keeps its call.
+
+    Examples:
+        >>> from langchain_core.messages import AIMessage
+        >>> call = AIMessage("", id="a1", tool_calls=[{"name": "read", "args": {"path": "x"}, "id": "c1"}])
+        >>> copy = cleared_inputs(call, ["c1"])
+        >>> copy.tool_calls[0]["args"], copy.tool_calls[0]["id"], copy.additional_kwargs["ctx_inputs_cleared"]
+        ({}, 'c1', ['c1'])
+    """
+    ids = set(call_ids) | set(message.additional_kwargs.get(INPUTS_CLEARED_FLAG) or ())
+    tool_calls = [
+        {**call, "args": {}} if call.get("id") in ids else call for call in message.tool_calls
+    ]
+    content: str | list[Any] = message.content
+    if isinstance(content, list):
+        content = [_without_arguments(block, ids) for block in content]
+    kwargs = dict(message.additional_kwargs)
+    raw_calls = kwargs.get("tool_calls")
+    if isinstance(raw_calls, list):
+        kwargs["tool_calls"] = [
+            {**raw, "function": {**raw["function"], "arguments": "{}"}}
+            if isinstance(raw, dict)
+            and raw.get("id") in ids
+            and isinstance(raw.get("function"), dict)
+            else raw
+            for raw in raw_calls
+        ]
+    kwargs[INPUTS_CLEARED_FLAG] = sorted(ids)
+    editing = dict(message.response_metadata.get("context_editing") or {})
+    editing["cleared_tool_inputs"] = sorted(ids)
+    return message.model_copy(
+        update={
+            "content": content,
+            "tool_calls": tool_calls,
+            "additional_kwargs": kwargs,
+            "response_metadata": {**message.response_metadata, "context_editing": editing},
+        }
+    )
+
+
+def _without_arguments(block: Any, ids: set[str]) -> Any:
+    if not isinstance(block, dict):
+        return block
+    field = _CALL_BLOCKS.get(str(block.get("type")))
+    if field is None or (block.get("id") not in ids and block.get("call_id") not in ids):
+        return block
+    return {**block, field: "{}" if field == "arguments" else {}}
