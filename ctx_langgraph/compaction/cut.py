@@ -8,7 +8,10 @@ Rules (docs/design.md §6):
 - never separate an AI message with tool calls from its tool results (parallel calls included),
   so the tail never starts with a tool result; reasoning/thinking blocks live inside the AI
   message and stay with its calls;
-- leading system messages and the summary message are never covered (they are not history).
+- leading system messages and the summary message are never covered (they are not history);
+  a system message later in the view is not history either: it stays in the view whatever the
+  cut (:func:`~ctx_langgraph.view.summary.rewrite_view` moves it up to the leading ones), so it
+  counts as no covered or kept tokens, and one inside a tool step stays in that step's group.
 """
 
 from __future__ import annotations
@@ -49,16 +52,22 @@ def first_coverable(messages: Sequence[BaseMessage]) -> int:
 
 def tool_groups(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[int, int]]:
     """Atomic ``(begin, end)`` index ranges: an AI message with tool calls together with the tool
-    messages that follow it (its results, parallel ones included); every other message alone.
-    Cutting is allowed only between groups, and never in front of a tool message."""
+    messages that follow it (its results, parallel ones included, and a system message between
+    them); every other message alone. Cutting is allowed only between groups, and never in
+    front of a tool message."""
     groups: list[tuple[int, int]] = []
     index = start
     while index < len(messages):
         end = index + 1
         message = messages[index]
         if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-            while end < len(messages) and isinstance(messages[end], ToolMessage):
-                end += 1
+            scan = end
+            while scan < len(messages) and (
+                isinstance(messages[scan], ToolMessage) or messages[scan].type == "system"
+            ):
+                scan += 1
+                if isinstance(messages[scan - 1], ToolMessage):
+                    end = scan  # (a system message after the last result is not the step's)
         groups.append((index, end))
         index = end
     return groups
@@ -95,7 +104,9 @@ def choose_cut(
         return None  # a single group (or none) cannot be split: nothing to cover
     suffix = [0] * (len(messages) + 1)
     for index in range(len(messages) - 1, -1, -1):
-        suffix[index] = suffix[index + 1] + tokens[index]
+        # a system message stays in the view wherever the cut is: not history, kept or covered
+        history = messages[index].type != "system"
+        suffix[index] = suffix[index + 1] + (tokens[index] if history else 0)
     # cut positions: every group start but the first, never in front of a (stray) tool result
     boundaries = [begin for begin, _ in groups[1:] if not isinstance(messages[begin], ToolMessage)]
     if not boundaries:

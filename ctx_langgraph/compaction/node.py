@@ -81,6 +81,7 @@ from ctx_langgraph.compaction.summarize import (
     Attempts,
     SummaryPlan,
     Written,
+    summarized_events,
     write_summary,
 )
 from ctx_langgraph.compaction.summarizers import ExtractiveSummarizer, Summarizer
@@ -244,7 +245,8 @@ class CompactNode:
         )
         # inside the summary's cap the trail takes its room first, and the prose gets the rest
         room = self.trail_tokens
-        merged = merged_trail(active, snapshot.events) if room > 0 else ArtifactTrail()
+        history = summarized_events(snapshot.events)  # (system messages are not history)
+        merged = merged_trail(active, history) if room > 0 else ArtifactTrail()
         prose_cap = self.cap
         if self.config.trail_inside and room > 0:
             room = merged.capped(room, self._counter).tokens or 0

@@ -137,7 +137,10 @@ def choose_span_cut(
         old_summary = sum(
             c for m, c in zip(messages[:start], counts, strict=False) if is_summary(m)
         )
-        fixed = turn.estimate - sum(counts[start:]) - old_summary  # system, tools, memory, margin
+        history = sum(
+            c for m, c in zip(messages[start:], counts[start:], strict=True) if m.type != "system"
+        )
+        fixed = turn.estimate - history - old_summary  # system, tools, memory, margin
         keep_recent = max(keep_recent, budget.target - fixed - summary_cap)
     server_at = next(
         (i for i, m in enumerate(messages) if server and m.id == server.get("message_id")),

@@ -35,6 +35,7 @@ __all__ = [
     "TimedSummarizer",
     "Written",
     "summarize_span",
+    "summarized_events",
     "write_summary",
 ]
 
@@ -75,7 +76,6 @@ class TimedSummarizer:
 
     summarizer: Summarizer
     timeout_s: float
-
     scope: Scope | None = None
     """The thread's tenant, thread and branch: a ledger handler books the summarizer's model
     calls there (None: as the run names it)."""
@@ -85,6 +85,7 @@ class TimedSummarizer:
         """Not streamed, in the thread's scope."""
         with not_streamed(), calls_in(self.scope) if self.scope else contextlib.nullcontext():
             yield
+
     def _timed_out(self) -> TimeoutError:
         return TimeoutError(f"summarizer took longer than {self.timeout_s:.1f}s")
 
@@ -111,6 +112,23 @@ class TimedSummarizer:
             return await asyncio.wait_for(pending, self.timeout_s)
         except asyncio.TimeoutError:
             raise self._timed_out() from None
+
+
+def summarized_events(events: Sequence[HistoryEvent]) -> list[HistoryEvent]:
+    """The events of a span that a summary folds in: its history, without system messages.
+    Those are rules, not history: the view keeps them (a leading one first), so no summarizer
+    sees them and no summary claims to cover them.
+
+    Examples:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> _ = store.append("t", [SystemMessage("You are the billing assistant.", id="s"),
+        ...                        HumanMessage("Refund ORD-7", id="h")])
+        >>> [(e.seq, e.role) for e in summarized_events(store.read_events("t"))]
+        [(2, 'human')]
+    """
+    return [event for event in events if event.role != "system"]
 
 
 def _batches(
@@ -157,7 +175,8 @@ def summarize_span(
     """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's
     window; ``instructions`` (a compaction request's focus) go with every batch, the view (what
     the model would see) with a span summarized in one call."""
-    batches = _span_batches(summarizer, previous, list(snapshot.events), cap, counter)
+    events = summarized_events(snapshot.events)
+    batches = _span_batches(summarizer, previous, events, cap, counter)
     text = ""
     for batch in batches:
         request = SummaryRequest(

@@ -76,7 +76,22 @@ def rewrite_view(
     """The view a checkpoint implies for ``provider``, and how many history messages it drops.
 
     The tail starts at the checkpoint's ``first_kept_event_id``; when that message is not in the
-    view (the view was already past it), the history in the view is kept as it is.
+    view (the view was already past it), the history in the view is kept as it is. System
+    messages are rules, not history: one in the span the summary covers is kept, after the
+    leading ones and before the summary (where every provider takes system text), in order.
+
+    Examples:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+        >>> from ctx_langgraph.history import Scope
+        >>> import datetime as dt
+        >>> now = dt.datetime.now(dt.timezone.utc)
+        >>> checkpoint = CompactionCheckpoint("c", Scope("t"), 1, None, 1, 3, "h2", 0, "", "...",
+        ...     None, 3, "x", (), 10, "active", None, now, now)
+        >>> view = [SystemMessage("rules", id="s"), HumanMessage("q1", id="h1"),
+        ...         SystemMessage("be terse", id="s1"), AIMessage("a1", id="a1"), HumanMessage("q2", id="h2")]
+        >>> new_view, removed = rewrite_view(view, checkpoint)
+        >>> [m.id for m in new_view], removed
+        (['s', 's1', 'ctx-summary', 'h2'], 2)
     """
     start = _first_history(messages)
     keep_from = start
@@ -85,6 +100,8 @@ def rewrite_view(
             keep_from = index
             break
     system = [m for m in messages[:start] if not is_summary(m)]
+    system += [m for m in messages[start:keep_from] if m.type == "system"]
     covered = project_checkpoint(checkpoint, provider)
     tail = [strip_opaque(m) for m in messages[keep_from:]]
-    return [*system, *covered, *tail], keep_from - start
+    removed = sum(1 for m in messages[start:keep_from] if m.type != "system")
+    return [*system, *covered, *tail], removed
