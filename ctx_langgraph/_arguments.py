@@ -6,8 +6,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from ctx_langgraph.compaction.summarizers import resolve_summary_model
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.arguments import require_instance
 from ctx_langgraph.history.base import HistoryStore
@@ -16,7 +20,9 @@ from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.usage.ledger import UsageLedger
 
-__all__ = ["check_wiring_arguments", "require_chat_model"]
+__all__ = ["check_wiring_arguments", "checked_arguments", "require_chat_model"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _is_summarizer(value: object) -> bool:
@@ -96,3 +102,49 @@ def require_chat_model(model: Any, *, where: str, tools: bool) -> None:
             f"{type(model).__name__}: pass a tool-calling chat model, or lookup_tool=False and "
             "no tools"
         )
+
+
+def _needs_tools(arguments: dict[str, Any]) -> bool:
+    """``create_context_agent`` binds tools: its own, the lookup tool or the compaction tool."""
+    return (
+        bool(arguments.get("tools"))
+        or bool(arguments.get("lookup_tool"))
+        or bool(arguments.get("compact_tool"))
+    )
+
+
+def checked_arguments(where: str, *, chat_model: bool = False) -> Callable[[F], F]:
+    """Check a builder's ``store``, ``config``, ``ledger``, ``summarizer``, ``memory`` and
+    ``pinned_rules`` (:func:`check_wiring_arguments`) before it runs; with ``chat_model``, its
+    ``model`` too: an ``init_chat_model`` spec (as ``create_agent`` takes) is made into a chat
+    model (:class:`~ctx_langgraph.errors.SummaryModelError` when it cannot be), anything else
+    must be one (:func:`require_chat_model`)."""
+
+    def decorate(function: F) -> F:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            check_wiring_arguments(
+                where,
+                store=given.get("store"),
+                config=given.get("config"),
+                ledger=given.get("ledger"),
+                summarizer=given.get("summarizer"),
+                memory=given.get("memory"),
+                pinned_rules=given.get("pinned_rules"),
+            )
+            if chat_model:
+                if isinstance(given["model"], str):
+                    given["model"] = resolve_summary_model(given["model"], argument="model")
+                require_chat_model(
+                    given["model"], where=f"{where}(model=...)", tools=_needs_tools(given)
+                )
+            return function(*bound.args, **bound.kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return decorate

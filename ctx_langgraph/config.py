@@ -7,11 +7,11 @@ pinned rules + system prompt + tool schemas + memory + summary + uncovered tail 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from ctx_langgraph.core.arguments import check_amount, check_count, check_seconds, is_count
 from ctx_langgraph.core.timestamps import TimestampSource
 
 __all__ = ["ContextConfig", "ResolvedBudget", "ToolClearing"]
@@ -30,73 +30,12 @@ def _tokens(amount: Amount, of: int, name: str) -> int:
     return int(amount)
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _check_count(name: str, value: object, minimum: int, *, optional: bool = False) -> None:
-    """``ContextConfig.<name>`` is an int of at least ``minimum`` (or None when ``optional``)."""
-    if value is None and optional:
-        return
-    if not _is_count(value):
-        expected = "an int" + (" or None" if optional else "")
-        raise TypeError(
-            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected {expected}, "
-            f"at least {minimum:,}"
-        )
-    if value < minimum:  # type: ignore[operator]  # an Integral
-        raise ValueError(f"ContextConfig.{name}={value!r}: expected at least {minimum:,}")
-
-
-def _check_seconds(name: str, value: object, *, zero: bool = False, optional: bool = False) -> None:
-    """``ContextConfig.<name>`` is a finite number of seconds, positive (or >= 0 with ``zero``)."""
-    if value is None and optional:
-        return
-    bound = ">= 0" if zero else "> 0"
-    if not _is_number(value):
-        raise TypeError(
-            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected seconds, a "
-            f"number {bound}" + (" or None" if optional else "")
-        )
-    number = float(value)  # type: ignore[arg-type]  # a Real
-    if not (math.isfinite(number) and (number >= 0 if zero else number > 0)):
-        raise ValueError(f"ContextConfig.{name}={value!r}: expected a finite number {bound}")
-
-
-def _check_amount(name: str, value: object, *, zero: bool = False) -> None:
-    """``ContextConfig.<name>`` is a token count (int) or a fraction (float in (0, 1]; [0, 1]
-    and a count >= 0 with ``zero``)."""
-    low = "[0, 1]" if zero else "(0, 1]"
-    expected = (
-        f"a fraction of the usable window (a float in {low}, e.g. 0.8) or a number of tokens "
-        "(an int, e.g. 90_000)"
-    )
-    if not _is_number(value):
-        raise TypeError(
-            f"ContextConfig.{name}={value!r} ({type(value).__name__}): expected {expected}"
-        )
-    if _is_count(value):
-        if value < 0 or (value == 0 and not zero):  # type: ignore[operator]  # an Integral
-            raise ValueError(
-                f"ContextConfig.{name}={value!r}: a number of tokens must be "
-                + ("at least 0" if zero else "positive")
-            )
-        return
-    number = float(value)  # type: ignore[arg-type]  # a Real
-    if not (math.isfinite(number) and (number >= 0 if zero else number > 0) and number <= 1):
-        raise ValueError(f"ContextConfig.{name}={value!r}: expected {expected}")
-
-
 def _check_below(
     lower_name: str, lower: Amount | None, upper_name: str, upper: Amount, why: str
 ) -> None:
     """``lower`` below ``upper`` when both are fractions or both tokens (mixed: when the window
     is known, in :meth:`ContextConfig.resolve`)."""
-    if lower is None or _is_count(lower) != _is_count(upper) or lower < upper:
+    if lower is None or is_count(lower) != is_count(upper) or lower < upper:
         return
     raise ValueError(
         f"ContextConfig.{lower_name}={lower!r} must be below {upper_name}={upper!r}: {why}"
@@ -105,13 +44,13 @@ def _check_below(
 
 def _check_types(config: ContextConfig) -> None:
     """Every field of ``config`` of its type and in its range, named when it is not."""
-    _check_count("context_window", config.context_window, 1, optional=True)
-    _check_count("output_reserve", config.output_reserve, 0, optional=True)
-    _check_amount("trigger", config.trigger)
-    _check_amount("target", config.target)
-    _check_amount("safety_margin", config.safety_margin, zero=True)
+    check_count("ContextConfig", "context_window", config.context_window, 1, optional=True)
+    check_count("ContextConfig", "output_reserve", config.output_reserve, 0, optional=True)
+    check_amount("ContextConfig", "trigger", config.trigger)
+    check_amount("ContextConfig", "target", config.target)
+    check_amount("ContextConfig", "safety_margin", config.safety_margin, zero=True)
     if config.precompact_at is not None:
-        _check_amount("precompact_at", config.precompact_at)
+        check_amount("ContextConfig", "precompact_at", config.precompact_at)
     _check_below(
         "target",
         config.target,
@@ -126,22 +65,30 @@ def _check_types(config: ContextConfig) -> None:
         config.trigger,
         "a summary is prepared in the background above precompact_at, before the trigger",
     )
-    _check_count("keep_recent_tokens", config.keep_recent_tokens, 0)
+    check_count("ContextConfig", "keep_recent_tokens", config.keep_recent_tokens, 0)
     if not isinstance(config.tail_fills_target, bool):
         raise TypeError(
             f"ContextConfig.tail_fills_target={config.tail_fills_target!r}: expected a bool"
         )
-    _check_count("tool_output_cap_tokens", config.tool_output_cap_tokens, 64, optional=True)
-    _check_count("clear_tool_results_keep", config.clear_tool_results_keep, 0, optional=True)
-    _check_count("clear_tool_results_batch", config.clear_tool_results_batch, 1)
-    _check_count("summary_max_tokens", config.summary_max_tokens, 64)
-    _check_count("artifact_trail_tokens", config.artifact_trail_tokens, 64, optional=True)
-    _check_count("compaction_attempts", config.compaction_attempts, 1)
-    _check_seconds("compaction_timeout_s", config.compaction_timeout_s)
-    _check_seconds("compaction_backoff_s", config.compaction_backoff_s, zero=True)
-    _check_count("summary_versions_keep", config.summary_versions_keep, 0, optional=True)
-    _check_count("segment_events", config.segment_events, 4, optional=True)
-    _check_seconds("segment_gap_s", config.segment_gap_s, optional=True)
+    check_count(
+        "ContextConfig", "tool_output_cap_tokens", config.tool_output_cap_tokens, 64, optional=True
+    )
+    check_count(
+        "ContextConfig", "clear_tool_results_keep", config.clear_tool_results_keep, 0, optional=True
+    )
+    check_count("ContextConfig", "clear_tool_results_batch", config.clear_tool_results_batch, 1)
+    check_count("ContextConfig", "summary_max_tokens", config.summary_max_tokens, 64)
+    check_count(
+        "ContextConfig", "artifact_trail_tokens", config.artifact_trail_tokens, 64, optional=True
+    )
+    check_count("ContextConfig", "compaction_attempts", config.compaction_attempts, 1)
+    check_seconds("ContextConfig", "compaction_timeout_s", config.compaction_timeout_s)
+    check_seconds("ContextConfig", "compaction_backoff_s", config.compaction_backoff_s, zero=True)
+    check_count(
+        "ContextConfig", "summary_versions_keep", config.summary_versions_keep, 0, optional=True
+    )
+    check_count("ContextConfig", "segment_events", config.segment_events, 4, optional=True)
+    check_seconds("ContextConfig", "segment_gap_s", config.segment_gap_s, optional=True)
 
 
 _CAPS_OF_THE_WINDOW = ("summary_max_tokens", "keep_recent_tokens", "tool_output_cap_tokens")

@@ -30,6 +30,7 @@ __all__ = [
     "StaleCandidate",
     "SummaryFormatError",
     "SummaryModelError",
+    "ThreadIdMissing",
     "UsageParseError",
 ]
 
@@ -68,6 +69,21 @@ class EmbeddingError(ContextManagementError):
 
 class ScopeError(ContextManagementError, ValueError):
     """A scope (tenant, thread_id, branch) is malformed or names a branch that does not exist."""
+
+
+class ThreadIdMissing(ScopeError):
+    """A run without ``config["configurable"]["thread_id"]``: there is no thread to record its
+    messages in, book its usage under or read its history from, and the messages of two
+    anonymous runs must never share one. Raised before anything is stored or sent (as LangGraph
+    raises for a graph compiled with a checkpointer); a ``ValueError`` too."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this run has no thread id, so its messages belong to no thread (and are never "
+            "pooled with another run's): pass config={\"configurable\": {\"thread_id\": "
+            "\"<one id per conversation>\"}} to invoke/stream, as LangGraph requires with a "
+            "checkpointer"
+        )
 
 
 class EventConflict(HistoryStoreError):

@@ -49,7 +49,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph._arguments import check_wiring_arguments, require_chat_model
+from ctx_langgraph._arguments import checked_arguments
 from ctx_langgraph._rewire import (
     CTX_BUDGET,
     CTX_COMPACT,
@@ -62,7 +62,7 @@ from ctx_langgraph.budget.counters import TokenCounter, default_counter
 from ctx_langgraph.budget.node import make_budget_node, make_budget_router
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.compaction.protocol import Summarizer
-from ctx_langgraph.compaction.summarizers import default_summarizer, resolve_summary_model
+from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history.base import HistoryStore
@@ -266,6 +266,7 @@ def _context_nodes(
     )
 
 
+@checked_arguments("add_context_management")
 def add_context_management(
     builder: StateGraph[Any, Any, Any, Any],
     *,
@@ -329,15 +330,6 @@ def add_context_management(
         ['human', 'ai']
     """
     runnable = _check(builder, model_node)
-    check_wiring_arguments(
-        "add_context_management",
-        store=store,
-        config=config,
-        ledger=ledger,
-        summarizer=summarizer,
-        memory=memory,
-        pinned_rules=pinned_rules,
-    )
     nodes = _context_nodes(
         store,
         config or ContextConfig(),
@@ -402,6 +394,7 @@ def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
     return builder
 
 
+@checked_arguments("create_context_agent", chat_model=True)
 def create_context_agent(
     model: Any,
     tools: Sequence[Any] = (),
@@ -427,8 +420,7 @@ def create_context_agent(
     old messages the summary no longer holds.
 
     Args:
-        model: a LangChain chat model supporting ``bind_tools``, or an ``init_chat_model``
-            spec (``"openai:gpt-4o-mini"``, as ``create_agent`` takes) made into one here.
+        model: a chat model supporting ``bind_tools``, or an ``init_chat_model`` spec string.
         tools: the agent's tools.
         store: the history store.
         config: the budget; the window may come from the model's profile.
@@ -465,20 +457,8 @@ def create_context_agent(
         >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
-    check_wiring_arguments(
-        "create_context_agent",
-        store=store,
-        config=config,
-        ledger=ledger,
-        summarizer=summarizer,
-        memory=memory,
-        pinned_rules=pinned_rules,
-    )
-    if isinstance(model, str):  # a spec, as create_agent takes: made here, without a network call
-        model = resolve_summary_model(model, argument="model")
     indexed = config is not None and config.segment_events is not None
     all_tools = _agent_tools(tools, lookup_tool, store, compact_tool, indexed)
-    require_chat_model(model, where="create_context_agent(model=...)", tools=bool(all_tools))
     return add_context_management(
         _agent_graph(model, all_tools, prompt),
         model_node="model",

@@ -303,3 +303,119 @@ def test_create_context_agent_takes_a_model_spec_as_create_agent_does(
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(SummaryModelError, match=r"model='openai:gpt-4o-mini'.*OPENAI_API_KEY"):
         create_context_agent("openai:gpt-4o-mini", store=store)
+
+
+# --------------------------------------------------------------------------- a run without a thread
+
+
+def _anonymous_graphs(store: object, model: object) -> dict[str, object]:
+    """The three ways in, each compiled with a checkpointer-less graph (LangGraph itself then
+    accepts a run without ``thread_id``)."""
+    from langchain.agents import create_agent
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from ctx_langgraph import (
+        ContextManagementMiddleware,
+        add_context_management,
+        create_context_agent,
+    )
+
+    window = ContextConfig(context_window=8_000, output_reserve=1_000)
+    builder = StateGraph(MessagesState)
+
+    def agent(state: MessagesState) -> dict[str, object]:
+        return {"messages": [model.invoke(state["messages"])]}  # type: ignore[attr-defined]
+
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    middleware = ContextManagementMiddleware(store, model=model, config=window)  # type: ignore[arg-type]
+    return {
+        "create_context_agent": create_context_agent(model, store=store, config=window).compile(),  # type: ignore[arg-type]
+        "add_context_management": add_context_management(
+            builder,
+            model_node="agent",
+            store=store,  # type: ignore[arg-type]
+            config=window,
+        ).compile(),
+        "middleware": create_agent(model, tools=[], middleware=[middleware]),  # type: ignore[arg-type]
+    }
+
+
+def _thread_ids(store: object) -> list[str]:
+    from ctx_langgraph.history import Scope
+
+    ids = []
+    for thread in ("_no_thread", "default", "None", "anonymous"):
+        if store.read_events(Scope(thread)):  # type: ignore[attr-defined]
+            ids.append(thread)
+    return ids
+
+
+@pytest.mark.parametrize("entry", ["create_context_agent", "add_context_management", "middleware"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "config", [None, {}, {"configurable": {}}, {"configurable": {"user_id": "u"}}]
+)
+async def test_a_run_without_a_thread_id_is_refused_and_keeps_nothing(
+    store: object, entry: str, mode: str, config: dict[str, object] | None
+) -> None:
+    """Two strangers' anonymous runs never share a stored thread: without ``thread_id`` there
+    is no thread, and the run is refused before any message is stored or sent."""
+    from ctx_langgraph.errors import ThreadIdMissing
+    from ctx_langgraph.testing import MeteringChatModel
+
+    model = MeteringChatModel(replies=["ok"] * 4)
+    graph = _anonymous_graphs(store, model)[entry]
+    for secret in ("alice's card is 4111-1111", "bob's password is hunter2"):
+        with pytest.raises(ThreadIdMissing) as raised:
+            if mode == "sync":
+                graph.invoke({"messages": [("user", secret)]}, config)  # type: ignore[attr-defined]
+            else:
+                await graph.ainvoke({"messages": [("user", secret)]}, config)  # type: ignore[attr-defined]
+        message = str(raised.value)
+        assert "configurable" in message and "thread_id" in message, message
+        assert isinstance(raised.value, ValueError)  # as LangGraph's own missing-key error
+    assert _thread_ids(store) == []
+    assert model._calls == 0  # nothing was sent either  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_the_nodes_refuse_a_run_without_a_thread_id(store: object, mode: str) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctx_langgraph.budget import make_budget_node
+    from ctx_langgraph.compaction import make_compact_node
+    from ctx_langgraph.errors import ThreadIdMissing
+    from ctx_langgraph.usage import UsageLedger
+    from ctx_langgraph.usage.node import make_usage_node
+
+    window = ContextConfig(context_window=8_000, output_reserve=1_000)
+    state = {"messages": [HumanMessage("hi", id="h1"), AIMessage("ok", id="a1")]}
+    nodes = [
+        make_budget_node(store, config=window),  # type: ignore[arg-type]
+        make_usage_node(UsageLedger(store), store=store),  # type: ignore[arg-type]
+        make_compact_node(store, config=window),  # type: ignore[arg-type]
+    ]
+    for node in nodes:
+        with pytest.raises(ThreadIdMissing, match="thread_id"):
+            if mode == "sync":
+                node.invoke({**state, "context": {"budget": {"decision": "compact"}}}, {})
+            else:
+                await node.ainvoke({**state, "context": {"budget": {"decision": "compact"}}}, {})
+    assert _thread_ids(store) == []
+
+
+def test_scope_from_config_names_the_missing_thread_id() -> None:
+    from ctx_langgraph.core.scope import scope_from_config
+    from ctx_langgraph.errors import ScopeError, ThreadIdMissing
+
+    for config in (
+        None,
+        {},
+        {"configurable": {"thread_id": None}},
+        {"configurable": {"thread_id": ""}},
+    ):
+        with pytest.raises(ThreadIdMissing, match=r'config=\{"configurable": \{"thread_id"'):
+            scope_from_config(config)  # type: ignore[arg-type]
+    assert issubclass(ThreadIdMissing, ScopeError)
+    assert scope_from_config({"configurable": {"thread_id": 7}}).thread_id == "7"

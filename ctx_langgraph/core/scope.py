@@ -9,12 +9,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from ctx_langgraph.errors import ScopeError
+from ctx_langgraph.errors import ScopeError, ThreadIdMissing
 
 __all__ = [
     "DEFAULT_BRANCH",
     "DEFAULT_TENANT",
-    "NO_THREAD",
     "Scope",
     "checked_scope",
     "ensure_scope",
@@ -100,18 +99,27 @@ def checked_scope(scope: Scope | str) -> Scope:
     return checked
 
 
-NO_THREAD = "_no_thread"
-
-
 def scope_from_config(
     config: RunnableConfig | None, context: dict[str, Any] | None = None
 ) -> Scope:
     """The run's scope: ``thread_id`` (and ``ctx_tenant``) from ``configurable``, the branch from
-    the state's context (or ``configurable["ctx_branch"]``). Never from model-supplied data."""
+    the state's context (or ``configurable["ctx_branch"]``). Never from model-supplied data.
+
+    Raises:
+        ThreadIdMissing: the run has no ``configurable["thread_id"]`` (None or empty): it has
+            no thread, and its messages are never pooled with another run's.
+
+    Examples:
+        >>> scope_from_config({"configurable": {"thread_id": "t", "ctx_tenant": "acme"}})
+        Scope(thread_id='t', tenant='acme', branch='main')
+        >>> scope_from_config({})
+        Traceback (most recent call last):
+        ...
+        ctx_langgraph.errors.ThreadIdMissing: this run has no thread id, ...
+    """
     configurable = (config or {}).get("configurable") or {}
     thread_id = configurable.get("thread_id")
-    if thread_id is None:
-        log.warning("ctx-langgraph: the run has no thread_id; usage is booked under %r", NO_THREAD)
-        thread_id = NO_THREAD
+    if thread_id is None or thread_id == "":
+        raise ThreadIdMissing
     branch = (context or {}).get("branch") or configurable.get("ctx_branch") or DEFAULT_BRANCH
     return Scope(str(thread_id), str(configurable.get("ctx_tenant") or DEFAULT_TENANT), str(branch))

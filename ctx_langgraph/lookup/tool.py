@@ -68,6 +68,7 @@ def _lookup_functions(
     """The tool's sync and async functions: one flow, run by either driver, on a page sized
     to the room the context has left (see :func:`~ctx_langgraph.lookup._state.page_cap`). A
     ``mode`` the store cannot search is refused now, not on the model's first lookup."""
+    require_store(store, where="make_history_lookup_tool(store=...)", expected=HistoryStore)
     if mode is not None:
         store.search_mode(mode)
 
@@ -164,7 +165,6 @@ def make_history_lookup_tool(
         [(1, True), (2, True)]
         >>> store.close()
     """
-    require_store(store, where="make_history_lookup_tool(store=...)", expected=HistoryStore)
     if max_tokens < MIN_MAX_TOKENS:
         raise ValueError(
             f"max_tokens={max_tokens} is too small for a history lookup page; use at least "
