@@ -30,7 +30,7 @@ from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.state import ContextReport, merge_context
-from ctx_langgraph.usage.held import HoldingLedgerHandler, answering
+from ctx_langgraph.usage.held import HoldingLedgerHandler, answering, booked_by
 from ctx_langgraph.view.provider_items import Wire
 
 __all__ = [
@@ -209,7 +209,7 @@ class RetryCall:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
         if step[0] not in ("call", "retry"):
             return runnable.invoke(payload, config)
-        with answering(), calls_in(self._scope()):
+        with answering(), calls_in(self._scope()), booked_by(self.retry.booking):
             try:
                 return runnable.invoke(payload, config)
             except BaseException:  # the answer's usage is booked now: ctx_usage does not run
@@ -221,7 +221,7 @@ class RetryCall:
         runnable, payload, config = self.retry.served(step, self.state, self.config)
         if step[0] not in ("call", "retry"):
             return await runnable.ainvoke(payload, config)
-        with answering(), calls_in(self._scope()):
+        with answering(), calls_in(self._scope()), booked_by(self.retry.booking):
             try:
                 return await runnable.ainvoke(payload, config)
             except BaseException:

@@ -65,6 +65,7 @@ from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.compaction.summarizers import default_summarizer
 from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
+from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import is_history_lookup_tool, make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
@@ -369,6 +370,7 @@ def _agent_tools(
 
 def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
     """``START → model → tools → model ...`` (``model → END`` without tools), uncompiled."""
+    model = asks_stream_usage(model)  # a streamed call reports its usage, where it can ask
     bound = model.bind_tools(tools) if tools else model
 
     def request(state: dict[str, Any]) -> list[BaseMessage]:

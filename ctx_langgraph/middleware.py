@@ -52,6 +52,7 @@ from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
+from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.lookup import make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
@@ -341,9 +342,10 @@ class _ModelCall:
         messages = request.messages if kind == "call" else state["messages"]
         context = request.state.get("context") if kind == "call" else state.get("context")
         sent = self.middleware.wire.messages(messages, context)
-        if sent is request.messages:
+        model = asks_stream_usage(request.model)  # a stream reports its usage, if it can ask
+        if sent is request.messages and model is request.model:
             return request
-        return request.override(messages=cast("list[AnyMessage]", list(sent)))
+        return request.override(messages=cast("list[AnyMessage]", list(sent)), model=model)
 
     def serve(self, step: OverflowStep) -> Any:
         kind, state = step

@@ -75,6 +75,10 @@ class ProviderReplay:
             "total_tokens": len(tokens) + len(_encoding().encode(text)),
             "prompt_tokens_details": {"cached_tokens": cached},
         }
+        if body.get("stream"):  # as a real server: a usage chunk only when the request asks
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            stream = chat_completion_stream(f"chatcmpl-metered-{number}", usage, text, include)
+            return Reply(events=stream)
         return Reply(body=chat_completion(f"chatcmpl-metered-{number}", usage, text))
 
     def json(self, path: str, body: Any, status: int = 200) -> None:
@@ -299,7 +303,9 @@ def chat_completion(cmpl_id: str, usage: dict[str, Any], text: str = "Done.") ->
     }
 
 
-def chat_completion_stream(cmpl_id: str, usage: dict[str, Any], text: str = "Done.") -> list:
+def chat_completion_stream(
+    cmpl_id: str, usage: dict[str, Any], text: str = "Done.", include_usage: bool = True
+) -> list:
     base = {
         "id": cmpl_id,
         "object": "chat.completion.chunk",
@@ -340,6 +346,8 @@ def chat_completion_stream(cmpl_id: str, usage: dict[str, Any], text: str = "Don
         (None, {**base, "choices": [], "usage": usage}),
         (None, "[DONE]"),
     ]
+    if not include_usage:  # stream_options.include_usage not asked: no usage chunk
+        del events[-2]
     return events
 
 

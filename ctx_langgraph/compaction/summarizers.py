@@ -36,6 +36,7 @@ from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_ke
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.dates import day_label
+from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import SummaryModelError
 from ctx_langgraph.history.types import HistoryEvent
@@ -281,8 +282,9 @@ class LLMSummarizer:
         ]
 
     def _bound(self, request: SummaryRequest) -> Any:
-        """The model with the output cap (and, in the conversation, the agent's tools)."""
-        model: Any = self.model
+        """The model with the output cap (and, in the conversation, the agent's tools), asking
+        for usage when it streams (:func:`~ctx_langgraph.core.stream_usage.asks_stream_usage`)."""
+        model: Any = asks_stream_usage(self.model)
         if self.in_conversation and request.view and self.tools:
             model = model.bind_tools(self.tools)
         return model.bind(max_tokens=self.output_cap(request))

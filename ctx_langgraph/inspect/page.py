@@ -103,7 +103,10 @@ def _overview(data: ThreadData) -> str:
     for point in data.points:
         purposes[point.purpose] = purposes.get(point.purpose, 0) + 1
     cost = sum(p.cost or 0.0 for p in data.points)
-    unpriced = sum(p.cost is None for p in data.points)
+    # a call with no usage reported (booked unknown) is told apart from one of a model that is
+    # not in the price table: the first needs the provider asked for usage, the second a price
+    no_usage = sum(p.input_total is None for p in data.points)
+    unpriced = sum(p.cost is None and p.input_total is not None for p in data.points)
     by_purpose = ", ".join(f"{n} {escape(p)}" for p, n in sorted(purposes.items()))
     active_text = (
         f"generation {active.generation}: covers seqs 1\u2013{through} (this generation added "
@@ -123,14 +126,30 @@ def _overview(data: ThreadData) -> str:
         f'data-first="{active.first_seq if active else 0}">{active_text}</dd>'
         f'<dt>model calls</dt><dd id="model-calls" data-count="{len(data.points)}">'
         f"{len(data.points):,} ({by_purpose or 'none'})</dd>"
-        f"<dt>cost</dt><dd>${cost:,.4f}"
-        + (f" ({unpriced} calls without a known price)" if unpriced else "")
-        + "</dd>"
+        f"<dt>cost</dt><dd>${cost:,.4f}" + _cost_gaps(no_usage, unpriced) + "</dd>"
         f"<dt>segments</dt><dd>{sum(s.status == 'active' for s in data.segments)} active</dd>"
         f"<dt>history lookups</dt><dd>{len(data.lookups)} shown</dd>"
         f"<dt>long-term memories</dt><dd>{memories}</dd>"
         f"<dt>branches</dt><dd>{len(data.branches)}</dd></dl></section>"
     )
+
+
+def _cost_gaps(no_usage: int, unpriced: int) -> str:
+    """What the cost leaves out: calls whose provider reported no usage, calls of a model
+    without a known price."""
+    gaps = []
+    if no_usage:
+        gaps.append(
+            f'<span id="no-usage" data-count="{no_usage}">{no_usage:,} calls with no usage '
+            "reported (tokens and cost unknown: a streamed call to an OpenAI-compatible server "
+            "needs <code>stream_usage=True</code>)</span>"
+        )
+    if unpriced:
+        gaps.append(
+            f'<span id="unpriced" data-count="{unpriced}">{unpriced:,} calls of a model '
+            "without a known price</span>"
+        )
+    return f" ({'; '.join(gaps)})" if gaps else ""
 
 
 def _legend(items: Sequence[tuple[str, str]]) -> str:

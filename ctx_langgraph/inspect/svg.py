@@ -272,6 +272,16 @@ def _runs(values: Sequence[int | None]) -> list[tuple[int, int, int]]:
     return runs
 
 
+def _measured_label(calls: Sequence[CallPoint], top_tokens: float) -> str:
+    """The input-token line's label: its maximum over the calls that reported usage; calls
+    that reported none are drawn at 0 and said so, never shown as if measured."""
+    unknown = sum(c.input_total is None for c in calls)
+    if calls and unknown == len(calls):
+        return "no usage reported"
+    known = f"max {int(top_tokens):,}"
+    return f"{known}; {unknown:,} calls with no usage reported" if unknown else known
+
+
 def _level_lines(values: Sequence[int | None], top: float, name: str) -> tuple[str, str]:
     """A horizontal line at each run of the same value (the window, the trigger), and the
     label of the newest, at its right end (drawn last, over the plot's lines)."""
@@ -328,7 +338,7 @@ def calls_plot(calls: Sequence[CallPoint]) -> str:
         f'<text class="axis" x="{_num(_PLOT_X)}" y="219">call 1</text>'
         f'<text class="axis" x="{right}" y="219" text-anchor="end">call {len(calls)}</text>'
         f'<text class="axis plot-tokens-label" x="{_num(_PLOT_X)}" y="14">input tokens '
-        f"(max {int(top_tokens):,})"
+        f"({_measured_label(calls, top_tokens)})"
         f"</text>"
         f'<text class="axis plot-cost-label" x="{right}" y="14" text-anchor="end">cumulative cost '
         f"${total:,.4f}</text>"

@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import MemoryExtractionError
 from ctx_langgraph.memory.types import MemoryCandidate, MemoryRecord
@@ -292,7 +293,7 @@ class ChatModelExtractor:
         """Ask the model; raise :class:`MemoryExtractionError` when it fails or answers garbage."""
         request, config = self._request(messages, existing)
         try:
-            reply = self.model.invoke(request, config=config)
+            reply = asks_stream_usage(self.model).invoke(request, config=config)
         except Exception as exc:
             raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
         return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})
@@ -303,7 +304,7 @@ class ChatModelExtractor:
         """Async twin of :meth:`extract`."""
         request, config = self._request(messages, existing)
         try:
-            reply = await self.model.ainvoke(request, config=config)
+            reply = await asks_stream_usage(self.model).ainvoke(request, config=config)
         except Exception as exc:
             raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
         return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})

@@ -7,7 +7,9 @@ tenant, thread and branch of its ``configurable`` (``ctx_tenant``, ``thread_id``
 ``ctx_branch``), or the branch the state is on when our nodes make the call
 (:mod:`ctx_langgraph.core.call_scope`). Streamed calls are folded
 with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulative usage is not
-summed twice.
+summed twice. A call that ends without any usage is booked ``unknown``, and the first such call
+of a model and endpoint logs why (:func:`~ctx_langgraph.core.stream_usage.warn_unknown_usage`:
+most often a stream from an OpenAI-compatible server that was not asked for usage).
 
 Each call's ``cacheable_prefix`` is measured when it starts: the request's part digests (tool
 schemas, then each message; :mod:`ctx_langgraph.budget.prefix`) against those of the thread's
@@ -31,6 +33,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generati
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape
 from ctx_langgraph.core.call_scope import scope_of_call
+from ctx_langgraph.core.stream_usage import warn_unknown_usage
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.usage.accumulator import UsageAccumulator
@@ -54,6 +57,10 @@ class _Run:
     accumulator: UsageAccumulator = field(default_factory=UsageAccumulator)
     request: RequestShape | None = None
     cacheable_prefix: int | None = None
+    serialized: Mapping[str, Any] | None = None
+    """The model as the call's callbacks got it (its class and endpoint, for a warning)."""
+    streamed: bool = False
+    """The call streamed chunks."""
 
 
 def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, default: str) -> str:
@@ -161,6 +168,7 @@ class _LedgerHandlerCore:
             scope,
             purpose_of(tags, metadata, self.default_purpose),
             _model_from(serialized, kwargs),
+            serialized=serialized,
         )
         with self._lock:
             self._runs[run_id] = run
@@ -169,6 +177,7 @@ class _LedgerHandlerCore:
     def _chunk(self, run_id: UUID, chunk: Any) -> None:
         run = self._runs.get(run_id)
         if run is not None and isinstance(chunk, ChatGenerationChunk):
+            run.streamed = True
             try:
                 run.accumulator.add(chunk.message)
             except ContextManagementError as exc:  # a malformed chunk must not break the stream
@@ -206,6 +215,8 @@ class _LedgerHandlerCore:
         usage, message_id = self._final_usage(run, message)
         if error is not None:
             usage = replace(usage, complete=False)
+        elif not usage.known:  # say why (once), where the ledger can only book it unknown
+            warn_unknown_usage(run.serialized, streamed=run.streamed)
         key = call_key_for(usage, message_id=message_id, attempt_id=str(run_id))
         status = usage.status if error is None else ("partial" if usage.known else "unknown")
         return key, usage, run.scope, run.purpose, status, run.cacheable_prefix

@@ -25,16 +25,36 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.tracers.context import register_configure_hook
 
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.usage.callbacks import LedgerCallbackHandler, recorded
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.types import NormalizedUsage
 
-__all__ = ["HeldAnswer", "HoldingLedgerHandler", "answering"]
+__all__ = ["HeldAnswer", "HoldingLedgerHandler", "answering", "booked_by"]
 
 _ANSWERING: ContextVar[bool] = ContextVar("ctx_langgraph_answering", default=False)
+# LangChain's hook for handlers from a context variable: every callback manager set up while it
+# holds a handler gets it, so a model node that calls its model without passing its config on
+# (``model.invoke(state["messages"])``) is booked too.
+_BOOKED_BY: ContextVar[BaseCallbackHandler | None] = ContextVar(
+    "ctx_langgraph_booked_by", default=None
+)
+register_configure_hook(_BOOKED_BY, inheritable=True)
+
+
+@contextmanager
+def booked_by(handler: BaseCallbackHandler | None) -> Iterator[None]:
+    """Every chat-model call made inside is booked by ``handler`` (None: as before)."""
+    token = _BOOKED_BY.set(handler) if handler is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _BOOKED_BY.reset(token)
 
 
 @contextmanager
