@@ -277,7 +277,9 @@ class ContextConfig:
         safety_margin: added to every estimate (tokens, or a fraction of the estimate).
         tool_output_cap_tokens: a tool result above this (or above a quarter of the usable
             window, whichever is less) is capped on entry (the original stays in the history
-            store; the context gets a head/tail preview and a handle). None: no cap.
+            store; the context gets a head/tail preview and a handle). None: no cap on a result
+            alone. Either way the results of one step (parallel calls) that together would
+            overflow the room the window leaves them are shortened alike.
         clear_tool_results_keep: keep only the last K tool results verbatim; older ones become
             placeholders, persisted in the state so the prompt prefix stays stable. None (the
             default): never. The same as ``tool_clearing=ToolClearing(keep=K, batch=B)``.

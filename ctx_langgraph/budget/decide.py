@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 
 from ctx_langgraph.budget.estimate import BudgetEstimate
+from ctx_langgraph.budget.trim import step_in_progress
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.core.compact_request import read_request
 from ctx_langgraph.errors import ContextBudgetExceeded
@@ -104,15 +105,17 @@ def decision(
     if estimate.total <= budget.usable:
         return "proceed", False  # over the trigger but fits: compaction waits or is not wired
     last: CompactionReport = context.get("compaction") or {}
+    what = (
+        "No cut can make this request fit"
+        if s.compact_node is not None
+        else "Compaction is not wired (compact_node=None)"
+    )
+    problems = "; ".join(last.get("problems") or [])[:300] or "no problem noted"
     raise _exceeded(
         s,
         estimate,
         largest,
-        "No cut can make this request fit"
-        if s.compact_node is not None
-        else "Compaction is not wired (compact_node=None)"
-        + f" (last compaction: {last.get('status', 'not tried')}, "
-        f"{'; '.join(last.get('problems') or [])[:300] or 'no problem noted'}): lower "
+        f"{what} (last compaction: {last.get('status', 'not tried')}, {problems}): lower "
         "keep_recent_tokens or tool_output_cap_tokens, or use a model with a larger window.",
     )
 
@@ -135,10 +138,13 @@ def _exceeded(
 def _check_floor(
     s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
 ) -> int:
-    """What compaction can never remove (system messages, overhead, the newest message) must
-    fit; returns the largest message's tokens (for the error's advice)."""
+    """What compaction can never remove (system messages, overhead, the newest message, or the
+    step in progress: the AI message that called tools and their results) must fit; returns the
+    largest message's tokens (for the error's advice)."""
     budget, counter = s.budget, turn.counter
-    pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(view[-1:])
+    step = step_in_progress(view)
+    newest = view[-1:] if step is None else view[step:]
+    pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(newest)
     largest = max((s.cache.count(counter, m) for m in view), default=0)
     floor = s.overhead_tokens + sum(s.cache.count(counter, m) for m in pinned)
     if floor + s.config.margin(floor) > budget.usable:
@@ -147,8 +153,8 @@ def _check_floor(
             estimate,
             largest,
             "No cut can make this request fit: even with all history compacted, the system "
-            "prompt, the tool schemas and the newest message are over the usable window. Shorten "
-            "the newest message or the system prompt, lower tool_output_cap_tokens, or use a "
-            "model with a larger window.",
+            "prompt, the tool schemas and the newest message or step (a tool call with its "
+            "results) are over the usable window. Shorten the newest message or the system "
+            "prompt, lower tool_output_cap_tokens, or use a model with a larger window.",
         )
     return largest

@@ -14,7 +14,8 @@ Before every model call the node runs these steps, each a small function of its 
    what happened);
 2. caps a new tool result above ``tool_output_cap_tokens`` (:mod:`~ctx_langgraph.budget.trim`):
    the original stays in the history store, the state gets a head/tail preview with a handle
-   the history lookup can page through;
+   the history lookup can page through; the results of one step (parallel calls) share the
+   room the window leaves them, and are shortened alike when together they would overflow it;
 3. clears old tool results to placeholders as ``ContextConfig.tool_clearing`` (or
    ``clear_tool_results_keep``) says (:mod:`~ctx_langgraph.budget.clearing`; persisted in the
    state, so the prompt prefix stays stable from turn to turn);
@@ -66,7 +67,11 @@ from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
 from ctx_langgraph.budget.prefix_step import measure_prefix
 from ctx_langgraph.budget.record import record
 from ctx_langgraph.budget.report import budget_update
-from ctx_langgraph.budget.trim import apply_replacements, cap_tool_results
+from ctx_langgraph.budget.trim import (
+    apply_replacements,
+    cap_tool_results,
+    fit_step_results,
+)
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, run
@@ -158,9 +163,7 @@ class BudgetNode:
 
     def _warn_if_compaction_cannot_settle(self) -> None:
         s, budget = self.settings, self.budget
-        summary_cap = min(self.config.summary_max_tokens, max(64, budget.target // 2))
-        if not self.config.trail_inside:  # a trail beside the summary takes room of its own
-            summary_cap += self.config.artifact_trail_cap(summary_cap)
+        summary_cap = s.summary_allowance()
         memory_cap = s.memory_allowance() if self.memory is not None else 0
         floor = s.overhead_tokens + summary_cap + budget.keep_recent_tokens + memory_cap
         if floor > budget.trigger:
@@ -216,6 +219,7 @@ class BudgetNode:
         repair_view(turn)  # 1f
         cap_tool_results(s, turn)  # 2
         clear_old_tool_results(s, turn)  # 3
+        fit_step_results(s, turn)
         apply_replacements(turn)
         bump_epoch(s, turn)  # 4
         estimate_request(s, turn)  # 5

@@ -61,6 +61,14 @@ class BudgetSettings:
     lookup_tools: frozenset[str] = frozenset()
     """The names the history lookup tool goes by among ``tools`` (its results are named so)."""
 
+    def summary_allowance(self) -> int:
+        """The most a summary takes in a request: its cap (``summary_max_tokens``, at most half
+        the target) and, beside it, its artifact trail."""
+        cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
+        if not self.config.trail_inside:  # a trail beside the summary takes room of its own
+            cap += self.config.artifact_trail_cap(cap)
+        return cap
+
     def memory_allowance(self) -> int:
         """The memory message's budget: its own cap, and never more than a quarter of the window."""
         assert self.memory is not None
