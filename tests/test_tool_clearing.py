@@ -443,3 +443,42 @@ async def test_the_cache_report_names_a_cleared_call(api: Api) -> None:
     assert sorted(m.id for m in update["messages"]) == ["a0", "t0"]
     # the request's cacheable prefix now ends at the call whose arguments were cleared
     assert state["context"]["cache"]["moved_by"] == "cleared tool call"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_a_long_thread_with_clearing_and_compaction_stays_valid(mode: str) -> None:
+    from ctx_langgraph import SQLiteHistoryStore, create_context_agent
+
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    recorder = Recorder()
+    config = ContextConfig(
+        context_window=6_000,
+        output_reserve=1_000,
+        keep_recent_tokens=800,
+        summary_max_tokens=300,
+        tool_clearing=ToolClearing(keep=1, clear_tool_inputs=True, trigger=0.3),
+    )
+    graph = create_context_agent(
+        MeteringChatModel(replies=[recorder.reply]), [read_file], store=store, config=config
+    ).compile(checkpointer=InMemorySaver())
+    run = {"configurable": {"thread_id": "long"}, "recursion_limit": 30}
+    for turn in range(40):
+        inputs = {"messages": [HumanMessage(f"read src/m{turn}.py")]}
+        if mode == "sync":
+            graph.invoke(inputs, run)
+        else:
+            await graph.ainvoke(inputs, run)
+    assert all(pairing_problems(request) == [] for request in recorder.requests)
+    assert store.get_active("long") is not None  # compacted along the way
+    # every result the model read was kept whole in the store, cleared or not in the view
+    reads = [e for e in store.read_events("long") if e.role == "tool"]
+    assert len(reads) == 40 and all(e.message.content.startswith("# src/m") for e in reads)
+    last = recorder.requests[-1]
+    cleared_calls = [
+        m
+        for m in last
+        if isinstance(m, AIMessage) and m.additional_kwargs.get("ctx_inputs_cleared")
+    ]
+    assert cleared_calls and all(c["args"] == {} for m in cleared_calls for c in m.tool_calls)
+    store.close()

@@ -103,7 +103,7 @@ class Turn:
     rewritten: bool = False
     """The view changed beyond replacements: the update replaces all messages."""
     replacements: dict[str, BaseMessage] = field(default_factory=dict)
-    """Capped or cleared tool results, by id."""
+    """Capped or cleared tool results (and calls whose arguments were cleared), by id."""
     records: list[MemoryRecord] | None = None
     memory_info: MemoryReport = field(default_factory=lambda: MemoryReport())
     view: Sequence[BaseMessage] = ()
