@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Sourced by the other scripts: creates .venv beside the project (once, and again when
 # pyproject.toml changes) and installs the package into it with the extras a script needs
-# (`bootstrap eval` for the demo; `bootstrap` alone: every extra, for the tests).
+# (`bootstrap eval` for the demo, `bootstrap studio` for Studio; `bootstrap` alone: every extra,
+# for the tests).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -365,3 +365,106 @@ def test_the_docs_and_notebooks_import_only_public_modules():
     public = set(_hooks().PUBLIC_MODULES)
     assert len(imported) > 20
     assert sorted(pair for pair in imported if pair[1] not in public) == []
+
+
+# ------------------------------------------------------------------- how it is installed here
+
+INSTALL_PAGE = ROOT / "docs" / "get-started" / "install.md"
+
+
+def test_no_page_installs_the_package_by_a_name_no_index_has():
+    """ctx-langgraph is installed from a clone (or a wheel or git URL built from it), never by its
+    bare name: ``pip install "ctx-langgraph[x]"`` would find nothing. One page says how an extra
+    is added here, and every other page that names an extra links to it."""
+    bare = re.compile(r"""pip install ["']?ctx-langgraph\[[\w,-]*\](?!\s*@)""")  # no URL after it
+    for page in PAGES:
+        text = page.read_text()
+        assert not bare.search(text), f"{page.relative_to(ROOT)}: {bare.search(text)}"
+    install = INSTALL_PAGE.read_text()
+    assert "## Extras" in install and re.search(r"pip install -e ['\"]\.\[studio\]['\"]", install)
+    for page in PAGES:
+        if page in (INSTALL_PAGE, ROOT / "docs" / "design.md"):
+            continue
+        text = page.read_text()
+        if re.search(r"`\w+` extra\b|extras?\b.*`\w+`", text) and "pip install" in text:
+            assert re.search(r"\(\.?\.?/?(?:[\w-]+/)*install\.md#extras\)", text), (
+                f"{page.relative_to(ROOT)} names an extra to install but does not link to "
+                "install.md#extras"
+            )
+
+
+def _bootstrapped_extras(script: str) -> set[str]:
+    """The extras a script of scripts/ installs into .venv (``bootstrap [EXTRAS]``), with the
+    extras those extras include (pyproject's ``ctx-langgraph[...]`` entries)."""
+    import tomllib
+
+    text = (ROOT / script).read_text()
+    calls = re.findall(r"^[ \t]*bootstrap(?:[ \t]+([\w,-]+))?[ \t]*$", text, re.M)
+    assert calls, f"{script} does not bootstrap .venv"
+    default = re.search(
+        r'local extras="\$\{1:-([\w,-]+)\}"', (ROOT / "scripts/_bootstrap.sh").read_text()
+    )
+    assert default
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    wanted = [e for call in calls for e in (call or default.group(1)).split(",")]
+    extras: set[str] = set()
+    while wanted:
+        extra = wanted.pop()
+        if extra in extras:
+            continue
+        extras.add(extra)
+        for requirement in optional[extra]:
+            included = re.fullmatch(r"ctx-langgraph\[([\w,-]+)\]", requirement)
+            if included:
+                wanted += included.group(1).split(",")
+    return extras
+
+
+TOOL_EXTRAS = {"langgraph": "studio", "jupyter": "notebooks", "mkdocs": "docs", "pytest": "dev"}
+"""The extra that installs each program a page runs from .venv/bin."""
+
+
+def test_a_program_a_page_runs_from_the_venv_is_installed_by_the_scripts_it_names():
+    """`.venv/bin/langgraph dev  # after scripts/demo.sh` must work after scripts/demo.sh: each
+    script a command's comment names installs the extra that brings the program."""
+    checked = 0
+    for page in PAGES:
+        for line in page.read_text().splitlines():
+            program = re.search(r"\.venv/bin/([\w-]+)(?:\s+-m\s+(\w+))?", line)
+            scripts = (
+                re.findall(r"scripts/[\w-]+\.sh", line.split(" #", 1)[-1]) if " #" in line else []
+            )
+            if not program or not scripts:
+                continue
+            tool = program.group(2) or program.group(1)
+            if tool not in TOOL_EXTRAS:
+                continue
+            for script in scripts:
+                checked += 1
+                assert TOOL_EXTRAS[tool] in _bootstrapped_extras(script), (
+                    f"{page.relative_to(ROOT)}: {line.strip()!r}, but {script} does not install "
+                    f"the {TOOL_EXTRAS[tool]!r} extra"
+                )
+    assert checked >= 2
+
+
+def test_the_studio_page_starts_studio_with_a_script_that_installs_it():
+    page = (ROOT / "docs" / "get-started" / "studio.md").read_text()
+    run = page.split("## Run it", 1)[1].split("\n## ", 1)[0]
+    [first, *_] = re.findall(r"```bash\n(.*?)```", run, flags=re.S)
+    command = first.splitlines()[0].split(" #", 1)[0].split()
+    assert command[:2] == ["bash", "scripts/studio.sh"], command
+    assert "studio" in _bootstrapped_extras("scripts/studio.sh")
+    script = (ROOT / "scripts" / "studio.sh").read_text()
+    assert re.search(r'exec "\$VENV/bin/langgraph" dev', script)
+
+
+def test_the_drop_in_page_reads_the_context_channel_where_it_is():
+    """``invoke()`` on a MessagesState graph returns its own keys (``messages``); the page shows
+    the channel in the checkpointed state (its Python blocks run in tests/test_docs.py)."""
+    page = (ROOT / "docs" / "get-started" / "drop-in.md").read_text()
+    blocks = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.S))
+    assert re.search(r"\.get_state\(run\)\.values\[\"context\"\]", blocks)
+    assert re.search(r'assert "context" not in state', blocks)
