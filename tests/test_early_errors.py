@@ -419,3 +419,83 @@ def test_scope_from_config_names_the_missing_thread_id() -> None:
             scope_from_config(config)  # type: ignore[arg-type]
     assert issubclass(ThreadIdMissing, ScopeError)
     assert scope_from_config({"configurable": {"thread_id": 7}}).thread_id == "7"
+
+
+# --------------------------------------------------------------------------- a database that is not there
+
+
+@pytest.mark.parametrize("value", [None, 5432, b"postgresql://x", ["dsn"]])
+def test_from_conn_string_refuses_what_is_not_a_connection_string_at_once(value: object) -> None:
+    import time
+
+    from ctx_langgraph import PostgresHistoryStore
+
+    started = time.monotonic()
+    with pytest.raises(TypeError, match=r"from_conn_string\(conninfo=\.\.\.\) expects"):
+        PostgresHistoryStore.from_conn_string(value)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 0.5
+
+
+def test_from_conn_string_refuses_a_malformed_string_at_once() -> None:
+    from ctx_langgraph import PostgresHistoryStore
+    from ctx_langgraph.errors import HistoryStoreError
+
+    for text in ("host=localhost port", "postgresql://app:s3cret@[::1", "password=s3cret port"):
+        with pytest.raises(HistoryStoreError, match="connection string") as raised:
+            PostgresHistoryStore.from_conn_string(text)
+        assert "s3cret" not in str(raised.value)
+
+
+def _missing(pg_server_dsn: str, **change: object) -> str:
+    import psycopg
+
+    return psycopg.conninfo.make_conninfo(pg_server_dsn, **change)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("change", "cause"),
+    [
+        ({"dbname": "ctx_no_such_database"}, 'database "ctx_no_such_database" does not exist'),
+        ({"user": "ctx_no_such_role"}, 'role "ctx_no_such_role" does not exist'),
+        ({"port": "1"}, "refused"),
+    ],
+)
+async def test_a_server_that_says_no_is_reported_at_once_with_its_own_cause(
+    pg_server_dsn: str, mode: str, change: dict[str, object], cause: str
+) -> None:
+    """The server's reason (a missing database, an unknown role, nothing listening) is in the
+    error at once, not after the whole connect timeout as 'pool initialization incomplete'."""
+    import time
+
+    from ctx_langgraph import PostgresHistoryStore
+    from ctx_langgraph.errors import HistoryStoreError
+
+    store = PostgresHistoryStore.from_conn_string(
+        _missing(pg_server_dsn, **change), connect_timeout=20
+    )
+    started = time.monotonic()
+    with pytest.raises(HistoryStoreError) as raised:
+        if mode == "sync":
+            store.setup()
+        else:
+            await store.asetup()
+    elapsed = time.monotonic() - started
+    message = str(raised.value)
+    assert cause in message, message
+    assert "pool initialization incomplete" not in message
+    assert elapsed < 5, elapsed  # not the 20 s connect timeout
+    if mode == "sync":
+        store.close()
+    else:
+        await store.aclose()
+
+
+@pytest.mark.postgres
+def test_a_store_that_connects_still_works(pg_dsn: str) -> None:
+    from ctx_langgraph import PostgresHistoryStore
+
+    with PostgresHistoryStore.from_conn_string(pg_dsn) as store:
+        store.setup()
+        assert store.read_events("t") == []

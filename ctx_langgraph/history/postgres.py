@@ -23,8 +23,10 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
 
     Connections come from a pool opened on first use; connecting is bounded by
     ``connect_timeout``, so a server that is down gives
-    :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging. The async
-    methods use an ``AsyncConnectionPool`` bound to the running event loop.
+    :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging, and a server
+    that says no (a missing database, an unknown role, a wrong password, nothing listening on
+    the port) gives it at once, with the server's own reason. The async methods use an
+    ``AsyncConnectionPool`` bound to the running event loop.
 
     Examples:
         .. code-block:: python
@@ -55,6 +57,12 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
             index: search by meaning too: ``{"embed": <Embeddings or "provider:model">,
                 "dims": N}``, as LangGraph's store index (:meth:`use_index`). Vectors are a
                 plain column searched exactly within the thread (no pgvector needed).
+
+        Raises:
+            TypeError: ``conninfo`` is not a string (``None``, a number), at once.
+            HistoryStoreError: ``conninfo`` is a string libpq cannot read, at once (its
+                password never in the message); on first use, a server that refuses the
+                connection, with its reason (``database "x" does not exist``).
         """
         store = super().from_conn_string(
             conninfo,

@@ -19,6 +19,7 @@ except ImportError as missing:  # the postgres extra is not installed
 else:
     _MISSING_DRIVER = None
 
+from ctx_langgraph.core.arguments import described
 from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.storage.dialects import POSTGRES, to_pyformat
@@ -29,6 +30,32 @@ __all__ = ["PostgresDatabase"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="PostgresDatabase")
+
+
+def _server_says(exc: BaseException, conninfo: str) -> str:
+    """The driver's message on one line, without the connection string (psycopg quotes it,
+    password and all, in a parse error)."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return text.replace(conninfo, "<the connection string>") if conninfo else text
+
+
+def _checked_conninfo(conninfo: object, where: str) -> str:
+    """``conninfo`` as libpq reads it, or a ``TypeError`` (not a string) or
+    :class:`~ctx_langgraph.errors.HistoryStoreError` (a string libpq cannot read) at once."""
+    if not isinstance(conninfo, str):
+        raise TypeError(
+            f"{where}(conninfo=...) expects a libpq connection string, such as "
+            f"'postgresql://user:password@host:5432/dbname' or 'host=... dbname=...', got "
+            f"{described(conninfo)}"
+        )
+    try:
+        psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error as exc:
+        raise HistoryStoreError(
+            f"{where}: not a PostgreSQL connection string ({_server_says(exc, conninfo)}); write "
+            "it as postgresql://user:password@host:5432/dbname or 'host=... dbname=...'"
+        ) from None
+    return conninfo
 
 
 def _where(conninfo: str) -> str:
@@ -184,7 +211,7 @@ class PostgresDatabase(Database):
                 "pip install 'ctx-langgraph[postgres]'"
             ) from _MISSING_DRIVER
         super().__init__(clock=clock)
-        self.conninfo = conninfo
+        self.conninfo = _checked_conninfo(conninfo, f"{type(self).__name__}.from_conn_string")
         self.connect_timeout = connect_timeout
         self._pool_size = (min_size, max_size)
         self._pool: ConnectionPool | None = None
@@ -233,6 +260,33 @@ class PostgresDatabase(Database):
             "open": False,
         }
 
+    def _refused(self, exc: psycopg.Error) -> HistoryStoreError:
+        """The server's own reason a connection failed (a missing database, an unknown role,
+        a wrong password, nothing listening), which a pool only logs while it retries."""
+        return HistoryStoreError(
+            f"cannot reach the PostgreSQL history store at {_where(self.conninfo)}: "
+            f"{_server_says(exc, self.conninfo)}. Check the connection string (host, port, "
+            "database, user, password) and that the server is up"
+        )
+
+    def _probe(self) -> None:
+        """One connection before the pool opens: a server that says no is reported at once,
+        with its reason, instead of after the connect timeout as an incomplete pool."""
+        try:
+            psycopg.connect(self.conninfo, **self._probe_options()).close()
+        except psycopg.OperationalError as exc:
+            raise self._refused(exc) from exc
+
+    async def _aprobe(self) -> None:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, **self._probe_options())
+        except psycopg.OperationalError as exc:
+            raise self._refused(exc) from exc
+        await conn.close()
+
+    def _probe_options(self) -> dict[str, Any]:
+        return {"connect_timeout": max(1, round(self.connect_timeout)), "autocommit": True}
+
     def _unreachable(self, exc: BaseException) -> HistoryStoreError:
         return HistoryStoreError(
             f"cannot reach the PostgreSQL history store at {_where(self.conninfo)} within "
@@ -248,6 +302,7 @@ class PostgresDatabase(Database):
     def _sync_pool(self) -> ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
+                self._probe()
                 pool = ConnectionPool(self.conninfo, **self._pool_options())
                 try:
                     pool.open(wait=True, timeout=self.connect_timeout)
@@ -261,6 +316,7 @@ class PostgresDatabase(Database):
         loop = asyncio.get_running_loop()
         if loop in self._apools:
             return self._apools[loop][0]
+        await self._aprobe()
         pool = AsyncConnectionPool(self.conninfo, **self._pool_options())
         try:
             await pool.open(wait=True, timeout=self.connect_timeout)
