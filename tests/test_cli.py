@@ -36,6 +36,14 @@ def test_demo_command_prints_its_tables(capsys, tmp_path):
     assert rows and all(line.split("|")[4].strip() == "1" for line in rows)
 
 
+def test_history_demo_without_db_prints_no_path_it_deletes(capsys):
+    assert main(["history-demo", "--sessions", "6", "--turns", "20"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert ".sqlite" not in out and "/" not in first, first  # the file is gone when it returns
+    assert "a temporary file" in first and "--db" in first
+
+
 def test_synthetic_conversation_is_deterministic_and_answerable():
     a, b = synthetic_conversation(7), synthetic_conversation(7)
     assert [m.content for m in a.messages] == [m.content for m in b.messages]

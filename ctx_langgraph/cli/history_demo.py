@@ -241,7 +241,13 @@ def _history_demo(args: argparse.Namespace) -> int:
                 store.setup()
             except HistoryStoreError as exc:
                 raise UsageError(f"--db {str(path)!r}: {exc}") from None
-            print(f"ctx-langgraph history-demo: history store on SQLite at {path} (offline)")
+            # a temporary file is gone when the demo returns: its path would send the reader nowhere
+            where = (
+                f"at {path}"
+                if args.db
+                else "in a temporary file (removed at the end; --db FILE keeps it)"
+            )
+            print(f"ctx-langgraph history-demo: history store on SQLite {where} (offline)")
             run_demo(store, conversation, questions=args.questions)
     return 0
 
