@@ -21,6 +21,7 @@ from langchain_core.messages import (
     message_to_dict,
 )
 
+from ctx_langgraph.core.blocks import block_reference
 from ctx_langgraph.core.text import search_document
 from ctx_langgraph.history.types import (
     CompactionCheckpoint,
@@ -125,10 +126,12 @@ class EventRow:
 
 
 def _block_text(block: Any) -> str:
-    if isinstance(block, str):
-        return block
+    """A content block's text: text, reasoning, a tool call, a tool result's content; any other
+    block (an image, a file, a provider's own) by its reference
+    (:func:`~ctx_langgraph.core.blocks.block_reference`: URLs, ids, names, mime types; a
+    payload by its size and digest)."""
     if not isinstance(block, dict):
-        return str(block)
+        return block_reference(block)
     kind = block.get("type")
     for key in ("text", "thinking", "reasoning"):
         value = block.get(key)
@@ -136,14 +139,15 @@ def _block_text(block: Any) -> str:
             return value
     if kind in ("tool_use", "server_tool_use", "tool_call"):
         return f"{block.get('name', '')}({dumps(block.get('input', block.get('args', {})))})"
-    if kind in ("image", "image_url", "file", "audio", "video", "document"):
-        return f"[{kind}]"
     if kind == "tool_result":
         inner = block.get("content")
         if isinstance(inner, list):
-            return "\n".join(_block_text(b) for b in inner)
+            return "\n".join(text for text in (_block_text(b) for b in inner) if text)
         return "" if inner is None else str(inner)
-    return ""
+    if kind in ("text", "thinking", "reasoning") and "summary" not in block:
+        value = block.get(kind)  # a text block without text, or with a number for it
+        return "" if value is None or isinstance(value, dict | list) else str(value)
+    return block_reference(block)
 
 
 def text_projection(message: BaseMessage) -> str:
