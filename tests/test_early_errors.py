@@ -499,3 +499,15 @@ def test_a_store_that_connects_still_works(pg_dsn: str) -> None:
     with PostgresHistoryStore.from_conn_string(pg_dsn) as store:
         store.setup()
         assert store.read_events("t") == []
+
+
+@pytest.mark.parametrize("value", ["memory.sqlite", None, "the history store"])
+def test_long_term_memory_needs_a_langgraph_store(value: object) -> None:
+    from ctx_langgraph import LongTermMemory, SQLiteHistoryStore
+
+    if value == "the history store":
+        value = SQLiteHistoryStore.from_path(":memory:")
+    with pytest.raises(
+        TypeError, match=r"LongTermMemory\(store=\.\.\.\) expects a LangGraph BaseStore"
+    ):
+        LongTermMemory(store=value)  # type: ignore[arg-type]

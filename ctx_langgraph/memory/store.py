@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import BaseStore
 
+from ctx_langgraph.core.arguments import require_instance
 from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.memory._layout import Entry, Namespace, RecordSpace, entry
@@ -106,6 +107,14 @@ class LongTermMemory:
     _space: RecordSpace = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        require_instance(
+            self.store,
+            BaseStore,
+            where="LongTermMemory(store=...)",
+            what="a LangGraph BaseStore",
+            advice="pass InMemoryStore(), SqliteStore or PostgresStore (the history store is a "
+            "separate object, passed to the wiring as store=)",
+        )
         if self.max_tokens < 16 or self.max_records < 1:
             raise ValueError(
                 f"max_tokens must be >= 16 and max_records >= 1, got {self.max_tokens} and "
