@@ -303,3 +303,27 @@ def test_the_budget_error_without_compaction_says_so_and_what_to_do() -> None:
         "or use a model with a larger window."
     )
     store.close()
+
+
+def test_results_that_cannot_shrink_further_are_left_as_they_are_on_later_passes(
+    store: HistoryStore,
+) -> None:
+    """Twenty-five results share a room smaller than their shortest previews: they are
+    shortened once, and later passes leave them (no rewrite, no new epoch, no loop)."""
+    node = budget_node(store)
+    state: dict[str, Any] = {"messages": step_in_progress(2_000, count=25)}
+    run = {"configurable": {"thread_id": "t"}}
+    epochs = []
+    for _ in range(3):
+        update = node.invoke(state, run)
+        replaced = {m.id: m for m in update.get("messages") or []}
+        state = {
+            "messages": [replaced.get(m.id, m) for m in state["messages"]],
+            "context": {**state.get("context", {}), **update["context"]},
+        }
+        epochs.append(update["context"].get("projection_epoch", 0))
+        if len(epochs) > 1:
+            assert "messages" not in update, sorted(replaced)
+    assert epochs[1] == epochs[2], epochs
+    budget = state["context"]["budget"]
+    assert budget["total"] <= budget["usable"], budget

@@ -166,10 +166,13 @@ def fit_step_results(s: BudgetSettings, turn: Turn) -> None:
     originals = {str(m.id): m for m in turn.messages if isinstance(m, ToolMessage)}
     shortened = False
     for message, cap in zip(movable, caps, strict=True):
-        if cap is not None:
-            original = originals.get(str(message.id), message)
-            turn.replacements[str(message.id)] = _preview(s, turn, original, cap)
-            shortened = shortened or message.id not in turn.by_id
+        if cap is None or count(message) <= cap:
+            continue
+        preview = _preview(s, turn, originals.get(str(message.id), message), cap)
+        if count(preview) >= count(message):
+            continue  # as short as a preview gets: left as it is (a rewrite would loop)
+        turn.replacements[str(message.id)] = preview
+        shortened = shortened or message.id not in turn.by_id
     if shortened:  # results the last request held are shorter now: the baseline is stale
         turn.reasons.append("tool results of one step shortened to fit the window")
 

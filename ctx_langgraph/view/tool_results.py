@@ -12,7 +12,9 @@ Examples:
     '[tool result cleared to save context: 1,250 tokens; kept as history:t1 (seq 7); read it again by calling history_lookup with handle="history:t1"]'
     >>> short = capped(result, result.text, original_tokens=1_250, cap=100, seq=7)
     >>> short.additional_kwargs["ctx_capped"], len(short.text) < 500
-    ({'handle': 'history:t1', 'seq': 7, 'original_tokens': 1250}, True)
+    ({'handle': 'history:t1', 'seq': 7, 'original_tokens': 1250, 'characters': 5000}, True)
+    >>> capped(short, short.text, cap=100, seq=7) == short  # capped again to its cap: the same
+    True
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def capped(
     count_text: Callable[[str], int] | None = None,
 ) -> ToolMessage:
     """Head and tail of an oversized tool result, with a handle to the original (recorded under
-    the message's id; a preview capped again keeps the original's numbers).
+    the message's id; a preview capped again keeps the original's numbers, so capping it again
+    to its own cap gives it back unchanged).
 
     The original's size is ``original_tokens``, else ``count_text(text)`` (counted only when the
     message is not a preview already)."""
@@ -49,11 +52,12 @@ def capped(
         assert count_text is not None, "pass original_tokens or count_text"
         original = count_text(text)
     original = int(original)
+    characters = earlier.get("characters") if earlier else len(text)
     seq = seq if seq is not None else earlier.get("seq")
     handle = f"history:{message.id}"
     body = (
         f"{head}\n\n[... tool output capped: {original:,} tokens"
-        + ("" if earlier else f", {len(text):,} characters")
+        + (f", {characters:,} characters" if characters else "")
         + f". The full result is kept as {handle}"
         + (f" (seq {seq})" if seq else "")
         + f'; page through it by calling history_lookup with handle="{handle}". Last part '
@@ -64,7 +68,12 @@ def capped(
             "content": body,
             "additional_kwargs": {
                 **message.additional_kwargs,
-                CAPPED_FLAG: {"handle": handle, "seq": seq, "original_tokens": original},
+                CAPPED_FLAG: {
+                    "handle": handle,
+                    "seq": seq,
+                    "original_tokens": original,
+                    "characters": characters,
+                },
             },
         }
     )
