@@ -91,9 +91,10 @@ def _check_types(config: ContextConfig) -> None:
     check_seconds("ContextConfig", "segment_gap_s", config.segment_gap_s, optional=True)
 
 
-_CAPS_OF_THE_WINDOW = ("summary_max_tokens", "keep_recent_tokens", "tool_output_cap_tokens")
+_CAPS_OF_THE_WINDOW = ("summary_max_tokens", "tool_output_cap_tokens")
 """Token caps that a window smaller than their default scales down, and that a value set above
-the usable window cannot mean."""
+the usable window cannot mean. (``keep_recent_tokens`` is a floor that compaction already takes
+at most half the target of, so a large one is honoured as "as much as fits".)"""
 
 
 def _check_caps(config: ContextConfig, window: int, usable: int) -> None:
@@ -341,8 +342,7 @@ class ContextConfig:
             fractions or both tokens, and, once the window is known (here when
             ``context_window`` is set, else when the nodes are built from the model's
             profile, before any model call): a combination that leaves no room, or a
-            ``summary_max_tokens``, ``keep_recent_tokens`` or ``tool_output_cap_tokens`` set
-            above the usable window. The same checks run on :func:`dataclasses.replace`.
+            ``summary_max_tokens`` or ``tool_output_cap_tokens`` set above the usable window. The same checks run on :func:`dataclasses.replace`.
 
     Examples:
         >>> budget = ContextConfig(context_window=128_000, output_reserve=16_000).resolve()

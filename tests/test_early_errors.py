@@ -110,7 +110,6 @@ def test_a_config_that_can_work_is_accepted(kwargs: dict[str, object]) -> None:
     ("kwargs", "field"),
     [
         ({"summary_max_tokens": 10_000}, "summary_max_tokens"),
-        ({"keep_recent_tokens": 9_000}, "keep_recent_tokens"),
         ({"tool_output_cap_tokens": 12_000}, "tool_output_cap_tokens"),
     ],
 )
@@ -511,3 +510,8 @@ def test_long_term_memory_needs_a_langgraph_store(value: object) -> None:
         TypeError, match=r"LongTermMemory\(store=\.\.\.\) expects a LangGraph BaseStore"
     ):
         LongTermMemory(store=value)  # type: ignore[arg-type]
+
+
+def test_a_large_keep_recent_tokens_is_taken_as_much_as_fits() -> None:
+    budget = ContextConfig(context_window=2_000, keep_recent_tokens=9_000).resolve()
+    assert budget.keep_recent_tokens == budget.target // 2
