@@ -149,10 +149,30 @@ SIZES = {
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("flavor", ["graph", "agent", "middleware"])
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", ["6k"])
 async def test_parallel_results_that_overflow_together_are_shortened_and_every_turn_completes(
     store: HistoryStore, flavor: str, mode: str, size: str
 ) -> None:
+    await five_results_every_turn(store, flavor, mode, size)
+
+
+# At 128k the counting dominates: one store of each kind (a SQLite file reads and writes as the
+# in-memory one does), every wiring, both modes.
+@pytest.mark.parametrize(
+    "backend",
+    ["sqlite_memory", pytest.param("postgres", marks=pytest.mark.postgres)],
+    indirect=True,
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("flavor", ["graph", "agent", "middleware"])
+@pytest.mark.parametrize("size", ["128k-uncapped", "128k-cap-30k"])
+async def test_five_results_of_40k_tokens_fit_a_128k_window_every_turn(
+    store: HistoryStore, flavor: str, mode: str, size: str
+) -> None:
+    await five_results_every_turn(store, flavor, mode, size)
+
+
+async def five_results_every_turn(store: HistoryStore, flavor: str, mode: str, size: str) -> None:
     settings, tokens, turns = SIZES[size]
     config = ContextConfig(**settings)
     usable = config.resolve().usable
