@@ -80,8 +80,8 @@ class ThreadIdMissing(ScopeError):
     def __init__(self) -> None:
         super().__init__(
             "this run has no thread id, so its messages belong to no thread (and are never "
-            "pooled with another run's): pass config={\"configurable\": {\"thread_id\": "
-            "\"<one id per conversation>\"}} to invoke/stream, as LangGraph requires with a "
+            'pooled with another run\'s): pass config={"configurable": {"thread_id": '
+            '"<one id per conversation>"}} to invoke/stream, as LangGraph requires with a '
             "checkpointer"
         )
 
