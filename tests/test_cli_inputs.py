@@ -184,6 +184,7 @@ CASES: list[tuple[str, list[str], list[str]]] = [
     ("retention-sqlite-not-sqlite", ["retention", "--sqlite", "{not_json.json}", "--keep-last", "1"], ["--sqlite", "not a SQLite database"]),
     ("retention-sqlite-no-checkpoints", ["retention", "--sqlite", "{other.sqlite}", "--keep-last", "1"], ["--sqlite", "other.sqlite", "'checkpoints'"]),
     ("retention-postgres-malformed", ["retention", "--postgres", "not a dsn", "--keep-last", "1"], ["--postgres", "not a PostgreSQL connection string"]),
+    ("retention-postgres-malformed-secret", ["retention", "--postgres", "postgresql://u:secret@[h:5432/db", "--keep-last", "1"], ["--postgres", "not a PostgreSQL connection string", "<the connection string>"]),
     ("retention-postgres-empty", ["retention", "--postgres", "", "--keep-last", "1"], ["--postgres", "empty connection string"]),
     ("retention-postgres-refused", ["retention", "--postgres", REFUSED, "--keep-last", "1"], ["--postgres", "127.0.0.1:1/nothing"]),
     # export

@@ -239,6 +239,12 @@ def sqlite_tables(path: Path | str, option: str) -> set[str]:
 # --------------------------------------------------------------------------- PostgreSQL
 
 
+def _without(dsn: str, exc: BaseException) -> str:
+    """The driver's message on one line, the connection string (which psycopg may quote whole,
+    password and all) left out."""
+    return one_line(exc).replace(dsn, "<the connection string>")
+
+
 def check_postgres(
     dsn: str, option: str, *, table: str | None = None, hint: str = "", timeout: int = 5
 ) -> None:
@@ -262,7 +268,7 @@ def check_postgres(
         params = conninfo_to_dict(dsn)
     except psycopg.Error as exc:
         raise UsageError(
-            f"{option}: not a PostgreSQL connection string ({one_line(exc)}); write it as "
+            f"{option}: not a PostgreSQL connection string ({_without(dsn, exc)}); write it as "
             "postgresql://user@host:5432/dbname or 'host=... dbname=...'"
         ) from None
     server = (
@@ -278,7 +284,7 @@ def check_postgres(
             )
     except psycopg.Error as exc:
         raise UsageError(
-            f"{option}: cannot connect to PostgreSQL at {server}: {one_line(exc)}"
+            f"{option}: cannot connect to PostgreSQL at {server}: {_without(dsn, exc)}"
         ) from None
     if not (found and found[0]):
         raise UsageError(f"{option}: PostgreSQL at {server} has no {table!r} table{hint}")
