@@ -243,6 +243,9 @@ class RecordedReply(TypedDict, total=False):
     """The append's status (``appended``, ``duplicate``, ``revised``)."""
     error: str
     """Why it was not recorded yet (``ctx_budget`` records it next)."""
+    branch: str
+    """The branch it was recorded on, when recording it forked the thread's branch (the
+    branch had gone on past the message it answers: a re-run of a turn)."""
 
 
 class ServerCompaction(TypedDict):
@@ -454,6 +457,9 @@ class LastUsage(TypedDict, total=False):
     """How the ledger took it (new, duplicate, ...)."""
     stale: bool
     """The reply answered a request of an older projection epoch."""
+    error: str
+    """Why it was not booked yet (status ``deferred``: ``ctx_budget`` books it when it
+    records the reply)."""
 
 
 class OverflowReport(TypedDict, total=False):

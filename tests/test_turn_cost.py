@@ -41,7 +41,8 @@ async def test_append_after_appends_and_reads_the_branch_in_one_write(api):
     assert second.head == info  # the branch as a read after the write sees it
     # a replay of what is recorded: duplicates, and the head where it was
     again = await api.append_after("t", [human(3)], after="m2")
-    assert again.diverged  # the branch went on past m2: the caller tells a replay from a fork
+    assert not again.diverged and [r.status for r in again.results] == ["duplicate"]
+    assert again.head == info
 
 
 async def test_append_after_writes_nothing_when_the_branch_went_on(api):
@@ -131,8 +132,9 @@ def test_a_plain_turn_is_two_transactions(backend, mode):
     with counted() as names:
         for n in range(3, 8):
             turn(n)
-    # per turn: the user's message with the branch read back; the reply with its usage
-    assert names == ["append_after", "_then"] * 5
+    # per turn: the user's message with the branch read back; the reply with its usage (each a
+    # compare-and-swap on the branch's head)
+    assert names == ["_after_then", "_after_then"] * 5
     assert [e.event_id for e in store.read_events("plain")][-2:] == ["h7", graph.get_state(
         thread).values["messages"][-1].id]  # fmt: skip
 

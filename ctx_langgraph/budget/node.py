@@ -84,6 +84,7 @@ from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
 from ctx_langgraph.storage.required import require_store
+from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.view.markers import is_lookup_tool
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
@@ -116,6 +117,9 @@ class BudgetNode:
     """Rules kept first in the view on every turn (never recorded, never summarized)."""
     memory: LongTermMemory | None = None
     """Long-term memory: fed the user's new messages, recalled into the view every turn."""
+    ledger: UsageLedger | None = None
+    """Where an answer no ``ctx_usage`` booked (it failed, or never ran) is booked when this
+    node records it."""
 
     def __post_init__(self) -> None:
         if self.memory is not None:
@@ -153,6 +157,7 @@ class BudgetNode:
             provider=provider_key(self.model),
             system_prompt_tokens=system_prompt_tokens,
             lookup_tools=frozenset(str(t.name) for t in self.tools if is_lookup_tool(t)),
+            ledger=self.ledger,
         )
         self._warn_if_compaction_cannot_settle()
 
@@ -257,6 +262,7 @@ def make_budget_node(
     system_prompt: str | None = None,
     pinned_rules: PinnedRules | None = None,
     memory: LongTermMemory | None = None,
+    ledger: UsageLedger | None = None,
     name: str = "ctx_budget",
 ) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -279,6 +285,9 @@ def make_budget_node(
             (``configurable["user_id"]``) and project are loaded as a system message after
             the leading system messages, under its own token budget, counted in the estimate,
             and shrunk or dropped before it could push a request over the usable window.
+        ledger: the usage ledger ``ctx_usage`` books into: an answer it never booked (the
+            node failed, or a new input came before it ran) is booked here, once, when this
+            node records it.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -305,6 +314,7 @@ def make_budget_node(
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
         memory=memory,
+        ledger=ledger,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.messages import BaseMessage, message_to_dict
+from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
 
 from ctx_langgraph.budget.turn import BudgetSettings, Turn
 from ctx_langgraph.core.digest import digest
@@ -27,6 +27,9 @@ from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
 from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
+from ctx_langgraph.usage.ledger import FINAL_VERSION, call_key_for
+from ctx_langgraph.usage.normalize import reply_usage
+from ctx_langgraph.usage.types import NormalizedUsage
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["record"]
@@ -63,22 +66,35 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
     ):
         revised_in_state = yield from _edited_in_state(s, turn.scope, prefix)
     results: list[AppendResult] = []
-    if fresh:
-        created_at = _created_at(s, turn, messages[start - 1] if start else None)
+    if fresh or recorded_through is not None:
+        # a compare-and-swap on the branch's head: the branch ends where this state recorded
+        # through (or holds the first of these messages, a replay), else the state was forked
+        # from an older checkpoint (time travel, a re-run, a resumed run): the new messages
+        # start a branch of their own at the last event both share, and it is the thread's
+        # branch from now on. With no new message, the same check: a state behind its branch.
+        ledger, late = s.ledger, _late_booking(s, turn)
+        together = ledger is not None and ledger.store is s.store
+        booked: dict[str, Any] = {"scope": turn.scope, "purpose": "answer"}
+        booked["version"] = FINAL_VERSION
         outcome: AppendOutcome = yield call(
             s.store,
             "append_after",
             turn.scope,
             fresh,
             after=None if recorded_through is None else str(recorded_through),
-            created_at=created_at,
+            created_at=_created_at(s, turn, messages[start - 1] if start else None),
+            fork=True,
+            active=context.get("active_checkpoint_id"),
+            then=None if late is None or not together else ledger.booking(*late, **booked),
         )
-        if outcome.diverged:  # the branch went on past this state: a replay, or a fork
-            yield from _fork_if_diverged(s, turn, str(recorded_through), recorded)
-            results = yield call(s.store, "append", turn.scope, fresh, created_at=created_at)
-        else:
-            results = outcome.results
-            turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
+        if late is not None and not together:  # a ledger on another database: right after
+            yield call(ledger, "record", *late, **booked)
+        results = outcome.results
+        turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
+        if outcome.forked_from is not None and outcome.head is not None:
+            turn.scope = outcome.head.scope
+            context["branch"] = turn.scope.branch
+            turn.reasons.append("fork")
     if revised_in_state:
         try:
             results += yield call(s.store, "append", turn.scope, revised_in_state)
@@ -91,11 +107,44 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         turn.reasons.append("edited message")
 
 
+def _unbooked_reply(turn: Turn) -> AIMessage | None:
+    """The model's answer to the last request when no ``ctx_usage`` booked it (the node failed
+    or never ran: the store was down, the process died after the model call, a new input came
+    first): the new AI message right after the request's last message. Other AI messages in
+    the input (a transcript, few-shot examples) are no calls of this thread's model."""
+    context = turn.context
+    through = (context.get("request") or {}).get("input_through_message_id")
+    if through is None or not turn.fresh:
+        return None
+    messages = turn.messages
+    for index in range(len(messages) - 2, -1, -1):
+        if messages[index].id == through:
+            reply = messages[index + 1]
+            fresh = any(m is reply for m in turn.fresh)
+            if fresh and isinstance(reply, AIMessage) and reply.id:
+                return None if context.get("last_usage_message_id") == reply.id else reply
+            return None
+    return None
+
+
+def _late_booking(s: BudgetSettings, turn: Turn) -> tuple[str, NormalizedUsage] | None:
+    """The key and usage of an answer no ``ctx_usage`` booked, booked with its record (exactly
+    once: its key is the one ``ctx_usage`` books it under; a second booking is a duplicate)."""
+    reply = _unbooked_reply(turn) if s.ledger is not None else None
+    if reply is None:
+        return None
+    usage = reply_usage(reply)
+    turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = reply.id
+    return call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"), usage
+
+
 def _created_at(
     s: BudgetSettings, turn: Turn, previous: BaseMessage | None
 ) -> list[dt.datetime] | None:
     """When each new message was said; None when no message says (the store stamps them now,
     as it always did, with no per-message work)."""
+    if not turn.fresh:
+        return None
     times = batch_times(turn.fresh, previous=previous, source=s.config.timestamp)
     if times.problems:
         count = len(times.problems)
@@ -124,42 +173,6 @@ def _same_content(event: HistoryEvent, message: BaseMessage) -> bool:
 
 def _canonical(content: object) -> str:
     return json.dumps(content, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _fork_if_diverged(
-    s: BudgetSettings, turn: Turn, recorded_through: str, recorded: Sequence[BaseMessage]
-) -> Flow[None]:
-    """The store's branch may have moved past what this state recorded. Replaying the same
-    messages (a resumed run) is fine; different ones mean the state was forked from an older
-    checkpoint (time travel, update_state, Studio's edit-and-rerun): they start a new branch at
-    the fork point, sharing the earlier events and summaries, never seeing the other
-    timeline's."""
-    scope = turn.scope
-    known = yield call(s.store, "get_event", scope, recorded_through, include_hidden=True)
-    head = yield call(s.store, "branch_info", scope)
-    if known is None or head is None or head.head_seq <= known.seq:
-        return
-    after: list[HistoryEvent] = yield call(
-        s.store,
-        "read_events",
-        scope,
-        from_seq=known.seq + 1,
-        to_seq=known.seq + len(recorded),
-        include_hidden=False,
-    )
-    # the store may hold only the first of them (a run that died after recording part of a
-    # turn): those must be the same messages; the rest are new
-    overlap = min(len(recorded), head.head_seq - known.seq)
-    replay = len(after) == overlap and all(
-        event.event_id == message.id and (is_flagged(message) or _same_content(event, message))
-        for event, message in zip(after, recorded[:overlap], strict=True)
-    )
-    if not replay:
-        fork = scope.on_branch(f"{scope.branch}~{known.seq}-{uuid.uuid4().hex[:8]}")
-        yield call(s.store, "create_branch", fork, scope.branch, known.seq)
-        turn.scope = fork
-        turn.context["branch"] = fork.branch
-        turn.reasons.append("fork")
 
 
 def _edited_in_state(

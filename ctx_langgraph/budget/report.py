@@ -78,6 +78,7 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
     for key in _CARRIED:
         if key in context:
             report[key] = context[key]  # type: ignore[literal-required]
+    report.update(turn.late)
     return update
 
 

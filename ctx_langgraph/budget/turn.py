@@ -26,6 +26,7 @@ from ctx_langgraph.state import (
     MemoryReport,
     RequestMakeup,
 )
+from ctx_langgraph.usage.ledger import UsageLedger
 
 __all__ = ["BudgetSettings", "Turn"]
 
@@ -56,6 +57,8 @@ class BudgetSettings:
     model_id: str
     provider: str
     system_prompt_tokens: int = 0
+    ledger: UsageLedger | None = None
+    """Where an answer no ``ctx_usage`` booked is booked when it is recorded (None: nowhere)."""
     """The part of ``overhead_tokens`` that is the node's own system prompt (the rest is the
     tool schemas)."""
     lookup_tools: frozenset[str] = frozenset()
@@ -117,6 +120,8 @@ class Turn:
     """The request's cacheable prefix (step 7), when the pass sends one."""
     makeup: RequestMakeup | None = None
     """The request's tokens by part (step 7), when the pass sends one."""
+    late: ContextReport = field(default_factory=lambda: ContextReport())
+    """What the record step booked for ``ctx_usage`` (an answer it never booked)."""
 
     def note(self, reason: str) -> None:
         """The view changed for ``reason``: the update replaces it, the epoch moves."""

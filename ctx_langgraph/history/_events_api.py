@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
@@ -51,6 +52,8 @@ class EventsAPI(StoreBase):
         messages: Sequence[BaseMessage] | BaseMessage,
         created_at: dt.datetime | Sequence[dt.datetime] | None,
         after: str | _Unset | None = _UNSET,
+        fork: bool = False,
+        active: str | None = None,
     ) -> Op[Any]:
         """The append operation (with ``after``: :func:`~ctx_langgraph.history.events.append_after`'s)."""
         scope = checked_scope(scope)
@@ -78,7 +81,10 @@ class EventsAPI(StoreBase):
         if isinstance(after, _Unset):
             return event_ops.append(self.dialect, scope, rows, created, now)
         after = None if after is None else text_arg("after", after)
-        return event_ops.append_after(self.dialect, scope, rows, created, now, after)
+        active = None if active is None else text_arg("active", active)
+        return event_ops.append_after(
+            self.dialect, scope, rows, created, now, after, fork=bool(fork), active=active
+        )
 
     def append(
         self,
@@ -139,14 +145,25 @@ class EventsAPI(StoreBase):
         *,
         after: str | None,
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+        fork: bool = False,
+        active: str | None = None,
+        then: Op[Any] | None = None,
     ) -> AppendOutcome:
         """Record messages that follow the event ``after`` (a turn's new messages after the
-        last one recorded), and read the branch after them, in one transaction.
+        last one recorded), and read the branch after them, in one transaction: a
+        compare-and-swap on the branch's head.
 
-        When the branch holds events after ``after`` (another timeline went on from there),
-        nothing is written and the outcome says ``diverged``: the caller decides between a
-        replay and a fork. An ``after`` the branch never held, or None, appends as
-        :meth:`append` does.
+        The branch may already hold the first of the messages after ``after`` (same ids and
+        content) and nothing else: a replay (a resumed or re-run turn), whose messages are
+        ``duplicate`` and the rest appended. When it holds other events after ``after``
+        (another timeline went on from there), nothing is written and the outcome says
+        ``diverged``; with ``fork=True`` the messages start a new branch instead, forked at the
+        last event the two timelines share (``outcome.head.scope`` names it,
+        ``outcome.forked_from`` the branch it came from; its active summary is ``active`` when
+        that version covers only shared events). An ``after`` the branch never held, or None,
+        appends as :meth:`append` does. ``then``, an operation of the same database (a
+        booking: ``UsageLedger.booking``), runs after the append in the same transaction; its
+        value is ``outcome.value``.
 
         Examples:
             >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -156,13 +173,16 @@ class EventsAPI(StoreBase):
             ...     first = store.append_after("t1", [HumanMessage("hi", id="h1")], after=None)
             ...     second = store.append_after("t1", [AIMessage("yo", id="a1")], after="h1")
             ...     again = store.append_after("t1", [AIMessage("other", id="a2")], after="h1")
+            ...     forked = store.append_after("t1", [AIMessage("other", id="a2")], after="h1", fork=True)
             ...     [r.seq for r in second.results], second.head.head_seq, again.diverged
+            ...     forked.forked_from, forked.head.scope.branch.startswith("main~1-"), forked.results[0].seq
             ([2], 2, True)
+            ('main', True, 2)
         """
         outcome: AppendOutcome = self.run(
-            self._append(scope, messages, created_at, after), write=True
+            self._after_then(scope, messages, created_at, after, fork, active, then), write=True
         )
-        self._tell_revised(scope, outcome.results)
+        self._tell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
         return outcome
 
     async def aappend_after(
@@ -172,13 +192,37 @@ class EventsAPI(StoreBase):
         *,
         after: str | None,
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+        fork: bool = False,
+        active: str | None = None,
+        then: Op[Any] | None = None,
     ) -> AppendOutcome:
         """Async twin of :meth:`append_after`."""
         outcome: AppendOutcome = await self.arun(
-            self._append(scope, messages, created_at, after), write=True
+            self._after_then(scope, messages, created_at, after, fork, active, then), write=True
         )
-        await self._atell_revised(scope, outcome.results)
+        await self._atell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
         return outcome
+
+    def _after_then(
+        self,
+        scope: Scope | str,
+        messages: Sequence[BaseMessage],
+        created_at: dt.datetime | Sequence[dt.datetime] | None,
+        after: str | None,
+        fork: bool,
+        active: str | None,
+        then: Op[Any] | None,
+    ) -> Op[AppendOutcome]:
+        outcome: AppendOutcome = yield from self._append(
+            scope, messages, created_at, after, fork, active
+        )
+        if then is None:
+            return outcome
+        if outcome.diverged:  # nothing written: nor is what was to follow
+            then.close()
+            return outcome
+        value = yield from then
+        return replace(outcome, value=value)
 
     def append_then(
         self,

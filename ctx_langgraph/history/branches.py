@@ -216,9 +216,10 @@ def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:
 
 
 def _inherited_checkpoint(
-    d: Dialect, scope: Scope, parent: Branch, fork_seq: int
+    scope: Scope, parent: Branch, fork_seq: int, prefer: str | None
 ) -> Op[tuple[str | None, int]]:
-    """The newest version on the parent's chain of active summaries that covers only shared events."""
+    """The newest version on the parent's chain of active summaries that covers only shared
+    events, or ``prefer`` when it is an older one of them (the summary the forking state uses)."""
     if parent.active_id is None:
         return None, 0
     rows = yield Stmt(
@@ -231,19 +232,35 @@ def _inherited_checkpoint(
     current = versions.get(parent.active_id)
     while current is not None and int(current[2]) > fork_seq:
         current = versions.get(current[1]) if current[1] else None
-    return (None, 0) if current is None else (current[0], int(current[3]))
+    chosen = current
+    while prefer is not None and current is not None and current[0] != prefer:
+        current = versions.get(current[1]) if current[1] else None
+    chosen = current if current is not None else chosen
+    return (None, 0) if chosen is None else (chosen[0], int(chosen[3]))
 
 
 def create_branch(
-    d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime
+    d: Dialect,
+    scope: Scope,
+    from_branch: str,
+    fork_seq: int,
+    now: dt.datetime,
+    *,
+    prefer: str | None = None,
 ) -> Op[BranchInfo]:
     """Fork ``from_branch`` after ``fork_seq`` into ``scope.branch`` (see
-    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`)."""
-    return _create_branch(d, scope, from_branch, integer_arg("fork_seq", fork_seq), now)
+    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`); its active summary is
+    ``prefer`` when that version is on the parent's chain and covers only shared events."""
+    return _create_branch(d, scope, from_branch, integer_arg("fork_seq", fork_seq), now, prefer)
 
 
 def _create_branch(
-    d: Dialect, scope: Scope, from_branch: str, fork_seq: int, now: dt.datetime
+    d: Dialect,
+    scope: Scope,
+    from_branch: str,
+    fork_seq: int,
+    now: dt.datetime,
+    prefer: str | None = None,
 ) -> Op[BranchInfo]:
     if scope.branch == from_branch:
         raise ScopeError(f"a branch cannot be forked from itself ({scope})")
@@ -262,7 +279,7 @@ def _create_branch(
             f"branch {scope.branch!r} of {scope.thread_id!r} already exists, forked from "
             f"{branch.parent!r} at seq {branch.fork_seq}, not from {from_branch!r} at seq {fork_seq}"
         )
-    active_id, generation = yield from _inherited_checkpoint(d, scope, parent, fork_seq)
+    active_id, generation = yield from _inherited_checkpoint(scope, parent, fork_seq, prefer)
     yield Stmt(
         "INSERT INTO ctx_branches (tenant, thread_id, branch, parent_branch, fork_seq, head_seq, "
         "active_checkpoint_id, active_generation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

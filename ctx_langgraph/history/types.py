@@ -96,9 +96,15 @@ class AppendOutcome:
     results: list[AppendResult]
     """One per message, in order (empty when ``diverged``)."""
     head: BranchInfo | None
-    """The branch after the append (None when ``diverged``)."""
+    """The branch after the append (None when ``diverged``); ``head.scope`` names the branch
+    written, a new one when the append forked."""
     diverged: bool = False
-    """The branch holds events after ``after``: nothing was written."""
+    """The branch holds other events after ``after``: nothing was written (``fork=False``)."""
+    forked_from: str | None = None
+    """The branch the append forked from (``fork=True`` and the branch had gone on past
+    ``after`` with other events); None when it wrote on the branch it was given."""
+    value: Any = None
+    """What the ``then`` operation returned (None without one)."""
 
 
 @dataclass(frozen=True)

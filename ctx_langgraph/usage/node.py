@@ -33,7 +33,7 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.core.timestamps import TimestampSource, batch_times
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
-from ctx_langgraph.history.types import AppendResult
+from ctx_langgraph.history.types import AppendOutcome
 from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
@@ -48,11 +48,12 @@ from ctx_langgraph.state import (
     RequestMakeup,
 )
 from ctx_langgraph.storage.statements import Op
-from ctx_langgraph.usage.callbacks import FINAL_VERSION, recorded
+from ctx_langgraph.usage.callbacks import recorded
 from ctx_langgraph.usage.held import HeldAnswer
-from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
-from ctx_langgraph.usage.normalize import normalize_usage
+from ctx_langgraph.usage.ledger import FINAL_VERSION, BookedDelta, UsageLedger, call_key_for
+from ctx_langgraph.usage.normalize import normalize_usage, reply_usage
 from ctx_langgraph.usage.types import NormalizedUsage
+from ctx_langgraph.view.markers import is_synthetic
 from ctx_langgraph.view.provider_items import ANTHROPIC, compaction_iterations, server_compaction
 
 if TYPE_CHECKING:  # (the history store imports this package's ledger)
@@ -76,59 +77,67 @@ def _new_reply(messages: Sequence[BaseMessage], context: ContextReport) -> AIMes
     return reply
 
 
+def _answered(messages: Sequence[BaseMessage]) -> BaseMessage | None:
+    """The last message before the reply that the store records (not a summary, preview or
+    stand-in): the message the reply follows on the branch."""
+    return next((m for m in reversed(messages[:-1]) if m.id and not is_synthetic(m)), None)
+
+
 def _record_reply(
     store: HistoryStore,
     scope: Scope,
     reply: AIMessage,
-    previous: BaseMessage | None,
+    messages: Sequence[BaseMessage],
+    context: ContextReport,
     timestamp: TimestampSource | None,
-) -> Flow[RecordedReply]:
-    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise), at
-    its own time, else the time of the message it answers (else the store's clock)."""
-    assert reply.id is not None
-    when = batch_times([reply], previous=previous, source=timestamp).times[0]
-    try:
-        results: list[AppendResult] = yield call(store, "append", scope, [reply], created_at=when)
-    except HistoryStoreError as exc:  # the next ctx_budget records it (and says so)
-        log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
-        return {"id": reply.id, "error": str(exc)[:300]}
-    return {"id": reply.id, "seq": results[0].seq, "status": results[0].status}
-
-
-def _record_and_book(
-    store: HistoryStore,
-    scope: Scope,
-    reply: AIMessage,
-    previous: BaseMessage | None,
-    timestamp: TimestampSource | None,
-    booking: Op[BookedDelta],
+    booking: Op[BookedDelta] | None = None,
 ) -> Flow[tuple[RecordedReply, BookedDelta | None]]:
-    """The reply recorded and its usage booked in one transaction of the store's database;
-    when that fails, nothing is written and the caller does each on its own (so a store error
-    is reported as recording one is)."""
+    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise), at
+    its own time, else the time of the message it answers (else the store's clock); with
+    ``booking``, its usage booked in the same transaction.
+
+    A compare-and-swap on the branch's head: the reply follows the message this state
+    recorded through. A branch that went on past it with other events (a re-run of a turn the
+    store already holds) forks there, and the fork is the thread's branch from now on. When the
+    message the reply follows was not recorded (``ctx_budget`` did not run, or failed), the
+    reply waits for the next ``ctx_budget``, which records both in order."""
     assert reply.id is not None
-    when = batch_times([reply], previous=previous, source=timestamp).times[0]
+    through = context.get("recorded_through_id")
+    previous = _answered(messages)
+    if through is not None and (previous is None or previous.id != through):
+        if booking is not None:
+            booking.close()
+        return {"id": reply.id, "error": "deferred: the message it follows is not recorded"}, None
+    when = batch_times(
+        [reply], previous=messages[-2] if len(messages) > 1 else None, source=timestamp
+    ).times[0]
     try:
-        results, booked = yield call(store, "append_then", scope, [reply], booking, created_at=when)
-    except HistoryStoreError:
-        booking.close()
-        return {"id": reply.id}, None
-    first = results[0]
-    return {"id": reply.id, "seq": first.seq, "status": first.status}, booked
+        outcome: AppendOutcome = yield call(
+            store,
+            "append_after",
+            scope,
+            [reply],
+            after=None if through is None else str(through),
+            created_at=when,
+            fork=True,
+            active=context.get("active_checkpoint_id"),
+            then=booking,
+        )
+    except HistoryStoreError as exc:  # the next ctx_budget records it (and books it)
+        if booking is not None:
+            booking.close()
+        log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
+        return {"id": reply.id, "error": str(exc)[:300]}, None
+    first = outcome.results[0]
+    recorded: RecordedReply = {"id": reply.id, "seq": first.seq, "status": first.status}
+    if outcome.forked_from is not None and outcome.head is not None:
+        recorded["branch"] = outcome.head.scope.branch
+    return recorded, outcome.value if booking is not None else None
 
 
 def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
     args, kwargs = recorded(held.booking)
     yield call(ledger, "record", *args, **kwargs)
-
-
-def _read_usage(reply: AIMessage) -> NormalizedUsage:
-    """The reply's usage; an unreadable payload is booked as unknown, never raised."""
-    try:
-        return normalize_usage(reply)
-    except ContextManagementError as exc:
-        log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
-        return NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
 
 
 def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, NormalizedUsage]]:
@@ -158,12 +167,15 @@ def _recorded(
 ) -> ContextReport:
     """What recording the reply changes: the state is recorded through it now, so
     ``ctx_budget`` starts after it, and an edit of the reply by id is noticed against the
-    extended checksum."""
+    extended checksum; a fork is the thread's branch."""
     update: ContextReport = {"recorded_reply": recorded}
+    if "branch" in recorded:
+        update["branch"] = recorded["branch"]
+    previous = _answered(messages)
     if (
         "seq" in recorded
-        and len(messages) > 1
-        and (messages[-2].id == context.get("recorded_through_id"))
+        and previous is not None
+        and previous.id == context.get("recorded_through_id")
     ):
         reply = messages[-1]
         update["recorded_through_id"] = reply.id
@@ -302,7 +314,7 @@ def _usage_flow(
     if taken is not None:  # the handler folded this call's usage as it streamed
         key, usage = taken.call_key, taken.usage
     else:
-        usage = _read_usage(reply)
+        usage = reply_usage(reply)
         key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
     booking: dict[str, Any] = {
         "scope": scope,
@@ -315,18 +327,20 @@ def _usage_flow(
         booking["cacheable_prefix"] = booking["makeup"]["prefix"]
     booked: BookedDelta | None = None
     if store is not None and reply.id:
-        previous = messages[-2] if len(messages) > 1 else None
-        if ledger.store is store:  # one transaction: the reply and its usage
-            recorded, booked = yield from _record_and_book(
-                store, scope, reply, previous, timestamp, ledger.booking(key, usage, **booking)
-            )
-        if booked is None:
-            recorded = yield from _record_reply(store, scope, reply, previous, timestamp)
+        together = ledger.booking(key, usage, **booking) if ledger.store is store else None
+        recorded, booked = yield from _record_reply(
+            store, scope, reply, messages, context, timestamp, together
+        )
         update |= _recorded(messages, context, recorded)
         if embed_inline and store.index is not None:
             update["index"] = yield from _embed_after_turn(store, scope, ledger)
     if booked is None:
-        booked = yield call(ledger, "record", key, usage, **booking)
+        try:
+            booked = yield call(ledger, "record", key, usage, **booking)
+        except HistoryStoreError as exc:  # booked when ctx_budget records the reply
+            log.warning("ctx-langgraph: usage of reply %s not booked yet: %s", reply.id, exc)
+            update["last_usage"] = {"call_key": key, "status": "deferred", "error": str(exc)[:300]}
+            return {"context": update}
     for compaction_key, compaction in _compaction_usages(reply, key):
         yield call(
             ledger,

@@ -11,16 +11,19 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from ctx_langgraph.errors import UsageParseError
+from ctx_langgraph.errors import ContextManagementError, UsageParseError
 from ctx_langgraph.usage.types import NormalizedUsage, Provider, UsageCounts
 
-__all__ = ["detect_format", "normalize_usage"]
+__all__ = ["detect_format", "normalize_usage", "reply_usage"]
+
+log = logging.getLogger(__name__)
 
 _PROVIDER_NAMES: dict[str, Provider] = {
     "openai": "openai",
@@ -513,3 +516,20 @@ def _from_payload(source: dict[Any, Any], provider: Provider | None) -> Normaliz
             source["usage"], provider=provider, path="usage.", model=model, response_id=response_id
         )
     return _from_usage(source, provider=provider, path="")
+
+
+def reply_usage(reply: BaseMessage) -> NormalizedUsage:
+    """A reply's usage to book: an unreadable payload is ``unknown`` (logged), never raised.
+
+    Examples:
+        >>> from langchain_core.messages import AIMessage
+        >>> reply_usage(AIMessage("ok", usage_metadata={"input_tokens": 9, "output_tokens": 2, "total_tokens": 11})).input_total
+        9
+        >>> reply_usage(AIMessage("ok", id="a1", response_metadata={"token_usage": "garbage"})).status
+        'unknown'
+    """
+    try:
+        return normalize_usage(reply)
+    except ContextManagementError as exc:
+        log.warning("ctx-langgraph: unreadable usage on message %s: %s", reply.id, exc)
+        return NormalizedUsage(complete=False, raw={"error": str(exc), "message_id": reply.id})
