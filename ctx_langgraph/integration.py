@@ -250,6 +250,7 @@ def _context_nodes(
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
         memory=memory,
+        ledger=ledger,
     )
     return _ContextNodes(
         budget=_booked(budget, booking if memory is not None else None),

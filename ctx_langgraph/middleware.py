@@ -206,6 +206,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         self.tools = own
         self.store = store
         self.max_rounds = max_rounds
+        ledger = ledger or UsageLedger(store)
         self._budget = BudgetNode(
             store,
             config,
@@ -217,8 +218,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             system_prompt=system_prompt,
             pinned_rules=pinned_rules,
             memory=memory,
+            ledger=ledger,
         )
-        ledger = ledger or UsageLedger(store)
         self._handler = HoldingLedgerHandler(ledger)
         self._usage = UsageNode(
             ledger,
