@@ -195,7 +195,12 @@ class BudgetNode:
         context: ContextReport = dict(state.get("context") or {})  # type: ignore[assignment]
         reasons: list[str] = []
         wanted_branch = ((config or {}).get("configurable") or {}).get("ctx_branch")
-        if wanted_branch and context.get("branch") not in (None, wanted_branch):
+        current = context.get("branch")
+        # (a branch this package forked from the run's one, ``{branch}~{seq}-{id}``, carries
+        # on that branch's timeline after a re-run: it stays the thread's branch)
+        if wanted_branch and current not in (None, wanted_branch) and not (
+            str(current).startswith(f"{wanted_branch}~")
+        ):
             reasons.append("branch switch")
             context["branch"] = wanted_branch
         messages = state.get("messages") or []
