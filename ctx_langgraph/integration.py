@@ -75,7 +75,7 @@ from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
 from ctx_langgraph.usage.held import HoldingLedgerHandler
 from ctx_langgraph.usage.ledger import UsageLedger
-from ctx_langgraph.usage.node import make_usage_node
+from ctx_langgraph.usage.node import answer_booker, make_usage_node
 
 __all__ = [
     "CTX_BUDGET",
@@ -250,7 +250,7 @@ def _context_nodes(
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
         memory=memory,
-        ledger=ledger,
+        book_late=answer_booker(ledger),
     )
     return _ContextNodes(
         budget=_booked(budget, booking if memory is not None else None),

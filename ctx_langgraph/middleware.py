@@ -62,7 +62,7 @@ from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.held import HoldingLedgerHandler, answering
 from ctx_langgraph.usage.ledger import UsageLedger
-from ctx_langgraph.usage.node import UsageNode
+from ctx_langgraph.usage.node import UsageNode, answer_booker
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
@@ -218,7 +218,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             system_prompt=system_prompt,
             pinned_rules=pinned_rules,
             memory=memory,
-            ledger=ledger,
+            book_late=answer_booker(ledger),
         )
         self._handler = HoldingLedgerHandler(ledger)
         self._usage = UsageNode(

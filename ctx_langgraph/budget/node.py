@@ -72,7 +72,7 @@ from ctx_langgraph.budget.trim import (
     cap_tool_results,
     fit_step_results,
 )
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetSettings, LateBooker, Turn
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
@@ -84,7 +84,6 @@ from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextReport
 from ctx_langgraph.storage.required import require_store
-from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.view.markers import is_lookup_tool
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
@@ -117,9 +116,9 @@ class BudgetNode:
     """Rules kept first in the view on every turn (never recorded, never summarized)."""
     memory: LongTermMemory | None = None
     """Long-term memory: fed the user's new messages, recalled into the view every turn."""
-    ledger: UsageLedger | None = None
-    """Where an answer no ``ctx_usage`` booked (it failed, or never ran) is booked when this
-    node records it."""
+    book_late: LateBooker | None = None
+    """Books an answer no ``ctx_usage`` booked (it failed, or never ran) when this node records
+    it (:func:`ctx_langgraph.usage.node.answer_booker`)."""
 
     def __post_init__(self) -> None:
         if self.memory is not None:
@@ -157,7 +156,7 @@ class BudgetNode:
             provider=provider_key(self.model),
             system_prompt_tokens=system_prompt_tokens,
             lookup_tools=frozenset(str(t.name) for t in self.tools if is_lookup_tool(t)),
-            ledger=self.ledger,
+            book_late=self.book_late,
         )
         self._warn_if_compaction_cannot_settle()
 
@@ -198,8 +197,10 @@ class BudgetNode:
         current = context.get("branch")
         # (a branch this package forked from the run's one, ``{branch}~{seq}-{id}``, carries
         # on that branch's timeline after a re-run: it stays the thread's branch)
-        if wanted_branch and current not in (None, wanted_branch) and not (
-            str(current).startswith(f"{wanted_branch}~")
+        if (
+            wanted_branch
+            and current not in (None, wanted_branch)
+            and not (str(current).startswith(f"{wanted_branch}~"))
         ):
             reasons.append("branch switch")
             context["branch"] = wanted_branch
@@ -267,7 +268,7 @@ def make_budget_node(
     system_prompt: str | None = None,
     pinned_rules: PinnedRules | None = None,
     memory: LongTermMemory | None = None,
-    ledger: UsageLedger | None = None,
+    book_late: LateBooker | None = None,
     name: str = "ctx_budget",
 ) -> Runnable[Any, Any]:
     """The ``ctx_budget`` node, for ``builder.add_node("ctx_budget", make_budget_node(store, ...))``.
@@ -290,9 +291,9 @@ def make_budget_node(
             (``configurable["user_id"]``) and project are loaded as a system message after
             the leading system messages, under its own token budget, counted in the estimate,
             and shrunk or dropped before it could push a request over the usable window.
-        ledger: the usage ledger ``ctx_usage`` books into: an answer it never booked (the
-            node failed, or a new input came before it ran) is booked here, once, when this
-            node records it.
+        book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`)
+            of the ledger ``ctx_usage`` books into: an answer it never booked (the node failed,
+            or a new input came before it ran) is booked here, once, when this node records it.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -319,7 +320,7 @@ def make_budget_node(
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
         memory=memory,
-        ledger=ledger,
+        book_late=book_late,
     )
     # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

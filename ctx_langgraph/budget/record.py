@@ -17,7 +17,6 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
 
@@ -27,9 +26,6 @@ from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
 from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
-from ctx_langgraph.usage.ledger import FINAL_VERSION, call_key_for
-from ctx_langgraph.usage.normalize import reply_usage
-from ctx_langgraph.usage.types import NormalizedUsage
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["record"]
@@ -72,10 +68,11 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         # from an older checkpoint (time travel, a re-run, a resumed run): the new messages
         # start a branch of their own at the last event both share, and it is the thread's
         # branch from now on. With no new message, the same check: a state behind its branch.
-        ledger, late = s.ledger, _late_booking(s, turn)
-        together = ledger is not None and ledger.store is s.store
-        booked: dict[str, Any] = {"scope": turn.scope, "purpose": "answer"}
-        booked["version"] = FINAL_VERSION
+        booker, booking, database = s.book_late, None, None
+        late = _unbooked_reply(turn) if booker is not None else None
+        if late is not None and booker is not None:
+            booking, database = booker(late, turn.scope)
+            turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = late.id
         outcome: AppendOutcome = yield call(
             s.store,
             "append_after",
@@ -85,10 +82,10 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
             created_at=_created_at(s, turn, messages[start - 1] if start else None),
             fork=True,
             active=context.get("active_checkpoint_id"),
-            then=None if late is None or not together else ledger.booking(*late, **booked),
+            then=booking if database is s.store else None,
         )
-        if late is not None and not together:  # a ledger on another database: right after
-            yield call(ledger, "record", *late, **booked)
+        if booking is not None and database is not s.store:  # a ledger on another database
+            yield call(database, "run", booking, write=True)
         results = outcome.results
         turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
         if outcome.forked_from is not None and outcome.head is not None:
@@ -125,17 +122,6 @@ def _unbooked_reply(turn: Turn) -> AIMessage | None:
                 return None if context.get("last_usage_message_id") == reply.id else reply
             return None
     return None
-
-
-def _late_booking(s: BudgetSettings, turn: Turn) -> tuple[str, NormalizedUsage] | None:
-    """The key and usage of an answer no ``ctx_usage`` booked, booked with its record (exactly
-    once: its key is the one ``ctx_usage`` books it under; a second booking is a duplicate)."""
-    reply = _unbooked_reply(turn) if s.ledger is not None else None
-    if reply is None:
-        return None
-    usage = reply_usage(reply)
-    turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = reply.id
-    return call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"), usage
 
 
 def _created_at(

@@ -3,11 +3,11 @@ changed after construction) and the turn (one pass of one thread, thrown away af
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 
 from ctx_langgraph.budget.counters import CountCache, TokenCounter
@@ -26,9 +26,14 @@ from ctx_langgraph.state import (
     MemoryReport,
     RequestMakeup,
 )
-from ctx_langgraph.usage.ledger import UsageLedger
+from ctx_langgraph.storage.statements import Op
 
-__all__ = ["BudgetSettings", "Turn"]
+__all__ = ["BudgetSettings", "LateBooker", "Turn"]
+
+LateBooker = Callable[[AIMessage, Scope], tuple[Op[Any], Any]]
+"""The booking of a model answer no ``ctx_usage`` booked, and the database it runs on (the
+history store's: in the transaction that records the answer): what
+:func:`ctx_langgraph.usage.node.answer_booker` makes of the usage ledger."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,8 @@ class BudgetSettings:
     model_id: str
     provider: str
     system_prompt_tokens: int = 0
-    ledger: UsageLedger | None = None
-    """Where an answer no ``ctx_usage`` booked is booked when it is recorded (None: nowhere)."""
+    book_late: LateBooker | None = None
+    """Books an answer no ``ctx_usage`` booked when it is recorded (None: nothing does)."""
     """The part of ``overhead_tokens`` that is the node's own system prompt (the rest is the
     tool schemas)."""
     lookup_tools: frozenset[str] = frozenset()

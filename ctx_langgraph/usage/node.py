@@ -59,7 +59,7 @@ from ctx_langgraph.view.provider_items import ANTHROPIC, compaction_iterations, 
 if TYPE_CHECKING:  # (the history store imports this package's ledger)
     from ctx_langgraph.history.base import HistoryStore
 
-__all__ = ["UsageNode", "make_usage_node"]
+__all__ = ["UsageNode", "answer_booker", "make_usage_node"]
 
 HeldUsage = Callable[[Scope], "HeldAnswer | None"]
 """The answer a callback handler holds for a thread, taken once (None: none held)."""
@@ -133,6 +133,35 @@ def _record_reply(
     if outcome.forked_from is not None and outcome.head is not None:
         recorded["branch"] = outcome.head.scope.branch
     return recorded, outcome.value if booking is not None else None
+
+
+def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[BookedDelta], Any]]:
+    """What ``ctx_budget`` books an answer with when no ``ctx_usage`` booked it (the node
+    failed, or never ran: the store was down, the process died after the model call, a new
+    input came first): the reply's own usage, under the key and version ``ctx_usage`` books it
+    with, so whichever books it first, the call is counted once. Returns the booking and the
+    database it runs on (``make_budget_node(..., book_late=answer_booker(ledger))``).
+
+    Examples:
+        >>> from langchain_core.messages import AIMessage
+        >>> from ctx_langgraph.history import SQLiteHistoryStore
+        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
+        >>> ledger = UsageLedger(store)
+        >>> reply = AIMessage("hi", id="a1", usage_metadata={"input_tokens": 30, "output_tokens": 2, "total_tokens": 32})
+        >>> booking, database = answer_booker(ledger)(reply, Scope("t"))
+        >>> database is store, store.run(booking, write=True).reason
+        (True, 'new')
+    """
+
+    def book(reply: AIMessage, scope: Scope) -> tuple[Op[BookedDelta], Any]:
+        usage = reply_usage(reply)
+        key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
+        booking = ledger.booking(
+            key, usage, scope=scope, purpose="answer", status=usage.status, version=FINAL_VERSION
+        )
+        return booking, ledger.store
+
+    return book
 
 
 def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
