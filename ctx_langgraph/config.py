@@ -82,6 +82,7 @@ def _check_types(config: ContextConfig) -> None:
         "ContextConfig", "artifact_trail_tokens", config.artifact_trail_tokens, 64, optional=True
     )
     check_count("ContextConfig", "compaction_attempts", config.compaction_attempts, 1)
+    check_count("ContextConfig", "max_compaction_rounds", config.max_compaction_rounds, 1)
     check_seconds("ContextConfig", "compaction_timeout_s", config.compaction_timeout_s)
     check_seconds("ContextConfig", "compaction_backoff_s", config.compaction_backoff_s, zero=True)
     check_count(
@@ -304,6 +305,16 @@ class ContextConfig:
             when the history lookup tool is wired (the lookup reaches the whole history and the
             trail itself), else ``beside``.
         compaction_attempts: summarizer attempts before a compaction fails cleanly.
+        max_compaction_rounds: how many times one request (the view up to its last message)
+            may go ``ctx_budget`` -> ``ctx_compact`` (the middleware's inline loop alike).
+            Every round must make progress: the estimate falls, or new history is covered; a
+            round that does not (a summary that covers the view already, nothing left to cut,
+            a summary as long as what it replaces) is the last. Then the request goes on over
+            the trigger when it fits the usable window; when it does not, one round of the
+            offline extractive summarizer cutting deeper, and
+            :class:`~ctx_langgraph.errors.ContextBudgetExceeded` only when nothing fits.
+            ``context["compaction"]`` counts the ``rounds`` and says why it ``stopped``.
+            Default 3.
         compaction_timeout_s: time budget of all attempts of one compaction together.
         compaction_backoff_s: after a failed compaction the next one waits at least this long
             and a model call more, doubling with each failure in a row (up to 32 times this and
@@ -369,6 +380,7 @@ class ContextConfig:
     artifact_trail_tokens: int | None = 1_000
     artifact_trail_room: Literal["beside", "inside"] | None = None
     compaction_attempts: int = 3
+    max_compaction_rounds: int = 3
     compaction_timeout_s: float = 120.0
     compaction_backoff_s: float = 5.0
     summary_versions_keep: int | None = 5

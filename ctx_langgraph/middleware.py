@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, cast
 
 import langchain.agents.middleware.types
@@ -90,12 +90,14 @@ def _before_model_steps(
     compact: CompactNode,
     config: RunnableConfig,
 ) -> Flow[dict[str, Any] | None]:
-    """Budget, then (compact, budget) while the budget says so: the graph's loop, inline."""
+    """Budget, then (compact, budget) while the budget says so: the graph's loop, inline. The
+    budget stops sending the request to compaction after ``max_rounds`` rounds, or after one
+    that made no progress; the loop ends there whatever it says."""
     local = {"messages": list(state.get("messages") or []), "context": state.get("context") or {}}
     context: dict[str, Any] = {}
     replaced: dict[str, AnyMessage] = {}
     rewritten = False
-    for _round in range(max_rounds):
+    for _round in range(max_rounds + 1):
         update = yield call(budget, "invoke", local, config)
         local = _apply(local, update)
         context = merge_context(context, update.get("context"))
@@ -105,7 +107,7 @@ def _before_model_steps(
             elif message.id:
                 replaced[message.id] = message
         decision = (local["context"].get("budget") or {}).get("decision")
-        if decision not in ("compact", "precompact"):
+        if decision not in ("compact", "precompact") or _round == max_rounds:
             break
         update = yield call(compact, "invoke", local, config)
         local = _apply(local, update)
@@ -149,7 +151,9 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             compaction, with an optional focus, done before its next call. A compaction can
             also be asked for with the input ``{"context": {"compact": {"instructions": "..."}}}``
             (with no new message the run ends after it, without a model call).
-        max_rounds: budget/compact rounds per model call (each compaction covers more).
+        max_rounds: budget/compact rounds per model call: sets
+            ``config.max_compaction_rounds`` (None: as the config says, 3 by default). A
+            round that makes no progress is the last.
 
     Examples:
         >>> from langchain.agents import create_agent
@@ -182,7 +186,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         provider_count: ProviderCountHook | None = None,
         lookup_tool: bool = True,
         compact_tool: bool = False,
-        max_rounds: int = 4,
+        max_rounds: int | None = None,
         pinned_rules: PinnedRules | None = None,
         memory: LongTermMemory | None = None,
     ) -> None:
@@ -205,7 +209,9 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             own.append(make_compact_tool())
         self.tools = own
         self.store = store
-        self.max_rounds = max_rounds
+        if max_rounds is not None:
+            config = replace(config, max_compaction_rounds=max_rounds)
+        self.max_rounds = config.max_compaction_rounds
         ledger = ledger or UsageLedger(store)
         self._budget = BudgetNode(
             store,

@@ -393,6 +393,15 @@ class CompactionReport(TypedDict, total=False):
     """The compaction request this attempt served (absent for automatic compaction)."""
     request_error: str
     """Why a compaction request was not served (it was malformed)."""
+    rounds: int
+    """How many ``ctx_budget`` -> ``ctx_compact`` rounds the request (the view up to
+    ``at_message_id``) has run, this one included (``ContextConfig.max_compaction_rounds``)."""
+    estimate_before: int | None
+    """The budget's estimate of the request when this round started (None: not estimated):
+    a round makes progress when the next estimate is lower, or when it covered new history."""
+    stopped: str
+    """Why ``ctx_budget`` sent the request on without another round while it is over the
+    trigger: the rounds are used up, or the last one made no progress (``ctx_budget``)."""
 
 
 class SummarizerBackoff(TypedDict):

@@ -51,6 +51,38 @@ def _tried(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
     )
 
 
+def _rounds_stopped(
+    s: BudgetSettings, context: ContextReport, view: Sequence[BaseMessage], total: int
+) -> CompactionReport | None:
+    """The last compaction's report with why the request (the view up to its last message)
+    gets no further ``ctx_compact`` round; None when it may have one.
+
+    A round makes progress when the estimate fell below the one it started from, or when it
+    covered new history (a commit); one that did neither (a summary that covers the view
+    already, nothing left to cut, a failure) is the last, and so is the
+    ``max_compaction_rounds``-th. The rounds are counted per request: a new message starts
+    again from none."""
+    last: CompactionReport = context.get("compaction") or {}
+    rounds = last.get("rounds")
+    if not view or last.get("at_message_id") != view[-1].id or not isinstance(rounds, int):
+        return None
+    limit = s.config.max_compaction_rounds
+    before = last.get("estimate_before")
+    status = last.get("status", "not reported")
+    covered = status in ("committed", "committed_precomputed")
+    if not covered and not (isinstance(before, int) and total < before):
+        was = f"{before:,}" if isinstance(before, int) else "not estimated"
+        why = (
+            f"no progress: round {rounds} ({status}) left the estimate at {total:,} tokens "
+            f"(it was {was}) and covered no new history"
+        )
+    elif rounds >= limit:
+        why = f"{rounds} rounds for this request: the most max_compaction_rounds={limit} allows"
+    else:
+        return None
+    return {**last, "stopped": why}
+
+
 def _nothing_to_answer(view: Sequence[BaseMessage]) -> bool:
     """The view ends with the model's final reply (or holds no conversation): a run that only
     asked for a compaction ends there instead of calling the model again."""
@@ -79,7 +111,8 @@ def decision(
     if _request_served(context, view) and _nothing_to_answer(view):
         return "done", False
     backing_off = _backing_off(context)
-    can_compact = s.compact_node is not None and not _tried(context, view)
+    stopped = _rounds_stopped(s, context, view, estimate.total)
+    can_compact = s.compact_node is not None and not _tried(context, view) and stopped is None
     if context.get("rebuild") and can_compact and not backing_off:
         return "compact", False  # an edit took the summary away: rebuild it from the raw history
     if context.get("server_compaction") and can_compact and not backing_off:
@@ -102,8 +135,12 @@ def decision(
             return "compact", False
         if estimate.total > budget.usable:
             return "compact", True  # cannot wait: the offline summarizer covers the span
+    turn.compaction = stopped  # (why no round ran, in context["compaction"]["stopped"])
     if estimate.total <= budget.usable:
         return "proceed", False  # over the trigger but fits: compaction waits or is not wired
+    if stopped is not None and _fallback_round_left(s, context, stopped):
+        turn.compaction = None
+        return "compact", True  # one round of the offline summarizer, cutting deeper
     last: CompactionReport = context.get("compaction") or {}
     what = (
         "No cut can make this request fit"
@@ -111,6 +148,8 @@ def decision(
         else "Compaction is not wired (compact_node=None)"
     )
     problems = "; ".join(last.get("problems") or [])[:300] or "no problem noted"
+    if stopped is not None:
+        problems = f"{stopped['stopped']}; {problems}"
     raise _exceeded(
         s,
         estimate,
@@ -118,6 +157,15 @@ def decision(
         f"{what} (last compaction: {last.get('status', 'not tried')}, {problems}): lower "
         "keep_recent_tokens or tool_output_cap_tokens, or use a model with a larger window.",
     )
+
+
+def _fallback_round_left(s: BudgetSettings, context: ContextReport, last: CompactionReport) -> bool:
+    """A request over the usable window whose rounds stopped without progress gets one round
+    of the offline summarizer (a deeper cut, a summary of bounded size), within the rounds
+    allowed, unless the round that stopped was that one already."""
+    rounds = int(last.get("rounds") or 0)
+    tried = (context.get("budget") or {}).get("summarizer") == "fallback"
+    return s.compact_node is not None and not tried and rounds < s.config.max_compaction_rounds
 
 
 def _exceeded(

@@ -67,6 +67,8 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
     report["recorded_digest"] = _recorded_digest(turn, last_recorded)
     if turn.cache is not None:
         report["cache"] = turn.cache
+    if turn.compaction is not None:
+        report["compaction"] = turn.compaction
     update: dict[str, Any] = {"context": report}
     if turn.rewritten:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.view]

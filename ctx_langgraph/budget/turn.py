@@ -22,6 +22,7 @@ from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import (
     BudgetDecision,
     CacheReport,
+    CompactionReport,
     ContextReport,
     MemoryReport,
     RequestMakeup,
@@ -121,6 +122,9 @@ class Turn:
     decision: BudgetDecision = "proceed"
     fallback: bool = False
     """The configured summarizer is backing off: the offline one covers the span."""
+    compaction: CompactionReport | None = None
+    """The last compaction's report with why no more rounds run for the request (``stopped``),
+    when the decision sends it on over the trigger (step 6)."""
     cache: CacheReport | None = None
     """The request's cacheable prefix (step 7), when the pass sends one."""
     makeup: RequestMakeup | None = None

@@ -228,7 +228,7 @@ class CompactNode:
         store, scope = self.store, turn.scope
         active: CompactionCheckpoint | None = yield call(store, "get_active", scope)
         if active is not None and active.covered_through_seq >= span.through_seq:
-            active = yield from reconcile_with(turn, active, store)
+            active = yield from reconcile_with(turn, active, store, span)
             return self._report(turn, active, attempts, "reconciled")
         if commit and turn.request is None:  # (a background candidate ignored the request)
             early = yield from commit_precomputed(
@@ -238,7 +238,7 @@ class CompactNode:
                 return self._report(turn, early, attempts, "committed_precomputed")
         snapshot = yield from take_snapshot(store, scope, span.through_seq)
         if isinstance(snapshot, CompactionCheckpoint):  # another worker covered the span
-            snapshot = yield from reconcile_with(turn, snapshot, store)
+            snapshot = yield from reconcile_with(turn, snapshot, store, span)
             return self._report(turn, snapshot, attempts, "reconciled")
         previous = (
             SummaryDocument.parse(active.summary_text) if active and active.summary_text else None

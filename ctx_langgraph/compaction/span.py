@@ -60,12 +60,26 @@ class Turn:
     request_error: str | None = None
     """Why ``context["compact"]`` cannot be served (it is malformed)."""
 
+    def rounds_before(self, at_message_id: str | None) -> int:
+        """The rounds this request ran before this one: the last compaction's count when it was
+        for the same request (the view up to the same last message), else none. The count is
+        checkpointed with the state: a run resumed in the middle of a request's rounds goes on
+        counting, and the next request starts again from one."""
+        last = self.context.get("compaction") or {}
+        rounds = last.get("rounds")
+        if last.get("at_message_id") != at_message_id or not isinstance(rounds, int):
+            return 0
+        return rounds
+
     def report(self) -> CompactionReport:
         """Where this attempt happened (the budget does not send the same view back to a
         failed compaction), and the request it serves."""
+        at_message_id = self.messages[-1].id if self.messages else None
         report: CompactionReport = {
             "epoch": self.epoch,
-            "at_message_id": self.messages[-1].id if self.messages else None,
+            "at_message_id": at_message_id,
+            "rounds": self.rounds_before(at_message_id) + 1,
+            "estimate_before": self.estimate or None,
         }
         if self.request is not None:
             report["requested"] = self.request
@@ -181,14 +195,17 @@ def locate_span(
 
 
 def reconcile_with(
-    turn: Turn, active: CompactionCheckpoint, store: HistoryStore
+    turn: Turn, active: CompactionCheckpoint, store: HistoryStore, span: Span
 ) -> Flow[CompactionCheckpoint]:
     """``active`` (a summary already covering the span) as this view takes it. Its first kept
     message may not be in the view: the summary was committed by another run of the branch
     from a later state (a question asked again from an earlier checkpoint, a fork inheriting a
     summary whose tail lies past the fork). The view then keeps from its first message past
     ``active``'s coverage, read by seq; without this the covered messages would stay, the
-    estimate too, and every pass would compact again."""
+    estimate too, and every pass would compact again. When ``active`` covers the whole view,
+    its newest message included (a run that died after compacting past the turn it is run
+    again for), the view keeps from ``span``'s cut: the summary, and the tail this compaction
+    would have kept verbatim (the model needs the request's newest messages as they are)."""
     messages = turn.messages
     if any(message.id == active.first_kept_event_id for message in messages):
         return active
@@ -198,4 +215,4 @@ def reconcile_with(
         event: HistoryEvent | None = yield call(store, "get_event", turn.scope, str(message.id))
         if event is None or event.seq > active.covered_through_seq:
             return replace(active, first_kept_event_id=str(message.id))
-    return active
+    return replace(active, first_kept_event_id=span.first_kept_id)
