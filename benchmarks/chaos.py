@@ -501,14 +501,14 @@ def _is_answer(message: BaseMessage) -> bool:
     )
 
 
-def ledger_problems(dsn: str, thread_ids: list[str]) -> dict[str, dict[str, int]]:
+def ledger_problems(dsn: str, thread_ids: list[str]) -> dict[str, Counter[str]]:
     """Per thread: one response booked under two call keys, and totals rows that are not the
     sum of their calls (read from the tables, not through the package)."""
     counts = ", ".join(f"SUM(COALESCE({c}, 0)) AS {c}" for c in COUNT_FIELDS)
     columns = ("calls", "unknown_calls", *COUNT_FIELDS, "cost_nano_usd")
     differs = " OR ".join(f"COALESCE(c.{c}, 0) <> COALESCE(t.{c}, 0)" for c in columns)
     group = "tenant, thread_id, branch, purpose, provider, model"
-    found: dict[str, dict[str, int]] = {t: Counter() for t in thread_ids}  # type: ignore[misc]
+    found: dict[str, Counter[str]] = {t: Counter() for t in thread_ids}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for thread_id, n in conn.execute(
             "SELECT thread_id, COUNT(*) - 1 FROM ctx_usage_calls WHERE thread_id = ANY(%s) "
@@ -618,6 +618,9 @@ def check_one(
     found.pop("generation", None)
     found.pop("kept_withdrawn", None)
     branch = store.read_events(scope)
+    on_branch = {e.event_id for e in branch}
+    lost = [m for m in messages if not is_synthetic(m) and str(m.id) not in on_branch]
+    found["lost"] = len(lost)  # (``expected`` is drawn from the state: nothing more to add)
     off = [e for e in branch if e.event_id not in timeline]
     found["off_timeline"] = len(off)
     details = [
@@ -629,7 +632,10 @@ def check_one(
     found["duplicated"] -= found["foreign"]  # check_thread counts foreign ones as duplicated
     held = store_everywhere(store, log.thread_id)
     in_state = {str(m.id) for m in messages}
-    found["lost_replies"] = len([i for i in log.received if i not in in_state and i not in held])
+    lost_replies = [i for i in log.received if i not in in_state and i not in held]
+    found["lost_replies"] = len(lost_replies)
+    details += [f"lost on {scope}: {m.type} {m.id} {m.text[:50]!r}" for m in lost[:3]]
+    details += [f"lost reply: {i} {log.received[i][:50]!r}" for i in lost_replies[:3]]
     flags = [m.additional_kwargs.get("ctx_summary") for m in messages]
     state_summary = next((f.get("checkpoint_id") for f in flags if isinstance(f, dict)), None)
     active = store.get_active(scope)
