@@ -23,8 +23,8 @@ checked against the store and the server's state:
   text, or human messages on the branch the client never sent; ``off_timeline``: events on the
   branch that no checkpoint on the way to the state's held (a second timeline appended by a
   re-run, or the events of runs the server lost);
-- ``lost_replies``: answers the client received that are neither in the state nor anywhere in
-  the thread's store (every branch);
+- ``lost_replies``: the model's messages a checkpoint on the way to the state's held that are
+  neither in the state nor anywhere in the thread's store (every branch);
 - ``gaps``, ``overlaps``: events after the active summary's cursor missing from the state, and
   covered events still in it; ``summary_mismatch``: the state's summary is not the branch's
   active summary; ``orphans``: tool calls and results not paired in the state;
@@ -61,7 +61,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,7 +301,7 @@ class Phase:
             "dead_threads": self.dead,
             "max_loop_supersteps": self.max_loop,
             "invariants": {k: self.invariants.get(k, 0) for k in INVARIANTS},
-            "examples": self.examples[:8],
+            "examples": self.examples[:12],
         }
 
 
@@ -318,6 +318,8 @@ class ChaosDriver(Driver):
         """Run id -> its ``ctx_budget``/``ctx_compact`` supersteps."""
         self.checkpoints: dict[str, tuple[str | None, frozenset[str]]] = {}
         """Checkpoint id -> its parent's id and the message ids its state held."""
+        self.answers: set[str] = set()
+        """The ids of the model's messages any checkpoint held."""
 
     def timeline(self, head: str) -> set[str]:
         """The ids of every message a state held on the way to checkpoint ``head`` (its
@@ -390,6 +392,13 @@ class ChaosDriver(Driver):
                 held = (state.get("values") or {}).get("messages") or []
                 ids = frozenset(str(m["id"]) for m in held if m.get("id"))
                 self.checkpoints[checkpoint_id] = (parent and str(parent), ids)
+                self.answers |= {
+                    str(m["id"])
+                    for m in held
+                    if m.get("type") == "ai"
+                    and m.get("id")
+                    and not any(k.startswith("ctx_") for k in m.get("additional_kwargs") or {})
+                }
                 run_id = str((state.get("metadata") or {}).get("run_id") or "")
                 if set(state.get("next") or ()) & {"ctx_budget", "ctx_compact"}:
                     self.supersteps[run_id] += 1
@@ -584,7 +593,7 @@ async def check_phase(
         await driver.read_history()
         timeline = driver.timeline(str(state["checkpoint"]["checkpoint_id"]))
         found, details = await asyncio.to_thread(
-            check_one, store, log, state["values"], booked, timeline
+            check_one, store, log, state["values"], booked, timeline, driver.answers
         )
         phase.examples += details
         found.update(ledger[log.thread_id])
@@ -604,9 +613,11 @@ def check_one(
     values: dict[str, Any],
     booked: set[str],
     timeline: set[str],
+    answers: Collection[str] = (),
 ) -> tuple[dict[str, int], list[str]]:
     """One thread's invariants after a phase (``timeline``: the message ids the state's
-    checkpoints held, back to the thread's first)."""
+    checkpoints held, back to the thread's first; ``answers``: the model's messages among
+    the thread's checkpoints)."""
     messages = _messages(values)
     scope = state_scope(log.thread_id, values)
     expected = {
@@ -632,21 +643,32 @@ def check_one(
     found["duplicated"] -= found["foreign"]  # check_thread counts foreign ones as duplicated
     held = store_everywhere(store, log.thread_id)
     in_state = {str(m.id) for m in messages}
-    lost_replies = [i for i in log.received if i not in in_state and i not in held]
+    lost_replies = [i for i in answers if i in timeline and i not in in_state and i not in held]
     found["lost_replies"] = len(lost_replies)
     details += [f"lost on {scope}: {m.type} {m.id} {m.text[:50]!r}" for m in lost[:3]]
-    details += [f"lost reply: {i} {log.received[i][:50]!r}" for i in lost_replies[:3]]
+    details += [f"lost reply on {scope}: {i}" for i in lost_replies[:3]]
     flags = [m.additional_kwargs.get("ctx_summary") for m in messages]
     state_summary = next((f.get("checkpoint_id") for f in flags if isinstance(f, dict)), None)
     active = store.get_active(scope)
     found["summary_mismatch"] = int(state_summary != (active.id if active else None))
-    answers = [
+    if found["summary_mismatch"] or found["gaps"] or found["overlaps"]:
+        flag = next((f for f in flags if isinstance(f, dict)), None)
+        stored = active and (active.id, active.generation, active.covered_through_seq)
+        covered = active.covered_through_seq if active else 0
+        gaps = [e for e in branch if e.seq > covered and e.event_id not in in_state]
+        details.append(
+            f"summary on {scope}: state {flag}, store (id, generation, covered) {stored}"
+        )
+        details += [
+            f"gap on {scope}: seq {e.seq} {e.role} {e.event_id} {e.text[:50]!r}" for e in gaps[:3]
+        ]
+    stored_answers = [
         m
         for m in held.values()
         if _is_answer(m) and str(m.response_metadata.get("id") or "").startswith("metered-")
     ]
     found["unbooked_replies"] = len(
-        [m for m in answers if str(m.response_metadata["id"]) not in booked]
+        [m for m in stored_answers if str(m.response_metadata["id"]) not in booked]
     )
     return found, details
 
