@@ -203,9 +203,11 @@ def throwaway_cluster() -> Iterator[tuple[str, Cluster]]:
     if owner:
         shutil.chown(tmp, owner, owner)
     port = free_port()
+    # durable as a server should be against a crash of its processes: a commit is in the WAL
+    # (the kernel's) before it is acknowledged; fsync is off, the machine does not crash here
     options = (
         f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        "-c synchronous_commit=on -c max_connections=200"
     )
     cluster = Cluster(tmp / "data", bindir, owner, options, tmp / "server.log")
     try:
