@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -36,7 +37,7 @@ from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.compaction import ExtractiveSummarizer
 from ctx_langgraph.compaction.protocol import SummaryRequest
 from ctx_langgraph.history import HistoryStore, Scope
-from ctx_langgraph.testing import MeteringChatModel
+from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 
 WIDE = ContextConfig(context_window=40_000, output_reserve=1_000)
 """No compaction: the thread grows past what SMALL holds."""
@@ -89,24 +90,25 @@ WIRINGS: dict[str, Callable[..., Any]] = {
 }
 
 
-async def _run(graph: Any, mode: str, inputs: Any, config: Any) -> list[str]:
-    """The turn, streamed; the nodes that ran, in order (one per superstep here)."""
-    ran: list[str] = []
-
-    def names(update: Any) -> None:
-        ran.extend(update)
-
+async def _updates(graph: Any, mode: str, inputs: Any, config: Any) -> list[tuple[str, Any]]:
+    """The turn, streamed: each node that ran (one per superstep here) with its update."""
+    ran: list[tuple[str, Any]] = []
     if mode == "sync":
 
         def drive() -> None:
             for update in graph.stream(inputs, config, stream_mode="updates"):
-                names(update)
+                ran.extend(update.items())
 
         await asyncio.to_thread(drive)
     else:
         async for update in graph.astream(inputs, config, stream_mode="updates"):
-            names(update)
+            ran.extend(update.items())
     return ran
+
+
+async def _run(graph: Any, mode: str, inputs: Any, config: Any) -> list[str]:
+    """The nodes the turn ran, in order."""
+    return [name for name, _ in await _updates(graph, mode, inputs, config)]
 
 
 def _commit_covering(store: HistoryStore, scope: Scope, through: str, first_kept: str) -> int:
@@ -170,3 +172,116 @@ def test_max_compaction_rounds_is_validated() -> None:
         ContextConfig(max_compaction_rounds=0)
     with pytest.raises(TypeError, match="max_compaction_rounds"):
         ContextConfig(max_compaction_rounds="3")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- the bound, the rule
+
+
+class _Longer:
+    """A summarizer that writes as long a summary as its cap allows, however little it covers:
+    a summary can take more than what it replaces."""
+
+    id = "longer"
+    window_tokens = None
+
+    def summarize(self, request: SummaryRequest) -> str:
+        text = ExtractiveSummarizer().summarize(request).rstrip()
+        head, done, rest = text.partition("\n## Done\n")
+        if not done:  # (an empty section is left out)
+            head, done, rest = text, "\n\n## Done\n", ""
+        line = "- The migration plan was discussed once more, at length.\n"
+        while request.counter.count_text(head + done + line + rest) <= request.cap_tokens * 2 // 3:
+            done += line
+        return head + done + rest
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        return self.summarize(request)
+
+
+class _Same:
+    """A summarizer that writes one summary, then the same text whatever it covers."""
+
+    id = "same"
+    window_tokens = None
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def summarize(self, request: SummaryRequest) -> str:
+        if self.text is None:
+            self.text = ExtractiveSummarizer().summarize(request)
+        return self.text
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        return self.summarize(request)
+
+
+@tool
+def get_order_status(order_id: str) -> str:
+    """The status of an order."""
+    return f"Order {order_id}: shipped, tracking {order_id}-TRK. " + "details " * 900
+
+
+TIGHT = ContextConfig(
+    context_window=1_500,
+    keep_recent_tokens=800,
+    tail_fills_target=False,
+    tool_output_cap_tokens=600,
+)
+"""A kept tail near the trigger: a compacted view can stay over it, and a later round of the
+same request finds nothing more to cover."""
+
+
+def _rounds_per_model_call(ran: list[str]) -> list[int]:
+    """How many ``ctx_compact`` rounds ran before each model call (and after the last one)."""
+    counts, rounds = [], 0
+    for name in ran:
+        if name == "ctx_compact":
+            rounds += 1
+        elif name == "model":
+            counts.append(rounds)
+            rounds = 0
+    return [*counts, rounds]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("limit", [1, 2, 3])
+@pytest.mark.parametrize("summarizer", ["extractive", "longer", "same"])
+async def test_every_request_runs_at_most_max_compaction_rounds(
+    store: HistoryStore, summarizer: str, limit: int, mode: str
+) -> None:
+    config = dataclasses.replace(TIGHT, max_compaction_rounds=limit)
+    writer = {"extractive": ExtractiveSummarizer, "longer": _Longer, "same": _Same}[summarizer]()
+    model = MeteringChatModel(replies=[tool_agent_reply])
+    graph = create_context_agent(
+        model,
+        [get_order_status],
+        store=store,
+        config=config,
+        summarizer=writer,
+        prompt="Be helpful. " * 50,
+    ).compile(checkpointer=InMemorySaver())
+    thread: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 60}
+    stopped = []
+    for n in range(1, 13):
+        ask = HumanMessage(f"Where is ORD-{1000 + n}? " + "please " * 50, id=f"h{n}")
+        updates = await _updates(graph, mode, {"messages": [ask]}, thread)
+        ran = [name for name, _ in updates]
+        assert max(_rounds_per_model_call(ran)) <= limit, (n, ran)
+        rounds = 0
+        for name, update in updates:
+            context = (update or {}).get("context") or {}
+            compaction = context.get("compaction") or {}
+            assert compaction.get("rounds", 0) <= limit, compaction
+            rounds = 0 if name == "model" else rounds + (name == "ctx_compact")
+            budget = context.get("budget") or {}
+            if name != "ctx_budget" or not rounds or budget["decision"] != "proceed":
+                continue
+            backing_off = graph.get_state(thread).values["context"].get("summarizer_backoff")
+            if budget["total"] > budget["trigger"] and not backing_off:
+                # a request sent on over the trigger after its rounds says why they stopped
+                # (after a failure the summarizer backs off: context["summarizer_backoff"])
+                stopped.append(compaction["stopped"])
+    assert all(s.startswith(("no progress: ", f"{limit} rounds", "round ")) for s in stopped)
+    if summarizer != "same":
+        assert stopped, "the kept tail should keep some requests over the trigger"

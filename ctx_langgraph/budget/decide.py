@@ -70,7 +70,9 @@ def _rounds_stopped(
     before = last.get("estimate_before")
     status = last.get("status", "not reported")
     covered = status in ("committed", "committed_precomputed")
-    if not covered and not (isinstance(before, int) and total < before):
+    if _tried(context, view):
+        why = f"round {rounds} ({status}) did not commit on this very view: not tried again on it"
+    elif not covered and not (isinstance(before, int) and total < before):
         was = f"{before:,}" if isinstance(before, int) else "not estimated"
         why = (
             f"no progress: round {rounds} ({status}) left the estimate at {total:,} tokens "
