@@ -43,8 +43,8 @@ BUDGET_STEPS: dict[str, tuple[str, ...]] = {
     "budget: report": ("budget_update",),
 }
 USAGE_STEPS: dict[str, tuple[str, ...]] = {
-    "usage: normalize": ("_read_usage", "_compaction_usages"),
-    "usage: record and book": ("_record_and_book", "_record_reply"),
+    "usage: normalize": ("reply_usage", "_compaction_usages"),
+    "usage: record and book": ("_record_reply",),
 }
 COMPACT_STEPS: dict[str, tuple[str, ...]] = {
     "compact: locate the span": ("locate_span",),

@@ -244,8 +244,7 @@ class RecordedReply(TypedDict, total=False):
     error: str
     """Why it was not recorded yet (``ctx_budget`` records it next)."""
     branch: str
-    """The branch it was recorded on, when recording it forked the thread's branch (the
-    branch had gone on past the message it answers: a re-run of a turn)."""
+    """The branch it forked and was recorded on (a re-run: the branch had gone on past it)."""
 
 
 class ServerCompaction(TypedDict):
@@ -467,8 +466,7 @@ class LastUsage(TypedDict, total=False):
     stale: bool
     """The reply answered a request of an older projection epoch."""
     error: str
-    """Why it was not booked yet (status ``deferred``: ``ctx_budget`` books it when it
-    records the reply)."""
+    """Why it is ``deferred`` (``ctx_budget`` books it when it records the reply)."""
 
 
 class OverflowReport(TypedDict, total=False):

@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import events as event_ops
+from ctx_langgraph.history import extend
 from ctx_langgraph.history._store import StoreBase
 from ctx_langgraph.history.args import id_list, text_arg
 from ctx_langgraph.history.rows import message_to_row
@@ -55,7 +56,7 @@ class EventsAPI(StoreBase):
         fork: bool = False,
         active: str | None = None,
     ) -> Op[Any]:
-        """The append operation (with ``after``: :func:`~ctx_langgraph.history.events.append_after`'s)."""
+        """The append operation (with ``after``: :func:`~ctx_langgraph.history.extend.append_after`'s)."""
         scope = checked_scope(scope)
         if isinstance(messages, BaseMessage):
             messages = [messages]
@@ -82,7 +83,7 @@ class EventsAPI(StoreBase):
             return event_ops.append(self.dialect, scope, rows, created, now)
         after = None if after is None else text_arg("after", after)
         active = None if active is None else text_arg("active", active)
-        return event_ops.append_after(
+        return extend.append_after(
             self.dialect, scope, rows, created, now, after, fork=bool(fork), active=active
         )
 

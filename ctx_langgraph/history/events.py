@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,7 +15,6 @@ from ctx_langgraph.history.branches import (
     Branch,
     Lineage,
     branch_map,
-    create_branch,
     lineage,
     lineage_clause,
     lock_branch,
@@ -31,7 +29,6 @@ from ctx_langgraph.history.rows import (
 )
 from ctx_langgraph.history.types import (
     DERIVED_METADATA_KEYS,
-    AppendOutcome,
     AppendResult,
     HistoryEvent,
     Scope,
@@ -53,9 +50,11 @@ __all__ = [
     "insert_events",
     "invalidate_covering",
     "invalidate_segments",
+    "known_events",
     "plan_append",
     "read_events",
     "show_events",
+    "write_plan",
 ]
 
 
@@ -115,7 +114,7 @@ def plan_append(
     return AppendPlan(inserts, revisions, results, head_seq)
 
 
-def _known_events(scope: Scope, chain: Lineage, event_ids: Sequence[str]) -> Op[dict[str, Known]]:
+def known_events(scope: Scope, chain: Lineage, event_ids: Sequence[str]) -> Op[dict[str, Known]]:
     clause, clause_params = lineage_clause(chain)
     known: dict[str, Known] = {}
     for chunk in chunks(list(dict.fromkeys(store_text(i) for i in event_ids))):
@@ -225,74 +224,12 @@ def append(
     """Record ``rows`` at the end of the scope's branch (see
     :meth:`~ctx_langgraph.history.HistoryStore.append`)."""
     branch, chain = yield from lock_branch(d, scope, now, create=True)
-    known = yield from _known_events(scope, chain, [row.event_id for row in rows])
-    plan, _version = yield from _write_plan(d, scope, branch, rows, created, known, now)
+    known = yield from known_events(scope, chain, [row.event_id for row in rows])
+    plan, _version = yield from write_plan(d, scope, branch, rows, created, known, now)
     return plan.results
 
 
-def append_after(
-    d: Dialect,
-    scope: Scope,
-    rows: Sequence[EventRow],
-    created: Sequence[dt.datetime],
-    now: dt.datetime,
-    after: str | None,
-    *,
-    fork: bool = False,
-    active: str | None = None,
-) -> Op[AppendOutcome]:
-    """Record ``rows`` when the branch ends at the event ``after`` (or never held it), and
-    read the branch after them, in the same transaction: a compare-and-swap on the branch's
-    head (see :meth:`~ctx_langgraph.history.HistoryStore.append_after`).
-
-    The branch may hold events after ``after`` that are the first of ``rows`` (same ids, same
-    content) and nothing more: a replay, whose messages are duplicates and the rest appended.
-    Other events after ``after`` diverge: nothing is written, or with ``fork`` a new branch
-    forks at the last event both share and ``rows`` are recorded there."""
-    branch, chain = yield from lock_branch(d, scope, now, create=True, edits=True)
-    ids = [row.event_id for row in rows]
-    known = yield from _known_events(scope, chain, [*ids, after] if after is not None else ids)
-    seen = known.get(after) if after is not None else None
-    forked_from: str | None = None
-    if seen is not None and branch.head_seq > seen.seq:
-        shared, ends = yield from _replayed(scope, chain, seen.seq, rows)
-        if not ends:
-            if not fork:
-                return AppendOutcome([], None, diverged=True)
-            fork_seq = shared[-1] if shared else seen.seq
-            forked = scope.on_branch(f"{scope.branch}~{fork_seq}-{uuid.uuid4().hex[:8]}")
-            yield from create_branch(d, forked, scope.branch, fork_seq, now, prefer=active)
-            forked_from, scope = scope.branch, forked
-            branch, chain = yield from lock_branch(d, scope, now, create=False, edits=True)
-            known = yield from _known_events(scope, chain, ids)
-    plan, version = yield from _write_plan(d, scope, branch, rows, created, known, now)
-    edits = branch.edit_version if version is None else version
-    head = replace(branch.info(d, scope), head_seq=plan.head_seq, edit_version=edits)
-    return AppendOutcome(plan.results, head, forked_from=forked_from)
-
-
-def _replayed(
-    scope: Scope, chain: Lineage, after_seq: int, rows: Sequence[EventRow]
-) -> Op[tuple[list[int], bool]]:
-    """The branch's events after ``after_seq`` against ``rows``: the seqs of the leading ones
-    that are the same messages (same id, same content), and whether the branch ends with them
-    (every event after ``after_seq`` is one of them: a replay)."""
-    clause, params = lineage_clause(chain)
-    stored = yield Stmt(
-        "SELECT e.seq, e.event_id, e.content_hash FROM ctx_events e WHERE e.tenant = ? AND "
-        f"e.thread_id = ? AND {clause} AND e.seq > ? ORDER BY e.seq LIMIT ?",
-        (scope.tenant, scope.thread_id, *params, after_seq, len(rows) + 1),
-        "all",
-    )
-    shared: list[int] = []
-    for (seq, event_id, content_hash), row in zip(stored, rows, strict=False):
-        if load_text(event_id) != row.event_id or bytes(content_hash) != bytes(row.content_hash):
-            break
-        shared.append(int(seq))
-    return shared, len(shared) == len(stored)
-
-
-def _write_plan(
+def write_plan(
     d: Dialect,
     scope: Scope,
     branch: Branch,

@@ -15,6 +15,7 @@ from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus
 
 __all__ = [
+    "FINAL_VERSION",
     "TOTALS_COLUMNS",
     "BookingPlan",
     "BookingReason",
@@ -24,6 +25,9 @@ __all__ = [
     "ledger_record",
     "plan_booking",
 ]
+
+FINAL_VERSION = 2
+"""Version of a booking made when a call ended (provisional bookings use 1)."""
 
 BookingReason = Literal["new", "update", "duplicate", "stale"]
 TOTALS_COLUMNS = (

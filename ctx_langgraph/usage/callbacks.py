@@ -37,14 +37,14 @@ from ctx_langgraph.core.stream_usage import warn_unknown_usage
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import Scope
 from ctx_langgraph.usage.accumulator import UsageAccumulator
-from ctx_langgraph.usage.ledger import FINAL_VERSION, BookedDelta, UsageLedger, call_key_for
+from ctx_langgraph.usage.booking import FINAL_VERSION
+from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage
 from ctx_langgraph.usage.types import NormalizedUsage
 
 __all__ = ["AsyncLedgerCallbackHandler", "LedgerCallbackHandler"]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass

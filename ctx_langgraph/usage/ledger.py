@@ -42,13 +42,7 @@ from ctx_langgraph.usage.ledger_rows import note_request_op
 from ctx_langgraph.usage.prices import PriceTable
 from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, UsageStatus, embedding_usage
 
-__all__ = [
-    "FINAL_VERSION",
-    "PURPOSES",
-    "BookedDelta", "LedgerRecord", "UsageLedger", "UsageTotals", "call_key_for"]
-
-FINAL_VERSION = 2
-"""Version of a booking made when a call ended (provisional bookings use 1)."""
+__all__ = ["PURPOSES", "BookedDelta", "LedgerRecord", "UsageLedger", "UsageTotals", "call_key_for"]
 
 PURPOSES = ("answer", "summary", "retry", "lookup", "memory", "other")
 """Purposes the package itself books; any other non-empty string is accepted too."""

@@ -48,9 +48,10 @@ from ctx_langgraph.state import (
     RequestMakeup,
 )
 from ctx_langgraph.storage.statements import Op
+from ctx_langgraph.usage.booking import FINAL_VERSION
 from ctx_langgraph.usage.callbacks import recorded
 from ctx_langgraph.usage.held import HeldAnswer
-from ctx_langgraph.usage.ledger import FINAL_VERSION, BookedDelta, UsageLedger, call_key_for
+from ctx_langgraph.usage.ledger import BookedDelta, UsageLedger, call_key_for
 from ctx_langgraph.usage.normalize import normalize_usage, reply_usage
 from ctx_langgraph.usage.types import NormalizedUsage
 from ctx_langgraph.view.markers import is_synthetic
