@@ -1,15 +1,13 @@
 """The graph state our nodes read and write: messages plus a small ``context`` channel.
 
 ``context`` holds plain JSON values only (no sets, no custom classes: they break
-``LANGGRAPH_STRICT_MSGPACK`` and bloat every checkpoint, docs/design.md §3). Each node returns
-only the keys it changes; the reducer :func:`merge_context` merges them into the previous value,
-so every key is optional (``total=False``); the nested reports are replaced whole, never merged
-key by key. :class:`ContextReport` types the channel: a contract between the nodes that share it.
+``LANGGRAPH_STRICT_MSGPACK`` and bloat every checkpoint, docs/design.md §3). Each node returns the
+keys it changes; :func:`merge_context` merges them into the previous value (every key optional,
+nested reports replaced whole). :class:`ContextReport` types the channel shared by the nodes.
 
-Who writes what: ``ctx_budget`` (the estimate, the decision, what it recorded and how it kept
-the view in step with the store), ``ctx_compact`` (the summary it committed or why it did not),
-``ctx_usage`` (the measured baseline, the usage booked), the overflow recovery around the model
-call (``overflow``; ``shrink_tool_results`` for the next ``ctx_budget``).
+Who writes what: ``ctx_budget`` (the estimate, the decision, what it recorded, how it kept the
+view in step with the store), ``ctx_compact`` (the summary committed, or why not), ``ctx_usage``
+(the baseline, the usage booked), the overflow recovery (``overflow``, ``shrink_tool_results``).
 
 Examples:
     >>> report: ContextReport = {"projection_epoch": 2, "budget": {"decision": "proceed"}}
@@ -243,8 +241,7 @@ class RecordedReply(TypedDict, total=False):
     """The append's status (``appended``, ``duplicate``, ``revised``)."""
     error: str
     """Why it was not recorded yet (``ctx_budget`` records it next)."""
-    branch: str
-    """The branch it forked and was recorded on (a re-run: the branch had gone on past it)."""
+    branch: str  # the branch it forked and was recorded on (the branch had gone on past it)
 
 
 class ServerCompaction(TypedDict):
@@ -393,14 +390,11 @@ class CompactionReport(TypedDict, total=False):
     request_error: str
     """Why a compaction request was not served (it was malformed)."""
     rounds: int
-    """How many ``ctx_budget`` -> ``ctx_compact`` rounds the request (the view up to
-    ``at_message_id``) has run, this one included (``ContextConfig.max_compaction_rounds``)."""
+    """The request's ``ctx_budget`` -> ``ctx_compact`` rounds so far, this one included."""
     estimate_before: int | None
-    """The budget's estimate of the request when this round started (None: not estimated):
-    a round makes progress when the next estimate is lower, or when it covered new history."""
+    """The request's estimate when this round started (progress: the next one is lower)."""
     stopped: str
-    """Why ``ctx_budget`` sent the request on without another round while it is over the
-    trigger: the rounds are used up, or the last one made no progress (``ctx_budget``)."""
+    """Why the request went on over the trigger: rounds used up, or no progress made."""
 
 
 class SummarizerBackoff(TypedDict):
