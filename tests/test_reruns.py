@@ -85,6 +85,33 @@ async def test_a_branch_behind_its_head_forks_with_no_message_to_write(api) -> N
     assert [e.event_id for e in await api.read_events(outcome.head.scope)] == ["m1", "m2"]
 
 
+async def _commit_through(api, scope: Any, through: int) -> Any:
+    snap = await api.snapshot(scope, through)
+    return await api.commit_candidate(
+        await api.create_candidate(snap, summary_text=f"to {through}")
+    )
+
+
+async def test_a_fork_starts_with_the_summary_its_state_shows_and_no_other(api) -> None:
+    await api.append("t", [human(n) for n in range(1, 11)])
+    older = await _commit_through(api, "t", 3)
+    newer = await _commit_through(api, "t", 6)  # the other timeline's, covering shared events
+    latest = await _commit_through(api, "t", 9)
+    assert (await api.branch_info("t")).active_checkpoint_id == latest.id
+    x = [HumanMessage("other", id="x8")]
+    kept = await api.append_after("t", x, after="m7", fork=True, active=older.id)
+    assert kept.head.active_checkpoint_id == older.id
+    assert kept.head.active_generation == older.generation
+    assert (await api.get_active(kept.head.scope)).id == older.id
+    # a state that shows no summary: its fork has none, though one covers shared events
+    none = await api.append_after("t", x, after="m7", fork=True, active=None)
+    assert none.head.active_checkpoint_id is None and await api.get_active(none.head.scope) is None
+    # a summary covering events the fork does not share is not the fork's
+    beyond = await api.append_after("t", x, after="m7", fork=True, active=latest.id)
+    assert beyond.head.active_checkpoint_id is None
+    assert newer.id not in {kept.head.active_checkpoint_id, none.head.active_checkpoint_id}
+
+
 async def test_what_follows_the_append_is_written_only_with_it(api, store) -> None:
     ledger = UsageLedger(store)
     await api.append("t", [human(1), human(2)])

@@ -160,8 +160,10 @@ class EventsAPI(StoreBase):
         (another timeline went on from there), nothing is written and the outcome says
         ``diverged``; with ``fork=True`` the messages start a new branch instead, forked at the
         last event the two timelines share (``outcome.head.scope`` names it,
-        ``outcome.forked_from`` the branch it came from; its active summary is ``active`` when
-        that version covers only shared events). An ``after`` the branch never held, or None,
+        ``outcome.forked_from`` the branch it came from). The fork's active summary is
+        ``active``, the one the writer's state shows (None: it shows none), when that version
+        covers only shared events, else none: a fork never starts with a summary of the other
+        timeline the state does not show. An ``after`` the branch never held, or None,
         appends as :meth:`append` does. ``then``, an operation of the same database (a
         booking: ``UsageLedger.booking``), runs after the append in the same transaction; its
         value is ``outcome.value``.

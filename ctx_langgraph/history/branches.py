@@ -216,10 +216,9 @@ def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:
 
 
 def _inherited_checkpoint(
-    scope: Scope, parent: Branch, fork_seq: int, prefer: str | None
+    scope: Scope, parent: Branch, fork_seq: int
 ) -> Op[tuple[str | None, int]]:
-    """The newest version on the parent's chain of active summaries that covers only shared
-    events, or ``prefer`` when it is an older one of them (the summary the forking state uses)."""
+    """The newest version on the parent's chain of active summaries that covers only shared events."""
     if parent.active_id is None:
         return None, 0
     rows = yield Stmt(
@@ -232,11 +231,29 @@ def _inherited_checkpoint(
     current = versions.get(parent.active_id)
     while current is not None and int(current[2]) > fork_seq:
         current = versions.get(current[1]) if current[1] else None
-    chosen = current
-    while prefer is not None and current is not None and current[0] != prefer:
-        current = versions.get(current[1]) if current[1] else None
-    chosen = current if current is not None else chosen
-    return (None, 0) if chosen is None else (chosen[0], int(chosen[3]))
+    return (None, 0) if current is None else (current[0], int(current[3]))
+
+
+def _followed_checkpoint(
+    scope: Scope, parent: Branch, fork_seq: int, active: str | None
+) -> Op[tuple[str | None, int]]:
+    """``active`` (the summary the forking state uses) when it is a committed version the fork
+    shares: on the parent's lineage, covering only shared events; else none."""
+    if active is None:
+        return None, 0
+    row = yield Stmt(
+        "SELECT branch, covered_through_seq, generation FROM ctx_checkpoints WHERE tenant = ? "
+        "AND thread_id = ? AND id = ? AND status IN ('active', 'superseded')",
+        (scope.tenant, scope.thread_id, active),
+        "one",
+    )
+    if row is None or int(row[1]) > fork_seq:
+        return None, 0
+    _, chain = yield from _with_lineage(scope, parent)
+    shared = any(
+        name == row[0] and (bound is None or int(row[1]) <= bound) for name, bound in chain
+    )
+    return (active, int(row[2])) if shared else (None, 0)
 
 
 def create_branch(
@@ -246,12 +263,15 @@ def create_branch(
     fork_seq: int,
     now: dt.datetime,
     *,
-    prefer: str | None = None,
+    follow: bool = False,
+    active: str | None = None,
 ) -> Op[BranchInfo]:
     """Fork ``from_branch`` after ``fork_seq`` into ``scope.branch`` (see
-    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`); its active summary is
-    ``prefer`` when that version is on the parent's chain and covers only shared events."""
-    return _create_branch(d, scope, from_branch, integer_arg("fork_seq", fork_seq), now, prefer)
+    :meth:`~ctx_langgraph.history.HistoryStore.create_branch`). With ``follow``, its active
+    summary is ``active`` (the forking state's), when that version covers only shared events,
+    else none: never one the state does not show."""
+    fork_seq = integer_arg("fork_seq", fork_seq)
+    return _create_branch(d, scope, from_branch, fork_seq, now, follow, active)
 
 
 def _create_branch(
@@ -260,7 +280,8 @@ def _create_branch(
     from_branch: str,
     fork_seq: int,
     now: dt.datetime,
-    prefer: str | None = None,
+    follow: bool = False,
+    active: str | None = None,
 ) -> Op[BranchInfo]:
     if scope.branch == from_branch:
         raise ScopeError(f"a branch cannot be forked from itself ({scope})")
@@ -279,7 +300,10 @@ def _create_branch(
             f"branch {scope.branch!r} of {scope.thread_id!r} already exists, forked from "
             f"{branch.parent!r} at seq {branch.fork_seq}, not from {from_branch!r} at seq {fork_seq}"
         )
-    active_id, generation = yield from _inherited_checkpoint(scope, parent, fork_seq, prefer)
+    if follow:
+        active_id, generation = yield from _followed_checkpoint(scope, parent, fork_seq, active)
+    else:
+        active_id, generation = yield from _inherited_checkpoint(scope, parent, fork_seq)
     yield Stmt(
         "INSERT INTO ctx_branches (tenant, thread_id, branch, parent_branch, fork_seq, head_seq, "
         "active_checkpoint_id, active_generation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -38,7 +38,9 @@ def append_after(
     The branch may hold events after ``after`` that are the first of ``rows`` (same ids, same
     content) and nothing more: a replay, whose messages are duplicates and the rest appended.
     Other events after ``after`` diverge: nothing is written, or with ``fork`` a new branch
-    forks at the last event both share and ``rows`` are recorded there."""
+    forks at the last event both share and ``rows`` are recorded there; its active summary is
+    ``active`` (the writer's state's; None: it shows none), when that one covers only shared
+    events."""
     branch, chain = yield from lock_branch(d, scope, now, create=True, edits=True)
     ids = [row.event_id for row in rows]
     known = yield from known_events(scope, chain, [*ids, after] if after is not None else ids)
@@ -51,7 +53,9 @@ def append_after(
                 return AppendOutcome([], None, diverged=True)
             fork_seq = shared[-1] if shared else seen.seq
             forked = scope.on_branch(f"{scope.branch}~{fork_seq}-{uuid.uuid4().hex[:8]}")
-            yield from create_branch(d, forked, scope.branch, fork_seq, now, prefer=active)
+            yield from create_branch(
+                d, forked, scope.branch, fork_seq, now, follow=True, active=active
+            )
             forked_from, scope = scope.branch, forked
             branch, chain = yield from lock_branch(d, scope, now, create=False, edits=True)
             known = yield from known_events(scope, chain, ids)
