@@ -86,6 +86,7 @@ from langgraph_sdk import get_client
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore
+from ctx_langgraph.storage.statements import Stmt
 from ctx_langgraph.usage.types import COUNT_FIELDS
 from ctx_langgraph.view.markers import is_synthetic
 
@@ -661,6 +662,10 @@ def check_one(
         details.append(
             f"summary on {scope}: state {flag}, store (id, generation, covered) {stored}"
         )
+        details += _summary_rows(store, scope, state_summary)
+        context = values.get("context") or {}
+        kept = ("branch", "active_checkpoint_id", "active_generation", "recorded_through_id")
+        details.append(f"the state's context: { {k: context.get(k) for k in kept} }")
         details += [
             f"gap on {scope}: seq {e.seq} {e.role} {e.event_id} {e.text[:50]!r}" for e in gaps[:3]
         ]
@@ -673,6 +678,32 @@ def check_one(
         [m for m in stored_answers if str(m.response_metadata["id"]) not in booked]
     )
     return found, details
+
+
+def _summary_rows(store: HistoryStore, scope: Any, summary_id: str | None) -> list[str]:
+    """What the store holds of a summary the state shows, and of the thread's branches."""
+
+    def read() -> Any:
+        return (
+            yield Stmt(
+                "SELECT id, branch, status, generation, covered_through_seq, parent_id, error "
+                "FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? AND id = ?",
+                (scope.tenant, scope.thread_id, summary_id or ""),
+                "all",
+            )
+        )
+
+    rows = store.run(read())
+    branches = store.list_branches(scope)
+    return [
+        f"the state's summary in the store: {[tuple(r) for r in rows]}",
+        "branches: "
+        + "; ".join(
+            f"{b.scope.branch} (parent {b.parent_branch} at {b.fork_seq}, head {b.head_seq}, "
+            f"active {b.active_checkpoint_id} gen {b.active_generation})"
+            for b in branches
+        ),
+    ]
 
 
 # ----------------------------------------------------------------------------- the run

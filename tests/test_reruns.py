@@ -209,6 +209,17 @@ def _branch_equals_state(store: HistoryStore, graph: Any, config: Any) -> Scope:
     info = store.branch_info(scope)
     assert info is not None and info.head_seq == events[-1].seq
     assert info.active_checkpoint_id == context.get("active_checkpoint_id"), (info, context)
+    shown = [
+        m.additional_kwargs["ctx_summary"]["checkpoint_id"]
+        for m in values["messages"]
+        if isinstance(m.additional_kwargs.get("ctx_summary"), dict)
+    ]
+    assert shown == ([info.active_checkpoint_id] if info.active_checkpoint_id else []), shown
+    # no gap between what the summary covers and the view's first message
+    active = store.get_active(scope)
+    covered = active.covered_through_seq if active is not None else 0
+    first = events[start].seq
+    assert [e.seq for e in events if covered < e.seq < first and e.visible] == [], (covered, first)
     return scope
 
 
@@ -250,6 +261,34 @@ async def test_a_completed_turn_run_again_leaves_the_branch_equal_to_the_state(
         "h12",
         store.read_events("t")[-1].event_id,
     ]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("wiring", list(WIRINGS))
+async def test_a_run_again_from_a_state_whose_summary_the_store_pruned_since_converges(
+    store: HistoryStore, wiring: str, mode: str
+) -> None:
+    """The summary the old checkpoint shows is gone from the store (pruned after the turns
+    that came after it, or invalidated): the fork starts without one, the view drops it and
+    the history before the view is summarized again; no gap, no second timeline."""
+    model, calls = _model()
+    graph = WIRINGS[wiring](store, model)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for n in range(1, 9):
+        await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
+    before = graph.get_state(config)
+    shown = before.values["context"].get("active_checkpoint_id")
+    assert shown is not None, "the thread should have compacted"
+    for n in range(9, 15):
+        await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
+    assert store.get_active("t").id != shown
+    store.prune_versions("t", keep=0)  # the old checkpoint's summary is gone from the store
+    await _invoke(graph, mode, {"messages": [_ask(9)]}, before.config)
+    _branch_equals_state(store, graph, config)
+    for n in (10, 11):
+        await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
+        _branch_equals_state(store, graph, config)
+    _answers_booked_once(store, "t", calls)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

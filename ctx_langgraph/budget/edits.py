@@ -44,12 +44,22 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
     head = turn.head
     edits = head.edit_version if head is not None else 0
     since = context.get("edit_version")
-    if head is not None and since not in (None, edits):
-        if s.memory is not None:
+    edited = head is not None and since not in (None, edits)
+    # the branch's active summary is not the one the view shows, and not a newer one (1d takes
+    # those): the store no longer has the view's (a fork of a state whose summary was pruned
+    # since, or invalidated): the view drops it and the history before the view is compacted
+    # again, as after an edit
+    lost = (
+        head is not None
+        and head.active_checkpoint_id != context.get("active_checkpoint_id")
+        and head.active_generation <= int(context.get("active_generation", 0))
+    )
+    if head is not None and (edited or lost):
+        if edited and s.memory is not None:
             # edits made elsewhere (another process, a store without this memory attached)
             # reach the memory here: what their events taught it is invalidated
-            edited = yield call(s.store, "edits_since", turn.scope, int(since or 0))
-            sources = [seq for _version, _branch, seq, kind in edited if kind != "show"]
+            log_rows = yield call(s.store, "edits_since", turn.scope, int(since or 0))
+            sources = [seq for _version, _branch, seq, kind in log_rows if kind != "show"]
             try:
                 yield call(s.memory, "invalidate_events", turn.scope, seqs=sources)
             except MemoryStoreError as exc:
@@ -57,11 +67,12 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
         turn.messages, dropped_summary = yield from _without_edited(
             s, turn.scope, turn.messages, head
         )
-        turn.note("history edited")
-        if dropped_summary:
+        turn.note("history edited" if edited else "summary no longer in the store")
+        if dropped_summary or lost:
             context["active_checkpoint_id"] = head.active_checkpoint_id
             context["active_generation"] = head.active_generation
             context["covered_through_seq"] = 0
+        if dropped_summary:
             context["rebuild"] = True  # history before the view has no summary: compact it again
     context["edit_version"] = edits
 
