@@ -143,7 +143,7 @@ async def test_a_run_again_under_a_summary_covering_its_whole_view_terminates(
         [_ask(8), AIMessage("Noted, then died.", id="a-dead")],
         after=str(before.values["messages"][-1].id),
     )
-    covered = _commit_covering(store, scope, through="h8", first_kept="a-dead")
+    _commit_covering(store, scope, through="h8", first_kept="a-dead")
     # the server runs turn 8 again, from the checkpoint before it, in a small window
     graph = WIRINGS[wiring](store, SMALL, saver)
     ran = await _run(graph, mode, {"messages": [_ask(8)]}, {**before.config, "recursion_limit": 40})
@@ -156,7 +156,11 @@ async def test_a_run_again_under_a_summary_covering_its_whole_view_terminates(
         assert sum(name in LOOP_NODES for name in ran) <= 8, ran
     # the request sent fits the window, and the view lays the summary over its own tail
     assert context["budget"]["total"] <= context["budget"]["usable"], context["budget"]
-    assert context["covered_through_seq"] >= covered
+    # the re-run forks at the message it answers: the other run's summary, which covers it, is
+    # not the fork's; the fork's summary is the one the state shows
+    info = store.branch_info(Scope("t", branch=context["branch"]))
+    assert context["branch"].startswith("main~") and info is not None
+    assert info.active_checkpoint_id == context.get("active_checkpoint_id")
     # the thread goes on, each turn in a few rounds
     for n in (9, 10, 11):
         ran = await _run(graph, mode, {"messages": [_ask(n)]}, config)
