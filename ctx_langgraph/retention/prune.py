@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -14,19 +16,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.errors import RetentionError
-from ctx_langgraph.retention._sql import (
-    Dialect,
-    Executor,
-    PostgresExecutor,
-    SqliteExecutor,
-    _apg_connection,
-    _memory_prune,
-    _pg_connection,
-    sql_thread_flow,
-    thread_ids,
+from ctx_langgraph.retention.memory_saver import memory_prune, memory_threads
+from ctx_langgraph.retention.policy import (
+    INTERRUPT_CHANNEL,
+    CheckpointDecision,
+    RetentionPolicy,
+    _Row,
+    decide,
 )
-from ctx_langgraph.retention.policy import RetentionPolicy
 from ctx_langgraph.retention.report import RetentionReport
+from ctx_langgraph.storage import checkpoints as saver_ops
+from ctx_langgraph.storage.checkpoints import asaver_transaction, saver_transaction
+from ctx_langgraph.storage.dialects import POSTGRES, SQLITE, Dialect
+from ctx_langgraph.storage.runner import bind
+from ctx_langgraph.storage.statements import Op
 
 log = logging.getLogger(__name__)
 _RETRIES = 3
@@ -37,12 +40,70 @@ __all__ = ["CheckpointRetention"]
 def _dialect_of(saver: BaseCheckpointSaver[Any]) -> Dialect | None:
     module = type(saver).__module__
     if module.startswith("langgraph.checkpoint.sqlite"):
-        return "sqlite"
+        return SQLITE
     if module.startswith("langgraph.checkpoint.postgres"):
         if "shallow" in module:
             return None
-        return "postgres"
+        return POSTGRES
     return None
+
+
+def _row(record: Sequence[Any]) -> _Row:
+    metadata: Mapping[str, Any] = {}
+    with contextlib.suppress(TypeError, ValueError):
+        loaded = json.loads(record[7]) if record[7] else {}
+        metadata = loaded if isinstance(loaded, dict) else {}
+    parents = metadata.get("parents")
+    root = parents.get("") if isinstance(parents, dict) else None
+    return _Row(
+        checkpoint_ns=str(record[0]),
+        checkpoint_id=str(record[1]),
+        parent_id=None if record[2] is None else str(record[2]),
+        bytes=int(record[3] or 0),
+        writes=int(record[4] or 0),
+        writes_bytes=int(record[5] or 0),
+        interrupted=bool(record[6]),
+        root_id=None if root is None else str(root),
+        delta="counters_since_delta_snapshot" in metadata or "delta_writes_versioned" in metadata,
+    )
+
+
+def _thread_op(
+    d: Dialect, thread_id: str, policy: RetentionPolicy, now: dt.datetime, dry_run: bool
+) -> Op[RetentionReport]:
+    """One thread's prune, as statements run in one transaction; a thread that uses a
+    ``DeltaChannel`` is refused."""
+    rows = [
+        _row(r) for r in (yield from saver_ops.checkpoint_records(d, thread_id, INTERRUPT_CHANNEL))
+    ]
+    if any(r.delta for r in rows):
+        raise RetentionError(
+            f"thread {thread_id!r} uses a DeltaChannel: its values are rebuilt from older "
+            "checkpoints, so they cannot be pruned by age or count"
+        )
+    decisions = decide(thread_id, rows, policy, now)
+    removed = [d for d in decisions if not d.kept]
+    freed = sum(d.bytes for d in removed)
+    if dry_run or not removed:
+        return RetentionReport(dry_run, tuple(decisions), bytes_freed=freed, threads=(thread_id,))
+    writes_deleted = blobs_deleted = 0
+    by_ns: dict[str, list[CheckpointDecision]] = defaultdict(list)
+    for decision in decisions:
+        by_ns[decision.checkpoint_ns].append(decision)
+    for ns, ns_decisions in by_ns.items():
+        gone = [c.checkpoint_id for c in ns_decisions if not c.kept]
+        if not gone:
+            continue
+        writes_deleted += yield from saver_ops.delete_checkpoints(d, thread_id, ns, gone)
+        orphans = [c.checkpoint_id for c in ns_decisions if c.kept and c.parent_id in set(gone)]
+        yield from saver_ops.unlink_checkpoints(d, thread_id, ns, orphans)
+        if d == POSTGRES:
+            deleted, blob_bytes = yield from saver_ops.delete_unreferenced_blobs(thread_id, ns)
+            blobs_deleted += deleted
+            freed += blob_bytes
+    return RetentionReport(
+        False, tuple(decisions), writes_deleted, blobs_deleted, freed, (thread_id,)
+    )
 
 
 def _is_async(saver: BaseCheckpointSaver[Any]) -> bool:
@@ -136,56 +197,26 @@ class CheckpointRetention:
     def _threads(self) -> list[str]:
         saver = self.checkpointer
         if isinstance(saver, InMemorySaver):
-            return sorted(saver.storage)
-        with self._sync_cursor() as executor:
-            return run(thread_ids(executor))
+            return memory_threads(saver)
+        assert self.dialect is not None
+        with saver_transaction(saver, self.dialect) as statements:
+            return run(bind(saver_ops.thread_ids(self.dialect), statements))
 
     def _prune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         saver = self.checkpointer
         if isinstance(saver, InMemorySaver):
-            return _memory_prune(saver, thread_id, self.policy, now, dry_run)
+            return memory_prune(saver, thread_id, self.policy, now, dry_run)
         assert self.dialect is not None
         for attempt in range(_RETRIES):
             try:
-                with self._sync_cursor(transaction=True) as executor:
-                    flow = sql_thread_flow(
-                        executor, self.dialect, thread_id, self.policy, now, dry_run
-                    )
-                    return run(flow)
+                with saver_transaction(saver, self.dialect, write=True) as statements:
+                    op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
+                    return run(bind(op, statements))
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
                 log.info("ctx-langgraph: retention of %s raced a writer; retrying", thread_id)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @contextlib.contextmanager
-    def _sync_cursor(self, *, transaction: bool = False) -> Iterator[Executor]:
-        saver: Any = self.checkpointer
-        if self.dialect == "sqlite":
-            saver.setup()
-            with saver.lock:
-                conn = saver.conn
-                if transaction:
-                    conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield SqliteExecutor(conn)
-                    if transaction:
-                        conn.commit()
-                except BaseException:
-                    if transaction:
-                        conn.rollback()
-                    raise
-            return
-        with _pg_connection(saver) as conn:
-            if getattr(saver, "pipe", None) is not None:
-                saver.pipe.sync()
-            from psycopg.rows import tuple_row
-
-            with (
-                conn.transaction() if transaction else contextlib.nullcontext(),
-                conn.cursor(row_factory=tuple_row) as cur,
-            ):
-                yield PostgresExecutor(cur)
 
     # ------------------------------------------------------------------ async
 
@@ -202,8 +233,8 @@ class CheckpointRetention:
         if thread_id is not None:
             threads = [thread_id]
         else:
-            async with self._async_cursor() as executor:
-                threads = await arun(thread_ids(executor))
+            async with asaver_transaction(saver, self.dialect) as statements:
+                threads = await arun(bind(saver_ops.thread_ids(self.dialect), statements))
         report = RetentionReport(dry_run, bytes_freed=0)
         for thread in threads:
             try:
@@ -218,42 +249,11 @@ class CheckpointRetention:
         assert self.dialect is not None
         for attempt in range(_RETRIES):
             try:
-                async with self._async_cursor(transaction=True) as executor:
-                    flow = sql_thread_flow(
-                        executor, self.dialect, thread_id, self.policy, now, dry_run
-                    )
-                    return await arun(flow)
+                async with asaver_transaction(self.checkpointer, self.dialect, write=True) as tx:
+                    op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
+                    return await arun(bind(op, tx))
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
                 log.info("ctx-langgraph: retention of %s raced a writer; retrying", thread_id)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @contextlib.asynccontextmanager
-    async def _async_cursor(self, *, transaction: bool = False) -> AsyncIterator[Executor]:
-        saver: Any = self.checkpointer
-        if self.dialect == "sqlite":
-            await saver.setup()
-            async with saver.lock:
-                conn = saver.conn
-                if transaction:
-                    await conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield SqliteExecutor(conn)
-                    if transaction:
-                        await conn.commit()
-                except BaseException:
-                    if transaction:
-                        await conn.rollback()
-                    raise
-            return
-        async with _apg_connection(saver) as conn:
-            if getattr(saver, "pipe", None) is not None:
-                await saver.pipe.sync()
-            from psycopg.rows import tuple_row
-
-            async with (
-                conn.transaction() if transaction else contextlib.nullcontext(),
-                conn.cursor(row_factory=tuple_row) as cur,
-            ):
-                yield PostgresExecutor(cur)

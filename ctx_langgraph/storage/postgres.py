@@ -24,7 +24,7 @@ from ctx_langgraph.core.effects import arun, run
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.storage.dialects import POSTGRES, to_pyformat
 from ctx_langgraph.storage.runner import Database, bind, utcnow
-from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, execute
+from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, aexecute, execute
 
 __all__ = ["PostgresDatabase"]
 
@@ -361,19 +361,7 @@ class PostgresDatabase(Database):
 
     @staticmethod
     async def _arun_statement(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
-        sql = to_pyformat(stmt.sql)
-        if stmt.many is not None:
-            if stmt.many:
-                await cur.executemany(sql, stmt.many)
-            return cur.rowcount
-        await cur.execute(sql, tuple(stmt.params))
-        if stmt.fetch == "one":
-            return await cur.fetchone()
-        if stmt.fetch == "all":
-            return await cur.fetchall()
-        if stmt.fetch == "rowcount":
-            return cur.rowcount
-        return None
+        return await aexecute(cur, stmt, to_pyformat(stmt.sql))
 
     def _execute(self, op: Op[T], *, write: bool) -> T:
         tx = _Transaction(self, self._sync_pool())

@@ -26,7 +26,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-__all__ = ["DeferredError", "Fetch", "Op", "Stmt", "chunks", "execute", "marks"]
+__all__ = ["DeferredError", "Fetch", "Op", "Stmt", "aexecute", "chunks", "execute", "marks"]
 
 T = TypeVar("T")
 
@@ -80,21 +80,40 @@ def marks(count: int) -> str:
     return ", ".join("?" * count)
 
 
-def execute(cursor: Any, stmt: Stmt, sql: str | None = None) -> Any:
+def execute(cursor: Any, stmt: Stmt, sql: str | None = None, **options: Any) -> Any:
     """Run ``stmt`` on a DB-API cursor and return what it asks for (a row, all rows, the row
-    count, or None); ``sql`` is its text in the driver's parameter style when that differs.
-    A batch (``many``) returns its row count; an empty batch runs nothing and counts 0."""
+    count, or None); ``sql`` is its text in the driver's parameter style when that differs,
+    ``options`` go to the driver's ``execute`` (psycopg's ``prepare``). A batch (``many``)
+    returns its row count; an empty batch runs nothing and counts 0."""
     text = stmt.sql if sql is None else sql
     if stmt.many is not None:
         if not stmt.many:
             return 0
         cursor.executemany(text, stmt.many)
         return cursor.rowcount
-    cursor.execute(text, tuple(stmt.params))
+    cursor.execute(text, tuple(stmt.params), **options)
     if stmt.fetch == "one":
         return cursor.fetchone()
     if stmt.fetch == "all":
         return cursor.fetchall()
+    if stmt.fetch == "rowcount":
+        return cursor.rowcount
+    return None
+
+
+async def aexecute(cursor: Any, stmt: Stmt, sql: str | None = None, **options: Any) -> Any:
+    """Async twin of :func:`execute`, on an async cursor (psycopg's, ``aiosqlite``'s)."""
+    text = stmt.sql if sql is None else sql
+    if stmt.many is not None:
+        if not stmt.many:
+            return 0
+        await cursor.executemany(text, stmt.many)
+        return cursor.rowcount
+    await cursor.execute(text, tuple(stmt.params), **options)
+    if stmt.fetch == "one":
+        return await cursor.fetchone()
+    if stmt.fetch == "all":
+        return await cursor.fetchall()
     if stmt.fetch == "rowcount":
         return cursor.rowcount
     return None

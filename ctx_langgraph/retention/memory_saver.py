@@ -1,0 +1,93 @@
+"""The one place that reads and edits ``InMemorySaver``'s dictionaries.
+
+What LangGraph lacks: ``InMemorySaver`` can delete a whole thread (``delete_thread``) but has no
+way to list a thread's checkpoints with their sizes and pending writes, nor to delete some of
+them (``BaseCheckpointSaver.prune`` and ``delete_for_runs`` are not implemented for it). So the
+retention policy is applied to its ``storage``, ``writes`` and ``blobs`` here, and nowhere else
+in the package; ``tests/test_boundaries.py`` pins their shape, so a LangGraph release that
+changes them fails there first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctx_langgraph.errors import RetentionError
+from ctx_langgraph.retention.policy import INTERRUPT_CHANNEL, RetentionPolicy, _Row, decide
+from ctx_langgraph.retention.report import RetentionReport
+
+__all__ = ["memory_prune", "memory_threads"]
+
+
+def memory_threads(saver: InMemorySaver) -> list[str]:
+    """Every thread the saver holds, in order."""
+    return sorted(saver.storage)
+
+
+def memory_prune(
+    saver: InMemorySaver,
+    thread_id: str,
+    policy: RetentionPolicy,
+    now: dt.datetime,
+    dry_run: bool,
+) -> RetentionReport:
+    """The retention policy on one thread of the saver's dictionaries."""
+    storage = saver.storage.get(thread_id, {})
+    rows: list[_Row] = []
+    versions: dict[tuple[str, str], dict[str, Any]] = {}
+    for ns, checkpoints in storage.items():
+        for checkpoint_id, (checkpoint, metadata, parent) in checkpoints.items():
+            writes = saver.writes.get((thread_id, ns, checkpoint_id), {})
+            loaded_metadata = saver.serde.loads_typed(metadata)
+            parents = (loaded_metadata or {}).get("parents") or {}
+            versions[(ns, checkpoint_id)] = dict(
+                saver.serde.loads_typed(checkpoint).get("channel_versions") or {}
+            )
+            rows.append(
+                _Row(
+                    ns,
+                    checkpoint_id,
+                    parent,
+                    len(checkpoint[1]) + len(metadata[1]),
+                    len(writes),
+                    sum(len(w[2][1]) for w in writes.values()),
+                    any(w[1] == INTERRUPT_CHANNEL for w in writes.values()),
+                    parents.get(""),
+                    "counters_since_delta_snapshot" in (loaded_metadata or {}),
+                )
+            )
+    if any(r.delta for r in rows):
+        raise RetentionError(f"thread {thread_id!r} uses a DeltaChannel: it cannot be pruned")
+    decisions = decide(thread_id, rows, policy, now)
+    removed = [d for d in decisions if not d.kept]
+    freed = sum(d.bytes for d in removed)
+    if dry_run or not removed:
+        return RetentionReport(dry_run, tuple(decisions), bytes_freed=freed, threads=(thread_id,))
+    writes_deleted = blobs_deleted = 0
+    gone_ids = {(d.checkpoint_ns, d.checkpoint_id) for d in removed}
+    for ns, checkpoint_id in gone_ids:
+        del storage[ns][checkpoint_id]
+        writes_deleted += len(saver.writes.pop((thread_id, ns, checkpoint_id), {}))
+    for decision in decisions:
+        if decision.kept and (decision.checkpoint_ns, decision.parent_id) in gone_ids:
+            checkpoint, metadata, _parent = storage[decision.checkpoint_ns][decision.checkpoint_id]
+            storage[decision.checkpoint_ns][decision.checkpoint_id] = (checkpoint, metadata, None)
+    live = {
+        (ns, channel, str(version))
+        for (ns, checkpoint_id), channels in versions.items()
+        if (ns, checkpoint_id) not in gone_ids
+        for channel, version in channels.items()
+    }
+    for key in [k for k in saver.blobs if k[0] == thread_id]:
+        _thread, ns, channel, version = key
+        if (ns, channel, str(version)) not in live:
+            freed += len(saver.blobs.pop(key)[1])
+            blobs_deleted += 1
+    for ns in [ns for ns, checkpoints in storage.items() if not checkpoints]:
+        del storage[ns]
+    return RetentionReport(
+        False, tuple(decisions), writes_deleted, blobs_deleted, freed, (thread_id,)
+    )
