@@ -6,7 +6,7 @@ from __future__ import annotations
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import branches as branch_ops
 from ctx_langgraph.history._store import StoreBase
-from ctx_langgraph.history.types import BranchInfo, Scope
+from ctx_langgraph.history.types import DEFAULT_TENANT, BranchInfo, Scope, ThreadRow
 
 __all__ = ["BranchesAPI"]
 
@@ -51,3 +51,13 @@ class BranchesAPI(StoreBase):
     async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Async twin of :meth:`list_branches`."""
         return await self.arun(branch_ops.list_branches(self.dialect, checked_scope(scope)))
+
+    def list_threads(self, tenant: str = DEFAULT_TENANT, *, limit: int = 500) -> list[ThreadRow]:
+        """The tenant's threads, newest first (at most ``limit``)."""
+        return self.run(branch_ops.list_threads(self.dialect, tenant, limit))
+
+    async def alist_threads(
+        self, tenant: str = DEFAULT_TENANT, *, limit: int = 500
+    ) -> list[ThreadRow]:
+        """Async twin of :meth:`list_threads`."""
+        return await self.arun(branch_ops.list_threads(self.dialect, tenant, limit))

@@ -18,6 +18,7 @@ from ctx_langgraph.history._segments_api import SegmentsAPI
 from ctx_langgraph.history._store import EditListener
 from ctx_langgraph.history._summaries_api import SummariesAPI
 from ctx_langgraph.history.types import Scope
+from ctx_langgraph.storage import migrations
 
 __all__ = ["EditListener", "HistoryStore"]
 
@@ -29,6 +30,11 @@ class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI)
     :class:`~ctx_langgraph.history.PostgresHistoryStore`; both pass the same conformance suite.
     Call :meth:`setup` once to create or migrate the tables.
     """
+
+    def schema_version(self) -> int:
+        """The schema version the database is at (0: no tables yet), read without the check
+        every other operation makes first (:meth:`setup` migrates it)."""
+        return self._execute(migrations.schema_version(self.dialect), write=False)
 
     def delete_thread(self, scope: Scope | str) -> dict[str, int]:
         """Forget a thread's history: its events and their revisions, edit log, summary

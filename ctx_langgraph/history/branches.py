@@ -11,7 +11,7 @@ from typing import Any
 from ctx_langgraph.errors import HistoryStoreError, ScopeError
 from ctx_langgraph.history.args import integer_arg
 from ctx_langgraph.history.rows import BRANCH_COLS
-from ctx_langgraph.history.types import DEFAULT_BRANCH, BranchInfo, Scope
+from ctx_langgraph.history.types import DEFAULT_BRANCH, BranchInfo, Scope, ThreadRow
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt
 
@@ -213,6 +213,21 @@ def list_branches(d: Dialect, scope: Scope) -> Op[list[BranchInfo]]:
     """Every branch of the scope's thread, by name."""
     branches = yield from branch_map(scope)
     return [branches[name].info(d, scope) for name in sorted(branches)]
+
+
+def list_threads(d: Dialect, tenant: str, limit: int) -> Op[list[ThreadRow]]:
+    """The tenant's threads, newest first (at most ``limit``)."""
+    rows = yield Stmt(
+        "SELECT thread_id, count(*), max(head_seq), max(active_generation), min(created_at) "
+        "FROM ctx_branches WHERE tenant = ? GROUP BY thread_id "
+        "ORDER BY min(created_at) DESC, thread_id LIMIT ?",
+        (tenant, limit),
+        "all",
+    )
+    return [
+        ThreadRow(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), d.from_ts(r[4]))
+        for r in rows
+    ]
 
 
 def _inherited_checkpoint(

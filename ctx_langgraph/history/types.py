@@ -32,6 +32,7 @@ __all__ = [
     "SearchPage",
     "Segment",
     "SegmentStatus",
+    "ThreadRow",
 ]
 
 ARTIFACT_TRAIL_KEY: Final = "artifact_trail"
@@ -122,6 +123,18 @@ class BranchInfo:
     edit_version: int = 0
     """The thread's edit counter (hides, deletions and revisions so far): a reader that saw
     another value knows some event it holds may have changed."""
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    """One thread of a tenant: how many branches it has, its highest head seq and summary
+    generation, and when its first branch was created."""
+
+    thread_id: str
+    branches: int
+    head_seq: int
+    active_generation: int
+    created_at: dt.datetime
 
 
 @dataclass(frozen=True)

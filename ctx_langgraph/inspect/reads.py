@@ -24,12 +24,10 @@ from ctx_langgraph.history import (
     HistoryStore,
     Scope,
 )
-from ctx_langgraph.history.branches import lineage_clause, read_branch
-from ctx_langgraph.history.rows import EVENT_COLS, event_from_row
-from ctx_langgraph.history.types import Segment
-from ctx_langgraph.makeup import makeup_from_json
-from ctx_langgraph.storage.migrations import SCHEMA_VERSION, schema_version
-from ctx_langgraph.storage.statements import Op, Stmt
+from ctx_langgraph.history.types import Segment, ThreadRow
+from ctx_langgraph.storage.migrations import SCHEMA_VERSION
+from ctx_langgraph.usage.booking import LedgerRecord
+from ctx_langgraph.usage.ledger import UsageLedger
 
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
@@ -61,17 +59,6 @@ PAIR_REACH = 40
 
 THREADS_SHOWN = 500
 """The newest threads the thread list shows."""
-
-
-@dataclass(frozen=True)
-class ThreadRow:
-    """One thread of the thread list."""
-
-    thread_id: str
-    branches: int
-    head_seq: int
-    active_generation: int
-    created_at: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -172,24 +159,13 @@ class ThreadData:
         return [point for point in self.points if point.purpose == "summary"]
 
 
-def _count_threads(tenant: str, limit: int) -> Op[list[tuple[Any, ...]]]:
-    rows = yield Stmt(
-        "SELECT thread_id, count(*), max(head_seq), max(active_generation), min(created_at) "
-        "FROM ctx_branches WHERE tenant = ? GROUP BY thread_id "
-        "ORDER BY min(created_at) DESC, thread_id LIMIT ?",
-        (tenant, limit),
-        "all",
-    )
-    return [tuple(row) for row in rows]
-
-
 def check_schema(store: HistoryStore) -> None:
     """Check the store is at the schema this version reads (the inspector never migrates it).
 
     Raises:
         HistoryStoreError: the database is not a history store, or at another schema version.
     """
-    version = store.run(schema_version(store.dialect))
+    version = store.schema_version()
     if version == 0:
         raise HistoryStoreError("not a ctx-langgraph history store (no ctx_migrations table)")
     if version > SCHEMA_VERSION:
@@ -207,109 +183,44 @@ def check_schema(store: HistoryStore) -> None:
 
 def list_threads(store: HistoryStore, tenant: str, limit: int = THREADS_SHOWN) -> list[ThreadRow]:
     """The tenant's threads, newest first (at most ``limit``)."""
-    rows = store.run(_count_threads(tenant, limit))
-    return [
-        ThreadRow(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), store.dialect.from_ts(r[4]))
-        for r in rows
-    ]
+    return store.list_threads(tenant, limit=limit)
 
 
 CALLS_SHOWN = 50
 """The newest calls a thread's page shows whole (the plot and the totals count them all)."""
 
-_CALL_COLS = (
-    "call_key, purpose, provider, model, status, input_total, cache_read, output, "
-    "cost_nano_usd, cacheable_prefix, makeup, created_at"
-)
 
-
-def _number(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _points(store: HistoryStore, scope: Scope) -> Op[list[CallPoint]]:
-    """Every call, oldest first: purpose, input and cost (the time only of summarizer calls,
-    which the page attributes to the summary version they wrote), and the window and trigger
-    its make-up names (the plot's reference lines)."""
-    where = "WHERE tenant = ? AND thread_id = ? AND branch = ?"
-    key = (scope.tenant, scope.thread_id, scope.branch)
-    rows = yield Stmt(
-        f"SELECT purpose, input_total, cost_nano_usd, makeup FROM ctx_usage_calls {where} "
-        "ORDER BY created_at, call_key",
-        key,
-        "all",
+def _point(record: LedgerRecord) -> CallPoint:
+    """A call as the plot needs it: the time only of summarizer calls, which the page
+    attributes to the summary version they wrote, and the window and trigger its make-up names
+    (the plot's reference lines)."""
+    makeup = record.makeup or {}
+    return CallPoint(
+        record.purpose,
+        record.usage.input_total,
+        record.cost,
+        record.created_at if record.purpose == "summary" else None,
+        window=makeup.get("window"),
+        trigger=makeup.get("trigger"),
     )
-    summaries = yield Stmt(
-        f"SELECT created_at FROM ctx_usage_calls {where} AND purpose = ? "
-        "ORDER BY created_at, call_key",
-        (*key, "summary"),
-        "all",
+
+
+def _call(record: LedgerRecord) -> CallRow:
+    usage = record.usage
+    return CallRow(
+        call_key=record.call_key,
+        purpose=record.purpose,
+        provider=usage.provider,
+        model=usage.model or "",
+        status=record.status,
+        input_total=usage.input_total,
+        cache_read=usage.cache_read,
+        output=usage.output,
+        cost=record.cost,
+        cacheable_prefix=record.cacheable_prefix,
+        makeup=record.makeup,
+        created_at=record.created_at or dt.datetime.min.replace(tzinfo=dt.timezone.utc),
     )
-    times = iter([store.dialect.from_ts(r[0]) for r in summaries])
-    points = []
-    for r in rows:
-        makeup = _makeup(r[3]) or {}
-        points.append(
-            CallPoint(
-                r[0],
-                _number(r[1]),
-                None if r[2] is None else int(r[2]) / 1e9,
-                next(times, None) if r[0] == "summary" else None,
-                window=makeup.get("window"),
-                trigger=makeup.get("trigger"),
-            )
-        )
-    return points
-
-
-def _newest_calls(store: HistoryStore, scope: Scope, limit: int) -> Op[list[CallRow]]:
-    rows = yield Stmt(
-        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE tenant = ? AND thread_id = ? "
-        "AND branch = ? ORDER BY created_at DESC, call_key DESC LIMIT ?",
-        (scope.tenant, scope.thread_id, scope.branch, limit),
-        "all",
-    )
-    calls = [
-        CallRow(
-            call_key=r[0],
-            purpose=r[1],
-            provider=r[2],
-            model=r[3],
-            status=r[4],
-            input_total=_number(r[5]),
-            cache_read=_number(r[6]),
-            output=_number(r[7]),
-            cost=None if r[8] is None else int(r[8]) / 1e9,
-            cacheable_prefix=_number(r[9]),
-            makeup=_makeup(r[10]),
-            created_at=store.dialect.from_ts(r[11]),
-        )
-        for r in rows
-    ]
-    return calls[::-1]
-
-
-def _makeup(stored: str | None) -> dict[str, int] | None:
-    try:
-        return makeup_from_json(stored)
-    except ValueError:  # a row written by hand: drawn without its bar
-        return None
-
-
-def _tool_events(d: Any, scope: Scope, tool: str, limit: int) -> Op[list[HistoryEvent]]:
-    """The newest tool results of ``tool`` on the branch (its inherited history included)."""
-    found = yield from read_branch(d, scope)
-    if found is None:
-        return []
-    _, chain = found
-    clause, params = lineage_clause(chain)
-    rows = yield Stmt(
-        f"SELECT {EVENT_COLS} FROM ctx_events e WHERE e.tenant = ? AND e.thread_id = ? "
-        f"AND {clause} AND e.role = ? AND e.name = ? ORDER BY e.seq DESC LIMIT ?",
-        [scope.tenant, scope.thread_id, *params, "tool", tool, limit],
-        "all",
-    )
-    return [event_from_row(d, row) for row in rows]
 
 
 def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
@@ -324,7 +235,9 @@ def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
 
 
 def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:
-    results = store.run(_tool_events(store.dialect, scope, tool, LOOKUPS_SHOWN))
+    results = store.search(
+        scope, roles="tool", tool_name=tool, limit=LOOKUPS_SHOWN, newest_first=True
+    ).hits
     lookups = []
     for result in results:
         call_id = result.tool_call_ids[0] if result.tool_call_ids else None
@@ -377,14 +290,15 @@ def read_thread(
     branches = store.list_branches(scope)
     lineage = _lineage_names(branches, scope.branch)
     edits = [edit for edit in store.edits_since(scope, 0) if edit[1] in lineage]
+    records = UsageLedger(store).records(scope, branch=scope.branch)
     data = ThreadData(
         scope=scope,
         info=info,
         branches=branches,
         versions=versions,
         segments=store.segments(scope, statuses=("active", "invalid", "superseded")),
-        points=store.run(_points(store, scope)),
-        calls=store.run(_newest_calls(store, scope, CALLS_SHOWN)),
+        points=[_point(record) for record in records],
+        calls=[_call(record) for record in records[-CALLS_SHOWN:]],
         lookups=_lookups(store, scope, lookup_tool),
         memories=None if memory is None else memory.export_thread(scope),
         event_count=info.head_seq,

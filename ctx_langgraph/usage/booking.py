@@ -7,6 +7,7 @@ asks :func:`plan_booking` what to write, and writes it in the same transaction.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -66,6 +67,8 @@ class LedgerRecord:
     ``reserve``, ``window``, ``prefix``, and ``generation`` / ``covered_through``: the summary
     the request held, ``trigger``: where compaction started), or None: not an answer call
     ``ctx_usage`` booked for the request it estimated."""
+    created_at: dt.datetime | None = None
+    """When the call was first booked, as the ledger read it back (None: not read back)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class StoredCall:
     raw: dict[str, Any]
     cacheable_prefix: int | None = None
     makeup: dict[str, int] | None = None
+    created_at: dt.datetime | None = None
 
     @property
     def booked(self) -> bool:
@@ -109,6 +113,7 @@ def ledger_record(call_key: str, scope: Scope, stored: StoredCall) -> LedgerReco
         cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
         cacheable_prefix=stored.cacheable_prefix,
         makeup=stored.makeup,
+        created_at=stored.created_at,
     )
 
 
@@ -180,6 +185,7 @@ def plan_booking(
         raw={} if status == "complete" else dict(usage.raw),
         cacheable_prefix=cacheable_prefix if cacheable_prefix is not None else old.cacheable_prefix,
         makeup=makeup if makeup is not None else old.makeup,
+        created_at=old.created_at,
     )
     adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
     for record, sign in ((old, -1), (stored, 1)):

@@ -52,7 +52,7 @@ GROUP_COLUMNS = ("tenant", "thread_id", "branch", "purpose", "provider", "model"
 _CALL_COLS = (
     "call_key, tenant, thread_id, branch, purpose, provider, model, status, version, response_id, "
     + ", ".join(COUNT_FIELDS)
-    + ", cost_nano_usd, raw, cacheable_prefix, makeup"
+    + ", cost_nano_usd, raw, cacheable_prefix, makeup, created_at"
 )
 
 
@@ -101,7 +101,7 @@ def _loaded(value: str | None) -> str | None:
     return None if value is None else load_text(value)
 
 
-def _stored_from_row(row: Sequence[Any]) -> StoredCall:
+def _stored_from_row(d: Dialect, row: Sequence[Any]) -> StoredCall:
     return StoredCall(
         purpose=load_text(row[4]),
         provider=load_text(row[5]),
@@ -117,6 +117,7 @@ def _stored_from_row(row: Sequence[Any]) -> StoredCall:
         raw=json.loads(row[17]),
         cacheable_prefix=None if row[18] is None else int(row[18]),
         makeup=makeup_from_json(row[19]),
+        created_at=d.from_ts(row[20]),
     )
 
 
@@ -164,7 +165,7 @@ def _record_op(
     differences, all in the caller's transaction."""
     yield from _ensure_row(d, event, now)
     row = yield from _lock_row(d, event.call_key)
-    owner, old = Scope(row[2], row[1], row[3]), _stored_from_row(row)
+    owner, old = Scope(row[2], row[1], row[3]), _stored_from_row(d, row)
     plan = plan_booking(
         old,
         event.usage,
@@ -261,7 +262,7 @@ def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
     )
     if row is None or int(row[8]) < 0:
         return None
-    return ledger_record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(row))
+    return ledger_record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(d, row))
 
 
 def _records_op(
@@ -280,7 +281,7 @@ def _records_op(
         "all",
     )
     return [
-        ledger_record(load_text(row[0]), Scope(row[2], row[1], row[3]), _stored_from_row(row))
+        ledger_record(load_text(row[0]), Scope(row[2], row[1], row[3]), _stored_from_row(d, row))
         for row in rows
     ]
 
