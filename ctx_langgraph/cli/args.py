@@ -225,15 +225,12 @@ def sqlite_tables(path: Path | str, option: str) -> set[str]:
         raise UsageError(f"{option} {str(path)!r}: no such file")
     if path.is_dir():
         raise UsageError(f"{option} {str(path)!r} is a directory, not a SQLite database file")
+    from ctx_langgraph.storage.sqlite import table_names
+
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        finally:
-            conn.close()
+        return table_names(path)
     except sqlite3.Error as exc:
         raise UsageError(f"{option} {str(path)!r} is not a SQLite database ({exc})") from None
-    return {str(name) for (name,) in rows}
 
 
 # --------------------------------------------------------------------------- PostgreSQL

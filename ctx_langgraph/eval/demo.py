@@ -37,6 +37,7 @@ from ctx_langgraph.eval.strategies import STRATEGIES, eval_config
 from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.integration import create_context_agent
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.storage.sqlite import use_wal
 
 __all__ = [
     "COMPARE_CHOICES",
@@ -142,8 +143,7 @@ def _checkpointer(path: Path) -> Iterator[SqliteSaver]:
     fsync per checkpoint (the default) would be most of the demo's time on a busy disk."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        use_wal(conn)
         yield SqliteSaver(conn)
     finally:
         conn.close()

@@ -16,7 +16,7 @@ from ctx_langgraph.storage.dialects import SQLITE
 from ctx_langgraph.storage.runner import Database, bind, utcnow
 from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, execute
 
-__all__ = ["SQLiteDatabase"]
+__all__ = ["SQLiteDatabase", "table_names", "use_wal"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="SQLiteDatabase")
@@ -33,6 +33,27 @@ class _Statements:
 
     def execute(self, stmt: Stmt) -> Any:
         return self.db._run_statement(self.cur, stmt)
+
+
+def use_wal(conn: sqlite3.Connection) -> None:
+    """WAL mode with ``synchronous=NORMAL`` on a file's connection: readers never wait for the
+    writer, and a commit is one fsync of the log instead of two of the file."""
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def table_names(path: str | Path) -> set[str]:
+    """The tables of an existing SQLite database file, read without writing anything to it.
+
+    Raises:
+        sqlite3.Error: the file is not a SQLite database.
+    """
+    conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    finally:
+        conn.close()
+    return {str(name) for (name,) in rows}
 
 
 class SQLiteDatabase(Database):
@@ -75,8 +96,7 @@ class SQLiteDatabase(Database):
                 str(path), timeout=busy_timeout, check_same_thread=False, isolation_level=None
             )
             if str(path) != ":memory:":
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                use_wal(conn)
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         except sqlite3.Error as exc:
             raise HistoryStoreError(f"cannot open SQLite history store at {path}: {exc}") from exc
