@@ -128,7 +128,7 @@ def overflow_calls(target: Any, steps: Generator[OverflowStep, Any, Recovered]) 
                 recovered: Recovered = stop.value
                 return recovered
             try:
-                result, error = (yield call(target, "serve", step)), None
+                result, error = (yield from call(target.serve, target.aserve, step)), None
             except Exception as exc:
                 result, error = None, exc
     finally:

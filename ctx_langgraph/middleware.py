@@ -98,7 +98,7 @@ def _before_model_steps(
     replaced: dict[str, AnyMessage] = {}
     rewritten = False
     for _round in range(max_rounds + 1):
-        update = yield call(budget, "invoke", local, config)
+        update = yield from call(budget.invoke, budget.ainvoke, local, config)
         local = _apply(local, update)
         context = merge_context(context, update.get("context"))
         for message in update.get("messages") or []:
@@ -109,7 +109,7 @@ def _before_model_steps(
         decision = (local["context"].get("budget") or {}).get("decision")
         if decision not in ("compact", "precompact") or _round == max_rounds:
             break
-        update = yield call(compact, "invoke", local, config)
+        update = yield from call(compact.invoke, compact.ainvoke, local, config)
         local = _apply(local, update)
         context = merge_context(context, update.get("context"))
         rewritten = rewritten or "messages" in update

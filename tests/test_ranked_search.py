@@ -339,12 +339,12 @@ async def test_a_count_is_bounded_by_the_head_it_is_stamped_with(api):
 
     store = api.store
     await api.append("t", messages("one", "two", "three"))
-    found = store.run(read_stamped(store.dialect, Scope("t")))
+    found = store.run(read_stamped(Scope("t")))
     await api.append("t", messages("one", "two", "three", "four", "five"))  # after the read
     where, args = filter_clause(store.dialect, Scope("t"), found.chain, SearchFilter())
     counts = RankCounts()
     assert store.run(speaker_counts(Scope("t"), found, where, args, counts)) == {None: 3}
-    now = store.run(read_stamped(store.dialect, Scope("t")))
+    now = store.run(read_stamped(Scope("t")))
     assert store.run(speaker_counts(Scope("t"), now, where, args, counts)) == {None: 5}
     assert counts.passes == 1
 

@@ -40,7 +40,7 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
     the view drops it (or takes the revision), and a summary that covered it goes too."""
     context = turn.context
     if turn.head is None:  # (recording this pass's messages read it already)
-        turn.head = yield call(s.store, "branch_info", turn.scope)
+        turn.head = yield from call(s.store.branch_info, s.store.abranch_info, turn.scope)
     head = turn.head
     edits = head.edit_version if head is not None else 0
     since = context.get("edit_version")
@@ -58,10 +58,17 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
         if edited and s.memory is not None:
             # edits made elsewhere (another process, a store without this memory attached)
             # reach the memory here: what their events taught it is invalidated
-            log_rows = yield call(s.store, "edits_since", turn.scope, int(since or 0))
+            log_rows = yield from call(
+                s.store.edits_since, s.store.aedits_since, turn.scope, int(since or 0)
+            )
             sources = [seq for _version, _branch, seq, kind in log_rows if kind != "show"]
             try:
-                yield call(s.memory, "invalidate_events", turn.scope, seqs=sources)
+                yield from call(
+                    s.memory.invalidate_events,
+                    s.memory.ainvalidate_events,
+                    turn.scope,
+                    seqs=sources,
+                )
             except MemoryStoreError as exc:
                 log.warning("ctx-langgraph: long-term memory not invalidated: %s", exc)
         turn.messages, dropped_summary = yield from _without_edited(
@@ -81,7 +88,7 @@ def pin_rules(s: BudgetSettings, turn: Turn) -> Flow[None]:
     """The pinned rules, re-read every turn, first in the view."""
     if s.pinned_rules is None:
         return
-    rules: str | None = yield call(s.pinned_rules, "load")
+    rules: str | None = yield from call(s.pinned_rules.load, s.pinned_rules.aload)
     turn.messages, changed = pin(turn.messages, rules)
     if changed:
         turn.note("pinned rules changed")
@@ -119,7 +126,7 @@ def apply_store_summary(s: BudgetSettings, turn: Turn) -> Flow[None]:
     context, head = turn.context, turn.head
     if head is None or head.active_generation <= int(context.get("active_generation", 0)):
         return
-    active = yield call(s.store, "get_active", turn.scope)
+    active = yield from call(s.store.get_active, s.store.aget_active, turn.scope)
     if active is not None and any(m.id == active.first_kept_event_id for m in turn.messages):
         turn.messages, _removed = rewrite_view(turn.messages, active, s.provider)
         turn.note("state reconciled with the store")
@@ -136,7 +143,7 @@ def project_for_provider(s: BudgetSettings, turn: Turn) -> Flow[None]:
     projected = turn.context.get("projected_for")
     if projected is None or projected == s.provider or turn.head is None:
         return
-    active = yield call(s.store, "get_active", turn.scope)
+    active = yield from call(s.store.get_active, s.store.aget_active, turn.scope)
     if active is not None:
         turn.messages, _removed = rewrite_view(turn.messages, active, s.provider)
         turn.note(f"provider changed ({projected} -> {s.provider})")
@@ -191,13 +198,13 @@ def _without_edited(
     # thread's tail), instead of one lookup per message
     stored: dict[str, HistoryEvent] = {}
     for probe in filter(_recorded, messages):
-        first: HistoryEvent | None = yield call(
-            s.store, "get_event", scope, str(probe.id), include_hidden=True
+        first: HistoryEvent | None = yield from call(
+            s.store.get_event, s.store.aget_event, scope, str(probe.id), include_hidden=True
         )
         if first is not None:
-            rows: list[HistoryEvent] = yield call(
-                s.store,
-                "read_events",
+            rows: list[HistoryEvent] = yield from call(
+                s.store.read_events,
+                s.store.aread_events,
                 scope,
                 from_seq=first.seq,
                 to_seq=head.head_seq,
@@ -220,7 +227,9 @@ def _without_edited(
             continue
         event = stored.get(str(message.id))
         if event is None:  # outside the range read: deleted, or out of seq order
-            event = yield call(s.store, "get_event", scope, str(message.id), include_hidden=True)
+            event = yield from call(
+                s.store.get_event, s.store.aget_event, scope, str(message.id), include_hidden=True
+            )
         if event is None or not event.visible:
             continue  # deleted or hidden: it leaves the view
         if not is_flagged(message) and event.content != message_to_dict(message):

@@ -95,7 +95,9 @@ def count_exactly(s: BudgetSettings, turn: Turn) -> Flow[None]:
     if s.provider_count is None or estimate.total < s.exact_count_above * s.budget.usable:
         return
     try:
-        exact = yield call(s.provider_count, "count_request", turn.view, s.tools)
+        exact = yield from call(
+            s.provider_count.count_request, s.provider_count.acount_request, turn.view, s.tools
+        )
     except ProviderCountError as exc:
         log.warning("ctx-langgraph: %s", exc)
         return

@@ -68,8 +68,9 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
     if said:
         seqs = {str(m.id): by_id[m.id].seq for m in said if m.id}
         try:
-            changes = yield call(
-                UnstreamedMemory(memory, turn.scope), "observe", scopes, said, seqs=seqs
+            unstreamed = UnstreamedMemory(memory, turn.scope)
+            changes = yield from call(
+                unstreamed.observe, unstreamed.aobserve, scopes, said, seqs=seqs
             )
             info["changes"] = [
                 {"action": c.action, "id": c.record.id, "superseded": list(c.superseded)}
@@ -80,7 +81,7 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
             info["error"] = str(exc)
     query = _recall_query(turn)
     try:
-        turn.records = yield call(memory, "recall", scopes, query)
+        turn.records = yield from call(memory.recall, memory.arecall, scopes, query)
     except MemoryStoreError as exc:  # the view keeps the memory it had
         log.warning("ctx-langgraph: long-term memory not loaded: %s", exc)
         info["error"] = str(exc)

@@ -73,9 +73,9 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         if late is not None and booker is not None:
             booking, database = booker(late, turn.scope)
             turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = late.id
-        outcome: AppendOutcome = yield call(
-            s.store,
-            "append_after",
+        outcome: AppendOutcome = yield from call(
+            s.store.append_after,
+            s.store.aappend_after,
             turn.scope,
             fresh,
             after=None if recorded_through is None else str(recorded_through),
@@ -84,8 +84,9 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
             active=context.get("active_checkpoint_id"),
             then=booking if database is s.store else None,
         )
-        if booking is not None and database is not s.store:  # a ledger on another database
-            yield call(database, "run", booking, write=True)
+        if booking is not None and database is not None and database is not s.store:
+            # a ledger on another database
+            yield from call(database.run, database.arun, booking, write=True)
         results = outcome.results
         turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
         if outcome.forked_from is not None and outcome.head is not None:
@@ -94,7 +95,9 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
             turn.reasons.append("fork")
     if revised_in_state:
         try:
-            results += yield call(s.store, "append", turn.scope, revised_in_state)
+            results += yield from call(
+                s.store.append, s.store.aappend, turn.scope, revised_in_state
+            )
             turn.head = None  # the revisions moved the edit version: 1a reads the branch again
         except EventConflict as exc:  # an event this branch shares with its parent
             log.warning("ctx-langgraph: an edited message was not recorded: %s", exc)
@@ -168,15 +171,22 @@ def _edited_in_state(
     read from the oldest of them)."""
     first: HistoryEvent | None = None
     for probe in prefix:
-        first = yield call(s.store, "get_event", scope, str(probe.id), include_hidden=True)
+        first = yield from call(
+            s.store.get_event, s.store.aget_event, scope, str(probe.id), include_hidden=True
+        )
         if first is not None:
             break
     if first is None:
         return []
-    head = yield call(s.store, "branch_info", scope)
+    head = yield from call(s.store.branch_info, s.store.abranch_info, scope)
     to_seq = head.head_seq if head else first.seq
-    rows: list[HistoryEvent] = yield call(
-        s.store, "read_events", scope, from_seq=first.seq, to_seq=to_seq, include_hidden=False
+    rows: list[HistoryEvent] = yield from call(
+        s.store.read_events,
+        s.store.aread_events,
+        scope,
+        from_seq=first.seq,
+        to_seq=to_seq,
+        include_hidden=False,
     )
     stored = {row.event_id: row for row in rows}
     return [

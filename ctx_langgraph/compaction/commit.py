@@ -51,7 +51,9 @@ def commit_precomputed(
     problems: list[str],
 ) -> Flow[CompactionCheckpoint | None]:
     """A candidate pre-built in the background on this summary, committed if still valid."""
-    versions: list[CompactionCheckpoint] = yield call(store, "list_versions", scope)
+    versions: list[CompactionCheckpoint] = yield from call(
+        store.list_versions, store.alist_versions, scope
+    )
     view_ids = {m.id for m in messages}
     for early in (v for v in versions if v.status == "candidate"):
         # usable only on the same summary, and only if its tail boundary is in this view
@@ -60,7 +62,9 @@ def commit_precomputed(
             and early.first_kept_event_id in view_ids
         ):
             try:
-                committed: CompactionCheckpoint = yield call(store, "commit_candidate", early)
+                committed: CompactionCheckpoint = yield from call(
+                    store.commit_candidate, store.acommit_candidate, early
+                )
             except (CompactionConflict, StaleCandidate) as exc:
                 problems.append(f"precomputed: {type(exc).__name__}"[:300])
                 continue
@@ -74,9 +78,13 @@ def take_snapshot(
     """A fixed snapshot of the span; or the newer active summary that covers it already (another
     worker committed one since the active summary was read)."""
     try:
-        snapshot: CoverageSnapshot = yield call(store, "snapshot", scope, through_seq)
+        snapshot: CoverageSnapshot = yield from call(
+            store.snapshot, store.asnapshot, scope, through_seq
+        )
     except CoverageUnavailable:
-        newer: CompactionCheckpoint | None = yield call(store, "get_active", scope)
+        newer: CompactionCheckpoint | None = yield from call(
+            store.get_active, store.aget_active, scope
+        )
         if newer is None or newer.covered_through_seq < through_seq:
             raise
         return newer
@@ -107,14 +115,19 @@ def create_candidate(
     for seq in sorted({f.source_seq for f in document.key_facts} - set(event_ids)):
         # a fact a kept statement implies, whose own line an earlier merge folded into an
         # older fact of the same value: read its event
-        found: list[HistoryEvent] = yield call(
-            store, "read_events", snapshot.scope, from_seq=seq, to_seq=seq, include_hidden=True
+        found: list[HistoryEvent] = yield from call(
+            store.read_events,
+            store.aread_events,
+            snapshot.scope,
+            from_seq=seq,
+            to_seq=seq,
+            include_hidden=True,
         )
         event_ids.update({e.seq: e.event_id for e in found})
     document = document.with_event_ids(event_ids)
-    candidate: CompactionCheckpoint = yield call(
-        store,
-        "create_candidate",
+    candidate: CompactionCheckpoint = yield from call(
+        store.create_candidate,
+        store.acreate_candidate,
         snapshot,
         summary_text=text,
         key_facts=document.key_facts,
@@ -134,7 +147,9 @@ def commit_candidate(
     """The compare-and-swap: the committed checkpoint, or None (the problem noted) when another
     worker committed first or the span changed since the snapshot."""
     try:
-        committed: CompactionCheckpoint = yield call(store, "commit_candidate", candidate)
+        committed: CompactionCheckpoint = yield from call(
+            store.commit_candidate, store.acommit_candidate, candidate
+        )
     except (CompactionConflict, StaleCandidate) as exc:
         problems.append(f"{type(exc).__name__}: {exc}"[:300])
         return None
@@ -179,7 +194,9 @@ class ProviderWindow:
         # system prompt goes with each request, not into the compacted conversation)
         window = [m for m in messages[: span.cut.index] if m.type != "system"]
         try:
-            compacted: ProviderCompaction = yield call(backend, "compact", window)
+            compacted: ProviderCompaction = yield from call(
+                backend.compact, backend.acompact, window
+            )
         except ProviderCompactionError as exc:
             log.warning("ctx-langgraph: %s; the readable summary stands alone", exc)
             info["provider"] = {"status": "failed", "error": str(exc)[:300]}
@@ -191,10 +208,12 @@ class ProviderWindow:
             "response_id": compacted.response_id,
         }
         if compacted.usage is not None and self.ledger is not None:
-            yield from self._book(scope, compacted)
+            yield from self._book(self.ledger, scope, compacted)
         return compacted.state()
 
-    def _book(self, scope: Scope, result: ProviderCompaction) -> Flow[None]:
+    def _book(self, ledger: UsageLedger, scope: Scope, result: ProviderCompaction) -> Flow[None]:
         usage = normalize_usage(result.usage or {}, provider="openai")
         key = f"openai:compact:{result.response_id or result.created_at}"
-        yield call(self.ledger, "record", key, usage, scope=scope, purpose="compaction")
+        yield from call(
+            ledger.record, ledger.arecord, key, usage, scope=scope, purpose="compaction"
+        )

@@ -226,7 +226,9 @@ class CompactNode:
     ) -> Flow[dict[str, Any] | None]:
         """One try from the store's current state; None when a conflict calls for another."""
         store, scope = self.store, turn.scope
-        active: CompactionCheckpoint | None = yield call(store, "get_active", scope)
+        active: CompactionCheckpoint | None = yield from call(
+            store.get_active, store.aget_active, scope
+        )
         if active is not None and active.covered_through_seq >= span.through_seq:
             active = yield from reconcile_with(turn, active, store, span)
             return self._report(turn, active, attempts, "reconciled")
@@ -300,8 +302,8 @@ class CompactNode:
             attempts.info["problems"] = attempts.problems[-5:]
         keep = self.config.summary_versions_keep
         if keep is not None:
-            attempts.info["pruned_versions"] = yield call(
-                self.store, "prune_versions", turn.scope, keep=keep
+            attempts.info["pruned_versions"] = yield from call(
+                self.store.prune_versions, self.store.aprune_versions, turn.scope, keep=keep
             )
         done = self._report(turn, committed, attempts, "committed")
         done["context"].update(written.backoff)
@@ -343,9 +345,9 @@ class CompactNode:
         outcome = self._outcome(turn, span, attempts, written, commit)
         error = "\n".join(attempts.problems[-5:]) or "no summarizer attempt was made in time"
         try:
-            yield call(
-                self.store,
-                "record_failed",
+            yield from call(
+                self.store.record_failed,
+                self.store.arecord_failed,
                 snapshot,
                 error=error,
                 summarizer_id=written.summarizer.id,

@@ -88,9 +88,13 @@ def _store_flow(
 ) -> Flow[CompactionReport]:
     """The thread's view rebuilt from the store, compacted by ``ctx_compact``'s own flow."""
     scope = scope_from_config(config)
-    active: CompactionCheckpoint | None = yield call(node.store, "get_active", scope)
+    active: CompactionCheckpoint | None = yield from call(
+        node.store.get_active, node.store.aget_active, scope
+    )
     after = active.covered_through_seq + 1 if active is not None else 1
-    events: list[HistoryEvent] = yield call(node.store, "read_events", scope, from_seq=after)
+    events: list[HistoryEvent] = yield from call(
+        node.store.read_events, node.store.aread_events, scope, from_seq=after
+    )
     messages: list[BaseMessage] = [summary_message(active)] if active is not None else []
     messages.extend(event.message for event in events)
     if not events and active is None:

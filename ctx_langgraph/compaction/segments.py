@@ -101,15 +101,19 @@ class SegmentBuilder:
     def pending(self, scope: Scope, through_seq: int) -> Flow[list[tuple[int, int]]]:
         """The ranges to summarize: the invalid segments' ranges, then the closed ranges of
         the history after the last segment, through ``through_seq``."""
-        known: list[Segment] = yield call(
-            self.store, "segments", scope, statuses=("active", "invalid")
+        known: list[Segment] = yield from call(
+            self.store.segments, self.store.asegments, scope, statuses=("active", "invalid")
         )
         invalid = [(s.first_seq, s.last_seq) for s in known if s.status == "invalid"]
         start = max((s.last_seq for s in known), default=0) + 1
         if through_seq < start:
             return invalid
-        events: list[HistoryEvent] = yield call(
-            self.store, "read_events", scope, from_seq=start, to_seq=through_seq
+        events: list[HistoryEvent] = yield from call(
+            self.store.read_events,
+            self.store.aread_events,
+            scope,
+            from_seq=start,
+            to_seq=through_seq,
         )
         fresh = segment_ranges(events, size=self.size, gap_s=self.gap_s, min_events=self.min_events)
         return invalid + fresh
@@ -131,8 +135,8 @@ class SegmentBuilder:
 
     def _one(self, scope: Scope, first: int, last: int, report: SegmentReport) -> Flow[bool]:
         try:
-            snapshot: CoverageSnapshot = yield call(
-                self.store, "segment_snapshot", scope, first, last
+            snapshot: CoverageSnapshot = yield from call(
+                self.store.segment_snapshot, self.store.asegment_snapshot, scope, first, last
             )
             text, facts = EMPTY_RANGE, []
             if snapshot.events:
@@ -145,9 +149,9 @@ class SegmentBuilder:
                 )
                 text = written
                 facts = [f for f in document.key_facts if first <= f.source_seq <= last]
-            yield call(
-                self.store,
-                "put_segment",
+            yield from call(
+                self.store.put_segment,
+                self.store.aput_segment,
                 snapshot,
                 summary_text=text,
                 key_facts=facts,

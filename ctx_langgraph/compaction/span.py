@@ -179,7 +179,7 @@ def locate_span(
         first = messages[start] if start < len(messages) else None
         found: HistoryEvent | None = None
         if first is not None and first.id:
-            found = yield call(store, "get_event", turn.scope, str(first.id))
+            found = yield from call(store.get_event, store.aget_event, turn.scope, str(first.id))
         if first is None or found is None or found.seq <= 1:
             return nothing_to_cover(info, rebuild=True)
         return Span(found.seq - 1, str(first.id), "rebuild", None)
@@ -188,7 +188,7 @@ def locate_span(
     last_covered = messages[cut.index - 1]
     event: HistoryEvent | None = None
     if last_covered.id:
-        event = yield call(store, "get_event", turn.scope, str(last_covered.id))
+        event = yield from call(store.get_event, store.aget_event, turn.scope, str(last_covered.id))
     if event is None:
         return not_recorded(info, last_covered.id)
     return Span(event.seq, str(messages[cut.index].id), cut.kind, cut)
@@ -212,7 +212,9 @@ def reconcile_with(
     for message in messages[first_coverable(messages) :]:
         if not message.id:
             continue
-        event: HistoryEvent | None = yield call(store, "get_event", turn.scope, str(message.id))
+        event: HistoryEvent | None = yield from call(
+            store.get_event, store.aget_event, turn.scope, str(message.id)
+        )
         if event is None or event.seq > active.covered_through_seq:
             return replace(active, first_kept_event_id=str(message.id))
     return replace(active, first_kept_event_id=span.first_kept_id)

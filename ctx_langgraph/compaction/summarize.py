@@ -189,7 +189,7 @@ def summarize_span(
             view=view if len(batches) == 1 else None,
         )
         timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()), snapshot.scope)
-        text = yield call(timed, "summarize", request)
+        text = yield from call(timed.summarize, timed.asummarize, request)
         if batch is not batches[-1]:  # the rolling summary carries into the next batch
             previous = SummaryDocument.parse(text)
     return text

@@ -351,13 +351,13 @@ class EventsAPI(StoreBase):
             ...     store.edits_since("t", 0)
             [(1, 'main', 2, 'delete')]
         """
-        return self.run(event_ops.edits_since(self.dialect, checked_scope(scope), version))
+        return self.run(event_ops.edits_since(checked_scope(scope), version))
 
     async def aedits_since(
         self, scope: Scope | str, version: int
     ) -> list[tuple[int, str, int, str]]:
         """Async twin of :meth:`edits_since`."""
-        op = event_ops.edits_since(self.dialect, checked_scope(scope), version)
+        op = event_ops.edits_since(checked_scope(scope), version)
         return await self.arun(op)
 
     def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:

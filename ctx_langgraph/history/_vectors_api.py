@@ -172,8 +172,8 @@ class VectorsAPI(StoreBase):
         if index is None:
             return EmbedReport()
         started = time.monotonic()
-        events, pending = yield call(
-            self, "run", vector_ops.pending_events(scope, index.key, max(1, limit))
+        events, pending = yield from call(
+            self.run, self.arun, vector_ops.pending_events(scope, index.key, max(1, limit))
         )
         embedded = tokens = 0
         error: str | None = None
@@ -185,7 +185,9 @@ class VectorsAPI(StoreBase):
             ]
             texts = [text for unit in units for text in unit]
             try:
-                vectors = (yield call(index, "embed_texts", texts)) if texts else []
+                vectors = (
+                    (yield from call(index.embed_texts, index.aembed_texts, texts)) if texts else []
+                )
             except EmbeddingError as exc:
                 error = str(exc)[:300]
                 log.warning("ctx-langgraph: embedding %d event(s) failed: %s", len(batch), error)
@@ -200,8 +202,11 @@ class VectorsAPI(StoreBase):
                 (event, each * len(unit), blob)
                 for event, unit, blob in zip(batch, units, blobs, strict=True)
             ]
-            written = yield call(
-                self, "run", vector_ops.put_event_vectors(scope, index.key, rows), write=True
+            written = yield from call(
+                self.run,
+                self.arun,
+                vector_ops.put_event_vectors(scope, index.key, rows),
+                write=True,
             )
             embedded += written
             tokens += counted
@@ -250,6 +255,6 @@ def _book(
         estimated=not exact,
     )
     try:
-        yield call(ledger.store, "run", op, write=True)
+        yield from call(ledger.store.run, ledger.store.arun, op, write=True)
     except Exception as exc:  # the vectors are written: a ledger failure is only logged
         log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)

@@ -36,6 +36,10 @@ class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI)
         every other operation makes first (:meth:`setup` migrates it)."""
         return self._execute(migrations.schema_version(self.dialect), write=False)
 
+    async def aschema_version(self) -> int:
+        """Async twin of :meth:`schema_version`."""
+        return await self._aexecute(migrations.schema_version(self.dialect), write=False)
+
     def delete_thread(self, scope: Scope | str) -> dict[str, int]:
         """Forget a thread's history: its events and their revisions, edit log, summary
         versions, branches and thread row, all branches at once, in one transaction (the branch

@@ -186,7 +186,7 @@ def drop_vectors(scope: Scope, keys: Sequence[tuple[str, str, str, int]]) -> Op[
     yield Stmt(BUMP_VECTOR_VERSION, (scope.tenant, scope.thread_id))
 
 
-def _bump_edit_version(d: Dialect, scope: Scope) -> Op[int]:
+def _bump_edit_version(scope: Scope) -> Op[int]:
     row = yield Stmt(
         "UPDATE ctx_threads SET edit_version = edit_version + 1 WHERE tenant = ? AND thread_id = ? "
         "RETURNING edit_version",
@@ -249,7 +249,7 @@ def write_plan(
             [(scope.branch, seq, row, 1, True, d.ts(when)) for seq, row, when in plan.inserts],
         )
     if plan.revisions:
-        version = yield from _bump_edit_version(d, scope)
+        version = yield from _bump_edit_version(scope)
         for owner, seq, row, revision in plan.revisions:
             where = (scope.tenant, scope.thread_id, owner, seq)
             yield Stmt(
@@ -408,7 +408,7 @@ def _edit_visibility(
         targets.extend((row[0], int(row[1])) for row in rows)
     if not targets:
         return 0
-    version = yield from _bump_edit_version(d, scope)
+    version = yield from _bump_edit_version(scope)
     keys = [(scope.tenant, scope.thread_id, branch, seq) for branch, seq in targets]
     if kind != "show":  # a hidden or deleted event's vector goes with it (shown: embedded again)
         yield from drop_vectors(scope, keys)
@@ -542,7 +542,7 @@ def event_revisions(
     return [(int(row[0]), record_of(row[1], row[2] or "")) for row in rows]
 
 
-def edits_since(d: Dialect, scope: Scope, version: int) -> Op[list[tuple[int, str, int, str]]]:
+def edits_since(scope: Scope, version: int) -> Op[list[tuple[int, str, int, str]]]:
     """The thread's edit log after ``version``: (edit_version, branch, seq, kind), in order."""
     return _edits_since(scope, seq_bound("version", version))
 

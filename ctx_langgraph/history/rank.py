@@ -232,7 +232,7 @@ def rank(
 ) -> Op[list[RankedHit]]:
     """The branch's visible events having any stem of the query, best first (see
     :meth:`~ctx_langgraph.history.HistoryStore.rank`); ``counts``: the store's counts."""
-    found = yield from read_stamped(d, scope)
+    found = yield from read_stamped(scope)
     if found is None:
         return []
     best = yield from rank_scores(d, scope, found, q, counts=counts)

@@ -24,7 +24,6 @@ from typing import Any
 from ctx_langgraph.history.branches import Branch, Lineage, branch_map, lineage, missing_branch
 from ctx_langgraph.history.rows import BRANCH_COLS
 from ctx_langgraph.history.types import DEFAULT_BRANCH, Scope
-from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.statements import Op, Stmt, marks
 
 __all__ = [
@@ -65,7 +64,7 @@ class Stamped:
     stamp: Stamp | None
 
 
-def read_stamped(d: Dialect, scope: Scope) -> Op[Stamped | None]:
+def read_stamped(scope: Scope) -> Op[Stamped | None]:
     """The scope's branch, its lineage and its thread's stamp, in one statement (two for a
     branch with a parent); None for the not-yet-written default branch.
 

@@ -287,7 +287,7 @@ def semantic_rank(
     filters are read each time."""
     import numpy as np
 
-    found = yield from read_stamped(d, scope)
+    found = yield from read_stamped(scope)
     if found is None or found.stamp is None:
         return RankedHits((), q.mode)
     vectors = yield from _thread_vectors(scope, q, cache, found.stamp)

@@ -39,7 +39,7 @@ def store_failed(exc: Exception, what: str) -> ToolException:
 
 def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
     try:
-        page: SearchPage = yield call(store, "search", scope, **options)
+        page: SearchPage = yield from call(store.search, store.asearch, scope, **options)
     except Exception as exc:
         raise store_failed(exc, f"search {scope} {options!r}") from None
     return page
@@ -50,7 +50,9 @@ def rank(
 ) -> Flow[RankedHits]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
     try:
-        hits: RankedHits = yield call(store, "rank", scope, query, limit=limit, **options)
+        hits: RankedHits = yield from call(
+            store.rank, store.arank, scope, query, limit=limit, **options
+        )
     except Exception as exc:
         raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
     return hits
@@ -64,7 +66,13 @@ def catch_up(store: HistoryStore, scope: Scope) -> Flow[None]:
     """Embed the thread's newest events that await a vector (at most :data:`CATCH_UP`) before a
     search by meaning; a failure is logged, and the search goes on (by words for those)."""
     try:
-        yield call(store, "embed_pending", scope, limit=CATCH_UP, ledger=UsageLedger(store))
+        yield from call(
+            store.embed_pending,
+            store.aembed_pending,
+            scope,
+            limit=CATCH_UP,
+            ledger=UsageLedger(store),
+        )
     except Exception as exc:
         log.warning("history lookup: embedding before the search failed: %s", exc)
 
@@ -83,8 +91,8 @@ def searched_note(hits: RankedHits) -> str | None:
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
     try:
-        event: HistoryEvent | None = yield call(
-            store, "get_event", scope, event_id, include_hidden=False
+        event: HistoryEvent | None = yield from call(
+            store.get_event, store.aget_event, scope, event_id, include_hidden=False
         )
     except Exception as exc:
         raise store_failed(exc, f"get_event {scope} {event_id!r}") from None

@@ -116,7 +116,7 @@ def segment_flow(
     ``page``, within :data:`SHARE` of it (nothing when no segment shares a word, or when the
     store cannot say: the ranking answers all the same)."""
     try:
-        segments: list[Segment] = yield call(store, "segments", scope)
+        segments: list[Segment] = yield from call(store.segments, store.asegments, scope)
     except Exception as exc:
         log.warning("history lookup: the segment index could not be read: %s", exc)
         return
@@ -153,8 +153,8 @@ def _segment_events(
     mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
     for seq in seqs:
         try:
-            found: list[HistoryEvent] = yield call(
-                store, "read_events", scope, from_seq=seq, to_seq=seq
+            found: list[HistoryEvent] = yield from call(
+                store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
             )
         except Exception as exc:
             log.warning("history lookup: event %d of a segment not read: %s", seq, exc)

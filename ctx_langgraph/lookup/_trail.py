@@ -53,7 +53,9 @@ def trail_flow(
     """Put the entries ``queries`` name, and their events, on ``page`` (nothing when none is
     named, or when the store cannot say: the ranking answers all the same)."""
     try:
-        active: CompactionCheckpoint | None = yield call(store, "get_active", scope)
+        active: CompactionCheckpoint | None = yield from call(
+            store.get_active, store.aget_active, scope
+        )
     except Exception as exc:
         log.warning("history lookup: the artifact trail could not be read: %s", exc)
         return
@@ -69,8 +71,8 @@ def trail_flow(
     for entry in entries:
         for seq in _pointed_seqs(entry):
             try:
-                found: list[HistoryEvent] = yield call(
-                    store, "read_events", scope, from_seq=seq, to_seq=seq
+                found: list[HistoryEvent] = yield from call(
+                    store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
                 )
             except Exception as exc:
                 log.warning("history lookup: event %d of the trail not read: %s", seq, exc)

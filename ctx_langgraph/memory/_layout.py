@@ -5,7 +5,7 @@ of one tenant, so a tenant's records are never read under another's prefix. Each
 a version token under ``(root + "_meta", tenant, scope, owner)``, stamped anew on every write,
 so a process keeps a namespace's active records between turns until another one writes.
 
-Every read and write is a flow step that yields ``call(store, "batch", ops)``: run with
+Every read and write is a flow step that yields ``call(store.batch, store.abatch, ops)``: run with
 :func:`ctx_langgraph.core.effects.run` it calls ``store.batch``, with
 :func:`~ctx_langgraph.core.effects.arun` it awaits ``store.abatch``.
 """
@@ -52,26 +52,15 @@ def entry(record: MemoryRecord) -> Entry:
     return Entry(record, terms, norm(record.content))
 
 
-class _OffTheLoop:
-    """A sync-only store (``SqliteStore``) run by the async driver: its batch in a thread."""
-
-    def __init__(self, store: BaseStore) -> None:
-        self.store = store
-
-    def batch(self, ops: list[Op]) -> list[Any]:
-        return self.store.batch(ops)
-
-    async def abatch(self, ops: list[Op]) -> list[Any]:
-        return await asyncio.to_thread(self.store.batch, ops)
-
-
 def batch(store: BaseStore, ops: list[Op]) -> Flow[list[Any]]:
     """The results of ``ops``, run as one batch; a store failure is a ``MemoryStoreError``."""
     try:
         try:
-            results: list[Any] = yield call(store, "batch", ops)
+            results: list[Any] = yield from call(store.batch, store.abatch, ops)
         except NotImplementedError:  # a sync-only store (SqliteStore): off the loop
-            results = yield call(_OffTheLoop(store), "batch", ops)
+            results = yield from call(
+                store.batch, lambda ops: asyncio.to_thread(store.batch, ops), ops
+            )
     except Exception as exc:
         raise MemoryStoreError(f"the memory store failed: {exc!r:.300}") from exc
     return results

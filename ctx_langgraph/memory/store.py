@@ -3,7 +3,7 @@
 Records live under ``(root, tenant, scope, owner)``: one namespace per user, project or thread
 of one tenant, so a tenant's records are never read under another's prefix (see
 :mod:`ctx_langgraph.memory._layout`). Every operation is written once, as a flow of store batches
-(``call(store, "batch", ops)``) and extractor calls, and run by
+(``call(store.batch, store.abatch, ops)``) and extractor calls, and run by
 :func:`ctx_langgraph.core.effects.run` or :func:`~ctx_langgraph.core.effects.arun`: the sync and
 async methods run the same logic on any ``BaseStore`` (InMemoryStore, SqliteStore,
 PostgresStore).
@@ -209,7 +209,9 @@ class LongTermMemory:
         existing: list[MemoryRecord] = []
         if getattr(self.extractor, "reads_existing", True):
             existing = [found.record for found in (yield from self._live(scopes, now))]
-        candidates = yield call(self.extractor, "extract", messages, existing)
+        candidates = yield from call(
+            self.extractor.extract, self.extractor.aextract, messages, existing
+        )
         check_candidates(candidates)
         return (yield from self._remember(scopes, candidates, seqs, now)) if candidates else []
 

@@ -200,7 +200,7 @@ class CheckpointRetention:
             return memory_threads(saver)
         assert self.dialect is not None
         with saver_transaction(saver, self.dialect) as statements:
-            return run(bind(saver_ops.thread_ids(self.dialect), statements))
+            return run(bind(saver_ops.thread_ids(), statements))
 
     def _prune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         saver = self.checkpointer
@@ -234,7 +234,7 @@ class CheckpointRetention:
             threads = [thread_id]
         else:
             async with asaver_transaction(saver, self.dialect) as statements:
-                threads = await arun(bind(saver_ops.thread_ids(self.dialect), statements))
+                threads = await arun(bind(saver_ops.thread_ids(), statements))
         report = RetentionReport(dry_run, bytes_freed=0)
         for thread in threads:
             try:

@@ -52,7 +52,7 @@ _SAME_CHECKPOINT = (
 )
 
 
-def thread_ids(d: Dialect) -> Op[list[str]]:
+def thread_ids() -> Op[list[str]]:
     """Every thread with a checkpoint, in order."""
     rows = yield Stmt("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id", (), "all")
     return [str(r[0]) for r in rows]

@@ -369,7 +369,7 @@ class PostgresDatabase(Database):
         try:
             tx.open()
             try:
-                result = run(bind(op, tx))
+                result = run(bind(op, tx.execute))
             except DeferredError as exc:
                 deferred = exc  # what the operation wrote is committed
             except BaseException:
@@ -395,7 +395,7 @@ class PostgresDatabase(Database):
         try:
             await tx.aopen()
             try:
-                result = await arun(bind(op, tx))
+                result = await arun(bind(op, tx.execute, tx.aexecute))
             except DeferredError as exc:
                 deferred = exc
             except BaseException:

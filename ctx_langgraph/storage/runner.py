@@ -2,7 +2,7 @@
 
 An operation (:data:`~ctx_langgraph.storage.statements.Op`) yields statements; the runner binds
 each to its open transaction as a :mod:`ctx_langgraph.core.effects` call
-(``call(statements, "execute", stmt)``), so one driver runs it, sync or async. Before the first
+(``call(tx.execute, tx.aexecute, stmt)``), so one driver runs it, sync or async. Before the first
 operation the runner checks the schema version (everything but :meth:`Database.setup`). A
 backend (:class:`~ctx_langgraph.storage.sqlite.SQLiteDatabase`,
 :class:`~ctx_langgraph.storage.postgres.PostgresDatabase`) implements only
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.errors import HistoryStoreError
@@ -36,7 +36,7 @@ from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.migrations import SCHEMA_VERSION
 from ctx_langgraph.storage.statements import Op, Stmt
 
-__all__ = ["Database", "StatementExecutor", "bind", "utcnow"]
+__all__ = ["Database", "bind", "utcnow"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="Database")
@@ -47,21 +47,18 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-class StatementExecutor(Protocol):
-    """Runs one statement on an open transaction (``execute``, or awaited ``aexecute``)."""
-
-    def execute(self, stmt: Stmt) -> Any: ...
-
-    async def aexecute(self, stmt: Stmt) -> Any: ...
-
-
-def bind(op: Op[T], statements: StatementExecutor | Any) -> Flow[T]:
-    """``op`` as an effect flow: each statement it yields becomes
-    ``call(statements, "execute", stmt)``, its result is sent back into ``op``."""
+def bind(
+    op: Op[T],
+    execute: Callable[[Stmt], Any],
+    aexecute: Callable[[Stmt], Awaitable[Any]] | None = None,
+) -> Flow[T]:
+    """``op`` as an effect flow: each statement it yields becomes ``call(execute, aexecute,
+    stmt)`` on an open transaction, its result is sent back into ``op`` (``aexecute=None``: a
+    transaction only run synchronously)."""
     try:
         stmt = next(op)
-        while True:
-            stmt = op.send((yield call(statements, "execute", stmt)))
+        while True:  # a bare yield: one effect per statement, no generator for its result
+            stmt = op.send((yield call(execute, aexecute, stmt)))
     except StopIteration as stop:
         result: T = stop.value
         return result

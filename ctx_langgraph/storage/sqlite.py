@@ -7,6 +7,7 @@ import datetime as dt
 import sqlite3
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,19 +21,6 @@ __all__ = ["SQLiteDatabase", "table_names", "use_wal"]
 
 T = TypeVar("T")
 Self = TypeVar("Self", bound="SQLiteDatabase")
-
-
-class _Statements:
-    """Runs the statements of one transaction on its cursor."""
-
-    __slots__ = ("cur", "db")
-
-    def __init__(self, db: SQLiteDatabase, cur: sqlite3.Cursor) -> None:
-        self.db = db
-        self.cur = cur
-
-    def execute(self, stmt: Stmt) -> Any:
-        return self.db._run_statement(self.cur, stmt)
 
 
 def use_wal(conn: sqlite3.Connection) -> None:
@@ -119,7 +107,7 @@ class SQLiteDatabase(Database):
             try:
                 cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
-                    result = run(bind(op, _Statements(self, cur)))
+                    result = run(bind(op, partial(self._run_statement, cur)))
                 except DeferredError as deferred:
                     cur.execute("COMMIT")
                     raise deferred.error from None

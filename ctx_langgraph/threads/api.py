@@ -35,8 +35,8 @@ __all__ = [
 def _delete_flow(store: HistoryStore, scope: Scope | str, ledger: bool) -> Flow[dict[str, int]]:
     target = checked_scope(scope)
     op = ops.delete_thread(target, ledger=ledger)
-    deleted: dict[str, int] = yield call(store, "run", op, write=True)
-    yield call(store, "notify_edited", target, [], "thread_deleted")
+    deleted: dict[str, int] = yield from call(store.run, store.arun, op, write=True)
+    yield from call(store.notify_edited, store.anotify_edited, target, [], "thread_deleted")
     return deleted
 
 
@@ -80,9 +80,9 @@ def _export_flow(
 ) -> Flow[dict[str, Any]]:
     target = checked_scope(scope)
     op = ops.export_thread(store.dialect, target, store.clock(), ledger=ledger)
-    document: dict[str, Any] = yield call(store, "run", op)
+    document: dict[str, Any] = yield from call(store.run, store.arun, op)
     if memory is not None:
-        document["memories"] = yield call(memory, "export_thread", target)
+        document["memories"] = yield from call(memory.export_thread, memory.aexport_thread, target)
     return document
 
 
@@ -144,10 +144,12 @@ def _import_flow(
 ) -> Flow[dict[str, int]]:
     target = checked_scope(into) if into is not None else export_scope(document)
     op = ops.import_thread(store.dialect, document, target)
-    counts: dict[str, int] = yield call(store, "run", op, write=True)
+    counts: dict[str, int] = yield from call(store.run, store.arun, op, write=True)
     if memory is not None:
         records = document.get("memories") or []
-        counts["memories"] = yield call(memory, "import_records", records, into=target)
+        counts["memories"] = yield from call(
+            memory.import_records, memory.aimport_records, records, into=target
+        )
     return counts
 
 

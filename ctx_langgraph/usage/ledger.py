@@ -290,7 +290,7 @@ _TEXT_KEYS = frozenset({"purpose", "provider", "model"})
 
 
 def _totals_op(
-    d: Dialect, scope: Scope | None, branch: str | None, by: tuple[str, ...]
+    scope: Scope | None, branch: str | None, by: tuple[str, ...]
 ) -> Op[list[UsageTotals]]:
     where, params = [], []
     if scope is not None:
@@ -572,7 +572,7 @@ class UsageLedger:
         if unknown:
             raise ValueError(f"cannot group usage totals by {unknown}; choose from {GROUP_COLUMNS}")
         resolved = None if scope is None else ensure_scope(scope)
-        return _totals_op(self.store.dialect, resolved, branch, by)
+        return _totals_op(resolved, branch, by)
 
     def totals(
         self,

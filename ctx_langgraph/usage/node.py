@@ -113,9 +113,9 @@ def _record_reply(
         [reply], previous=messages[-2] if len(messages) > 1 else None, source=timestamp
     ).times[0]
     try:
-        outcome: AppendOutcome = yield call(
-            store,
-            "append_after",
+        outcome: AppendOutcome = yield from call(
+            store.append_after,
+            store.aappend_after,
             scope,
             [reply],
             after=None if through is None else str(through),
@@ -167,7 +167,7 @@ def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[
 
 def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
     args, kwargs = recorded(held.booking)
-    yield call(ledger, "record", *args, **kwargs)
+    yield from call(ledger.record, ledger.arecord, *args, **kwargs)
 
 
 def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, NormalizedUsage]]:
@@ -311,7 +311,7 @@ def _embed_after_turn(store: HistoryStore, scope: Scope, ledger: UsageLedger) ->
     """Embed the thread's events that await a vector, after the model's call. Never raises:
     what is not embedded stays pending for a later turn, and the report says why."""
     try:
-        report = yield call(store, "embed_pending", scope, ledger=ledger)
+        report = yield from call(store.embed_pending, store.aembed_pending, scope, ledger=ledger)
     except Exception as exc:  # the store failed: the events stay pending
         log.warning("ctx-langgraph: embedding after the turn failed: %s", exc)
         return {"embedded": 0, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
@@ -366,15 +366,15 @@ def _usage_flow(
             update["index"] = yield from _embed_after_turn(store, scope, ledger)
     if booked is None:
         try:
-            booked = yield call(ledger, "record", key, usage, **booking)
+            booked = yield from call(ledger.record, ledger.arecord, key, usage, **booking)
         except HistoryStoreError as exc:  # booked when ctx_budget records the reply
             log.warning("ctx-langgraph: usage of reply %s not booked yet: %s", reply.id, exc)
             update["last_usage"] = {"call_key": key, "status": "deferred", "error": str(exc)[:300]}
             return {"context": update}
     for compaction_key, compaction in _compaction_usages(reply, key):
-        yield call(
-            ledger,
-            "record",
+        yield from call(
+            ledger.record,
+            ledger.arecord,
             compaction_key,
             compaction,
             scope=scope,
