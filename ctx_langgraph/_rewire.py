@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Generator, Hashable
+from collections.abc import Awaitable, Callable, Generator, Hashable, Mapping
 from dataclasses import dataclass, field
 from inspect import isclass
-from typing import Annotated, Any, NamedTuple, get_type_hints
+from typing import Annotated, Any, NamedTuple, Protocol, get_type_hints
 
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import patch_config
@@ -28,7 +28,7 @@ from ctx_langgraph._overflow import OverflowStep, Recovered, merge_recovery, ret
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, arun, call, run
-from ctx_langgraph.core.scope import Scope, scope_from_config
+from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.state import ContextReport, merge_context
 from ctx_langgraph.usage.held import HoldingLedgerHandler, answering, booked_by
 from ctx_langgraph.view.provider_items import Wire
@@ -37,6 +37,7 @@ __all__ = [
     "CTX_BUDGET",
     "CTX_COMPACT",
     "CTX_USAGE",
+    "ModelCall",
     "ModelNode",
     "OverflowRetry",
     "guarded_model_node",
@@ -114,7 +115,9 @@ def splice(builder: Builder, model_node: str, replacement: ModelNode) -> None:
     )
 
 
-def overflow_calls(target: Any, steps: Generator[OverflowStep, Any, Recovered]) -> Flow[Recovered]:
+def overflow_calls(
+    target: ModelCall, steps: Generator[OverflowStep, Any, Recovered]
+) -> Flow[Recovered]:
     """The overflow recovery's steps as effects: each is ``target.serve(step)``, awaited as
     ``target.aserve(step)`` when run by :func:`~ctx_langgraph.core.effects.arun`; an error is
     thrown back into the steps at the step that raised it."""
@@ -172,21 +175,26 @@ class OverflowRetry:
             values.pop("context", None)
         return self.coerce(**values) if self.coerce is not None else values
 
-    def served(
-        self, step: OverflowStep, state: dict[str, Any], config: RunnableConfig
-    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig]:
-        """What serves a step: the runnable, its input and its config."""
-        kind, view = step
-        if kind == "compact":
-            return self.compact, view, patch_config(config, run_name=CTX_COMPACT)
-        if kind == "budget":
-            return self.budget, view, patch_config(config, run_name=CTX_BUDGET)
-        return self.node, self._node_input(state, step), config
-
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[Recovered]:
         view = {"messages": state.get("messages"), "context": state.get("context")}
         steps = retry_on_overflow(view, self.counter)
-        return overflow_calls(RetryCall(self, state, config), steps)
+
+        def send(step: OverflowStep) -> Any:
+            return self.node.invoke(self._node_input(state, step), config)
+
+        async def asend(step: OverflowStep) -> Any:
+            return await self.node.ainvoke(self._node_input(state, step), config)
+
+        target = ModelCall(
+            send,
+            asend,
+            self.compact,
+            self.budget,
+            config,
+            dict(state.get("context") or {}),
+            self.booking,
+        )
+        return overflow_calls(target, steps)
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
         outcome = run(self._flow(state, config))
@@ -197,40 +205,62 @@ class OverflowRetry:
         return checkpoint_safe(merge_recovery(outcome.result, outcome.update))
 
 
-@dataclass(frozen=True)
-class RetryCall:
-    """One call of the wrapped model node: serves the recovery's steps for its state."""
+class _Step(Protocol):
+    """A budget or compaction step (a node's runnable, or the node itself)."""
 
-    retry: OverflowRetry
-    state: dict[str, Any]
+    def invoke(self, state: Any, config: RunnableConfig, /) -> Any: ...
+
+    async def ainvoke(self, state: Any, config: RunnableConfig, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call under the overflow recovery (the one path of both wirings): serves the
+    steps of :func:`~ctx_langgraph._overflow.retry_on_overflow`, the model's by ``send``
+    (awaited ``asend`` when run async), the compaction's and the budget's by those steps. The
+    model calls are the agent's answer, booked by ``booking``; when one fails its usage is
+    booked at once (no usage step comes after it)."""
+
+    send: Callable[[OverflowStep], Any]
+    asend: Callable[[OverflowStep], Awaitable[Any]]
+    compact: _Step
+    budget: _Step
     config: RunnableConfig
+    context: Mapping[str, Any]
+    """The state's context (the thread's scope is read from it and the config)."""
+    booking: HoldingLedgerHandler | None
+
+    def _step(self, step: OverflowStep) -> tuple[_Step, RunnableConfig] | None:
+        kind = step[0]
+        if kind == "compact":
+            return self.compact, patch_config(self.config, run_name=CTX_COMPACT)
+        if kind == "budget":
+            return self.budget, patch_config(self.config, run_name=CTX_BUDGET)
+        return None
 
     def serve(self, step: OverflowStep) -> Any:
-        runnable, payload, config = self.retry.served(step, self.state, self.config)
-        if step[0] not in ("call", "retry"):
-            return runnable.invoke(payload, config)
-        with answering(), calls_in(self._scope()), booked_by(self.retry.booking):
+        if (node := self._step(step)) is not None:
+            return node[0].invoke(step[1], node[1])
+        scope = scope_from_config(self.config, dict(self.context))
+        with answering(), calls_in(scope), booked_by(self.booking):
             try:
-                return runnable.invoke(payload, config)
-            except BaseException:  # the answer's usage is booked now: ctx_usage does not run
-                if self.retry.booking is not None:
-                    self.retry.booking.release(self._scope())
+                return self.send(step)
+            except BaseException:  # the answer's usage is booked now: no usage step runs
+                if self.booking is not None:
+                    self.booking.release(scope)
                 raise
 
     async def aserve(self, step: OverflowStep) -> Any:
-        runnable, payload, config = self.retry.served(step, self.state, self.config)
-        if step[0] not in ("call", "retry"):
-            return await runnable.ainvoke(payload, config)
-        with answering(), calls_in(self._scope()), booked_by(self.retry.booking):
+        if (node := self._step(step)) is not None:
+            return await node[0].ainvoke(step[1], node[1])
+        scope = scope_from_config(self.config, dict(self.context))
+        with answering(), calls_in(scope), booked_by(self.booking):
             try:
-                return await runnable.ainvoke(payload, config)
+                return await self.asend(step)
             except BaseException:
-                if self.retry.booking is not None:
-                    await self.retry.booking.arelease(self._scope())
+                if self.booking is not None:
+                    await self.booking.arelease(scope)
                 raise
-
-    def _scope(self) -> Scope:
-        return scope_from_config(self.config, dict(self.state.get("context") or {}))
 
 
 def with_context_schema(builder: Builder, model_node: str, channels: dict[str, Any]) -> Any:

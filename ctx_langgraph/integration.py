@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -58,24 +57,18 @@ from ctx_langgraph._rewire import (
     guarded_model_node,
     splice,
 )
-from ctx_langgraph.budget.counters import TokenCounter, default_counter
-from ctx_langgraph.budget.node import make_budget_node, make_budget_router
-from ctx_langgraph.compaction.node import make_compact_node
+from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.budget.node import make_budget_router
 from ctx_langgraph.compaction.protocol import Summarizer
-from ctx_langgraph.compaction.summarizers import default_summarizer
-from ctx_langgraph.compaction.tool import make_compact_tool
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.lookup import is_history_lookup_tool, make_history_lookup_tool
 from ctx_langgraph.memory.store import LongTermMemory
-from ctx_langgraph.providers import Wire, wire_of
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
 from ctx_langgraph.state import ContextState
-from ctx_langgraph.usage.held import HoldingLedgerHandler
 from ctx_langgraph.usage.ledger import UsageLedger
-from ctx_langgraph.usage.node import answer_booker, make_usage_node
+from ctx_langgraph.wiring import ContextSteps, context_steps, context_tools
 
 __all__ = [
     "CTX_BUDGET",
@@ -126,46 +119,6 @@ def _tools_of(builder: Builder, tools_node: str | None) -> list[Any]:
     return list(found[0].tools_by_name.values()) if len(found) == 1 else []
 
 
-class _ContextNodes(NamedTuple):
-    """Our three nodes, and what wraps the model node."""
-
-    budget: Runnable[Any, Any]
-    compact: Runnable[Any, Any]
-    usage: Runnable[Any, Any]
-    counter: TokenCounter
-    booking: HoldingLedgerHandler | None
-    """Books every chat-model call inside the model node, holding the answer's usage for
-    ``ctx_usage`` (None: ``ctx_usage`` books alone)."""
-    wire: Wire = Wire()
-    """What the model's wire protocol needs of the messages sent (``OverflowRetry.wire``)."""
-
-
-def _add_nodes(builder: Builder, nodes: _ContextNodes) -> None:
-    """``ctx_budget``, ``ctx_compact`` and ``ctx_usage``, each reading the ``context`` channel."""
-    try:
-        builder.add_node(
-            CTX_BUDGET,
-            nodes.budget,
-            input_schema=ContextState,  # adds the ``context`` channel to the graph
-        )
-    except ValueError as exc:
-        raise ValueError(
-            f"the graph's state cannot take the 'context' channel: {exc}. A 'context' key of "
-            "your own clashes with it; rename yours."
-        ) from exc
-    builder.add_node(CTX_COMPACT, nodes.compact, input_schema=ContextState)
-    builder.add_node(CTX_USAGE, nodes.usage, input_schema=ContextState)
-
-
-def _add_routes(builder: Builder, model_node: str) -> None:
-    """``ctx_budget`` on to the model node (or ``ctx_compact`` first), the model to ``ctx_usage``."""
-    builder.add_conditional_edges(
-        CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node, END]
-    )
-    builder.add_edge(CTX_COMPACT, CTX_BUDGET)
-    builder.add_edge(model_node, CTX_USAGE)
-
-
 def _warn_goto(builder: Builder, model_node: str) -> None:
     """A node that can ``Command(goto=model_node)`` skips ``ctx_budget``: say so."""
     for name, node_spec in builder.nodes.items():
@@ -181,91 +134,42 @@ def _warn_goto(builder: Builder, model_node: str) -> None:
             )
 
 
-def _booked(runnable: Runnable[Any, Any], booking: BaseCallbackHandler | None) -> Any:
-    return runnable if booking is None else runnable.with_config(callbacks=[booking])
-
-
-def _rewire_model_node(
-    builder: Builder, model_node: str, runnable: Runnable[Any, Any], nodes: _ContextNodes
-) -> None:
-    """The model node booked and wrapped for the overflow retry; its edges moved onto ours."""
+def _wired(
+    builder: Builder, model_node: str, runnable: Runnable[Any, Any], steps: ContextSteps
+) -> Builder:
+    """The graph with our nodes added, the model node wrapped (booked, retried after an
+    overflow) and the routes between them: edges into the model node moved onto
+    ``ctx_budget``, edges out of it onto ``ctx_usage``."""
+    budget, compact, usage = steps.nodes()
+    try:  # the input schema adds the ``context`` channel to the graph
+        builder.add_node(CTX_BUDGET, budget, input_schema=ContextState)
+    except ValueError as exc:
+        raise ValueError(
+            f"the graph's state cannot take the 'context' channel: {exc}. A 'context' key of "
+            "your own clashes with it; rename yours."
+        ) from exc
+    builder.add_node(CTX_COMPACT, compact, input_schema=ContextState)
+    builder.add_node(CTX_USAGE, usage, input_schema=ContextState)
     _warn_goto(builder, model_node)
+    if steps.booking is not None:
+        runnable = runnable.with_config(callbacks=[steps.booking])
     guarded = guarded_model_node(
         builder,
         model_node,
-        _booked(runnable, nodes.booking),
-        compact=nodes.compact,
-        budget=nodes.budget,
-        counter=nodes.counter,
-        wire=nodes.wire,
-        booking=nodes.booking,
+        runnable,
+        compact=compact,
+        budget=budget,
+        counter=steps.counter,
+        wire=steps.wire,
+        booking=steps.booking,
     )
     splice(builder, model_node, guarded)
-
-
-def _wired(
-    builder: Builder, model_node: str, runnable: Runnable[Any, Any], nodes: _ContextNodes
-) -> Builder:
-    """The graph with our nodes added, the model node wrapped and the routes between them."""
-    _add_nodes(builder, nodes)
-    _rewire_model_node(builder, model_node, runnable, nodes)
-    _add_routes(builder, model_node)
+    builder.add_conditional_edges(
+        CTX_BUDGET, make_budget_router(model_node, CTX_COMPACT), [CTX_COMPACT, model_node, END]
+    )
+    builder.add_edge(CTX_COMPACT, CTX_BUDGET)
+    builder.add_edge(model_node, CTX_USAGE)
     return builder
-
-
-def _context_nodes(
-    store: HistoryStore,
-    config: ContextConfig,
-    ledger: UsageLedger,
-    *,
-    model: Any,
-    tools: list[Any],
-    summarizer: Summarizer | None,
-    summary_model: BaseChatModel | str | None,
-    counter: TokenCounter | None,
-    system_prompt: str | None,
-    provider_count: ProviderCountHook | None,
-    pinned_rules: PinnedRules | None,
-    memory: LongTermMemory | None,
-    book_model_calls: bool,
-) -> _ContextNodes:
-    """Our nodes for one graph; with ``book_model_calls``, the summarizer's calls and a
-    model-backed memory extractor's are booked as they stream, as the model node's will be.
-    Without ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer`."""
-    booking = HoldingLedgerHandler(ledger) if book_model_calls else None
-    config = config.with_trail_room(lookup=any(is_history_lookup_tool(t) for t in tools))
-    if summarizer is None:
-        summarizer = default_summarizer(model, summary_model=summary_model, config=config)
-    compact = make_compact_node(
-        store, config=config, summarizer=summarizer, model=model, counter=counter, ledger=ledger
-    )
-    budget = make_budget_node(
-        store,
-        config=config,
-        model=model,
-        tools=tools,
-        counter=counter,
-        compact_node=CTX_COMPACT,
-        provider_count=provider_count,
-        system_prompt=system_prompt,
-        pinned_rules=pinned_rules,
-        memory=memory,
-        book_late=answer_booker(ledger),
-    )
-    return _ContextNodes(
-        budget=_booked(budget, booking if memory is not None else None),
-        compact=_booked(compact, booking),
-        usage=make_usage_node(
-            ledger,
-            store=store,
-            timestamp=config.timestamp,
-            embed_in_background=config.precompact_at is not None,
-            held=None if booking is None else booking.take,
-        ),
-        counter=counter or default_counter(model),
-        booking=booking,
-        wire=wire_of(model),
-    )
 
 
 @checked_arguments("add_context_management")
@@ -332,41 +236,22 @@ def add_context_management(
         ['human', 'ai']
     """
     runnable = _check(builder, model_node)
-    nodes = _context_nodes(
+    steps = context_steps(
         store,
-        config or ContextConfig(),
-        ledger or UsageLedger(store),
+        config=config,
+        ledger=ledger,
+        booking=book_model_calls,
         model=model,
         tools=list(tools) if tools is not None else _tools_of(builder, tools_node),
+        system_prompt=system_prompt,
         summarizer=summarizer,
         summary_model=summary_model,
         counter=counter,
-        system_prompt=system_prompt,
         provider_count=provider_count,
         pinned_rules=pinned_rules,
         memory=memory,
-        book_model_calls=book_model_calls,
     )
-    return _wired(builder, model_node, runnable, nodes)
-
-
-def _agent_tools(
-    tools: Sequence[Any],
-    lookup_tool: bool | BaseTool,
-    store: HistoryStore,
-    compact_tool: bool,
-    segments: bool = False,
-) -> list[Any]:
-    """The agent's tools, with the history lookup tool (searching the segment index when it is
-    built) and the compaction tool when asked for."""
-    own: list[Any] = list(tools)
-    if isinstance(lookup_tool, BaseTool):
-        own.append(lookup_tool)
-    elif lookup_tool:
-        own.append(make_history_lookup_tool(store, segments=segments))
-    if compact_tool:
-        own.append(make_compact_tool())
-    return own
+    return _wired(builder, model_node, runnable, steps)
 
 
 def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
@@ -460,8 +345,10 @@ def create_context_agent(
         >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
-    indexed = config is not None and config.segment_events is not None
-    all_tools = _agent_tools(tools, lookup_tool, store, compact_tool, indexed)
+    all_tools = [
+        *tools,
+        *context_tools(store, config, lookup_tool=lookup_tool, compact_tool=compact_tool),
+    ]
     return add_context_management(
         _agent_graph(model, all_tools, prompt),
         model_node="model",

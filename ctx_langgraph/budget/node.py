@@ -311,11 +311,11 @@ def make_budget_node(
     require_store(store, where="make_budget_node(store=...)", expected=HistoryStore)
     node = BudgetNode(
         store,
-        config or ContextConfig(),
-        model,
-        tools,
-        counter,
-        compact_node,
+        config=config or ContextConfig(),
+        model=model,
+        tools=tools,
+        counter=counter,
+        compact_node=compact_node,
         provider_count=provider_count,
         system_prompt=system_prompt,
         pinned_rules=pinned_rules,
