@@ -200,7 +200,7 @@ class CheckpointRetention:
             return memory_threads(saver)
         assert self.dialect is not None
         with saver_transaction(saver, self.dialect) as statements:
-            return run(bind(saver_ops.thread_ids(), statements))
+            return run(bind(saver_ops.thread_ids(), statements.execute))
 
     def _prune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         saver = self.checkpointer
@@ -211,7 +211,7 @@ class CheckpointRetention:
             try:
                 with saver_transaction(saver, self.dialect, write=True) as statements:
                     op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
-                    return run(bind(op, statements))
+                    return run(bind(op, statements.execute))
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
@@ -234,7 +234,9 @@ class CheckpointRetention:
             threads = [thread_id]
         else:
             async with asaver_transaction(saver, self.dialect) as statements:
-                threads = await arun(bind(saver_ops.thread_ids(), statements))
+                threads = await arun(
+                    bind(saver_ops.thread_ids(), statements.execute, statements.aexecute)
+                )
         report = RetentionReport(dry_run, bytes_freed=0)
         for thread in threads:
             try:
@@ -251,7 +253,7 @@ class CheckpointRetention:
             try:
                 async with asaver_transaction(self.checkpointer, self.dialect, write=True) as tx:
                     op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
-                    return await arun(bind(op, tx))
+                    return await arun(bind(op, tx.execute, tx.aexecute))
             except Exception as exc:
                 if not _retryable(exc) or attempt == _RETRIES - 1:
                     raise
