@@ -42,7 +42,6 @@ __all__ = [
     "MAX_WORD",
     "PLAIN_LIMIT",
     "STEMS_MARK",
-    "document_tokens",
     "match_tokens",
     "query_terms",
     "rank_terms",
@@ -188,11 +187,6 @@ def match_tokens(query: str) -> list[str]:
         ['refund', 'a', '1042']
     """
     return list(_distinct_tokens(_words(query, unigrams=False)))
-
-
-def document_tokens(text: str) -> list[str]:
-    """The distinct index tokens of a text, in order of first appearance."""
-    return list(_distinct_tokens(_words(text, unigrams=True)))
 
 
 def _plain(text: str) -> bool:

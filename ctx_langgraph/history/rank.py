@@ -13,10 +13,10 @@ found event's text, split and stemmed as the index was:
   found; ``k1 = 1.2``, ``b = 0.75``.
 
 A person's message counts its speaker's name (the message's ``name``, on user and assistant
-messages) as one more word of its text: "what did Caroline paint?" ranks what Caroline said
-above what was said to her. The name is not in the index: it scores the events found by the
-text, and its ``df`` is the stem's matches in texts plus the messages of the speakers whose
-name has it (counted by name in the statement that counts ``N``).
+messages) as one more word of its text: a question naming a person ranks what that person
+said above what was said to them. The name is not in the index: it scores the events found by
+the text, and its ``df`` is the stem's matches in texts plus the messages of the speakers
+whose name has it (counted by name in the statement that counts ``N``).
 
 Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
 stem matching more is common, and weighs little); an older event found only through common
