@@ -156,9 +156,9 @@ class RoundTrips:
             return counted
 
         def statement(original: Callable[..., Any]) -> Callable[..., Any]:
-            def counted(executor: Any, stmt: Any) -> Any:
+            def counted(*args: Any) -> Any:  # (transaction, stmt) or (database, cursor, stmt)
                 self.statements += 1
-                return original(executor, stmt)
+                return original(*args)
 
             return counted
 
@@ -170,16 +170,15 @@ class RoundTrips:
                 if name == "_aexecute":
                     wrapped = _async_transaction(self, original)
                 setattr(database, name, wrapped)
-        for executor in (sqlite_storage._Statements, pg_storage._Transaction):
-            for name in ("execute", "aexecute"):
-                original = executor.__dict__.get(name)
-                if original is None:
-                    continue
-                patches.append((executor, name, original))
-                wrapped = statement(original)
-                if name == "aexecute":
-                    wrapped = _async_statement(self, original)
-                setattr(executor, name, wrapped)
+        statements = ((sqlite_storage.SQLiteDatabase, "_run_statement"),)
+        statements += ((pg_storage._Transaction, "execute"), (pg_storage._Transaction, "aexecute"))
+        for executor, name in statements:  # one statement run on an open transaction
+            original = executor.__dict__[name]
+            patches.append((executor, name, original))
+            wrapped = statement(original)
+            if name == "aexecute":
+                wrapped = _async_statement(self, original)
+            setattr(executor, name, wrapped)
         try:
             yield
         finally:
