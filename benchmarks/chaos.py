@@ -693,7 +693,7 @@ def _summary_rows(store: HistoryStore, scope: Any, summary_id: str | None) -> li
             )
         )
 
-    rows = store.run(read())
+    rows = store.db.run(read())
     branches = store.list_branches(scope)
     return [
         f"the state's summary in the store: {[tuple(r) for r in rows]}",

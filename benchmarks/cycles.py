@@ -243,7 +243,7 @@ class OurCycle:
         self._record(length)
         target = sqlite3.connect(str(path))
         try:
-            self.store.conn.backup(target)
+            self.store.db.conn.backup(target)
         finally:
             target.close()
         return path

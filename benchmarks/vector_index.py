@@ -175,7 +175,7 @@ def bench_index(
     progress(f"  embedded {report.embedded:,} events ({units:,} texts) in {embed_s:.1f}s")
     blob = np.ones((1, 384), dtype="<f4").tobytes()
     begin = time.perf_counter()
-    filled = store.run(_fill_others("default", blob, store.index.key, threads), write=True)
+    filled = store.db.run(_fill_others("default", blob, store.index.key, threads), write=True)
     progress(f"  {filled:,} vectors for the other threads in {time.perf_counter() - begin:.0f}s")
     settle()  # the thread and the vectors were written in bulk, like the load before them
     asked = questions(args.seed, args.queries)

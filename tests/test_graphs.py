@@ -198,7 +198,7 @@ def test_context_agent_keeps_history_and_memory_on_postgres_when_a_dsn_is_set(pg
     module, _ = load("context_agent")
     store, memory = module.history_store(), module.long_term_memory()
     try:
-        assert isinstance(store, PostgresHistoryStore) and store.conninfo == pg_dsn
+        assert isinstance(store, PostgresHistoryStore) and store.db.conninfo == pg_dsn
         assert isinstance(memory.store, PostgresStore)
     finally:
         store.close()

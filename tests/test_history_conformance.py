@@ -66,9 +66,9 @@ async def test_operations_before_setup_say_so(backend):
 
 async def test_schema_newer_than_code_is_refused(backend, store):
     store.setup()
-    store._execute(_raw_insert_migration(99), write=True)
+    store.db._execute(_raw_insert_migration(99), write=True)
     fresh = backend.make()
-    fresh._schema_checked = False
+    fresh.db._schema_checked = False
     with pytest.raises(HistoryStoreError, match="newer than this ctx-langgraph"):
         fresh.read_events("t")
     with pytest.raises(HistoryStoreError, match="upgrade ctx-langgraph"):
@@ -246,10 +246,10 @@ async def test_a_version_4_store_upgrades_in_place_to_binary_hashes_and_one_even
 
     # the one index by event id still keeps an event id unique per branch
     duplicate = _ops.insert_events(
-        "default", "t", [("main", 99, message_to_row(revised), 1, True, store.dialect.ts(T0))]
+        "default", "t", [("main", 99, message_to_row(revised), 1, True, store.db.dialect.ts(T0))]
     )
     with pytest.raises(HistoryStoreError):
-        store._execute(_yield(duplicate), write=True)
+        store.db._execute(_yield(duplicate), write=True)
     delete_thread(store, "t")
     assert import_thread(store, exported)["events"] == 5
     assert _without_time(export_thread(store, "t")) == _without_time(exported)
@@ -266,13 +266,13 @@ def test_every_event_lookup_is_served_by_an_index(backend, monkeypatch):
     store = backend.make()
     store.setup()
     ran: list[Stmt] = []
-    run = store._run_statement
+    run = store.db._run_statement
 
     def recording(*args):
         ran.append(args[-1])
         return run(*args)
 
-    monkeypatch.setattr(store, "_run_statement", recording)
+    monkeypatch.setattr(store.db, "_run_statement", recording)
     branch = Scope("t", branch="b")
     store.append("t", turns(1, 6, "order {n} shipped to the depot"))
     store.append("t", [human(2, "order 2 went elsewhere"), human(2, "order 2 went elsewhere")])
@@ -328,7 +328,7 @@ def _column(store: HistoryStore, table: str, column: str, event_id: str | None =
     from ctx_langgraph.storage.statements import Stmt
 
     sql = f"SELECT {column} FROM {table}" + ("" if event_id is None else " WHERE event_id = ?")
-    rows = store._execute(
+    rows = store.db._execute(
         _yield(Stmt(sql, () if event_id is None else (event_id,), "all")), write=False
     )
     return [row[0] for row in rows]
@@ -337,14 +337,14 @@ def _column(store: HistoryStore, table: str, column: str, event_id: str | None =
 def _event_indexes(store: HistoryStore) -> set[str]:
     from ctx_langgraph.storage.statements import Stmt
 
-    if store.dialect.name == "postgres":
+    if store.db.dialect.name == "postgres":
         sql = (
             "SELECT indexname FROM pg_indexes WHERE tablename = ? AND schemaname = current_schema()"
         )
     else:
         sql = "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?"
     return {
-        row[0] for row in store._execute(_yield(Stmt(sql, ("ctx_events",), "all")), write=False)
+        row[0] for row in store.db._execute(_yield(Stmt(sql, ("ctx_events",), "all")), write=False)
     }
 
 
@@ -365,7 +365,7 @@ def _plan(store: HistoryStore, backend, sql: str, params) -> str:
             cur = psycopg.ClientCursor(conn)
             cur.execute("EXPLAIN " + to_pyformat(sql), tuple(params))
             return "\n".join(row[0] for row in cur.fetchall())
-    rows = store.conn.execute("EXPLAIN QUERY PLAN " + sql, tuple(params)).fetchall()
+    rows = store.db.conn.execute("EXPLAIN QUERY PLAN " + sql, tuple(params)).fetchall()
     return "\n".join(row[-1] for row in rows)
 
 
@@ -556,7 +556,7 @@ async def test_gap_free_seq_with_four_threads(backend, store):
     workers, rounds = 4, 25
     stores = [backend.make() for _ in range(workers)]
     for s in stores:
-        s._schema_checked = True
+        s.db._schema_checked = True
     errors: list[BaseException] = []
 
     def work(w: int) -> None:
@@ -597,7 +597,7 @@ async def test_gap_free_seq_with_concurrent_coroutines(store):
 async def test_racing_appenders_of_the_same_messages_record_each_once(backend, store):
     stores = [backend.make() for _ in range(4)]
     for s in stores:
-        s._schema_checked = True
+        s.db._schema_checked = True
     barrier = threading.Barrier(4)
 
     def work(w: int) -> None:
@@ -723,7 +723,7 @@ async def test_exactly_one_of_eight_workers_wins(backend, store):
     store.append("t", turns(1, 31))
     stores = [backend.make() for _ in range(8)]
     for s in stores:
-        s._schema_checked = True
+        s.db._schema_checked = True
     candidates = [
         s.create_candidate(s.snapshot("t", 20), summary_text=f"worker {w}")
         for w, s in enumerate(stores)
@@ -1213,7 +1213,7 @@ def test_an_event_loop_ends_while_the_async_pool_replaces_a_dropped_connection(p
 
     async def a_run(n: int) -> None:
         await store.aappend("t", [human(n)])
-        pool = await store._async_pool()
+        pool = await store.db._async_pool()
         conn = await pool.getconn()
         await conn.close()  # (as the server would)
         await pool.putconn(conn)  # discarded: the pool reconnects in the background
@@ -1227,7 +1227,7 @@ def test_an_event_loop_ends_while_the_async_pool_replaces_a_dropped_connection(p
         runner.start()
         runner.join(timeout=20)
         assert not runner.is_alive(), f"asyncio.run did not return (loop {n})"
-    assert not store._apools  # nothing kept of the ended loops
+    assert not store.db._apools  # nothing kept of the ended loops
     assert [e.seq for e in store.read_events("t")] == [1, 2]
     store.close()
 
@@ -1272,7 +1272,7 @@ async def test_postgres_server_lost_mid_use(pg_server_dsn, pg_dsn):
             yield Stmt("SELECT 2", (), "one")
 
         with pytest.raises(HistoryStoreError):
-            store.run(dies_midway())
+            store.db.run(dies_midway())
         store.append("t", [human(5)])
         assert [e.seq for e in store.read_events("t")] == [1, 2, 3, 4, 5]
 
@@ -1286,13 +1286,13 @@ def test_sqlite_unopenable_or_locked_is_a_history_store_error(tmp_path):
     with SQLiteHistoryStore.from_path(path) as owner:
         owner.setup()
         blocker = SQLiteHistoryStore.from_path(path, busy_timeout=0.2)
-        blocker.conn.execute("BEGIN IMMEDIATE")
+        blocker.db.conn.execute("BEGIN IMMEDIATE")
         started = time.monotonic()
         with pytest.raises(HistoryStoreError, match="locked"):
             owner_short = SQLiteHistoryStore.from_path(path, busy_timeout=0.2)
             owner_short.append("t", [human(1)])
         assert time.monotonic() - started < 5
-        blocker.conn.execute("ROLLBACK")
+        blocker.db.conn.execute("ROLLBACK")
         blocker.close()
         owner_short.close()
         assert owner.append("t", [human(1)])[0].seq == 1

@@ -552,7 +552,7 @@ def _dump_tables():
 
 def stored_rows(store: HistoryStore) -> dict[str, list[str]]:
     """Every row of every table of the store, to compare a store before and after."""
-    dumped = store._execute(_dump_tables(), write=False)
+    dumped = store.db._execute(_dump_tables(), write=False)
     return {table: sorted(repr(tuple(row)) for row in rows) for table, rows in dumped.items()}
 
 

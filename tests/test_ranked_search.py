@@ -339,13 +339,13 @@ async def test_a_count_is_bounded_by_the_head_it_is_stamped_with(api):
 
     store = api.store
     await api.append("t", messages("one", "two", "three"))
-    found = store.run(read_stamped(Scope("t")))
+    found = store.db.run(read_stamped(Scope("t")))
     await api.append("t", messages("one", "two", "three", "four", "five"))  # after the read
-    where, args = filter_clause(store.dialect, Scope("t"), found.chain, SearchFilter())
+    where, args = filter_clause(store.db.dialect, Scope("t"), found.chain, SearchFilter())
     counts = RankCounts()
-    assert store.run(speaker_counts(Scope("t"), found, where, args, counts)) == {None: 3}
-    now = store.run(read_stamped(Scope("t")))
-    assert store.run(speaker_counts(Scope("t"), now, where, args, counts)) == {None: 5}
+    assert store.db.run(speaker_counts(Scope("t"), found, where, args, counts)) == {None: 3}
+    now = store.db.run(read_stamped(Scope("t")))
+    assert store.db.run(speaker_counts(Scope("t"), now, where, args, counts)) == {None: 5}
     assert counts.passes == 1
 
 
@@ -530,13 +530,13 @@ def test_ranked_search_reads_through_indexes(backend, monkeypatch):
     store.setup()
     store.append("t", messages(*CORPUS))
     ran = []
-    run = store._run_statement
+    run = store.db._run_statement
 
     def recording(*args):
         ran.append(args[-1])
         return run(*args)
 
-    monkeypatch.setattr(store, "_run_statement", recording)
+    monkeypatch.setattr(store.db, "_run_statement", recording)
     store.rank("t", "going hiking children", roles=["human"], tool_name="x", min_seq=1)
     store.rank("t", "going hiking children", since=T0)
     monkeypatch.undo()
@@ -566,15 +566,15 @@ def test_a_stems_matches_are_found_by_the_thread_lexemes_alone(pg_dsn):
     store.append("t", messages(*CORPUS))
     store.append("other", messages("going hiking with the children", "hiking again"))
     ran = []
-    run = store._run_statement
+    run = store.db._run_statement
 
     def recording(*args):
         ran.append(args[-1])
         return run(*args)
 
-    store._run_statement = recording
+    store.db._run_statement = recording
     alone = seqs(store.rank("t", "going hiking children"))
-    store._run_statement = run
+    store.db._run_statement = run
     (matching,) = [s for s in ran if s.sql.startswith("WITH m0")]
     params = [p for p in matching.params if isinstance(p, str)]
     prefix = tables.pg_scope_prefix(scope_key("default", "t"))
@@ -585,7 +585,7 @@ def test_a_stems_matches_are_found_by_the_thread_lexemes_alone(pg_dsn):
 
     with pytest.MonkeyPatch.context() as patch:  # every thread's lexemes start alike
         patch.setattr(tables, "PG_SCOPE_CHARS", 1)
-        store.run(_reindex(tables), write=True)
+        store.db.run(_reindex(tables), write=True)
         assert seqs(store.rank("t", "going hiking children")) == alone
         assert seqs(store.rank("other", "going hiking children")) == [1, 2]
     store.close()

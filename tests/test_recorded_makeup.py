@@ -396,7 +396,7 @@ def test_a_version_8_store_upgrades_and_books_makeups(backend: Backend, monkeypa
             "provider, model, status, version, input_total, output, raw, created_at, "
             "updated_at) VALUES (?, 'default', 't', 'main', 'answer', 'openai', 'gpt-4o', "
             "'complete', 2, 120, 5, '{}', ?, ?)",
-            ("old", store.dialect.ts(store.clock()), store.dialect.ts(store.clock())),
+            ("old", store.db.dialect.ts(store.clock()), store.db.dialect.ts(store.clock())),
         )
 
     with monkeypatch.context() as patch:  # the schema as it was at version 8
@@ -405,7 +405,7 @@ def test_a_version_8_store_upgrades_and_books_makeups(backend: Backend, monkeypa
         store = backend.make()
         assert store.setup() == 8
         store.append("t", [HumanMessage("hello", id="h1"), AIMessage("hi", id="a1")])
-        store.run(insert_v8_call(), write=True)
+        store.db.run(insert_v8_call(), write=True)
         store.close()
     store = backend.make()
     assert store.setup() == base.SCHEMA_VERSION >= 9

@@ -348,7 +348,7 @@ class _Outage:
 
     def __init__(self, store: HistoryStore) -> None:
         self.down = False
-        run, arun = store.run, store.arun
+        run, arun = store.db.run, store.db.arun
 
         def failing(*args: Any, **kwargs: Any) -> Any:
             if self.down:
@@ -360,8 +360,8 @@ class _Outage:
                 raise HistoryStoreError("the database is down (test outage)")
             return await arun(*args, **kwargs)
 
-        store.run = failing  # type: ignore[method-assign]
-        store.arun = afailing  # type: ignore[method-assign]
+        store.db.run = failing  # type: ignore[method-assign]
+        store.db.arun = afailing  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

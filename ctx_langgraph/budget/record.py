@@ -82,9 +82,9 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
             created_at=_created_at(s, turn, messages[start - 1] if start else None),
             fork=True,
             active=context.get("active_checkpoint_id"),
-            then=booking if database is s.store else None,
+            then=booking if database is s.store.db else None,
         )
-        if booking is not None and database is not None and database is not s.store:
+        if booking is not None and database is not None and database is not s.store.db:
             # a ledger on another database
             yield from call(database.run, database.arun, booking, write=True)
         results = outcome.results

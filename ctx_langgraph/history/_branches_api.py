@@ -24,40 +24,40 @@ class BranchesAPI(StoreBase):
         """
         parent = checked_scope(checked_scope(scope).on_branch(from_branch))
         op = branch_ops.create_branch(
-            self.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
+            self.db.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
         )
-        return self.run(op, write=True)
+        return self.db.run(op, write=True)
 
     async def acreate_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
         """Async twin of :meth:`create_branch`."""
         parent = checked_scope(checked_scope(scope).on_branch(from_branch))
         op = branch_ops.create_branch(
-            self.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
+            self.db.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
         )
-        return await self.arun(op, write=True)
+        return await self.db.arun(op, write=True)
 
     def branch_info(self, scope: Scope | str) -> BranchInfo | None:
         """The branch's lineage, head seq and active pointer, or None if it has no row yet."""
-        return self.run(branch_ops.branch_info(self.dialect, checked_scope(scope)))
+        return self.db.run(branch_ops.branch_info(self.db.dialect, checked_scope(scope)))
 
     async def abranch_info(self, scope: Scope | str) -> BranchInfo | None:
         """Async twin of :meth:`branch_info`."""
-        return await self.arun(branch_ops.branch_info(self.dialect, checked_scope(scope)))
+        return await self.db.arun(branch_ops.branch_info(self.db.dialect, checked_scope(scope)))
 
     def list_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Every branch of the scope's thread."""
-        return self.run(branch_ops.list_branches(self.dialect, checked_scope(scope)))
+        return self.db.run(branch_ops.list_branches(self.db.dialect, checked_scope(scope)))
 
     async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
         """Async twin of :meth:`list_branches`."""
-        return await self.arun(branch_ops.list_branches(self.dialect, checked_scope(scope)))
+        return await self.db.arun(branch_ops.list_branches(self.db.dialect, checked_scope(scope)))
 
     def list_threads(self, tenant: str = DEFAULT_TENANT, *, limit: int = 500) -> list[ThreadRow]:
         """The tenant's threads, newest first (at most ``limit``)."""
-        return self.run(branch_ops.list_threads(self.dialect, tenant, limit))
+        return self.db.run(branch_ops.list_threads(self.db.dialect, tenant, limit))
 
     async def alist_threads(
         self, tenant: str = DEFAULT_TENANT, *, limit: int = 500
     ) -> list[ThreadRow]:
         """Async twin of :meth:`list_threads`."""
-        return await self.arun(branch_ops.list_threads(self.dialect, tenant, limit))
+        return await self.db.arun(branch_ops.list_threads(self.db.dialect, tenant, limit))

@@ -80,11 +80,11 @@ class EventsAPI(StoreBase):
                     f"created_at {when.isoformat()} is outside the years 1 to 9999 in UTC"
                 ) from None
         if isinstance(after, _Unset):
-            return event_ops.append(self.dialect, scope, rows, created, now)
+            return event_ops.append(self.db.dialect, scope, rows, created, now)
         after = None if after is None else text_arg("after", after)
         active = None if active is None else text_arg("active", active)
         return extend.append_after(
-            self.dialect, scope, rows, created, now, after, fork=bool(fork), active=active
+            self.db.dialect, scope, rows, created, now, after, fork=bool(fork), active=active
         )
 
     def append(
@@ -119,7 +119,7 @@ class EventsAPI(StoreBase):
             [1, 2]
             'duplicate'
         """
-        results: list[AppendResult] = self.run(
+        results: list[AppendResult] = self.db.run(
             self._append(scope, messages, created_at), write=True
         )
         self._tell_revised(scope, results)
@@ -133,7 +133,7 @@ class EventsAPI(StoreBase):
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> list[AppendResult]:
         """Async twin of :meth:`append`."""
-        results: list[AppendResult] = await self.arun(
+        results: list[AppendResult] = await self.db.arun(
             self._append(scope, messages, created_at), write=True
         )
         await self._atell_revised(scope, results)
@@ -182,7 +182,7 @@ class EventsAPI(StoreBase):
             ([2], 2, True)
             ('main', True, 2)
         """
-        outcome: AppendOutcome = self.run(
+        outcome: AppendOutcome = self.db.run(
             self._after_then(scope, messages, created_at, after, fork, active, then), write=True
         )
         self._tell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
@@ -200,7 +200,7 @@ class EventsAPI(StoreBase):
         then: Op[Any] | None = None,
     ) -> AppendOutcome:
         """Async twin of :meth:`append_after`."""
-        outcome: AppendOutcome = await self.arun(
+        outcome: AppendOutcome = await self.db.arun(
             self._after_then(scope, messages, created_at, after, fork, active, then), write=True
         )
         await self._atell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
@@ -250,7 +250,7 @@ class EventsAPI(StoreBase):
             ...     results[0].status, booked.reason
             ('appended', 'new')
         """
-        results, value = self.run(self._then(scope, messages, created_at, then), write=True)
+        results, value = self.db.run(self._then(scope, messages, created_at, then), write=True)
         self._tell_revised(scope, results)
         return results, value
 
@@ -263,7 +263,9 @@ class EventsAPI(StoreBase):
         created_at: dt.datetime | Sequence[dt.datetime] | None = None,
     ) -> tuple[list[AppendResult], T]:
         """Async twin of :meth:`append_then`."""
-        results, value = await self.arun(self._then(scope, messages, created_at, then), write=True)
+        results, value = await self.db.arun(
+            self._then(scope, messages, created_at, then), write=True
+        )
         await self._atell_revised(scope, results)
         return results, value
 
@@ -289,9 +291,9 @@ class EventsAPI(StoreBase):
     ) -> list[HistoryEvent]:
         """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
         op = event_ops.read_events(
-            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.db.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
-        return self.run(op)
+        return self.db.run(op)
 
     async def aread_events(
         self,
@@ -304,37 +306,37 @@ class EventsAPI(StoreBase):
     ) -> list[HistoryEvent]:
         """Async twin of :meth:`read_events`."""
         op = event_ops.read_events(
-            self.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+            self.db.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
         )
-        return await self.arun(op)
+        return await self.db.arun(op)
 
     def get_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """One event by message id in the branch's view, or None."""
-        op = event_ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
-        return self.run(op)
+        op = event_ops.get_event(self.db.dialect, checked_scope(scope), event_id, include_hidden)
+        return self.db.run(op)
 
     async def aget_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
     ) -> HistoryEvent | None:
         """Async twin of :meth:`get_event`."""
-        op = event_ops.get_event(self.dialect, checked_scope(scope), event_id, include_hidden)
-        return await self.arun(op)
+        op = event_ops.get_event(self.db.dialect, checked_scope(scope), event_id, include_hidden)
+        return await self.db.arun(op)
 
     def event_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Earlier revisions of an event, oldest first, as (revision, message record)."""
-        op = event_ops.event_revisions(self.dialect, checked_scope(scope), event_id)
-        return self.run(op)
+        op = event_ops.event_revisions(self.db.dialect, checked_scope(scope), event_id)
+        return self.db.run(op)
 
     async def aevent_revisions(
         self, scope: Scope | str, event_id: str
     ) -> list[tuple[int, dict[str, Any]]]:
         """Async twin of :meth:`event_revisions`."""
-        op = event_ops.event_revisions(self.dialect, checked_scope(scope), event_id)
-        return await self.arun(op)
+        op = event_ops.event_revisions(self.db.dialect, checked_scope(scope), event_id)
+        return await self.db.arun(op)
 
     def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
         """The thread's edit log after edit version ``version`` (every branch), oldest first, as
@@ -351,14 +353,14 @@ class EventsAPI(StoreBase):
             ...     store.edits_since("t", 0)
             [(1, 'main', 2, 'delete')]
         """
-        return self.run(event_ops.edits_since(checked_scope(scope), version))
+        return self.db.run(event_ops.edits_since(checked_scope(scope), version))
 
     async def aedits_since(
         self, scope: Scope | str, version: int
     ) -> list[tuple[int, str, int, str]]:
         """Async twin of :meth:`edits_since`."""
         op = event_ops.edits_since(checked_scope(scope), version)
-        return await self.arun(op)
+        return await self.db.arun(op)
 
     def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Hide events from reads and search (kept for audit); returns how many changed.
@@ -367,30 +369,30 @@ class EventsAPI(StoreBase):
         branch that shares it. Candidates covering a hidden event become stale.
         """
         ids = id_list("event_ids", event_ids)
-        op = event_ops.hide_events(self.dialect, checked_scope(scope), ids, self.clock())
-        changed = self.run(op, write=True)
+        op = event_ops.hide_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        changed = self.db.run(op, write=True)
         self.notify_edited(checked_scope(scope), ids, "hidden")
         return changed
 
     async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`hide_events`."""
         ids = id_list("event_ids", event_ids)
-        op = event_ops.hide_events(self.dialect, checked_scope(scope), ids, self.clock())
-        changed = await self.arun(op, write=True)
+        op = event_ops.hide_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        changed = await self.db.arun(op, write=True)
         await self.anotify_edited(checked_scope(scope), ids, "hidden")
         return changed
 
     def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Make hidden events visible again; returns how many changed."""
         ids = id_list("event_ids", event_ids)
-        op = event_ops.show_events(self.dialect, checked_scope(scope), ids, self.clock())
-        return self.run(op, write=True)
+        op = event_ops.show_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        return self.db.run(op, write=True)
 
     async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`show_events`."""
         ids = id_list("event_ids", event_ids)
-        op = event_ops.show_events(self.dialect, checked_scope(scope), ids, self.clock())
-        return await self.arun(op, write=True)
+        op = event_ops.show_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        return await self.db.arun(op, write=True)
 
     def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Delete events and their earlier revisions for good; returns how many were deleted.
@@ -398,15 +400,15 @@ class EventsAPI(StoreBase):
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
         ids = id_list("event_ids", event_ids)
-        op = event_ops.delete_events(self.dialect, checked_scope(scope), ids, self.clock())
-        changed = self.run(op, write=True)
+        op = event_ops.delete_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        changed = self.db.run(op, write=True)
         self.notify_edited(checked_scope(scope), ids, "deleted")
         return changed
 
     async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
         """Async twin of :meth:`delete_events`."""
         ids = id_list("event_ids", event_ids)
-        op = event_ops.delete_events(self.dialect, checked_scope(scope), ids, self.clock())
-        changed = await self.arun(op, write=True)
+        op = event_ops.delete_events(self.db.dialect, checked_scope(scope), ids, self.clock())
+        changed = await self.db.arun(op, write=True)
         await self.anotify_edited(checked_scope(scope), ids, "deleted")
         return changed

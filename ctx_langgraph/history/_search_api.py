@@ -42,7 +42,7 @@ class SearchAPI(VectorsAPI):
 
     def _search(self, scope: Scope | str, **filters: Any) -> Op[SearchPage]:
         flt = _filter(**filters)
-        return search_ops.search(self.dialect, checked_scope(scope), flt)
+        return search_ops.search(self.db.dialect, checked_scope(scope), flt)
 
     def _rank(
         self,
@@ -59,7 +59,7 @@ class SearchAPI(VectorsAPI):
         if mode == "keyword" or vector is None:
             ranked = rank_ops.RankQuery(query, flt)
             counts = self.rank_counts
-            hits = yield from rank_ops.rank(self.dialect, checked_scope(scope), ranked, counts)
+            hits = yield from rank_ops.rank(self.db.dialect, checked_scope(scope), ranked, counts)
             return RankedHits(hits, "keyword", 0, problem)
         assert self.index is not None
         semantic = vector_ops.SemanticQuery(
@@ -68,7 +68,7 @@ class SearchAPI(VectorsAPI):
         cache, counts = self.vector_cache, self.rank_counts
         return (
             yield from vector_ops.semantic_rank(
-                self.dialect, checked_scope(scope), semantic, cache, counts
+                self.db.dialect, checked_scope(scope), semantic, cache, counts
             )
         )
 
@@ -120,7 +120,7 @@ class SearchAPI(VectorsAPI):
             cursor=cursor,
             newest_first=newest_first,
         )
-        return self.run(call)
+        return self.db.run(call)
 
     async def asearch(
         self,
@@ -151,7 +151,7 @@ class SearchAPI(VectorsAPI):
             cursor=cursor,
             newest_first=newest_first,
         )
-        return await self.arun(call)
+        return await self.db.arun(call)
 
     def rank(
         self,
@@ -230,7 +230,7 @@ class SearchAPI(VectorsAPI):
             roles=roles,
             tool_name=tool_name,
         )
-        return self.run(call)
+        return self.db.run(call)
 
     async def arank(
         self,
@@ -263,4 +263,4 @@ class SearchAPI(VectorsAPI):
             roles=roles,
             tool_name=tool_name,
         )
-        return await self.arun(call)
+        return await self.db.arun(call)

@@ -36,20 +36,24 @@ class SegmentsAPI(StoreBase):
             ...     [(s.first_seq, s.last_seq, s.status) for s in store.segments("t")]
             [(1, 5, 'active')]
         """
-        op = segment_ops.segment_snapshot(self.dialect, checked_scope(scope), first_seq, last_seq)
-        return self.run(op)
+        op = segment_ops.segment_snapshot(
+            self.db.dialect, checked_scope(scope), first_seq, last_seq
+        )
+        return self.db.run(op)
 
     async def asegment_snapshot(
         self, scope: Scope | str, first_seq: int, last_seq: int
     ) -> CoverageSnapshot:
         """Async twin of :meth:`segment_snapshot`."""
-        op = segment_ops.segment_snapshot(self.dialect, checked_scope(scope), first_seq, last_seq)
-        return await self.arun(op)
+        op = segment_ops.segment_snapshot(
+            self.db.dialect, checked_scope(scope), first_seq, last_seq
+        )
+        return await self.db.arun(op)
 
     def _put(self, snapshot: CoverageSnapshot, content: dict[str, Any]) -> Op[Segment]:
         content["key_facts"] = tuple(content.get("key_facts") or ())
         return segment_ops.put_segment(
-            self.dialect, snapshot, segment_ops.SegmentContent(**content), self.clock()
+            self.db.dialect, snapshot, segment_ops.SegmentContent(**content), self.clock()
         )
 
     def put_segment(
@@ -76,7 +80,7 @@ class SegmentsAPI(StoreBase):
             "summary_tokens": summary_tokens,
             "metadata": metadata,
         }
-        return self.run(self._put(snapshot, content), write=True)
+        return self.db.run(self._put(snapshot, content), write=True)
 
     async def aput_segment(
         self,
@@ -96,18 +100,20 @@ class SegmentsAPI(StoreBase):
             "summary_tokens": summary_tokens,
             "metadata": metadata,
         }
-        return await self.arun(self._put(snapshot, content), write=True)
+        return await self.db.arun(self._put(snapshot, content), write=True)
 
     def segments(
         self, scope: Scope | str, *, statuses: Sequence[str] = ("active",)
     ) -> list[Segment]:
         """The branch's segments of these statuses (``active``, ``invalid``, ``superseded``),
         oldest range first."""
-        return self.run(segment_ops.list_segments(self.dialect, checked_scope(scope), statuses))
+        return self.db.run(
+            segment_ops.list_segments(self.db.dialect, checked_scope(scope), statuses)
+        )
 
     async def asegments(
         self, scope: Scope | str, *, statuses: Sequence[str] = ("active",)
     ) -> list[Segment]:
         """Async twin of :meth:`segments`."""
-        op = segment_ops.list_segments(self.dialect, checked_scope(scope), statuses)
-        return await self.arun(op)
+        op = segment_ops.list_segments(self.db.dialect, checked_scope(scope), statuses)
+        return await self.db.arun(op)

@@ -28,12 +28,12 @@ class SummariesAPI(StoreBase):
         """Fix the span a new summary will cover: from the active summary's cursor + 1 through
         ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
         :meth:`create_candidate` and :meth:`commit_candidate`."""
-        return self.run(summary_ops.snapshot(self.dialect, checked_scope(scope), through_seq))
+        return self.db.run(summary_ops.snapshot(self.db.dialect, checked_scope(scope), through_seq))
 
     async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
         """Async twin of :meth:`snapshot`."""
-        return await self.arun(
-            summary_ops.snapshot(self.dialect, checked_scope(scope), through_seq)
+        return await self.db.arun(
+            summary_ops.snapshot(self.db.dialect, checked_scope(scope), through_seq)
         )
 
     def _create_candidate(
@@ -41,7 +41,7 @@ class SummariesAPI(StoreBase):
     ) -> Op[CompactionCheckpoint]:
         content["key_facts"] = tuple(content.get("key_facts") or ())
         return summary_ops.create_candidate(
-            self.dialect, snapshot, summary_ops.CandidateContent(**content), self.clock()
+            self.db.dialect, snapshot, summary_ops.CandidateContent(**content), self.clock()
         )
 
     def create_candidate(
@@ -82,7 +82,7 @@ class SummariesAPI(StoreBase):
             provider_state=provider_state,
             metadata=metadata,
         )
-        return self.run(call, write=True)
+        return self.db.run(call, write=True)
 
     async def acreate_candidate(
         self,
@@ -109,7 +109,7 @@ class SummariesAPI(StoreBase):
             provider_state=provider_state,
             metadata=metadata,
         )
-        return await self.arun(call, write=True)
+        return await self.db.arun(call, write=True)
 
     def commit_candidate(self, candidate: CompactionCheckpoint | str) -> CompactionCheckpoint:
         """Make a candidate the active summary, by compare-and-swap on the active generation.
@@ -124,29 +124,29 @@ class SummariesAPI(StoreBase):
             StaleCandidate: an event at or below the covered seq was revised, hidden or deleted
                 since the snapshot (this one is marked ``failed``).
         """
-        op = summary_ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self.clock())
-        return self.run(op, write=True)
+        op = summary_ops.commit_candidate(self.db.dialect, _checkpoint_id(candidate), self.clock())
+        return self.db.run(op, write=True)
 
     async def acommit_candidate(
         self, candidate: CompactionCheckpoint | str
     ) -> CompactionCheckpoint:
         """Async twin of :meth:`commit_candidate`."""
-        op = summary_ops.commit_candidate(self.dialect, _checkpoint_id(candidate), self.clock())
-        return await self.arun(op, write=True)
+        op = summary_ops.commit_candidate(self.db.dialect, _checkpoint_id(candidate), self.clock())
+        return await self.db.arun(op, write=True)
 
     def mark_failed(
         self, candidate: CompactionCheckpoint | str, reason: str
     ) -> CompactionCheckpoint:
         """Mark a candidate ``failed`` with a reason; the active summary is untouched."""
-        op = summary_ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
-        return self.run(op, write=True)
+        op = summary_ops.mark_failed(self.db.dialect, _checkpoint_id(candidate), reason)
+        return self.db.run(op, write=True)
 
     async def amark_failed(
         self, candidate: CompactionCheckpoint | str, reason: str
     ) -> CompactionCheckpoint:
         """Async twin of :meth:`mark_failed`."""
-        op = summary_ops.mark_failed(self.dialect, _checkpoint_id(candidate), reason)
-        return await self.arun(op, write=True)
+        op = summary_ops.mark_failed(self.db.dialect, _checkpoint_id(candidate), reason)
+        return await self.db.arun(op, write=True)
 
     def _record_failed(
         self,
@@ -162,7 +162,7 @@ class SummariesAPI(StoreBase):
             summarizer_id=summarizer_id,
             metadata=metadata,
         )
-        return summary_ops.record_failed(self.dialect, snapshot, content, error, self.clock())
+        return summary_ops.record_failed(self.db.dialect, snapshot, content, error, self.clock())
 
     def record_failed(
         self,
@@ -190,7 +190,7 @@ class SummariesAPI(StoreBase):
             ('failed', 1, 6, None)
         """
         op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
-        return self.run(op, write=True)
+        return self.db.run(op, write=True)
 
     async def arecord_failed(
         self,
@@ -203,31 +203,31 @@ class SummariesAPI(StoreBase):
     ) -> CompactionCheckpoint:
         """Async twin of :meth:`record_failed`."""
         op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
-        return await self.arun(op, write=True)
+        return await self.db.arun(op, write=True)
 
     def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """The branch's active summary (possibly inherited from its parent), or None."""
-        return self.run(summary_ops.get_active(self.dialect, checked_scope(scope)))
+        return self.db.run(summary_ops.get_active(self.db.dialect, checked_scope(scope)))
 
     async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_active`."""
-        return await self.arun(summary_ops.get_active(self.dialect, checked_scope(scope)))
+        return await self.db.arun(summary_ops.get_active(self.db.dialect, checked_scope(scope)))
 
     def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
         """One summary version by id, whatever its status."""
-        return self.run(summary_ops.get_checkpoint(self.dialect, checkpoint_id))
+        return self.db.run(summary_ops.get_checkpoint(self.db.dialect, checkpoint_id))
 
     async def aget_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
         """Async twin of :meth:`get_checkpoint`."""
-        return await self.arun(summary_ops.get_checkpoint(self.dialect, checkpoint_id))
+        return await self.db.arun(summary_ops.get_checkpoint(self.db.dialect, checkpoint_id))
 
     def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Every summary version created on the branch, newest generation first."""
-        return self.run(summary_ops.list_versions(self.dialect, checked_scope(scope)))
+        return self.db.run(summary_ops.list_versions(self.db.dialect, checked_scope(scope)))
 
     async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
         """Async twin of :meth:`list_versions`."""
-        return await self.arun(summary_ops.list_versions(self.dialect, checked_scope(scope)))
+        return await self.db.arun(summary_ops.list_versions(self.db.dialect, checked_scope(scope)))
 
     def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest
@@ -237,13 +237,13 @@ class SummariesAPI(StoreBase):
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.
         """
-        return self.run(self._prune(scope, keep), write=True)
+        return self.db.run(self._prune(scope, keep), write=True)
 
     async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
         """Async twin of :meth:`prune_versions`."""
-        return await self.arun(self._prune(scope, keep), write=True)
+        return await self.db.arun(self._prune(scope, keep), write=True)
 
     def _prune(self, scope: Scope | str, keep: int) -> Op[int]:
         scope = checked_scope(scope)
-        pruned = yield from summary_ops.prune_versions(self.dialect, scope, keep, self.clock())
+        pruned = yield from summary_ops.prune_versions(self.db.dialect, scope, keep, self.clock())
         return pruned + (yield from segment_ops.prune_segments(scope, keep))

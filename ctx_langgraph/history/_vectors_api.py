@@ -61,9 +61,9 @@ class EmbedReport:
 @runtime_checkable
 class EmbeddingLedger(Protocol):
     """Where embedding calls are booked (:class:`~ctx_langgraph.usage.UsageLedger` is one):
-    the op that books a call, run on the ledger's own ``store``."""
+    the op that books a call, run on the ledger's own database (``db``)."""
 
-    store: Any
+    db: Any
 
     def embedding_booking(
         self,
@@ -173,7 +173,7 @@ class VectorsAPI(StoreBase):
             return EmbedReport()
         started = time.monotonic()
         events, pending = yield from call(
-            self.run, self.arun, vector_ops.pending_events(scope, index.key, max(1, limit))
+            self.db.run, self.db.arun, vector_ops.pending_events(scope, index.key, max(1, limit))
         )
         embedded = tokens = 0
         error: str | None = None
@@ -203,8 +203,8 @@ class VectorsAPI(StoreBase):
                 for event, unit, blob in zip(batch, units, blobs, strict=True)
             ]
             written = yield from call(
-                self.run,
-                self.arun,
+                self.db.run,
+                self.db.arun,
                 vector_ops.put_event_vectors(scope, index.key, rows),
                 write=True,
             )
@@ -255,6 +255,6 @@ def _book(
         estimated=not exact,
     )
     try:
-        yield from call(ledger.store.run, ledger.store.arun, op, write=True)
+        yield from call(ledger.db.run, ledger.db.arun, op, write=True)
     except Exception as exc:  # the vectors are written: a ledger failure is only logged
         log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)

@@ -3,8 +3,8 @@
 Every public method has an ``a``-prefixed async twin. Both build the same operation (a pure
 generator of :mod:`~ctx_langgraph.history.events`, :mod:`~ctx_langgraph.history.branches`,
 :mod:`~ctx_langgraph.history.search` or :mod:`~ctx_langgraph.history.summaries`) and hand it
-to the storage core's runner (:class:`~ctx_langgraph.storage.runner.Database`), so the logic
-exists once; a backend is a :class:`~ctx_langgraph.storage.runner.Database` backend.
+to the database the store holds (``store.db``, a :class:`~ctx_langgraph.storage.runner.Database`),
+so the logic exists once; a backend is the store over another database.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from ctx_langgraph.history._segments_api import SegmentsAPI
 from ctx_langgraph.history._store import EditListener
 from ctx_langgraph.history._summaries_api import SummariesAPI
 from ctx_langgraph.history.types import Scope
-from ctx_langgraph.storage import migrations
 
 __all__ = ["EditListener", "HistoryStore"]
 
@@ -30,15 +29,6 @@ class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI)
     :class:`~ctx_langgraph.history.PostgresHistoryStore`; both pass the same conformance suite.
     Call :meth:`setup` once to create or migrate the tables.
     """
-
-    def schema_version(self) -> int:
-        """The schema version the database is at (0: no tables yet), read without the check
-        every other operation makes first (:meth:`setup` migrates it)."""
-        return self._execute(migrations.schema_version(self.dialect), write=False)
-
-    async def aschema_version(self) -> int:
-        """Async twin of :meth:`schema_version`."""
-        return await self._aexecute(migrations.schema_version(self.dialect), write=False)
 
     def delete_thread(self, scope: Scope | str) -> dict[str, int]:
         """Forget a thread's history: its events and their revisions, edit log, summary
@@ -60,12 +50,12 @@ class HistoryStore(EventsAPI, BranchesAPI, SearchAPI, SummariesAPI, SegmentsAPI)
             ...     store.delete_thread("t")["ctx_events"], store.read_events("t")
             (1, [])
         """
-        deleted = self.run(branch_ops.delete_thread(checked_scope(scope)), write=True)
+        deleted = self.db.run(branch_ops.delete_thread(checked_scope(scope)), write=True)
         self.notify_edited(checked_scope(scope), [], "thread_deleted")
         return deleted
 
     async def adelete_thread(self, scope: Scope | str) -> dict[str, int]:
         """Async twin of :meth:`delete_thread`."""
-        deleted = await self.arun(branch_ops.delete_thread(checked_scope(scope)), write=True)
+        deleted = await self.db.arun(branch_ops.delete_thread(checked_scope(scope)), write=True)
         await self.anotify_edited(checked_scope(scope), [], "thread_deleted")
         return deleted

@@ -18,7 +18,7 @@ from ctx_langgraph.storage.runner import utcnow
 __all__ = ["PostgresHistoryStore"]
 
 
-class PostgresHistoryStore(HistoryStore, PostgresDatabase):
+class PostgresHistoryStore(HistoryStore):
     """History store on PostgreSQL (tsvector + GIN full-text search).
 
     Connections come from a pool opened on first use; connecting is bounded by
@@ -35,6 +35,30 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
                 store.setup()
                 store.append("thread-1", messages)
     """
+
+    db: PostgresDatabase
+
+    def __init__(
+        self,
+        conninfo: str | PostgresDatabase,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout: float = 5.0,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        """A store for a connection string (see :meth:`from_conn_string`), or over a
+        :class:`~ctx_langgraph.storage.postgres.PostgresDatabase`."""
+        if not isinstance(conninfo, PostgresDatabase):
+            conninfo = PostgresDatabase(
+                conninfo,
+                min_size=min_size,
+                max_size=max_size,
+                connect_timeout=connect_timeout,
+                clock=clock,
+                owner=type(self).__name__,
+            )
+        super().__init__(conninfo)
 
     @classmethod
     def from_conn_string(
@@ -64,7 +88,7 @@ class PostgresHistoryStore(HistoryStore, PostgresDatabase):
                 password never in the message); on first use, a server that refuses the
                 connection, with its reason (``database "x" does not exist``).
         """
-        store = super().from_conn_string(
+        store = cls(
             conninfo,
             min_size=min_size,
             max_size=max_size,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from ctx_langgraph.storage.sqlite import SQLiteDatabase
 __all__ = ["SQLiteHistoryStore"]
 
 
-class SQLiteHistoryStore(HistoryStore, SQLiteDatabase):
+class SQLiteHistoryStore(HistoryStore):
     """History store on SQLite: a file (WAL mode) or ``":memory:"``.
 
     One connection per store, used by one transaction at a time (a lock serializes threads;
@@ -32,6 +33,19 @@ class SQLiteHistoryStore(HistoryStore, SQLiteDatabase):
         1
         'm1'
     """
+
+    db: SQLiteDatabase
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection | SQLiteDatabase,
+        *,
+        clock: Callable[[], dt.datetime] = utcnow,
+    ) -> None:
+        """A store on an open ``sqlite3`` connection (or a :class:`SQLiteDatabase` over one)."""
+        super().__init__(
+            conn if isinstance(conn, SQLiteDatabase) else SQLiteDatabase(conn, clock=clock)
+        )
 
     @classmethod
     def from_path(
@@ -50,5 +64,5 @@ class SQLiteHistoryStore(HistoryStore, SQLiteDatabase):
             index: search by meaning too: ``{"embed": <Embeddings or "provider:model">,
                 "dims": N}``, as LangGraph's store index (:meth:`use_index`).
         """
-        store = super().from_path(path, busy_timeout=busy_timeout, clock=clock)
-        return store.use_index(index)
+        db = SQLiteDatabase.from_path(path, busy_timeout=busy_timeout, clock=clock)
+        return cls(db).use_index(index)

@@ -204,14 +204,15 @@ class PostgresDatabase(Database):
         max_size: int = 8,
         connect_timeout: float = 5.0,
         clock: Callable[[], dt.datetime] = utcnow,
+        owner: str | None = None,
     ) -> None:
+        owner = owner or type(self).__name__  # the class the user called, for the messages
         if _MISSING_DRIVER is not None:
             raise ImportError(
-                f"{type(self).__name__} needs psycopg and psycopg_pool: "
-                "pip install 'ctx-langgraph[postgres]'"
+                f"{owner} needs psycopg and psycopg_pool: pip install 'ctx-langgraph[postgres]'"
             ) from _MISSING_DRIVER
         super().__init__(clock=clock)
-        self.conninfo = _checked_conninfo(conninfo, f"{type(self).__name__}.from_conn_string")
+        self.conninfo = _checked_conninfo(conninfo, f"{owner}.from_conn_string")
         self.connect_timeout = connect_timeout
         self._pool_size = (min_size, max_size)
         self._pool: ConnectionPool | None = None

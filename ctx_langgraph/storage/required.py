@@ -5,7 +5,6 @@ are given, saying what to pass instead."""
 from __future__ import annotations
 
 from ctx_langgraph.core.arguments import described
-from ctx_langgraph.storage.runner import Database
 
 __all__ = ["require_store"]
 
@@ -16,9 +15,9 @@ _MAKE_ONE = (
 )
 
 
-def _advice(value: object) -> str:
+def _advice(value: object, expected: type) -> str:
     """How to make a store from what was given, when that says what the user meant."""
-    if isinstance(value, type) and issubclass(value, Database):
+    if isinstance(value, type) and issubclass(value, expected):
         maker = "from_conn_string(...)" if "Postgres" in value.__name__ else "from_path(...)"
         return f"make an instance: {value.__name__}.{maker}, then store.setup() once"
     if isinstance(value, str):
@@ -46,16 +45,17 @@ def _advice(value: object) -> str:
     return _MAKE_ONE
 
 
-def require_store(value: object, *, where: str, expected: type = Database) -> None:
+def require_store(value: object, *, where: str, expected: type) -> None:
     """Raise a ``TypeError`` unless ``value`` is an instance of ``expected`` (a history store).
 
     Args:
         value: the argument as given.
         where: the call and argument as the user wrote them (``add_context_management(store=...)``).
-        expected: the store type (default: any database of this package, as a ledger takes).
+        expected: the store type (``HistoryStore``).
 
     Examples:
-        >>> require_store("history.sqlite", where="f(store=...)")
+        >>> from ctx_langgraph.history import HistoryStore
+        >>> require_store("history.sqlite", where="f(store=...)", expected=HistoryStore)
         Traceback (most recent call last):
         ...
         TypeError: f(store=...) expects a HistoryStore instance, got the string 'history.sqlite': open it first: SQLiteHistoryStore.from_path("history.sqlite"), then store.setup() once
@@ -64,7 +64,7 @@ def require_store(value: object, *, where: str, expected: type = Database) -> No
         return
     what = (
         "a HistoryStore instance"
-        if expected.__name__ in ("Database", "HistoryStore")
+        if expected.__name__ == "HistoryStore"
         else (f"a {expected.__name__} instance")
     )
-    raise TypeError(f"{where} expects {what}, got {described(value)}: {_advice(value)}")
+    raise TypeError(f"{where} expects {what}, got {described(value)}: {_advice(value, expected)}")

@@ -117,9 +117,7 @@ class Database(abc.ABC):
         """Run the operation ``op`` in one transaction (a write transaction when ``write``) and
         return its result."""
         if not self._schema_checked:
-            error = self._schema_error(
-                self._execute(migrations.schema_version(self.dialect), write=False)
-            )
+            error = self._schema_error(self.schema_version())
             if error:
                 raise error
             self._schema_checked = True
@@ -128,14 +126,22 @@ class Database(abc.ABC):
     async def arun(self, op: Op[T], *, write: bool = False) -> T:
         """Async twin of :meth:`run`."""
         if not self._schema_checked:
-            version = await self._aexecute(migrations.schema_version(self.dialect), write=False)
-            error = self._schema_error(version)
+            error = self._schema_error(await self.aschema_version())
             if error:
                 raise error
             self._schema_checked = True
         return await self._aexecute(op, write=write)
 
     # ------------------------------------------------------------------ schema
+
+    def schema_version(self) -> int:
+        """The schema version the database is at (0: no tables yet), read without the check
+        :meth:`run` makes first."""
+        return self._execute(migrations.schema_version(self.dialect), write=False)
+
+    async def aschema_version(self) -> int:
+        """Async twin of :meth:`schema_version`."""
+        return await self._aexecute(migrations.schema_version(self.dialect), write=False)
 
     def setup(self) -> int:
         """Create or migrate the tables (idempotent, safe to call from several processes).

@@ -35,7 +35,7 @@ __all__ = [
 def _delete_flow(store: HistoryStore, scope: Scope | str, ledger: bool) -> Flow[dict[str, int]]:
     target = checked_scope(scope)
     op = ops.delete_thread(target, ledger=ledger)
-    deleted: dict[str, int] = yield from call(store.run, store.arun, op, write=True)
+    deleted: dict[str, int] = yield from call(store.db.run, store.db.arun, op, write=True)
     yield from call(store.notify_edited, store.anotify_edited, target, [], "thread_deleted")
     return deleted
 
@@ -79,8 +79,8 @@ def _export_flow(
     store: HistoryStore, scope: Scope | str, ledger: bool, memory: LongTermMemory | None
 ) -> Flow[dict[str, Any]]:
     target = checked_scope(scope)
-    op = ops.export_thread(store.dialect, target, store.clock(), ledger=ledger)
-    document: dict[str, Any] = yield from call(store.run, store.arun, op)
+    op = ops.export_thread(store.db.dialect, target, store.clock(), ledger=ledger)
+    document: dict[str, Any] = yield from call(store.db.run, store.db.arun, op)
     if memory is not None:
         document["memories"] = yield from call(memory.export_thread, memory.aexport_thread, target)
     return document
@@ -143,8 +143,8 @@ def _import_flow(
     memory: LongTermMemory | None,
 ) -> Flow[dict[str, int]]:
     target = checked_scope(into) if into is not None else export_scope(document)
-    op = ops.import_thread(store.dialect, document, target)
-    counts: dict[str, int] = yield from call(store.run, store.arun, op, write=True)
+    op = ops.import_thread(store.db.dialect, document, target)
+    counts: dict[str, int] = yield from call(store.db.run, store.db.arun, op, write=True)
     if memory is not None:
         records = document.get("memories") or []
         counts["memories"] = yield from call(

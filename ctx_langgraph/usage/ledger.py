@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx_langgraph.core.scope import Scope, ensure_scope
+from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.makeup import makeup_from_json, makeup_json, makeup_problem
 from ctx_langgraph.storage.codec import load_text, store_text
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.storage.required import require_store
-from ctx_langgraph.storage.runner import Database
 from ctx_langgraph.storage.statements import Op, Stmt
 from ctx_langgraph.usage.booking import (
     TOTALS_COLUMNS,
@@ -353,9 +353,12 @@ class UsageLedger:
         ([19250], [120])
     """
 
-    def __init__(self, store: Database, *, prices: PriceTable | None = None) -> None:
-        require_store(store, where="UsageLedger(store=...)")
+    def __init__(self, store: HistoryStore, *, prices: PriceTable | None = None) -> None:
+        require_store(store, where="UsageLedger(store=...)", expected=HistoryStore)
         self.store = store
+        self.db = store.db
+        """The database of the ledger's tables: the store's, so a booking can share the
+        transaction that writes the reply it is for (``HistoryStore.append_then``)."""
         self.prices = prices if prices is not None else PriceTable.default()
 
     def _cost_nano(self, usage: NormalizedUsage) -> int | None:
@@ -396,7 +399,7 @@ class UsageLedger:
             cacheable_prefix,
             None if makeup is None else dict(makeup),
         )
-        return _record_op(self.store.dialect, event, self._cost_nano, self.store.clock())
+        return _record_op(self.db.dialect, event, self._cost_nano, self.db.clock())
 
     def record(
         self,
@@ -430,7 +433,7 @@ class UsageLedger:
         op = self._booking(
             call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
         )
-        return self.store.run(op, write=True)
+        return self.db.run(op, write=True)
 
     async def arecord(
         self,
@@ -448,7 +451,7 @@ class UsageLedger:
         op = self._booking(
             call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
         )
-        return await self.store.arun(op, write=True)
+        return await self.db.arun(op, write=True)
 
     def booking(
         self,
@@ -486,7 +489,7 @@ class UsageLedger:
         self, scope: Scope | str, digests: Sequence[str]
     ) -> Op[tuple[str, ...] | None]:
         return note_request_op(
-            self.store.dialect, ensure_scope(scope), tuple(digests), self.store.clock()
+            self.db.dialect, ensure_scope(scope), tuple(digests), self.db.clock()
         )
 
     def note_request(self, scope: Scope | str, digests: Sequence[str]) -> tuple[str, ...] | None:
@@ -503,21 +506,21 @@ class UsageLedger:
             >>> ledger.note_request("t", ["tools", "system", "hi", "hello"])
             ('tools', 'system', 'hi')
         """
-        return self.store.run(self._note_request(scope, digests), write=True)
+        return self.db.run(self._note_request(scope, digests), write=True)
 
     async def anote_request(
         self, scope: Scope | str, digests: Sequence[str]
     ) -> tuple[str, ...] | None:
         """Async twin of :meth:`note_request`."""
-        return await self.store.arun(self._note_request(scope, digests), write=True)
+        return await self.db.arun(self._note_request(scope, digests), write=True)
 
     def get(self, call_key: str) -> LedgerRecord | None:
         """The record of one call, or None."""
-        return self.store.run(_get_op(self.store.dialect, call_key))
+        return self.db.run(_get_op(self.db.dialect, call_key))
 
     async def aget(self, call_key: str) -> LedgerRecord | None:
         """Async twin of :meth:`get`."""
-        return await self.store.arun(_get_op(self.store.dialect, call_key))
+        return await self.db.arun(_get_op(self.db.dialect, call_key))
 
     def _records_query(
         self,
@@ -528,7 +531,7 @@ class UsageLedger:
     ) -> Op[list[LedgerRecord]]:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        return _records_op(self.store.dialect, ensure_scope(scope), branch, purpose, limit)
+        return _records_op(self.db.dialect, ensure_scope(scope), branch, purpose, limit)
 
     def records(
         self,
@@ -551,7 +554,7 @@ class UsageLedger:
             >>> [(r.call_key, r.purpose) for r in ledger.records("t", purpose="answer")]
             [('call-0', 'answer'), ('call-2', 'answer')]
         """
-        return self.store.run(self._records_query(scope, branch, purpose, limit))
+        return self.db.run(self._records_query(scope, branch, purpose, limit))
 
     async def arecords(
         self,
@@ -562,7 +565,7 @@ class UsageLedger:
         limit: int | None = None,
     ) -> list[LedgerRecord]:
         """Async twin of :meth:`records`."""
-        return await self.store.arun(self._records_query(scope, branch, purpose, limit))
+        return await self.db.arun(self._records_query(scope, branch, purpose, limit))
 
     def _totals_query(
         self, scope: Scope | str | None, by: Sequence[str], branch: str | None
@@ -584,7 +587,7 @@ class UsageLedger:
         """Running totals of a thread (every branch unless ``branch``), or of the whole ledger
         when ``scope`` is None, grouped by any of ``tenant, thread_id, branch, purpose,
         provider, model`` (one row without ``by``)."""
-        return self.store.run(self._totals_query(scope, by, branch))
+        return self.db.run(self._totals_query(scope, by, branch))
 
     async def atotals(
         self,
@@ -594,4 +597,4 @@ class UsageLedger:
         branch: str | None = None,
     ) -> list[UsageTotals]:
         """Async twin of :meth:`totals`."""
-        return await self.store.arun(self._totals_query(scope, by, branch))
+        return await self.db.arun(self._totals_query(scope, by, branch))

@@ -150,7 +150,7 @@ def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[
         >>> ledger = UsageLedger(store)
         >>> reply = AIMessage("hi", id="a1", usage_metadata={"input_tokens": 30, "output_tokens": 2, "total_tokens": 32})
         >>> booking, database = answer_booker(ledger)(reply, Scope("t"))
-        >>> database is store, store.run(booking, write=True).reason
+        >>> database is store.db, database.run(booking, write=True).reason
         (True, 'new')
     """
 
@@ -160,7 +160,7 @@ def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[
         booking = ledger.booking(
             key, usage, scope=scope, purpose="answer", status=usage.status, version=FINAL_VERSION
         )
-        return booking, ledger.store
+        return booking, ledger.db
 
     return book
 
