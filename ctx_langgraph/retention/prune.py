@@ -233,6 +233,7 @@ class CheckpointRetention:
         if thread_id is not None:
             threads = [thread_id]
         else:
+            assert self.dialect is not None
             async with asaver_transaction(saver, self.dialect) as statements:
                 threads = await arun(
                     bind(saver_ops.thread_ids(), statements.execute, statements.aexecute)
