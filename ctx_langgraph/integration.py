@@ -345,10 +345,8 @@ def create_context_agent(
         >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
-    all_tools = [
-        *tools,
-        *context_tools(store, config, lookup_tool=lookup_tool, compact_tool=compact_tool),
-    ]
+    own = context_tools(store, config, lookup_tool=lookup_tool, compact_tool=compact_tool)
+    all_tools = [*tools, *own]
     return add_context_management(
         _agent_graph(model, all_tools, prompt),
         model_node="model",

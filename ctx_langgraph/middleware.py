@@ -1,24 +1,17 @@
 """``ContextManagementMiddleware``: the same context management for ``langchain.agents.create_agent``.
 
-``before_model`` runs what the ``ctx_budget`` node runs (and ``ctx_compact`` when the next
-request would be over the trigger, then the budget again on the compacted view);
-``after_model`` runs what ``ctx_usage`` runs. The logic is the nodes' own; only the wiring
-differs. ``wrap_model_call`` folds the model call's usage through a
-:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` as it streams, and ``after_model``
-books it in the transaction that records the reply (a call that fails, and every other model
-call, the summarizer's or a memory extractor's, is booked by the handler when it ends). When
-the provider rejects the request as too long, it compacts the request's messages (the summary
-is committed in the store, and ``ctx_budget`` applies it to the state on the next turn) and
-calls the model once more on the compacted view, with ``context["overflow"]`` counting the
-retries. The middleware also gives the agent the history
-lookup tool. Both hooks drive their logic on :mod:`ctx_langgraph.core.effects`, sync or async.
+The steps are the graph nodes' own (:func:`~ctx_langgraph.wiring.context_steps`):
+``before_model`` runs the budget/compact rounds, ``wrap_model_call`` calls the model through the
+one overflow-retry path (a request the provider rejects as too long is compacted and sent once
+more; ``context["overflow"]`` counts the retries) with every chat-model call booked as it
+streams, and ``after_model`` records the reply and books its usage. The model, the tools and
+the system prompt are read from the model request.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Annotated, Any, cast
 
@@ -56,30 +49,12 @@ __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
 # a model call's result with a state update (absent from the first langchain 1.x releases)
 _EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedModelResponse", None)
-_SHAPES_KEPT = 8
+_KEPT = 8
 """Request shapes (model, tools, system prompt) whose steps a middleware keeps built."""
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """What a request carries besides its messages (None: not known, or not given)."""
-
-    model: Any
-    tools: tuple[Any, ...] | None
-    system_prompt: str | None
-
-    def key(self) -> tuple[Any, ...]:
-        # by identity: the steps built for a shape keep its model and tools alive
-        return (id(self.model), tuple(map(id, self.tools or ())), self.system_prompt)
 
 
 def _thread_of(config: RunnableConfig) -> Any:
     return (config.get("configurable") or {}).get("thread_id")
-
-
-def _nothing() -> Flow[None]:
-    return None
-    yield  # a flow that makes no call
 
 
 class ContextAgentState(AgentState[Any]):
@@ -183,7 +158,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         )
         ledger = ledger or UsageLedger(store)
         self._handler = HoldingLedgerHandler(ledger)
-        self._given = _Shape(model, None if tools is None else (*tools, *self.tools), system_prompt)
+        self._given = (model, None if tools is None else (*tools, *self.tools), system_prompt)
         self._build = partial(
             context_steps,
             store,
@@ -197,67 +172,61 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             pinned_rules=pinned_rules,
             memory=memory,
         )
-        self._built: OrderedDict[tuple[Any, ...], ContextSteps] = OrderedDict()
+        self._built: dict[tuple[Any, ...], ContextSteps] = {}
         self._steps: ContextSteps | None = None
-        """The steps of the last request's shape: None until a model request shows it, unless
-        this middleware was given a model, tools or a system prompt."""
-        if self._given != _Shape(None, None, None):
-            self._steps = self._steps_for(
-                _Shape(model, self._given.tools or tuple(self.tools), system_prompt)
-            )
-        self._unbudgeted: OrderedDict[Any, None] = OrderedDict()
-        """Threads whose ``before_model`` ran before any request showed the shape: their
-        model call runs the budget first."""
+        """The steps of the last request's model, tools and system prompt (None: no request
+        showed them yet, and this middleware was given none)."""
+        if self._given != (None, None, None):
+            self._steps = self._steps_for(model, self._given[1] or tuple(self.tools), system_prompt)
+        self._unbudgeted: dict[Any, None] = {}
+        """Threads whose ``before_model`` came before any request: their model call budgets."""
 
-    def _steps_for(self, shape: _Shape) -> ContextSteps:
-        """The steps for a request of ``shape``, built once per shape (a few kept)."""
-        key = shape.key()
-        steps = self._built.get(key)
-        if steps is None:
-            steps = self._built[key] = self._build(
-                model=shape.model, tools=shape.tools or (), system_prompt=shape.system_prompt
-            )
-            while len(self._built) > _SHAPES_KEPT:
-                self._built.popitem(last=False)
-        self._built.move_to_end(key)
-        return steps
+    def _steps_for(
+        self, model: Any, tools: tuple[Any, ...], system_prompt: str | None
+    ) -> ContextSteps:
+        """The steps for requests of this model, tools and system prompt (a few kept built)."""
+        key = (id(model), tuple(map(id, tools)), system_prompt)  # the steps keep them alive
+        if key not in self._built:
+            if len(self._built) >= _KEPT:
+                del self._built[next(iter(self._built))]
+            self._built[key] = self._build(model=model, tools=tools, system_prompt=system_prompt)
+        return self._built[key]
 
     def _learn(self, request: ModelRequest[Any]) -> ContextSteps:
-        """The steps for ``request``: its model, tools and system prompt, where this
-        middleware was not given its own; the hooks use them from now on."""
-        given = self._given
-        shape = _Shape(
-            request.model if given.model is None else given.model,
-            tuple(request.tools) if given.tools is None else given.tools,
-            request.system_prompt if given.system_prompt is None else given.system_prompt,
+        """The steps for ``request`` (what this middleware was not given, read from it); the
+        hooks use them from now on."""
+        model, tools, prompt = self._given
+        self._steps = self._steps_for(
+            request.model if model is None else model,
+            tuple(request.tools) if tools is None else tools,
+            request.system_prompt if prompt is None else prompt,
         )
-        self._steps = self._steps_for(shape)
         return self._steps
 
-    def _before_model(self, state: ContextAgentState) -> Flow[dict[str, Any] | None]:
+    def _before_model(self, state: ContextAgentState) -> Flow[dict[str, Any]] | None:
+        """The budget/compact rounds; None before any request showed the model, the tools and
+        the system prompt (the model call runs them then)."""
         config = get_config()
-        if self._steps is None:  # no request showed the model, the tools, the system prompt
-            self._unbudgeted[_thread_of(config)] = None  # the model call runs the budget
-            while len(self._unbudgeted) > _SHAPES_KEPT * 128:
-                self._unbudgeted.popitem(last=False)
-            return _nothing()
-        return cast(
-            "Flow[dict[str, Any] | None]", compaction_rounds(self._steps, dict(state), config)
-        )
+        if self._steps is None:
+            if len(self._unbudgeted) >= _KEPT * 128:
+                del self._unbudgeted[next(iter(self._unbudgeted))]
+            self._unbudgeted[_thread_of(config)] = None
+            return None
+        return compaction_rounds(self._steps, dict(state), config)
 
     @hook_config(can_jump_to=["end"])
     def before_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         with booked_by(self._handler):
-            return run(self._before_model(state))
+            return None if (flow := self._before_model(state)) is None else run(flow)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
         self, state: ContextAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         with booked_by(self._handler):
-            return await arun(self._before_model(state))
+            return None if (flow := self._before_model(state)) is None else await arun(flow)
 
     def _model_call(
         self, request: ModelRequest[Any], handler: Callable[..., Any]

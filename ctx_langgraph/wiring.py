@@ -1,13 +1,7 @@
-"""The one place that builds context management's steps around a model, for every wiring.
-
-:func:`~ctx_langgraph.integration.add_context_management` (and
-:func:`~ctx_langgraph.integration.create_context_agent` on it) puts the steps into a graph as
-the ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` nodes;
-:class:`~ctx_langgraph.middleware.ContextManagementMiddleware` runs the same steps from
-``create_agent``'s hooks. Both get them from :func:`context_steps`, and the tools they give the
-model from :func:`context_tools`; the budget -> compact rounds are one flow
-(:func:`compaction_rounds`) any caller can run.
-"""
+"""The one place that builds context management's steps around a model, for every wiring:
+:func:`~ctx_langgraph.integration.add_context_management` puts them into a graph as nodes,
+:class:`~ctx_langgraph.middleware.ContextManagementMiddleware` runs them from ``create_agent``'s
+hooks; the budget/compact rounds are one flow (:func:`compaction_rounds`) any caller can run."""
 
 from __future__ import annotations
 
@@ -128,32 +122,18 @@ def context_steps(
 ) -> ContextSteps:
     """The steps of context management around ``model`` (every wiring builds them here).
 
-    Args:
-        store: the history store that records every message and the summaries.
-        config: the budget (``artifact_trail_room`` decided by whether ``tools`` hold the lookup).
-        ledger: where usage is booked (default: a ``UsageLedger`` on ``store``).
-        booking: book every chat-model call as it streams (the summarizer's, a memory
-            extractor's and the answer's, held for the usage step): ``True`` with a new
-            :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` on ``ledger``, or the
-            handler to share; ``False``: the usage step books the answer alone.
-        model: the chat model called (its name picks the counter, its profile the window).
-        tools: every tool bound to the model (their schemas are part of every request).
-        system_prompt: a system prompt added to every request outside the state (overhead).
-        summarizer: the compaction summarizer (default:
-            :func:`~ctx_langgraph.compaction.summarizers.default_summarizer` of ``model`` or
-            ``summary_model``).
-        summary_model: a chat model or ``init_chat_model`` spec that writes the summaries.
-        counter: overrides the token counter picked from the model name.
-        provider_count: a provider token-count hook asked near the limit.
-        pinned_rules: rules kept first in every view.
-        memory: long-term memory recalled into the view.
+    The arguments are :func:`~ctx_langgraph.integration.add_context_management`'s, with
+    ``tools`` every tool bound to the model and ``booking`` its ``book_model_calls`` (or the
+    :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` to share). Without
+    ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer` of
+    ``model`` or ``summary_model``.
 
     Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
         >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
         >>> steps = context_steps(store, config=ContextConfig(context_window=8_000, output_reserve=1_000))
-        >>> steps.budget.budget.window, type(steps.compact.summarizer).__name__
-        (8000, 'ExtractiveSummarizer')
+        >>> steps.budget.budget.usable, type(steps.compact.summarizer).__name__
+        (7000, 'ExtractiveSummarizer')
     """
     ledger = ledger if ledger is not None else UsageLedger(store)
     config = (config or ContextConfig()).with_trail_room(
