@@ -41,7 +41,6 @@ __all__ = [
     "ModelNode",
     "OverflowRetry",
     "guarded_model_node",
-    "overflow_calls",
     "splice",
 ]
 
@@ -115,29 +114,6 @@ def splice(builder: Builder, model_node: str, replacement: ModelNode) -> None:
     )
 
 
-def overflow_calls(
-    target: ModelCall, steps: Generator[OverflowStep, Any, Recovered]
-) -> Flow[Recovered]:
-    """The overflow recovery's steps as effects: each is ``target.serve(step)``, awaited as
-    ``target.aserve(step)`` when run by :func:`~ctx_langgraph.core.effects.arun`; an error is
-    thrown back into the steps at the step that raised it."""
-    result: Any = None
-    error: Exception | None = None
-    try:
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(result)
-            except StopIteration as stop:
-                recovered: Recovered = stop.value
-                return recovered
-            try:
-                result, error = (yield from call(target.serve, target.aserve, step)), None
-            except Exception as exc:
-                result, error = None, exc
-    finally:
-        steps.close()
-
-
 @dataclass(frozen=True)
 class OverflowRetry:
     """The user's model node, compacting the view and calling the node once more when the
@@ -154,13 +130,8 @@ class OverflowRetry:
     coerce: Callable[..., Any] | None
     """Builds the node's input from the channel values, as LangGraph does for a pydantic or
     dataclass state; None for a dict state."""
-    wire: Wire = field(default_factory=Wire)
-    """What the model's wire protocol needs of the messages sent: no other provider's opaque
-    items, and a view the provider does not hold sent whole when requests are chained by
-    ``previous_response_id`` (docs/design.md §6)."""
-    booking: HoldingLedgerHandler | None = None
-    """Books the node's model calls; it holds the answer's usage for ``ctx_usage``, and books
-    it at once when the node fails after the call."""
+    wire: Wire = field(default_factory=Wire)  # as ContextSteps.wire
+    booking: HoldingLedgerHandler | None = None  # as ContextSteps.booking
 
     def _node_input(self, state: dict[str, Any], step: OverflowStep) -> Any:
         kind, view = step
@@ -176,25 +147,16 @@ class OverflowRetry:
         return self.coerce(**values) if self.coerce is not None else values
 
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[Recovered]:
-        view = {"messages": state.get("messages"), "context": state.get("context")}
-        steps = retry_on_overflow(view, self.counter)
-
         def send(step: OverflowStep) -> Any:
             return self.node.invoke(self._node_input(state, step), config)
 
         async def asend(step: OverflowStep) -> Any:
             return await self.node.ainvoke(self._node_input(state, step), config)
 
-        target = ModelCall(
-            send,
-            asend,
-            self.compact,
-            self.budget,
-            config,
-            dict(state.get("context") or {}),
-            self.booking,
-        )
-        return overflow_calls(target, steps)
+        context = state.get("context") or {}
+        call = ModelCall(send, asend, self.compact, self.budget, config, context, self.booking)
+        view = {"messages": state.get("messages"), "context": context}
+        return call.flow(retry_on_overflow(view, self.counter))
 
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> Any:
         outcome = run(self._flow(state, config))
@@ -230,13 +192,29 @@ class ModelCall:
     """The state's context (the thread's scope is read from it and the config)."""
     booking: HoldingLedgerHandler | None
 
+    def flow(self, steps: Generator[OverflowStep, Any, Recovered]) -> Flow[Recovered]:
+        """The recovery's ``steps`` as effects, each served by :meth:`serve` (awaited
+        :meth:`aserve` when run async); an error is thrown back into the steps where raised."""
+        result: Any = None
+        error: Exception | None = None
+        try:
+            while True:
+                try:
+                    step = steps.throw(error) if error is not None else steps.send(result)
+                except StopIteration as stop:
+                    recovered: Recovered = stop.value
+                    return recovered
+                try:
+                    result, error = (yield from call(self.serve, self.aserve, step)), None
+                except Exception as exc:
+                    result, error = None, exc
+        finally:
+            steps.close()
+
     def _step(self, step: OverflowStep) -> tuple[_Step, RunnableConfig] | None:
-        kind = step[0]
-        if kind == "compact":
-            return self.compact, patch_config(self.config, run_name=CTX_COMPACT)
-        if kind == "budget":
-            return self.budget, patch_config(self.config, run_name=CTX_BUDGET)
-        return None
+        node = {"compact": self.compact, "budget": self.budget}.get(step[0])
+        name = CTX_COMPACT if step[0] == "compact" else CTX_BUDGET
+        return None if node is None else (node, patch_config(self.config, run_name=name))
 
     def serve(self, step: OverflowStep) -> Any:
         if (node := self._step(step)) is not None:

@@ -9,29 +9,14 @@ around its model node, without touching your node code::
                   ctx_compact
 
 Every edge that led to the model node now leads to ``ctx_budget``; every edge (and conditional
-edge) that left the model node now leaves ``ctx_usage``. The ``context`` channel
-(:class:`~ctx_langgraph.state.ContextState`) is added to the graph's state. A graph compiled
-before keeps its old wiring. With ``book_model_calls`` (the default) every chat-model call made
-inside the model node, the summarizer and a model-backed memory extractor is booked through a
-:class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` (its usage folded chunk by chunk as it
-streams); the model node's answer is booked by ``ctx_usage``, in the transaction that records
-the reply, never twice. :func:`create_context_agent`
-builds a tool-calling agent wired this way.
-
-The summaries are written by the chat model given as ``model`` (or ``summary_model=``), validated,
-with the offline extractive summarizer taking over when the model fails and the request would not
-fit; without a model, or with an offline fake, the extractive summarizer writes them
-(:func:`~ctx_langgraph.compaction.summarizers.default_summarizer`, docs/design.md §6).
-
-When the provider rejects a request as too long for the model's window
-(:func:`~ctx_langgraph.providers.is_context_overflow`: our estimate fit, the provider's count
-did not), the model node compacts the view as for a request over the window, runs the budget on
-the compacted view, and calls your node once more; its update then replaces the view and
-``context["overflow"]`` counts the thread's retries. Your node sees its input as before (the
-``context`` channel only when its state has it). With nothing left to compact, the view's tool
-results are shortened instead, or, with nothing to shorten either, the same request is sent once
-more. A second rejection raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` from the
-provider's error.
+edge) that left the model node now leaves ``ctx_usage``; the state gets the ``context`` channel
+(:class:`~ctx_langgraph.state.ContextState`). The nodes are built by
+:func:`~ctx_langgraph.wiring.context_steps`, as the middleware's steps are. With
+``book_model_calls`` (the default) every chat-model call inside the model node, the summarizer
+and a model-backed memory extractor is booked as it streams; the answer is booked by
+``ctx_usage`` with the reply, never twice. A request the provider rejects as too long is
+compacted and sent once more (:mod:`ctx_langgraph._overflow`); ``context["overflow"]`` counts
+the thread's retries. :func:`create_context_agent` builds a tool-calling agent wired this way.
 """
 
 from __future__ import annotations
@@ -308,22 +293,13 @@ def create_context_agent(
     old messages the summary no longer holds.
 
     Args:
-        model: a chat model supporting ``bind_tools``, or an ``init_chat_model`` spec string.
+        model: a chat model supporting ``bind_tools``, or an ``init_chat_model`` spec string
+            (it writes the summaries too, unless ``summary_model``/``summarizer`` say otherwise
+            or it is an offline fake such as ``MeteringChatModel``).
         tools: the agent's tools.
-        store: the history store.
-        config: the budget; the window may come from the model's profile.
-        summarizer: the compaction summarizer (wins over ``summary_model``).
-        summary_model: a chat model or ``init_chat_model`` spec (``"openai:gpt-4o-mini"``; a
-            missing API key raises :class:`~ctx_langgraph.errors.SummaryModelError`) that writes
-            the summaries. Default: ``model`` itself, unless it is an offline fake
-            (``MeteringChatModel``, langchain_core's fakes): then the extractive summarizer.
         prompt: a system prompt prepended to every request (not stored in the state).
-        pinned_rules: persistent rules (a file or a store entry) kept first in the model's view
-            on every turn, surviving every compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
-        memory: long-term memory across threads of a user (``configurable["user_id"]``),
-            :class:`~ctx_langgraph.memory.LongTermMemory`.
-        provider_count: a provider token-count hook (``AnthropicCountHook``,
-            ``OpenAIResponsesCountHook``) asked for an exact count near the limit.
+        store, config, summarizer, summary_model, ledger, counter, pinned_rules, memory,
+            provider_count: as :func:`add_context_management` takes them.
         lookup_tool: give the model the history lookup tool (``True``: one with default
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).

@@ -30,7 +30,7 @@ from typing_extensions import NotRequired
 from ctx_langgraph._arguments import check_wiring_arguments
 from ctx_langgraph._checkpoint_safe import checkpoint_safe
 from ctx_langgraph._overflow import OverflowStep, Recovered, retry_on_overflow
-from ctx_langgraph._rewire import ModelCall, overflow_calls
+from ctx_langgraph._rewire import ModelCall
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.protocol import Summarizer
 from ctx_langgraph.config import ContextConfig
@@ -72,33 +72,16 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     builds its nodes.
 
     Args:
-        store: the history store that records every message and the summaries.
-        config: the budget (window, reserve, trigger, ...); the window may come from ``model``.
-        summarizer: the compaction summarizer (wins over ``summary_model``).
-        summary_model: a chat model or ``init_chat_model`` spec (``"openai:gpt-4o-mini"``) that
-            writes the summaries. Default: the agent's model when it is a real chat model, else
-            (an offline fake such as ``MeteringChatModel``) the offline extractive summarizer.
-        model: overrides the model read from each model request (``create_agent``'s): its
-            name picks the counter, its profile the window. Not needed: before the first
-            request the budget knows no model (default counter and window).
-        tools: overrides the tools read from each model request (their schemas are part of
-            every request). Not needed: ``create_agent``'s tools, and this middleware's own,
-            are in the request.
-        system_prompt: overrides the system prompt read from each model request (counted as
-            overhead of every request). Not needed, as ``model`` and ``tools``.
-        pinned_rules: persistent rules kept first in the view on every turn, surviving every
-            compaction (:class:`~ctx_langgraph.rules.PinnedRules`).
-        memory: long-term memory learned from the user's messages and recalled into the view
-            under its own budget (:class:`~ctx_langgraph.memory.LongTermMemory`).
-        ledger: where usage is booked (default: on ``store``).
-        counter: overrides the token counter picked from the model name.
-        provider_count: a provider token-count hook asked near the limit.
+        store, config, summarizer, summary_model, ledger, counter, provider_count,
+            pinned_rules, memory: as :func:`~ctx_langgraph.add_context_management` takes them
+            (the default summarizer is the agent's model, unless it is an offline fake).
+        model, tools, system_prompt: override what the model requests carry (``tools``: the
+            agent's tools; this middleware's own are added). Not needed with ``create_agent``.
         lookup_tool: give the agent :func:`~ctx_langgraph.lookup.make_history_lookup_tool`.
         compact_tool: give the agent the ``compact_context`` tool
             (:func:`~ctx_langgraph.compaction.make_compact_tool`): the model asks for a
-            compaction, with an optional focus, done before its next call. A compaction can
-            also be asked for with the input ``{"context": {"compact": {"instructions": "..."}}}``
-            (with no new message the run ends after it, without a model call).
+            compaction, with an optional focus, done before its next call (the input
+            ``{"context": {"compact": {"instructions": "..."}}}`` asks without the model).
         max_rounds: budget/compact rounds per model call: sets
             ``config.max_compaction_rounds`` (None: as the config says, 3 by default). A
             round that makes no progress is the last.
@@ -258,7 +241,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
 
         call = ModelCall(send, send, steps.compact, steps.budget, config, context, self._handler)
         view = {"messages": request.messages, "context": context}
-        outcome = yield from overflow_calls(call, retry_on_overflow(view, steps.counter))
+        outcome = yield from call.flow(retry_on_overflow(view, steps.counter))
         return outcome, before
 
     @staticmethod
