@@ -6,8 +6,10 @@ database instead of being one."""
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -179,3 +181,47 @@ def test_the_history_store_holds_a_database_instead_of_being_one() -> None:
     with SQLiteHistoryStore.from_path(":memory:") as store:
         assert isinstance(store.db, Database)
         assert store.setup() == store.schema_version()
+
+
+async def test_the_store_lists_a_tenants_threads_newest_first(api: Any, store: Any) -> None:
+    """What the inspector's thread list needs is a store method, sync and async, on every
+    backend: per thread its branches, highest head seq and summary generation, newest first."""
+    from langchain_core.messages import HumanMessage
+
+    from ctx_langgraph.history import Scope
+
+    T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    for n, thread in enumerate(["old", "new"]):
+        store.db.clock = lambda n=n: T0 + dt.timedelta(hours=n)
+        store.append(thread, [HumanMessage(f"m{i}", id=f"{thread}{i}") for i in range(n + 2)])
+    store.create_branch(Scope("old", branch="b"), "main", 1)
+    store.append(Scope("other", tenant="t2"), [HumanMessage("x", id="x")])
+    rows = await api.list_threads()
+    assert [(r.thread_id, r.branches, r.head_seq) for r in rows] == [("new", 1, 3), ("old", 2, 2)]
+    assert rows[0].created_at == T0 + dt.timedelta(hours=1)
+    assert [r.thread_id for r in await api.list_threads(limit=1)] == ["new"]
+    assert [r.thread_id for r in await api.list_threads("t2")] == ["other"]
+
+
+async def test_the_store_says_its_schema_version_without_refusing_an_old_one(
+    api: Any, store: Any
+) -> None:
+    from ctx_langgraph.storage.migrations import SCHEMA_VERSION
+
+    assert await api.schema_version() == SCHEMA_VERSION
+    with SQLiteHistoryStore.from_path(":memory:") as fresh:  # no tables: 0, not an error
+        assert fresh.schema_version() == 0 and await fresh.aschema_version() == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_ledger_records_say_when_each_call_was_booked(store: Any, mode: str) -> None:
+    """The inspector draws a call's time from the ledger's record, not from a query of its own."""
+    from ctx_langgraph.usage import NormalizedUsage, UsageLedger
+
+    T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.timezone.utc)
+    store.db.clock = lambda: T0
+    ledger = UsageLedger(store)
+    ledger.record("c1", NormalizedUsage(input_total=10, output=1), scope="t", purpose="summary")
+    records = ledger.records("t") if mode == "sync" else await ledger.arecords("t")
+    assert [(r.call_key, r.created_at) for r in records] == [("c1", T0)]
+    assert (ledger.get("c1") if mode == "sync" else await ledger.aget("c1")).created_at == T0
