@@ -20,29 +20,13 @@ __all__ = ["MAX_RESOLVED", "day_label", "resolve_relative", "time_label"]
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
+    *("January", "February", "March", "April", "May", "June"),
+    *("July", "August", "September", "October", "November", "December"),
 )
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _SHORT_WEEKDAYS = {
-    "mon": "monday",
-    "tue": "tuesday",
-    "tues": "tuesday",
-    "wed": "wednesday",
-    "thu": "thursday",
-    "thur": "thursday",
-    "thurs": "thursday",
-    "fri": "friday",
+    short: next(day for day in _WEEKDAYS if day.startswith(short))
+    for short in ("mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri")
 }
 """Short names people write ("last fri"); not "sat" and "sun", which are words of their own."""
 
@@ -159,22 +143,11 @@ _FIXED = {
     "tonight": 0,
     "tomorrow": 1,
 }
-_WORD_COUNTS = {
-    "an": 1,
-    "a": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "eleven": 11,
-    "twelve": 12,
-}
+_NUMBER_WORDS = (
+    *("one", "two", "three", "four", "five", "six"),
+    *("seven", "eight", "nine", "ten", "eleven", "twelve"),
+)
+_WORD_COUNTS = {"an": 1, "a": 1} | {word: n for n, word in enumerate(_NUMBER_WORDS, start=1)}
 _COUNT_NAMES = {count: word for word, count in _WORD_COUNTS.items() if count > 1}
 """How a count above one is said (``two weeks before``); larger ones as digits."""
 _VAGUE_COUNTS = {"a couple of": 2, "a couple": 2, "a few": 3, "several": 4}

@@ -22,71 +22,22 @@ import snowballstemmer  # type: ignore[import-untyped]
 
 __all__ = ["IRREGULAR", "stem"]
 
-_IRREGULAR_FORMS = {
-    # base form: its irregular forms (past tense, past participle, plural)
-    "begin": "began begun",
-    "break": "broke broken",
-    "bring": "brought",
-    "build": "built",
-    "buy": "bought",
-    "catch": "caught",
-    "child": "children",
-    "choose": "chose chosen",
-    "come": "came",
-    "do": "did done does",
-    "drink": "drank drunk",
-    "drive": "drove driven",
-    "eat": "ate eaten",
-    "fall": "fell fallen",
-    "feel": "felt",
-    "fight": "fought",
-    "find": "found",
-    "fly": "flew flown",
-    "foot": "feet",
-    "forget": "forgot forgotten",
-    "get": "got gotten",
-    "give": "gave given",
-    "go": "went gone goes",
-    "grow": "grew grown",
-    "hear": "heard",
-    "hold": "held",
-    "keep": "kept",
-    "know": "knew known",
-    "lose": "lost",
-    "man": "men",
-    "make": "made",
-    "mean": "meant",
-    "meet": "met",
-    "mouse": "mice",
-    "pay": "paid",
-    "person": "people",
-    "ride": "rode ridden",
-    "run": "ran",
-    "say": "said",
-    "see": "saw seen",
-    "sell": "sold",
-    "send": "sent",
-    "sing": "sang sung",
-    "sit": "sat",
-    "sleep": "slept",
-    "speak": "spoke spoken",
-    "spend": "spent",
-    "stand": "stood",
-    "swim": "swam swum",
-    "take": "took taken",
-    "teach": "taught",
-    "tell": "told",
-    "think": "thought",
-    "throw": "threw thrown",
-    "tooth": "teeth",
-    "understand": "understood",
-    "wear": "wore worn",
-    "win": "won",
-    "woman": "women",
-    "write": "wrote written",
-}
+# each entry: a base form, then its irregular forms (past tense, past participle, plural)
+_IRREGULAR_FORMS = """
+begin began begun; break broke broken; bring brought; build built; buy bought;
+catch caught; child children; choose chose chosen; come came; do did done does;
+drink drank drunk; drive drove driven; eat ate eaten; fall fell fallen; feel felt;
+fight fought; find found; fly flew flown; foot feet; forget forgot forgotten;
+get got gotten; give gave given; go went gone goes; grow grew grown; hear heard; hold held;
+keep kept; know knew known; lose lost; man men; make made; mean meant; meet met;
+mouse mice; pay paid; person people; ride rode ridden; run ran; say said; see saw seen;
+sell sold; send sent; sing sang sung; sit sat; sleep slept; speak spoke spoken;
+spend spent; stand stood; swim swam swum; take took taken; teach taught; tell told;
+think thought; throw threw thrown; tooth teeth; understand understood; wear wore worn;
+win won; woman women; write wrote written
+"""
 IRREGULAR = MappingProxyType(
-    {form: base for base, forms in _IRREGULAR_FORMS.items() for form in forms.split()}
+    {form: base for base, *forms in map(str.split, _IRREGULAR_FORMS.split(";")) for form in forms}
 )
 """Frequent irregular English forms and the base form whose stem they take (``went``:
 ``go``). Ambiguous forms are left out ("left" is also a direction, "lay" a verb of its own)."""
