@@ -198,11 +198,11 @@ def _without_edited(
     # thread's tail), instead of one lookup per message
     stored: dict[str, HistoryEvent] = {}
     for probe in filter(_recorded, messages):
-        first: HistoryEvent | None = yield from call(
+        first = yield from call(
             s.store.get_event, s.store.aget_event, scope, str(probe.id), include_hidden=True
         )
         if first is not None:
-            rows: list[HistoryEvent] = yield from call(
+            rows = yield from call(
                 s.store.read_events,
                 s.store.aread_events,
                 scope,

@@ -25,7 +25,7 @@ from ctx_langgraph.core.digest import digest
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
-from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
+from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["record"]
@@ -73,7 +73,7 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         if late is not None and booker is not None:
             booking, database = booker(late, turn.scope)
             turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = late.id
-        outcome: AppendOutcome = yield from call(
+        outcome = yield from call(
             s.store.append_after,
             s.store.aappend_after,
             turn.scope,
@@ -180,7 +180,7 @@ def _edited_in_state(
         return []
     head = yield from call(s.store.branch_info, s.store.abranch_info, scope)
     to_seq = head.head_seq if head else first.seq
-    rows: list[HistoryEvent] = yield from call(
+    rows = yield from call(
         s.store.read_events,
         s.store.aread_events,
         scope,

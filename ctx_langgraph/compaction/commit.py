@@ -26,7 +26,7 @@ from ctx_langgraph.errors import (
     StaleCandidate,
 )
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot, HistoryEvent
+from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot
 from ctx_langgraph.providers import OPENAI_RESPONSES, CompactionBackend, ProviderCompaction
 from ctx_langgraph.state import CompactionReport, ServerCompaction
 from ctx_langgraph.usage.ledger import UsageLedger
@@ -51,9 +51,7 @@ def commit_precomputed(
     problems: list[str],
 ) -> Flow[CompactionCheckpoint | None]:
     """A candidate pre-built in the background on this summary, committed if still valid."""
-    versions: list[CompactionCheckpoint] = yield from call(
-        store.list_versions, store.alist_versions, scope
-    )
+    versions = yield from call(store.list_versions, store.alist_versions, scope)
     view_ids = {m.id for m in messages}
     for early in (v for v in versions if v.status == "candidate"):
         # usable only on the same summary, and only if its tail boundary is in this view
@@ -62,9 +60,7 @@ def commit_precomputed(
             and early.first_kept_event_id in view_ids
         ):
             try:
-                committed: CompactionCheckpoint = yield from call(
-                    store.commit_candidate, store.acommit_candidate, early
-                )
+                committed = yield from call(store.commit_candidate, store.acommit_candidate, early)
             except (CompactionConflict, StaleCandidate) as exc:
                 problems.append(f"precomputed: {type(exc).__name__}"[:300])
                 continue
@@ -78,13 +74,9 @@ def take_snapshot(
     """A fixed snapshot of the span; or the newer active summary that covers it already (another
     worker committed one since the active summary was read)."""
     try:
-        snapshot: CoverageSnapshot = yield from call(
-            store.snapshot, store.asnapshot, scope, through_seq
-        )
+        snapshot = yield from call(store.snapshot, store.asnapshot, scope, through_seq)
     except CoverageUnavailable:
-        newer: CompactionCheckpoint | None = yield from call(
-            store.get_active, store.aget_active, scope
-        )
+        newer = yield from call(store.get_active, store.aget_active, scope)
         if newer is None or newer.covered_through_seq < through_seq:
             raise
         return newer
@@ -115,7 +107,7 @@ def create_candidate(
     for seq in sorted({f.source_seq for f in document.key_facts} - set(event_ids)):
         # a fact a kept statement implies, whose own line an earlier merge folded into an
         # older fact of the same value: read its event
-        found: list[HistoryEvent] = yield from call(
+        found = yield from call(
             store.read_events,
             store.aread_events,
             snapshot.scope,
@@ -125,7 +117,7 @@ def create_candidate(
         )
         event_ids.update({e.seq: e.event_id for e in found})
     document = document.with_event_ids(event_ids)
-    candidate: CompactionCheckpoint = yield from call(
+    candidate = yield from call(
         store.create_candidate,
         store.acreate_candidate,
         snapshot,
@@ -147,9 +139,7 @@ def commit_candidate(
     """The compare-and-swap: the committed checkpoint, or None (the problem noted) when another
     worker committed first or the span changed since the snapshot."""
     try:
-        committed: CompactionCheckpoint = yield from call(
-            store.commit_candidate, store.acommit_candidate, candidate
-        )
+        committed = yield from call(store.commit_candidate, store.acommit_candidate, candidate)
     except (CompactionConflict, StaleCandidate) as exc:
         problems.append(f"{type(exc).__name__}: {exc}"[:300])
         return None
@@ -194,9 +184,7 @@ class ProviderWindow:
         # system prompt goes with each request, not into the compacted conversation)
         window = [m for m in messages[: span.cut.index] if m.type != "system"]
         try:
-            compacted: ProviderCompaction = yield from call(
-                backend.compact, backend.acompact, window
-            )
+            compacted = yield from call(backend.compact, backend.acompact, window)
         except ProviderCompactionError as exc:
             log.warning("ctx-langgraph: %s; the readable summary stands alone", exc)
             info["provider"] = {"status": "failed", "error": str(exc)[:300]}

@@ -226,9 +226,7 @@ class CompactNode:
     ) -> Flow[dict[str, Any] | None]:
         """One try from the store's current state; None when a conflict calls for another."""
         store, scope = self.store, turn.scope
-        active: CompactionCheckpoint | None = yield from call(
-            store.get_active, store.aget_active, scope
-        )
+        active = yield from call(store.get_active, store.aget_active, scope)
         if active is not None and active.covered_through_seq >= span.through_seq:
             active = yield from reconcile_with(turn, active, store, span)
             return self._report(turn, active, attempts, "reconciled")

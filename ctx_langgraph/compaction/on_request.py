@@ -34,7 +34,6 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.errors import CompactRequestError
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.state import CompactionReport, CompactRequest, ContextReport
 from ctx_langgraph.view.summary import summary_message
 
@@ -88,13 +87,9 @@ def _store_flow(
 ) -> Flow[CompactionReport]:
     """The thread's view rebuilt from the store, compacted by ``ctx_compact``'s own flow."""
     scope = scope_from_config(config)
-    active: CompactionCheckpoint | None = yield from call(
-        node.store.get_active, node.store.aget_active, scope
-    )
+    active = yield from call(node.store.get_active, node.store.aget_active, scope)
     after = active.covered_through_seq + 1 if active is not None else 1
-    events: list[HistoryEvent] = yield from call(
-        node.store.read_events, node.store.aread_events, scope, from_seq=after
-    )
+    events = yield from call(node.store.read_events, node.store.aread_events, scope, from_seq=after)
     messages: list[BaseMessage] = [summary_message(active)] if active is not None else []
     messages.extend(event.message for event in events)
     if not events and active is None:

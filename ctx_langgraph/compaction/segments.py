@@ -27,7 +27,7 @@ from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent, Segment
+from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent
 from ctx_langgraph.state import SegmentReport
 
 __all__ = ["EMPTY_RANGE", "SegmentBuilder", "segment_ranges"]
@@ -101,14 +101,14 @@ class SegmentBuilder:
     def pending(self, scope: Scope, through_seq: int) -> Flow[list[tuple[int, int]]]:
         """The ranges to summarize: the invalid segments' ranges, then the closed ranges of
         the history after the last segment, through ``through_seq``."""
-        known: list[Segment] = yield from call(
+        known = yield from call(
             self.store.segments, self.store.asegments, scope, statuses=("active", "invalid")
         )
         invalid = [(s.first_seq, s.last_seq) for s in known if s.status == "invalid"]
         start = max((s.last_seq for s in known), default=0) + 1
         if through_seq < start:
             return invalid
-        events: list[HistoryEvent] = yield from call(
+        events = yield from call(
             self.store.read_events,
             self.store.aread_events,
             scope,
@@ -135,7 +135,7 @@ class SegmentBuilder:
 
     def _one(self, scope: Scope, first: int, last: int, report: SegmentReport) -> Flow[bool]:
         try:
-            snapshot: CoverageSnapshot = yield from call(
+            snapshot = yield from call(
                 self.store.segment_snapshot, self.store.asegment_snapshot, scope, first, last
             )
             text, facts = EMPTY_RANGE, []

@@ -212,9 +212,7 @@ def reconcile_with(
     for message in messages[first_coverable(messages) :]:
         if not message.id:
             continue
-        event: HistoryEvent | None = yield from call(
-            store.get_event, store.aget_event, turn.scope, str(message.id)
-        )
+        event = yield from call(store.get_event, store.aget_event, turn.scope, str(message.id))
         if event is None or event.seq > active.covered_through_seq:
             return replace(active, first_kept_event_id=str(message.id))
     return replace(active, first_kept_event_id=span.first_kept_id)

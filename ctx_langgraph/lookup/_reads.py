@@ -50,9 +50,7 @@ def rank(
 ) -> Flow[RankedHits]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
     try:
-        hits: RankedHits = yield from call(
-            store.rank, store.arank, scope, query, limit=limit, **options
-        )
+        hits = yield from call(store.rank, store.arank, scope, query, limit=limit, **options)
     except Exception as exc:
         raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
     return hits
@@ -91,7 +89,7 @@ def searched_note(hits: RankedHits) -> str | None:
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
     try:
-        event: HistoryEvent | None = yield from call(
+        event = yield from call(
             store.get_event, store.aget_event, scope, event_id, include_hidden=False
         )
     except Exception as exc:

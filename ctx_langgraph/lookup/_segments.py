@@ -20,7 +20,7 @@ from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.rank import bm25_order, idf
-from ctx_langgraph.history.types import HistoryEvent, Segment
+from ctx_langgraph.history.types import Segment
 from ctx_langgraph.lookup._page import Page, always
 from ctx_langgraph.lookup._reads import log
 
@@ -153,7 +153,7 @@ def _segment_events(
     mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
     for seq in seqs:
         try:
-            found: list[HistoryEvent] = yield from call(
+            found = yield from call(
                 store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
             )
         except Exception as exc:

@@ -16,7 +16,6 @@ from ctx_langgraph.compaction.trail import ArtifactEntry, ArtifactTrail
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.history.types import CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.lookup._page import Page, always
 from ctx_langgraph.lookup._reads import log
 
@@ -53,9 +52,7 @@ def trail_flow(
     """Put the entries ``queries`` name, and their events, on ``page`` (nothing when none is
     named, or when the store cannot say: the ranking answers all the same)."""
     try:
-        active: CompactionCheckpoint | None = yield from call(
-            store.get_active, store.aget_active, scope
-        )
+        active = yield from call(store.get_active, store.aget_active, scope)
     except Exception as exc:
         log.warning("history lookup: the artifact trail could not be read: %s", exc)
         return
@@ -71,7 +68,7 @@ def trail_flow(
     for entry in entries:
         for seq in _pointed_seqs(entry):
             try:
-                found: list[HistoryEvent] = yield from call(
+                found = yield from call(
                     store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
                 )
             except Exception as exc:

@@ -33,7 +33,6 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import Scope, scope_from_config
 from ctx_langgraph.core.timestamps import TimestampSource, batch_times
 from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
-from ctx_langgraph.history.types import AppendOutcome
 from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
@@ -113,7 +112,7 @@ def _record_reply(
         [reply], previous=messages[-2] if len(messages) > 1 else None, source=timestamp
     ).times[0]
     try:
-        outcome: AppendOutcome = yield from call(
+        outcome = yield from call(
             store.append_after,
             store.aappend_after,
             scope,
