@@ -29,7 +29,6 @@ from ctx_langgraph.storage.statements import DeferredError, Op, Stmt, aexecute, 
 __all__ = ["PostgresDatabase"]
 
 T = TypeVar("T")
-Self = TypeVar("Self", bound="PostgresDatabase")
 
 
 def _server_says(exc: BaseException, conninfo: str) -> str:
@@ -222,32 +221,6 @@ class PostgresDatabase(Database):
         ]
         self._apools = {}
         self._pool_lock = threading.Lock()
-
-    @classmethod
-    def from_conn_string(
-        cls: type[Self],
-        conninfo: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 8,
-        connect_timeout: float = 5.0,
-        clock: Callable[[], dt.datetime] = utcnow,
-    ) -> Self:
-        """A store for a libpq connection string or URL (``postgresql://user@host:port/db``).
-
-        Args:
-            conninfo: the connection string.
-            min_size: connections the pool keeps open.
-            max_size: most connections the pool opens at once.
-            connect_timeout: seconds to wait for a connection before raising HistoryStoreError.
-        """
-        return cls(
-            conninfo,
-            min_size=min_size,
-            max_size=max_size,
-            connect_timeout=connect_timeout,
-            clock=clock,
-        )
 
     # ------------------------------------------------------------------ pools
 

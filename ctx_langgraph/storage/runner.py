@@ -15,10 +15,10 @@ Examples:
     >>> def tables():
     ...     rows = yield Stmt("SELECT name FROM sqlite_master WHERE name LIKE 'ctx_usage%' ORDER BY name", (), "all")
     ...     return [row[0] for row in rows]
-    >>> with SQLiteDatabase.from_path(":memory:") as db:
-    ...     _ = db.setup()
-    ...     db.run(tables())
+    >>> db = SQLiteDatabase.from_path(":memory:"); _ = db.setup()
+    >>> db.run(tables())
     ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_requests', 'ctx_usage_totals']
+    >>> db.close()
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from __future__ import annotations
 import abc
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 from ctx_langgraph.core.effects import Flow, call
@@ -39,7 +38,6 @@ from ctx_langgraph.storage.statements import Op, Stmt
 __all__ = ["Database", "bind", "utcnow"]
 
 T = TypeVar("T")
-Self = TypeVar("Self", bound="Database")
 
 
 def utcnow() -> dt.datetime:
@@ -158,27 +156,3 @@ class Database(abc.ABC):
         version = await self._aexecute(migrations.setup(self.dialect), write=True)
         self._schema_checked = True
         return version
-
-    # ------------------------------------------------------------------ context managers
-
-    def __enter__(self: Self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self: Self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
