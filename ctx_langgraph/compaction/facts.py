@@ -93,7 +93,7 @@ _NOT_NAME_WORDS_TEXT = """The This That These Those A An I We You He She They It
     Anytime Yo"""
 _NOT_NAME_WORDS = frozenset(_NOT_NAME_WORDS_TEXT.split())
 _GREETING = re.compile(r"(?<!.)[A-Z][a-z]+ [A-Z][a-z]+[,!]", re.S)
-"""A word and a name opening a message, then a comma or "!" ("Woah Joanna!", "Anytime Nate,"):
+"""A word and a name opening a message, then a comma or "!" ("Woah Sam!", "Anytime Alex,"):
 someone addressed, not a name stated."""
 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|^\d{1,2}:\d{2}")
