@@ -27,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
 __all__ = ["Call", "Flow", "arun", "call", "run"]
@@ -39,23 +40,16 @@ Flow = Generator["Call[Any]", Any, T]
 """A generator of :class:`Call` effects that returns ``T``."""
 
 
+@dataclass(slots=True)
 class Call(Generic[R]):
     """``fn(*args, **kwargs)``, or awaited ``afn(*args, **kwargs)`` when run async (build it
-    with :func:`call`). One is built per store statement, so it is a slotted object.
+    with :func:`call`; one is built per store statement, so it is slotted). ``yield from`` it
+    to get its result typed; a bare ``yield`` works too (untyped)."""
 
-    ``yield from`` it to get its result typed; a bare ``yield`` works too (untyped).
-    """
-
-    __slots__ = ("afn", "args", "fn", "kwargs")
-
-    def __init__(
-        self,
-        fn: Callable[..., R],
-        afn: Callable[..., Awaitable[Any]] | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> None:
-        self.fn, self.afn, self.args, self.kwargs = fn, afn, args, kwargs
+    fn: Callable[..., R]
+    afn: Callable[..., Awaitable[Any]] | None
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
     def __iter__(self) -> Generator[Call[Any], Any, R]:
         result: R = yield self
