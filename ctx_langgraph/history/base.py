@@ -13,9 +13,8 @@ from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import branches as branch_ops
 from ctx_langgraph.history._events_api import EventsAPI
 from ctx_langgraph.history._search_api import SearchAPI
-from ctx_langgraph.history._segments_api import SegmentsAPI
 from ctx_langgraph.history._store import EditListener
-from ctx_langgraph.history._summaries_api import SummariesAPI
+from ctx_langgraph.history._summaries_api import SegmentsAPI, SummariesAPI
 from ctx_langgraph.history.types import DEFAULT_TENANT, BranchInfo, Scope, ThreadRow
 
 __all__ = ["EditListener", "HistoryStore"]
