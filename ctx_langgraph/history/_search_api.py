@@ -189,7 +189,7 @@ class SearchAPI(VectorsAPI):
         ValueError naming it. Rare words outweigh common ones, and of two events with a word
         as often, the shorter ranks first; equal scores rank the newest (highest seq) first.
         A user's or assistant's message counts its speaker's ``name`` as one more word, so
-        "what did Caroline paint" ranks what Caroline said first.
+        a question naming a person ranks what that person said first.
         The score is computed in Python, the same on every backend (docs/design.md §4). The
         filters are :meth:`search`'s; ``limit`` hits at most come back.
 
