@@ -11,13 +11,13 @@ changes them fails there first.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctx_langgraph.errors import RetentionError
-from ctx_langgraph.retention.policy import INTERRUPT_CHANNEL, RetentionPolicy, _Row, decide
-from ctx_langgraph.retention.report import RetentionReport
+from ctx_langgraph.retention.policy import INTERRUPT_CHANNEL, RetentionPolicy, _Row
+from ctx_langgraph.retention.report import RetentionReport, planned
 
 __all__ = ["memory_prune", "memory_threads"]
 
@@ -59,15 +59,12 @@ def memory_prune(
                     "counters_since_delta_snapshot" in (loaded_metadata or {}),
                 )
             )
-    if any(r.delta for r in rows):
-        raise RetentionError(f"thread {thread_id!r} uses a DeltaChannel: it cannot be pruned")
-    decisions = decide(thread_id, rows, policy, now)
-    removed = [d for d in decisions if not d.kept]
-    freed = sum(d.bytes for d in removed)
-    if dry_run or not removed:
-        return RetentionReport(dry_run, tuple(decisions), bytes_freed=freed, threads=(thread_id,))
+    plan = planned(thread_id, rows, policy, now, dry_run)
+    if dry_run or not plan.removed:
+        return plan
+    decisions, freed = plan.decisions, plan.bytes_freed or 0
     writes_deleted = blobs_deleted = 0
-    gone_ids = {(d.checkpoint_ns, d.checkpoint_id) for d in removed}
+    gone_ids = {(d.checkpoint_ns, d.checkpoint_id) for d in plan.removed}
     for ns, checkpoint_id in gone_ids:
         del storage[ns][checkpoint_id]
         writes_deleted += len(saver.writes.pop((thread_id, ns, checkpoint_id), {}))
@@ -88,6 +85,6 @@ def memory_prune(
             blobs_deleted += 1
     for ns in [ns for ns, checkpoints in storage.items() if not checkpoints]:
         del storage[ns]
-    return RetentionReport(
-        False, tuple(decisions), writes_deleted, blobs_deleted, freed, (thread_id,)
+    return replace(
+        plan, removed_writes=writes_deleted, removed_blobs=blobs_deleted, bytes_freed=freed
     )

@@ -9,6 +9,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,9 +23,8 @@ from ctx_langgraph.retention.policy import (
     CheckpointDecision,
     RetentionPolicy,
     _Row,
-    decide,
 )
-from ctx_langgraph.retention.report import RetentionReport
+from ctx_langgraph.retention.report import RetentionReport, planned
 from ctx_langgraph.storage import checkpoints as saver_ops
 from ctx_langgraph.storage.checkpoints import asaver_transaction, saver_transaction
 from ctx_langgraph.storage.dialects import POSTGRES, SQLITE, Dialect
@@ -73,22 +73,14 @@ def _thread_op(
 ) -> Op[RetentionReport]:
     """One thread's prune, as statements run in one transaction; a thread that uses a
     ``DeltaChannel`` is refused."""
-    rows = [
-        _row(r) for r in (yield from saver_ops.checkpoint_records(d, thread_id, INTERRUPT_CHANNEL))
-    ]
-    if any(r.delta for r in rows):
-        raise RetentionError(
-            f"thread {thread_id!r} uses a DeltaChannel: its values are rebuilt from older "
-            "checkpoints, so they cannot be pruned by age or count"
-        )
-    decisions = decide(thread_id, rows, policy, now)
-    removed = [d for d in decisions if not d.kept]
-    freed = sum(d.bytes for d in removed)
-    if dry_run or not removed:
-        return RetentionReport(dry_run, tuple(decisions), bytes_freed=freed, threads=(thread_id,))
+    records = yield from saver_ops.checkpoint_records(d, thread_id, INTERRUPT_CHANNEL)
+    plan = planned(thread_id, [_row(r) for r in records], policy, now, dry_run)
+    if dry_run or not plan.removed:
+        return plan
     writes_deleted = blobs_deleted = 0
+    freed = plan.bytes_freed or 0
     by_ns: dict[str, list[CheckpointDecision]] = defaultdict(list)
-    for decision in decisions:
+    for decision in plan.decisions:
         by_ns[decision.checkpoint_ns].append(decision)
     for ns, ns_decisions in by_ns.items():
         gone = [c.checkpoint_id for c in ns_decisions if not c.kept]
@@ -101,8 +93,8 @@ def _thread_op(
             deleted, blob_bytes = yield from saver_ops.delete_unreferenced_blobs(thread_id, ns)
             blobs_deleted += deleted
             freed += blob_bytes
-    return RetentionReport(
-        False, tuple(decisions), writes_deleted, blobs_deleted, freed, (thread_id,)
+    return replace(
+        plan, removed_writes=writes_deleted, removed_blobs=blobs_deleted, bytes_freed=freed
     )
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctx_langgraph.core.table import format_table
-from ctx_langgraph.retention.policy import CheckpointDecision
+from ctx_langgraph.errors import RetentionError
+from ctx_langgraph.retention.policy import CheckpointDecision, RetentionPolicy, _Row, decide
 
-__all__ = ["RetentionReport"]
+__all__ = ["RetentionReport", "planned"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +117,18 @@ class RetentionReport:
         if self.refused:
             lines.append("refused: " + "; ".join(self.refused))
         return "\n".join(lines)
+
+
+def planned(
+    thread_id: str, rows: Sequence[_Row], policy: RetentionPolicy, now: dt.datetime, dry_run: bool
+) -> RetentionReport:
+    """The policy's decisions on one thread's checkpoints, reported as a dry run would be (what
+    would be freed); a thread that uses a ``DeltaChannel`` is refused."""
+    if any(r.delta for r in rows):
+        raise RetentionError(
+            f"thread {thread_id!r} uses a DeltaChannel: its values are rebuilt from older "
+            "checkpoints, so they cannot be pruned by age or count"
+        )
+    decisions = tuple(decide(thread_id, rows, policy, now))
+    freed = sum(c.bytes for c in decisions if not c.kept)
+    return RetentionReport(dry_run, decisions, bytes_freed=freed, threads=(thread_id,))
