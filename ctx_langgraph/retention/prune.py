@@ -87,7 +87,8 @@ def _thread_op(
         if not gone:
             continue
         writes_deleted += yield from saver_ops.delete_checkpoints(d, thread_id, ns, gone)
-        orphans = [c.checkpoint_id for c in ns_decisions if c.kept and c.parent_id in set(gone)]
+        gone_ids = set(gone)
+        orphans = [c.checkpoint_id for c in ns_decisions if c.kept and c.parent_id in gone_ids]
         yield from saver_ops.unlink_checkpoints(d, thread_id, ns, orphans)
         if d == POSTGRES:
             deleted, blob_bytes = yield from saver_ops.delete_unreferenced_blobs(thread_id, ns)
