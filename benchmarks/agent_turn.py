@@ -114,6 +114,7 @@ from ctx_langgraph.budget.counters import REPLY_PRIMING, TiktokenCounter
 from ctx_langgraph.budget.node import make_budget_node
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.core.table import format_table
+from ctx_langgraph.state import unpack
 from ctx_langgraph.testing import tool_agent_reply
 
 GROWTH_TARGET = 1.15  # ours at the largest size / ours at the smallest (p50), equal view, at most
@@ -422,7 +423,9 @@ def our_store(plan: Plan, length: int, tmp: Path) -> tuple[SQLiteHistoryStore, d
 
 def generation(graph: Any) -> Callable[[], int]:
     """Ours' compactions so far: the active summary's generation in its context channel."""
-    return lambda: int(graph.get_state(THREAD).values["context"].get("active_generation") or 0)
+    return lambda: int(
+        unpack(graph.get_state(THREAD).values["context"]).get("active_generation") or 0
+    )
 
 
 def ours_graph(store: Any, saver: Any, config: ContextConfig = CONFIG) -> tuple[Any, AnswerModel]:
@@ -747,7 +750,7 @@ def compaction_cost(plan: Plan, args: argparse.Namespace, tmp: Path) -> dict[str
     questions = [dialogue.note() for _ in range(args.compaction_turns)]
 
     def active() -> int:
-        context = subject.graph.get_state(subject.thread).values.get("context") or {}
+        context = unpack(subject.graph.get_state(subject.thread).values.get("context"))
         return int(context.get("active_generation") or 0)
 
     try:

@@ -76,7 +76,7 @@ from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import SQLiteHistoryStore
-from ctx_langgraph.state import merge_context
+from ctx_langgraph.state import merge_facts, unpack
 
 GROWTH_TARGET = 1.3  # ours at the largest size / ours at the smallest, at equal phase, at most
 OURS_CONFIG = ContextConfig(context_window=WINDOW)  # its defaults for the same 128k window
@@ -271,10 +271,12 @@ class Ours:
         self.messages: list[BaseMessage] = state["messages"]
         self.through = meter.request(self.messages)  # what the provider measured for it
         first = self.node.invoke({"messages": self.messages, "context": state["context"]}, CONFIG)
-        budget = first["context"]["budget"]  # a recount: nothing to record, reconcile or rewrite
+        budget = unpack(first["context"])[
+            "budget"
+        ]  # a recount: nothing to record, reconcile or rewrite
         assert "messages" not in first and budget["epoch_bumped_for"] == [], budget
         assert budget["input_tokens"] == self.through, (budget["input_tokens"], self.through)
-        self.context = merge_context(state["context"], first["context"])
+        self.context = merge_facts(state["context"], first["context"])
 
     def turn(self, turn: int) -> tuple[float, float]:
         reply, question = self.new[2 * turn], self.new[2 * turn + 1]
@@ -289,9 +291,9 @@ class Ours:
         state = {"messages": self.messages, "context": context}
         self.store.spent = 0.0
         update, spent = cpu(functools.partial(self.node.invoke, state, CONFIG))
-        self.context = merge_context(context, update["context"])
+        self.context = merge_facts(context, update["context"])
         self.through += self.meter.message(reply) + self.meter.message(question)
-        budget = update["context"]["budget"]
+        budget = unpack(update["context"])["budget"]
         assert (budget["method"], budget["decision"]) == ("baseline", "proceed"), budget
         assert budget["input_tokens"] == self.through, (budget["input_tokens"], self.through)
         assert budget["epoch_bumped_for"] == [] and "messages" not in update, budget

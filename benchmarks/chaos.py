@@ -86,6 +86,7 @@ from langgraph_sdk import get_client
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore
+from ctx_langgraph.state import unpack
 from ctx_langgraph.storage.statements import Stmt
 from ctx_langgraph.usage.types import COUNT_FIELDS
 from ctx_langgraph.view.markers import is_synthetic
@@ -663,7 +664,7 @@ def check_one(
             f"summary on {scope}: state {flag}, store (id, generation, covered) {stored}"
         )
         details += _summary_rows(store, scope, state_summary)
-        context = values.get("context") or {}
+        context = unpack(values.get("context"))
         kept = ("branch", "active_checkpoint_id", "active_generation", "recorded_through_id")
         details.append(f"the state's context: { {k: context.get(k) for k in kept} }")
         details += [

@@ -42,7 +42,7 @@ from peer_views import apply_update, is_call_point
 from ctx_langgraph.compaction.cut import first_coverable
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history import SQLiteHistoryStore
-from ctx_langgraph.state import merge_context
+from ctx_langgraph.state import merge_facts, unpack
 
 PHASES = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Where in its cycle each system is measured: right after its summary, ..., just before the next."""
@@ -213,7 +213,7 @@ class OurCycle:
             "context": {**self.context, "budget": {"total": request + self.config.margin(request)}},
         }
         update = self.compact.invoke(state, self.run_config)
-        status = (update.get("context") or {}).get("compaction", {}).get("status")
+        status = unpack(update.get("context")).get("compaction", {}).get("status")
         if status != "committed":
             raise RuntimeError(f"ours' compaction at message {index} did not commit: {update}")
         view = apply_update(state["messages"], update)
@@ -223,7 +223,7 @@ class OurCycle:
         self.tail = self.index[view[start].id]
         if [m.id for m in view[start:]] != [m.id for m in self.history[self.tail : index + 1]]:
             raise RuntimeError("ours' compacted view is not its summary + a tail of the thread")
-        self.context = merge_context(self.context, update["context"])
+        self.context = merge_facts(self.context, update["context"])
         self.points.append(index)
 
     def state_at(self, length: int) -> dict[str, Any]:
@@ -275,7 +275,7 @@ def check_our_cycle(
         nonlocal messages, context
         update = node.invoke({"messages": messages, "context": context}, run_config) or {}
         messages = apply_update(messages, update)
-        context = merge_context(context, update.get("context"))
+        context = merge_facts(context, update.get("context"))
         return str((context.get("budget") or {}).get("decision"))
 
     for index, message in enumerate(history):

@@ -41,6 +41,7 @@ from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.memory import LongTermMemory, MemoryCandidate, MemoryScopes
+from ctx_langgraph.state import unpack
 
 with warnings.catch_warnings():  # langmem imports names LangGraph has deprecated
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -111,12 +112,12 @@ def run(kind: str | None, records: int, turns: int, tmp: Path) -> dict[str, Any]
         began = time.perf_counter()
         update = node.invoke({"messages": messages, "context": context}, RUN)
         spent = time.perf_counter() - began
-        context = {**context, **update["context"]}
+        context = {**context, **unpack(update["context"])}
         if "messages" in update and memory is not None:  # the memory message moved in or out
             messages = [m for m in update["messages"][1:]]
         if turn >= 3:
             times.append(spent)
-            tokens.append(int((update["context"].get("memory") or {}).get("tokens", 0)))
+            tokens.append(int((unpack(update["context"]).get("memory") or {}).get("tokens", 0)))
     store.close()
     result: dict[str, Any] = {
         "median_ms": round(statistics.median(times) * 1000, 3),

@@ -58,6 +58,7 @@ from ctx_langgraph.compaction import ExtractiveSummarizer
 from ctx_langgraph.core.table import format_table
 from ctx_langgraph.history import HistoryStore, PostgresHistoryStore, SQLiteHistoryStore
 from ctx_langgraph.history.types import Scope
+from ctx_langgraph.state import unpack
 from ctx_langgraph.testing import MeteringChatModel
 from ctx_langgraph.view.markers import is_summary
 
@@ -450,6 +451,16 @@ class Tally:
     last_reply_id: str | None = None
     rss_mb: dict[int, float] = field(default_factory=dict)
     """The process's resident memory (MB) after every hundredth turn, by turn."""
+    context_bytes: dict[int, int] = field(default_factory=dict)
+    """The state's ``context`` channel (JSON bytes) after every tenth turn, by turn."""
+    context_keys: int = 0
+    """The most top-level keys the ``context`` channel had."""
+
+    def sample_context(self, turn: int, values: dict[str, Any]) -> None:
+        """What the package keeps in the state, measured after ``turn`` (every tenth)."""
+        context = values.get("context") or {}
+        self.context_bytes[turn] = len(json.dumps(context, default=str))
+        self.context_keys = max(self.context_keys, len(context))
 
     def send(self, message: HumanMessage) -> None:
         self.turns += 1
@@ -461,7 +472,7 @@ class Tally:
         for node, update in chunk.items():
             if not isinstance(update, dict):
                 continue
-            context = update.get("context") or {}
+            context = unpack(update.get("context"))
             compaction = context.get("compaction")
             overflow = context.get("overflow")
             if overflow:  # the recovery's record, written once per compact-and-retry
@@ -651,6 +662,8 @@ def soak_sync(run: Run, turns: int) -> float:
             run.tally.fail(turn, exc)
         else:
             run.tally.completed += 1
+        if (turn + 1) % 10 == 0:
+            run.tally.sample_context(turn + 1, run.graph.get_state(run.config).values)
         progress(run, turn, began)
     return time.perf_counter() - began
 
@@ -669,6 +682,8 @@ async def soak_async(run: Run, turns: int) -> float:
             run.tally.fail(turn, exc)
         else:
             run.tally.completed += 1
+        if (turn + 1) % 10 == 0:
+            run.tally.sample_context(turn + 1, (await run.graph.aget_state(run.config)).values)
         progress(run, turn, began)
     return time.perf_counter() - began
 
@@ -723,6 +738,11 @@ def check(run: Run, wall: float) -> dict[str, Any]:
         "ms_per_turn": round(wall * 1000 / max(1, tally.turns), 2),
         "rss_mb": {str(turn): mb for turn, mb in tally.rss_mb.items()},
         "rss_growth": rss_growth(tally.rss_mb),
+        "context_keys": tally.context_keys,
+        "context_bytes_max": max(tally.context_bytes.values(), default=0),
+        "context_bytes": {
+            str(turn): size for turn, size in tally.context_bytes.items() if turn % 100 == 0
+        },
     }
 
 

@@ -35,7 +35,7 @@ from langgraph.types import Command
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.errors import ContextBudgetExceeded, ContextManagementError
 from ctx_langgraph.providers import context_overflow_message
-from ctx_langgraph.state import BudgetReport, ContextReport, OverflowReport, merge_context
+from ctx_langgraph.state import BudgetReport, FlatContext, OverflowReport, merge_facts, unpack
 
 __all__ = ["OverflowStep", "Recovered", "apply_update", "merge_recovery", "retry_on_overflow"]
 
@@ -71,7 +71,7 @@ def apply_update(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any
     messages = state["messages"]
     if "messages" in update:
         messages = add_messages(messages, update["messages"])
-    return {"messages": messages, "context": merge_context(state["context"], update.get("context"))}
+    return {"messages": messages, "context": merge_facts(state["context"], update.get("context"))}
 
 
 def _exceeded(
@@ -99,7 +99,7 @@ def _small_cap(budget: dict[str, Any]) -> int:
     return max(64, int(usable) // 16) if isinstance(usable, int) and usable > 0 else 256
 
 
-def _forced(context: ContextReport) -> ContextReport:
+def _forced(context: FlatContext) -> FlatContext:
     """The context with its budget decision forced to compact, as for a request over the
     usable window (the provider says the request does not fit)."""
     budget = context.get("budget") or BudgetReport()
@@ -141,7 +141,7 @@ def _report(
     refreshed: dict[str, Any],
 ) -> OverflowReport:
     """``context["overflow"]`` after the recovery."""
-    compaction = (compacted.get("context") or {}).get("compaction") or {}
+    compaction = unpack(compacted.get("context")).get("compaction") or {}
     previous = view["context"].get("overflow") or {}
     shortened = 0
     if "messages" not in compacted:
@@ -157,7 +157,7 @@ def _report(
         # error may have been transient); a second rejection shows that no cut can make it fit
         "unchanged": "messages" not in compacted and "messages" not in refreshed,
         # the budget pass on the compacted view says which epoch the retried request is of
-        "retry_epoch": int((refreshed.get("context") or {}).get("projection_epoch") or 0),
+        "retry_epoch": int(unpack(refreshed.get("context")).get("projection_epoch") or 0),
     }
 
 
@@ -171,7 +171,7 @@ def _rejected_again(
     """The error when the retry was rejected as too long too."""
     if not overflow["unchanged"]:
         return _exceeded(local, counter, again, "even after compaction")
-    compaction = (compacted.get("context") or {}).get("compaction") or {}
+    compaction = unpack(compacted.get("context")).get("compaction") or {}
     problems = "; ".join(compaction.get("problems") or [])[:300]
     return _exceeded(
         local,
@@ -198,7 +198,7 @@ def retry_on_overflow(
     """
     view: dict[str, Any] = {
         "messages": list(state.get("messages") or []),
-        "context": dict(state.get("context") or {}),
+        "context": unpack(state.get("context")),
     }
     try:
         result = yield ("call", view)
@@ -218,7 +218,7 @@ def retry_on_overflow(
         if again is None:
             raise
         raise _rejected_again(local, counter, again, overflow, compacted) from exc
-    update_context = merge_context(compacted.get("context"), refreshed.get("context"))
+    update_context = merge_facts(compacted.get("context"), refreshed.get("context"))
     update_context["overflow"] = overflow
     messages: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *local["messages"]]
     return Recovered(result, {"messages": messages, "context": update_context}, overflow)
@@ -234,7 +234,7 @@ def _merged(node_update: dict[str, Any], recovery: dict[str, Any]) -> dict[str, 
     return {
         **node_update,
         "messages": [*recovery["messages"], *replies],
-        "context": merge_context(recovery["context"], node_update.get("context")),
+        "context": merge_facts(recovery["context"], node_update.get("context")),
     }
 
 

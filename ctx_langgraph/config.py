@@ -478,6 +478,16 @@ class ContextConfig:
             return self.output_reserve
         return min(DEFAULT_OUTPUT_RESERVE, window // 4)
 
+    def summary_cap(self, target: int) -> int:
+        """A summary's token cap under a budget's ``target``: ``summary_max_tokens``, at most
+        half the target (at least 64).
+
+        Examples:
+            >>> ContextConfig().summary_cap(100_000), ContextConfig().summary_cap(1_000)
+            (2000, 500)
+        """
+        return min(self.summary_max_tokens, max(64, target // 2))
+
     def artifact_trail_cap(self, summary_cap: int) -> int:
         """The artifact trail's token cap beside a summary capped at ``summary_cap``:
         ``artifact_trail_tokens``, at most ``summary_cap`` beside it, at most half of it inside

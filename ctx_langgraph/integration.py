@@ -318,7 +318,7 @@ def create_context_agent(
         ...                                config=ContextConfig(context_window=8_000, output_reserve=1_000))
         >>> graph = builder.compile(checkpointer=InMemorySaver())
         >>> out = graph.invoke({"messages": [("user", "hello")]}, {"configurable": {"thread_id": "t"}})
-        >>> out["messages"][-1].content, out["context"]["budget"]["decision"]
+        >>> out["messages"][-1].content, out["context"]["report"]["budget"]["decision"]
         ('Hi!', 'proceed')
     """
     own = context_tools(store, config, lookup_tool=lookup_tool, compact_tool=compact_tool)

@@ -1,17 +1,18 @@
 """The graph state our nodes read and write: messages plus a small ``context`` channel.
 
 ``context`` holds plain JSON values only (no sets, no custom classes: they break
-``LANGGRAPH_STRICT_MSGPACK`` and bloat every checkpoint, docs/design.md §3). Each node returns the
-keys it changes; :func:`merge_context` merges them into the previous value (every key optional,
-nested reports replaced whole). :class:`ContextReport` types the channel shared by the nodes.
+``LANGGRAPH_STRICT_MSGPACK`` and bloat every checkpoint, docs/design.md §3) and stays small:
+:class:`ContextReport`'s ten keys are the control state the next turn needs plus one bounded
+report. Nodes work with the facts flat (:class:`FlatContext`, :func:`unpack`) and return the
+facts they change; :func:`merge_context` files each under its key (:data:`LAYOUT`).
 
 Who writes what: ``ctx_budget`` (the estimate, the decision, what it recorded, how it kept the
 view in step with the store), ``ctx_compact`` (the summary committed, or why not), ``ctx_usage``
 (the baseline, the usage booked), the overflow recovery (``overflow``, ``shrink_tool_results``).
 
 Examples:
-    >>> report: ContextReport = {"projection_epoch": 2, "budget": {"decision": "proceed"}}
-    >>> merge_context(report, {"projection_epoch": 3})["budget"]["decision"]
+    >>> report: ContextReport = {"view": {"epoch": 2}, "report": {"budget": {"decision": "proceed"}}}
+    >>> merge_context(report, {"projection_epoch": 3})["report"]["budget"]["decision"]
     'proceed'
 """
 
@@ -28,8 +29,10 @@ from ctx_langgraph.indexes import IndexReport, SegmentReport
 from ctx_langgraph.makeup import RequestMakeup
 
 __all__ = [
+    "LAYOUT",
     "ArtifactSighting",
     "ArtifactsReport",
+    "Backoff",
     "Baseline",
     "BudgetDecision",
     "BudgetReport",
@@ -39,6 +42,7 @@ __all__ = [
     "CompactionReport",
     "ContextReport",
     "ContextState",
+    "FlatContext",
     "IndexReport",
     "LastUsage",
     "MemoryChangeReport",
@@ -51,12 +55,20 @@ __all__ = [
     "ProviderReport",
     "RecordedDigest",
     "RecordedReply",
+    "RecordedState",
     "RepairTotals",
     "RequestMakeup",
     "SegmentReport",
     "ServerCompaction",
     "SummarizerBackoff",
+    "SummaryState",
+    "TurnReport",
+    "ViewState",
     "merge_context",
+    "merge_facts",
+    "pack",
+    "packed",
+    "unpack",
 ]
 
 
@@ -486,106 +498,288 @@ class OverflowReport(TypedDict, total=False):
     ``context["request"]`` of another epoch)."""
 
 
-class ContextReport(TypedDict, total=False):
-    """The ``context`` channel: plain JSON bookkeeping of context management, one key per fact.
+class ViewState(TypedDict, total=False):
+    """``context["view"]``: what the working view was built for."""
 
-    Written by ``ctx_budget``, ``ctx_compact``, ``ctx_usage`` and the overflow recovery, each
-    returning only the keys it changes (merged by :func:`merge_context`).
-    """
-
-    projection_epoch: int
+    epoch: int
     """Counts changes of the view's prefix (a compaction, an edit, cleared results, another
-    system prompt, tool set or model): a baseline of another epoch is not trusted.
-    ``ctx_budget`` bumps it, ``ctx_compact`` bumps it on a rewrite."""
-    branch: str
-    """The history store branch the state records on (``ctx_budget``; a fork starts a new one)."""
-    recorded_through_id: str | None
-    """The last message of the state recorded in the history store (``ctx_budget``, and
-    ``ctx_usage`` when it recorded the reply)."""
-    recorded_digest: RecordedDigest
-    """Checksum of the recorded part of the state (``ctx_budget``, ``ctx_usage``)."""
-    record_error: str
-    """Why an edited message was not recorded (``ctx_budget``)."""
-    record_warnings: int
-    """The thread's running count of message times that could not be read and were recorded
-    with the time before them or now (``ctx_budget``)."""
+    system prompt, tool set or model): a baseline of another epoch is not trusted."""
+    fingerprint: str
+    """Hash of the system prompt, tools and model the baseline measured."""
+    provider: str | None
+    """The provider the view's summary is projected for."""
     edit_version: int
-    """The store's edit version the view was last reconciled with (``ctx_budget``)."""
-    active_checkpoint_id: str | None
-    """The active summary the view holds (``ctx_compact``; ``ctx_budget`` when it reconciles
-    with the store)."""
-    active_generation: int
-    """Its generation (``ctx_compact``, ``ctx_budget``)."""
-    covered_through_seq: int
-    """The last seq it covers (``ctx_compact``, ``ctx_budget``)."""
-    artifacts: ArtifactsReport
-    """The artifact trail of the active summary: how many entries, its tokens, the newest
-    (``ctx_compact``)."""
-    rebuild: bool
-    """An edit took the summary away: ``ctx_budget`` sets it, ``ctx_compact`` clears it after
-    rebuilding the summary from the raw history."""
-    recorded_reply: RecordedReply
-    """The reply ``ctx_usage`` recorded as it arrived."""
-    server_compaction: ServerCompaction | None
-    """A provider's server-side compaction to record (``ctx_budget``; ``ctx_compact`` resets)."""
-    projected_for: str | None
-    """The provider the view's summary is projected for (``ctx_budget``, ``ctx_compact``)."""
-    repairs: RepairTotals
-    """The thread's running count of view repairs (``ctx_budget``)."""
+    """The store's edit version the view was last reconciled with."""
     shrink_tool_results: int
     """A smaller tool-result cap for the next ``ctx_budget`` pass, set by the overflow recovery
     when no cut was left; that pass consumes it."""
-    fingerprint: str
-    """Hash of the system prompt, tools and model the baseline measured (``ctx_budget``)."""
+
+
+class RecordedState(TypedDict, total=False):
+    """``context["recorded"]``: how far the state is recorded in the history store."""
+
+    through_id: str | None
+    """The last message of the state recorded in the store."""
+    digest: RecordedDigest
+    """Checksum of the recorded part of the state (edits by id are found against it)."""
+    reply: RecordedReply
+    """The reply ``ctx_usage`` recorded as it arrived."""
+    booked_id: str | None
+    """The reply whose usage was booked last (a re-run does not book twice)."""
+    calibrated_id: str | None
+    """The reply the counter's calibration last learned from."""
+
+
+class SummaryState(TypedDict, total=False):
+    """``context["summary"]``: the active summary the view holds."""
+
+    checkpoint_id: str | None
+    """Its id in the store (None: no summary yet)."""
+    generation: int
+    """Its generation."""
+    covered_through_seq: int
+    """The last seq it covers."""
+    rebuild: bool
+    """An edit took the summary away: ``ctx_compact`` rebuilds it from the raw history."""
+    server: ServerCompaction | None
+    """A provider's server-side compaction to record."""
+    candidate: Precompaction
+    """A background candidate summary."""
+
+
+class Backoff(TypedDict, total=False):
+    """``context["backoff"]``: when the configured summarizer is tried again."""
+
+    passes: int
+    """How many ``ctx_budget`` passes the thread had (the backoff counts them)."""
+    summarizer: SummarizerBackoff | None
+    """The summarizer's failures and when it is tried again (None: not backing off)."""
+
+
+class TurnReport(TypedDict, total=False):
+    """``context["report"]``: what each step decided on its last pass, for Studio and notebooks.
+
+    Bounded: a fixed set of reports, each replaced whole by the step that writes it.
+    """
+
     budget: BudgetReport
     """The estimate and the decision of the last ``ctx_budget`` pass."""
-    budget_passes: int
-    """How many ``ctx_budget`` passes the thread had (the summarizer's backoff counts them)."""
-    memory: MemoryReport
-    """What long-term memory did on the last pass (``ctx_budget``, when wired)."""
-    request: PendingRequest
-    """The request about to be sent, as ``ctx_budget`` estimated it."""
     cache: CacheReport
-    """The request's cacheable prefix against the thread's previous request (``ctx_budget``)."""
-    calibration: Calibration
-    """The approximate counter's learned ratio for this thread (``ctx_budget``)."""
-    calibrated_with: str | None
-    """The reply the calibration last learned from (``ctx_budget``)."""
+    """The request's cacheable prefix against the thread's previous request."""
     compaction: CompactionReport
     """The last compaction attempt (``ctx_compact``)."""
-    summarizer_backoff: SummarizerBackoff | None
-    """When the configured summarizer is tried again (``ctx_compact``)."""
-    precompaction: Precompaction
-    """A background candidate summary (``ctx_compact``)."""
-    provider_edits: ProviderEdits
-    """The provider's context edits on the last request (``ctx_usage``)."""
-    index: IndexReport
-    """The vector index after the turn (``ctx_usage``, when the store has an index)."""
-    provider_edits_total: ProviderEditTotals
-    """Running totals of the provider's context edits (``ctx_usage``)."""
-    baseline: Baseline | None
-    """The measured input of the last request (``ctx_usage``; None after a compaction)."""
-    last_usage_message_id: str | None
-    """The reply whose usage was booked last (``ctx_usage``: a re-run does not book twice)."""
+    artifacts: ArtifactsReport
+    """The artifact trail of the active summary: entries, tokens, the newest."""
+    memory: MemoryReport
+    """What long-term memory did on the last pass (when wired)."""
     last_usage: LastUsage
     """The usage booked for the last reply (``ctx_usage``)."""
+    provider_edits: ProviderEdits
+    """The provider's context edits on the last request (``ctx_usage``)."""
+    provider_edits_total: ProviderEditTotals
+    """Running totals of the provider's context edits."""
+    index: IndexReport
+    """The vector index after the turn (when the store has an index)."""
     overflow: OverflowReport
     """The last recovery after a provider's context-length error."""
+    record_error: str
+    """Why an edited message was not recorded."""
+    record_warnings: int
+    """Running count of message times that could not be read (recorded with a nearby time)."""
+    repairs: RepairTotals
+    """Running count of view repairs."""
+
+
+class ContextReport(TypedDict, total=False):
+    """The ``context`` channel: the control state the next turn needs, and the turn's report.
+
+    Ten keys, each bounded whatever the thread's length. Each node returns the facts it changes;
+    :func:`merge_context` files them under their key (``view``, ``recorded``, ``summary``,
+    ``backoff`` and ``report`` merge field by field; the others are replaced whole).
+    """
+
+    view: ViewState
+    """What the working view was built for: the projection epoch, fingerprint, provider."""
+    branch: str
+    """The history store branch the state records on (a fork starts a new one)."""
+    recorded: RecordedState
+    """How far the state is recorded in the store, and the last reply booked."""
+    summary: SummaryState
+    """The active summary the view holds."""
+    baseline: Baseline | None
+    """The measured input of the last request (None after a compaction)."""
+    calibration: Calibration
+    """The approximate counter's learned ratio for this thread."""
+    request: PendingRequest
+    """The request about to be sent, as ``ctx_budget`` estimated it."""
+    backoff: Backoff
+    """When the configured summarizer is tried again."""
     compact: CompactRequest | None
     """A compaction asked for now (input, ``compact_thread`` or the ``compact_context`` tool);
     ``ctx_compact`` serves it once and sets it to None."""
+    report: TurnReport
+    """What each step decided on its last pass (budget, compaction, usage, overflow, ...)."""
+
+
+class FlatContext(TypedDict, total=False):
+    """The ``context`` channel as the nodes work with it: one flat key per fact.
+
+    :func:`unpack` turns the channel into this, :func:`pack` files it back under the channel's
+    keys (:data:`LAYOUT`); each fact is documented where it is filed (:class:`ContextReport`).
+    """
+
+    projection_epoch: int
+    branch: str
+    recorded_through_id: str | None
+    recorded_digest: RecordedDigest
+    record_error: str
+    record_warnings: int
+    edit_version: int
+    active_checkpoint_id: str | None
+    active_generation: int
+    covered_through_seq: int
+    artifacts: ArtifactsReport
+    rebuild: bool
+    recorded_reply: RecordedReply
+    server_compaction: ServerCompaction | None
+    projected_for: str | None
+    repairs: RepairTotals
+    shrink_tool_results: int
+    fingerprint: str
+    budget: BudgetReport
+    budget_passes: int
+    memory: MemoryReport
+    request: PendingRequest
+    cache: CacheReport
+    calibration: Calibration
+    calibrated_with: str | None
+    compaction: CompactionReport
+    summarizer_backoff: SummarizerBackoff | None
+    precompaction: Precompaction
+    provider_edits: ProviderEdits
+    index: IndexReport
+    provider_edits_total: ProviderEditTotals
+    baseline: Baseline | None
+    last_usage_message_id: str | None
+    last_usage: LastUsage
+    overflow: OverflowReport
+    compact: CompactRequest | None
+
+
+LAYOUT: dict[str, tuple[str, str]] = {
+    "projection_epoch": ("view", "epoch"),
+    "fingerprint": ("view", "fingerprint"),
+    "projected_for": ("view", "provider"),
+    "edit_version": ("view", "edit_version"),
+    "shrink_tool_results": ("view", "shrink_tool_results"),
+    "recorded_through_id": ("recorded", "through_id"),
+    "recorded_digest": ("recorded", "digest"),
+    "recorded_reply": ("recorded", "reply"),
+    "last_usage_message_id": ("recorded", "booked_id"),
+    "calibrated_with": ("recorded", "calibrated_id"),
+    "active_checkpoint_id": ("summary", "checkpoint_id"),
+    "active_generation": ("summary", "generation"),
+    "covered_through_seq": ("summary", "covered_through_seq"),
+    "rebuild": ("summary", "rebuild"),
+    "server_compaction": ("summary", "server"),
+    "precompaction": ("summary", "candidate"),
+    "budget_passes": ("backoff", "passes"),
+    "summarizer_backoff": ("backoff", "summarizer"),
+    "budget": ("report", "budget"),
+    "cache": ("report", "cache"),
+    "compaction": ("report", "compaction"),
+    "artifacts": ("report", "artifacts"),
+    "memory": ("report", "memory"),
+    "last_usage": ("report", "last_usage"),
+    "provider_edits": ("report", "provider_edits"),
+    "provider_edits_total": ("report", "provider_edits_total"),
+    "index": ("report", "index"),
+    "overflow": ("report", "overflow"),
+    "record_error": ("report", "record_error"),
+    "record_warnings": ("report", "record_warnings"),
+    "repairs": ("report", "repairs"),
+}
+"""Where each fact of :class:`FlatContext` is filed in the channel: ``fact: (key, field)``;
+the facts not named here are keys of the channel themselves."""
+
+_GROUPS = frozenset(group for group, _ in LAYOUT.values())
+_FLAT = {placed: fact for fact, placed in LAYOUT.items()}
+
+
+def pack(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """File flat facts under the channel's keys (:data:`LAYOUT`); grouped keys pass through.
+
+    Examples:
+        >>> pack({"projection_epoch": 2, "budget": {"decision": "proceed"}, "branch": "main"})
+        {'view': {'epoch': 2}, 'report': {'budget': {'decision': 'proceed'}}, 'branch': 'main'}
+    """
+    packed: dict[str, Any] = {}
+    for key, value in (context or {}).items():
+        placed = LAYOUT.get(key)
+        if placed is not None:
+            packed.setdefault(placed[0], {})[placed[1]] = value
+        elif key in _GROUPS and isinstance(value, Mapping):
+            packed[key] = {**packed.get(key, {}), **value}
+        else:
+            packed[key] = value
+    return packed
+
+
+def unpack(context: Mapping[str, Any] | None) -> FlatContext:
+    """The channel as one flat fact per key (the inverse of :func:`pack`; flat input passes).
+
+    Examples:
+        >>> unpack({"view": {"epoch": 2}, "report": {"budget": {"decision": "proceed"}}})
+        {'projection_epoch': 2, 'budget': {'decision': 'proceed'}}
+    """
+    flat: dict[str, Any] = {}
+    for key, value in (context or {}).items():
+        if key in _GROUPS and isinstance(value, Mapping):
+            for field, item in value.items():
+                flat[_FLAT.get((key, field), field)] = item
+        else:
+            flat[key] = value
+    return flat  # type: ignore[return-value]
+
+
+def merge_facts(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> FlatContext:
+    """``right``'s facts over ``left``'s, flat (either side may be packed).
+
+    Examples:
+        >>> merge_facts({"view": {"epoch": 1}, "branch": "main"}, {"projection_epoch": 2})
+        {'projection_epoch': 2, 'branch': 'main'}
+    """
+    return {**unpack(left), **unpack(right)}  # type: ignore[typeddict-item]
+
+
+def packed(update: dict[str, Any]) -> dict[str, Any]:
+    """A node's update with its ``context`` facts filed under the channel's keys (:func:`pack`)."""
+    if update and update.get("context") is not None:
+        return {**update, "context": pack(update["context"])}
+    return update
 
 
 def merge_context(
     left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Reducer of the ``context`` channel: the update's keys replace the old ones.
+    """Reducer of the ``context`` channel: the update's facts replace the old ones.
+
+    Both sides may be flat (:class:`FlatContext`, what nodes return) or packed; the result is
+    packed (:class:`ContextReport`).
 
     Examples:
-        >>> merge_context({"projection_epoch": 1, "baseline": {"measured_input_tokens": 10}}, {"projection_epoch": 2})
-        {'projection_epoch': 2, 'baseline': {'measured_input_tokens': 10}}
+        >>> merged = merge_context({"view": {"epoch": 1}, "baseline": {"measured_input_tokens": 10}}, {"projection_epoch": 2})
+        >>> merged["view"], merged["baseline"]
+        ({'epoch': 2}, {'measured_input_tokens': 10})
     """
-    return {**(left or {}), **(right or {})}
+    merged = pack(left)
+    for key, value in pack(right).items():
+        old = merged.get(key)
+        if key in _GROUPS and isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = {**old, **value}
+        else:
+            merged[key] = value
+    return merged
 
 
 class ContextState(TypedDict, total=False):
@@ -594,7 +788,5 @@ class ContextState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     """The working view: the summary message (once there is one) and the uncovered tail."""
     context: Annotated[ContextReport, merge_context]
-    """Plain JSON bookkeeping (:class:`ContextReport`):
-    ``projection_epoch``, the capacity ``baseline`` (measured input tokens,
-    ``input_through_message_id``, model, response id), the pending ``request``, the budget,
-    compaction and memory reports, the last usage booked."""
+    """Plain JSON bookkeeping (:class:`ContextReport`): the control state the next turn needs
+    and ``report``, what each step decided on its last pass."""

@@ -15,7 +15,7 @@ from ctx_langgraph.budget import TiktokenCounter, make_budget_node, make_budget_
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history import SQLiteHistoryStore
-from ctx_langgraph.state import ContextState
+from ctx_langgraph.state import ContextState, unpack
 from ctx_langgraph.testing import MeteringChatModel
 
 CONFIG = ContextConfig(
@@ -52,7 +52,7 @@ def build(store, saver, kill_at):
     def call_model(state):
         if (
             kill_at == "after_state"
-            and (state.get("context") or {}).get("compaction", {}).get("status") == "committed"
+            and unpack(state.get("context")).get("compaction", {}).get("status") == "committed"
         ):
             die()  # the compacted state was checkpointed before this node ran
         return {"messages": [model.invoke(state["messages"])]}

@@ -282,7 +282,7 @@ def test_a_provider_that_compacts_itself_gets_the_room_up_to_the_window(
     out = graph.invoke(
         {"messages": [HumanMessage("hi", id="h1")]}, {"configurable": {"thread_id": "r"}}
     )
-    assert out["context"]["budget"]["trigger"] == USABLE
+    assert out["context"]["report"]["budget"]["trigger"] == USABLE
     assert CONFIG.resolve().trigger < USABLE
 
 

@@ -453,7 +453,7 @@ def test_the_trail_survives_several_compactions_in_the_store_and_the_view(
     summary = next(m for m in state["messages"] if m.id == SUMMARY_MESSAGE_ID)
     assert "## Artifact trail" in summary.text
     assert normalize(BACKUP) in normalize(summary.text)
-    report = state["context"]["artifacts"]
+    report = state["context"]["report"]["artifacts"]
     assert report["count"] == len(trail.entries) and report["tokens"] == trail.tokens
     assert report["newest"][0]["last_seq"] == trail.entries[-1].last_seq
     assert trail.tokens is not None and trail.tokens <= CompactNode(store, WINDOW).trail_tokens

@@ -53,7 +53,7 @@ def test_no_baseline_recounts_then_baseline_plus_appended(store):
     node = budget_node(store, compact_node=None)
     history = [SystemMessage("Be brief.", id="s"), HumanMessage("What is 2+2?", id="h1")]
     state, _ = step(node, {"messages": history})
-    first = state["context"]["budget"]
+    first = state["context"]["report"]["budget"]
     assert first["method"] == "recount"
     assert first["input_tokens"] == counter.count_request(history)
     # the model answered; ctx_usage measured 1,000 input tokens for the request through h1
@@ -65,7 +65,7 @@ def test_no_baseline_recounts_then_baseline_plus_appended(store):
         "projection_epoch": 0,
     }
     state, _ = step(node, state)
-    second = state["context"]["budget"]
+    second = state["context"]["report"]["budget"]
     assert second["method"] == "baseline" and second["measured_baseline"] == 1_000
     assert second["appended"] == counter.count_message(reply) + counter.count_message(
         state["messages"][-1]
@@ -83,11 +83,11 @@ def test_edit_bumps_the_epoch_and_recounts(store):
         "input_through_message_id": "h1",
         "projection_epoch": 0,
     }
-    state["context"]["recorded_through_id"] = None  # the edited message is seen again
+    state["context"]["recorded"]["through_id"] = None  # the edited message is seen again
     state, _ = step(node, state)
-    assert state["context"]["projection_epoch"] == 1
-    assert state["context"]["budget"]["method"] == "recount"
-    assert "edited message" in state["context"]["budget"]["epoch_bumped_for"]
+    assert state["context"]["view"]["epoch"] == 1
+    assert state["context"]["report"]["budget"]["method"] == "recount"
+    assert "edited message" in state["context"]["report"]["budget"]["epoch_bumped_for"]
     assert store.get_event("t", "h1").revision == 2
 
 
@@ -120,19 +120,19 @@ def test_compaction_epoch_and_stale_late_usage(store):
         },
     )
     assert (
-        state["context"]["budget"]["method"] == "recount"
-        and state["context"]["budget"]["input_tokens"] < 100
+        state["context"]["report"]["budget"]["method"] == "recount"
+        and state["context"]["report"]["budget"]["input_tokens"] < 100
     )
 
 
 def test_system_prompt_or_tools_change_bumps_the_epoch(store):
     node = budget_node(store, compact_node=None)
     state, _ = step(node, {"messages": [SystemMessage("v1", id="s"), HumanMessage("hi", id="h1")]})
-    assert state["context"]["projection_epoch"] == 0
+    assert state["context"]["view"]["epoch"] == 0
     state["messages"][0] = SystemMessage("v2: a new rule", id="s2")
     state, _ = step(node, state)
-    assert state["context"]["projection_epoch"] == 1
-    assert "system prompt, tools or model changed" in state["context"]["budget"]["epoch_bumped_for"]
+    assert state["context"]["view"]["epoch"] == 1
+    assert "system prompt, tools or model changed" in state["context"]["report"]["budget"]["epoch_bumped_for"]
 
 
 def test_giant_tool_output_is_capped_and_the_original_kept(store):
@@ -150,7 +150,7 @@ def test_giant_tool_output_is_capped_and_the_original_kept(store):
     assert TiktokenCounter("gpt-4o").count_text(preview.content) < 1_000
     original = store.get_event("t", "t1")
     assert original.message.content == log and original.revision == 1
-    assert state["context"]["budget"]["input_tokens"] < 1_200
+    assert state["context"]["report"]["budget"]["input_tokens"] < 1_200
     # next turn: the preview in state is not recorded as a revision of the original
     state["messages"].append(HumanMessage("thanks", id="h2"))
     step(node, state)
@@ -171,9 +171,9 @@ def test_old_tool_results_are_cleared_and_stay_cleared(store):
     state, update = step(node, {"messages": [HumanMessage("go", id="h"), *messages]})
     assert sorted(m.id for m in update["messages"]) == ["t0", "t1"]
     assert all(m.additional_kwargs["ctx_cleared"] for m in update["messages"])
-    assert "tool results cleared" in state["context"]["budget"]["epoch_bumped_for"]
+    assert "tool results cleared" in state["context"]["report"]["budget"]["epoch_bumped_for"]
     state, update = step(node, state)  # stable: nothing new to clear, no new epoch
-    assert "messages" not in update and state["context"]["budget"]["epoch_bumped_for"] == []
+    assert "messages" not in update and state["context"]["report"]["budget"]["epoch_bumped_for"] == []
     assert store.get_event("t", "t0").message.content.startswith("result number 0")
 
 
@@ -195,7 +195,7 @@ def test_over_trigger_routes_to_compaction(store):
     node = budget_node(store, window=2_000, reserve=500)
     messages = [HumanMessage(f"turn {n} " * 60, id=f"h{n}") for n in range(10)]
     update = node.invoke({"messages": messages}, CONFIG)
-    assert update["context"]["budget"]["decision"] == "compact"
+    assert update["context"]["report"]["budget"]["decision"] == "compact"
     route = make_budget_router("model")
     assert route({"context": update["context"]}) == "ctx_compact"
     assert route({"context": {"budget": {"decision": "proceed"}}}) == "model"
@@ -219,8 +219,8 @@ def test_images_and_content_blocks_count_in_the_estimate(store):
         },
     )
     assert (
-        with_image["context"]["budget"]["input_tokens"]
-        - text_only["context"]["budget"]["input_tokens"]
+        with_image["context"]["report"]["budget"]["input_tokens"]
+        - text_only["context"]["report"]["budget"]["input_tokens"]
         == 765
     )
 
@@ -228,7 +228,7 @@ def test_images_and_content_blocks_count_in_the_estimate(store):
 async def test_async_node(store):
     node = budget_node(store, compact_node=None)
     update = await node.ainvoke({"messages": [HumanMessage("hi", id="h1")]}, CONFIG)
-    assert update["context"]["budget"]["method"] == "recount"
+    assert update["context"]["report"]["budget"]["method"] == "recount"
     assert (await store.aget_event("t", "h1")) is not None
 
 
@@ -299,7 +299,7 @@ def replay(store, counter, turns):
 
     def call_model(state):
         reply = model.invoke(state["messages"])
-        budget = state["context"]["budget"]
+        budget = state["context"]["report"]["budget"]
         samples.append(
             (
                 budget["input_tokens"],
@@ -405,8 +405,8 @@ def test_provider_count_is_asked_only_near_the_limit_and_failures_fall_back(stor
         provider_count=near,
     )
     update = node.invoke({"messages": messages}, CONFIG)
-    assert near.calls == 1 and update["context"]["budget"]["method"] == "provider"
-    assert update["context"]["budget"]["input_tokens"] == 1_234
+    assert near.calls == 1 and update["context"]["report"]["budget"]["method"] == "provider"
+    assert update["context"]["report"]["budget"]["input_tokens"] == 1_234
     down = StubCount(answer=None)
     node = make_budget_node(
         store,
@@ -416,7 +416,7 @@ def test_provider_count_is_asked_only_near_the_limit_and_failures_fall_back(stor
         provider_count=down,
     )
     update = node.invoke({"messages": messages}, CONFIG)
-    assert down.calls == 1 and update["context"]["budget"]["method"] == "recount"
+    assert down.calls == 1 and update["context"]["report"]["budget"]["method"] == "recount"
 
 
 def test_recount_breakdown_separates_system_summary_retrieved_and_tail(store):
@@ -430,7 +430,7 @@ def test_recount_breakdown_separates_system_summary_retrieved_and_tail(store):
         HumanMessage("Where is my order?", id="h"),
     ]
     state, _ = step(budget_node(store, compact_node=None), {"messages": messages})
-    budget = state["context"]["budget"]
+    budget = state["context"]["report"]["budget"]
     parts = [counter.count_message(m) for m in messages]
     assert (budget["system"], budget["summary"], budget["retrieved"], budget["tail"]) == tuple(
         parts
@@ -449,6 +449,6 @@ def test_branch_switch_bumps_the_epoch(store):
         {**state, "messages": [*state["messages"], HumanMessage("on the branch", id="b1")]},
         {"configurable": {"thread_id": "t", "ctx_branch": "retry"}},
     )
-    assert update["context"]["branch"] == "retry" and update["context"]["projection_epoch"] == 1
-    assert "branch switch" in update["context"]["budget"]["epoch_bumped_for"]
+    assert update["context"]["branch"] == "retry" and update["context"]["view"]["epoch"] == 1
+    assert "branch switch" in update["context"]["report"]["budget"]["epoch_bumped_for"]
     assert [e.event_id for e in store.read_events(Scope("t", branch="retry"))] == ["h1", "b1"]

@@ -25,7 +25,7 @@ MEASURED_OVER_ESTIMATE = {"dense": 1.6, "sparse": 0.7}
 def model(state, config):
     """A model whose provider measures the request at a fixed ratio of our estimate."""
     thread = config["configurable"]["thread_id"].split("-")[0]
-    estimate = state["context"]["budget"]["input_tokens"]
+    estimate = state["context"]["report"]["budget"]["input_tokens"]
     measured = round(estimate * MEASURED_OVER_ESTIMATE[thread])
     turn = len(state["messages"])
     reply = AIMessage(
@@ -57,7 +57,7 @@ def ask(graph, thread_id, turn):
     question = f"Where is order ORD-{1040 + turn}? The customer asked about it this morning."
     config = {"configurable": {"thread_id": thread_id}}
     state = graph.invoke({"messages": [HumanMessage(question, id=f"{thread_id}-q{turn}")]}, config)
-    return state["context"]["budget"]["input_tokens"], state["context"]["calibration"]
+    return state["context"]["report"]["budget"]["input_tokens"], state["context"]["calibration"]
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_concurrent_threads_on_a_shared_graph_get_their_own_estimates(store):
             )
             message = HumanMessage(question, id=f"{thread}-together-q{turn}")
             state = await shared.ainvoke({"messages": [message]}, config)
-            estimates.append(state["context"]["budget"]["input_tokens"])
+            estimates.append(state["context"]["report"]["budget"]["input_tokens"])
             await asyncio.sleep(0)
         return thread, estimates
 

@@ -76,7 +76,7 @@ def test_in_conversation_summaries_read_the_cached_view(provider: str):
         usages = list(server.usages)
     summaries = [r for r in ledger.records("t1") if r.purpose == "summary"]
     assert len(summaries) >= 1
-    assert graph.get_state(run).values["context"]["active_generation"] == len(summaries)
+    assert graph.get_state(run).values["context"]["summary"]["generation"] == len(summaries)
     for record in summaries:
         usage = record.usage
         assert usage.cache_read is not None and usage.input_total is not None

@@ -165,8 +165,8 @@ def test_context_cache_reports_the_prefix_the_model_reads():
             {"messages": [HumanMessage(f"turn {i}: " + "words " * 60, id=f"h{i}")]}, thread
         )
         state = graph.get_state(thread).values
-        reports.append(state["context"]["cache"])
-        generations_seen.append(state["context"].get("active_generation", 0))
+        reports.append(state["context"]["report"]["cache"])
+        generations_seen.append(state["context"].get("summary", {}).get("generation", 0))
         reply = state["messages"][-1]
         reads.append(reply.usage_metadata["input_token_details"]["cache_read"])
     assert reports[0]["prefix_tokens"] == 0 and reports[0]["moved_by"] is None
@@ -234,7 +234,7 @@ def test_tool_results_are_cleared_in_batches_so_the_prefix_moves_rarely():
         )
         result = ToolMessage(f"result {n} " * 80, tool_call_id=f"c{n}", id=f"t{n}")
         graph.invoke({"messages": [HumanMessage(f"go {n}", id=f"h{n}"), call, result]}, thread)
-        moved.append(graph.get_state(thread).values["context"]["cache"]["moved_by"])
+        moved.append(graph.get_state(thread).values["context"]["report"]["cache"]["moved_by"])
     # results 0..2 are due at turn 4 (5 results, keep 2), then three more every three turns
     assert moved == [None] * 4 + ["cleared tool result", None, None] * 2 + [
         "cleared tool result",
@@ -271,7 +271,7 @@ def test_the_memory_message_holds_its_selection_between_compactions():
         )
         values = graph.get_state(thread).values
         text = next(m.text for m in values["messages"] if is_memory_message(m))
-        seen.append((values["context"].get("active_generation", 0), text))
+        seen.append((values["context"].get("summary", {}).get("generation", 0), text))
     # one memory message per summary generation: a new question does not rewrite the prefix
     by_generation: dict[int, set[str]] = {}
     for generation, text in seen:

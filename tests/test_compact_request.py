@@ -124,7 +124,7 @@ def test_a_malformed_request_in_the_state_is_refused_and_the_thread_goes_on() ->
         {"messages": [HumanMessage("And now?")], "context": {"compact": {"instructions": 42}}},
         THREAD,
     )
-    report = out["context"]["compaction"]
+    report = out["context"]["report"]["compaction"]
     assert report["status"] == "refused" and "instructions must be text" in report["request_error"]
     assert out["context"]["compact"] is None
     assert out["messages"][-1].content == "Noted."  # the turn was answered all the same
@@ -164,7 +164,7 @@ def test_the_model_compacts_with_the_compact_context_tool() -> None:
     assert out["messages"][-1].content == "Compacted."
     tool = next(m for m in out["messages"] if isinstance(m, ToolMessage))
     assert tool.name == COMPACT_TOOL_NAME and FOCUS in tool.text
-    assert out["context"]["compaction"]["requested"]["requested_by"] == "model"
+    assert out["context"]["report"]["compaction"]["requested"]["requested_by"] == "model"
     assert out["context"]["compact"] is None  # served once
 
 
@@ -241,7 +241,7 @@ async def test_compact_thread_on_the_store(store: HistoryStore, mode: str) -> No
     _talk(graph, ["Next question."])
     values = graph.get_state(THREAD).values
     assert values["messages"][0].id == SUMMARY_MESSAGE_ID
-    assert values["context"]["active_generation"] == version.generation
+    assert values["context"]["summary"]["generation"] == version.generation
 
 
 async def test_a_failing_summarizer_keeps_the_old_summary(store: HistoryStore) -> None:

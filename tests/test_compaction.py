@@ -18,7 +18,7 @@ from ctx_langgraph.compaction import ExtractiveSummarizer, SummaryDocument, pair
 from ctx_langgraph.compaction.node import SUMMARY_MESSAGE_ID, make_compact_node
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history import Scope, SQLiteHistoryStore
-from ctx_langgraph.state import ContextState
+from ctx_langgraph.state import ContextState, unpack
 from ctx_langgraph.testing import MeteringChatModel
 from ctx_langgraph.usage import UsageLedger
 from ctx_langgraph.usage.node import make_usage_node
@@ -145,7 +145,7 @@ def test_rolling_compaction_keeps_coverage_continuous_and_the_protocol_valid(sto
             generations.add(active.generation)
             assert COUNTER.count_text(active.summary_text) <= 600
     assert len(generations) >= 3  # compaction really happened, several times
-    assert state["context"]["compaction"]["status"] == "committed"
+    assert state["context"]["report"]["compaction"]["status"] == "committed"
     # every request fit the window: the metering model saw at most the usable window
     assert all(v.status in ("active", "superseded") for v in store.list_versions("t"))
 
@@ -236,7 +236,7 @@ def test_a_failing_summarizer_leaves_everything_in_place(store, mode):
             },
             run,
         )
-        compaction = state["context"].get("compaction") or {}
+        compaction = state["context"].get("report", {}).get("compaction") or {}
         if compaction.get("status") == "failed":
             failed += 1
             # nothing committed by the failing summarizer, nothing removed
@@ -259,7 +259,7 @@ def test_a_failing_summarizer_leaves_everything_in_place(store, mode):
     tries = [v for v in versions if v.summary_text is None]
     assert 1 <= len(tries) <= failed  # (the report says "failed" until the next compaction)
     assert all(v.status == "failed" and v.summarizer_id == "failing" and v.error for v in tries)
-    assert state["context"]["summarizer_backoff"]["failures"] >= 1
+    assert state["context"]["backoff"]["summarizer"]["failures"] >= 1
 
 
 def test_reconciles_with_a_summary_committed_by_another_worker(store):
@@ -288,7 +288,7 @@ def test_reconciles_with_a_summary_committed_by_another_worker(store):
     node = make_compact_node(store, config=WINDOW, counter=COUNTER)
     state = graph.get_state(run).values
     update = node.invoke(state, run)
-    assert update["context"]["compaction"]["status"] in ("reconciled", "committed")
+    assert update["context"]["report"]["compaction"]["status"] in ("reconciled", "committed")
     assert store.get_active("t").generation >= 1
 
 
@@ -348,7 +348,7 @@ def test_langchain_38352_34282_no_orphaned_tool_call_at_the_boundary(store):
         *parallel_calls(2, width=1),
     ]
     update, view = compact_once(store, messages, keep=30)
-    assert update["context"]["compaction"]["status"] == "committed"
+    assert update["context"]["report"]["compaction"]["status"] == "committed"
     assert pairing_problems(view) == []
     assert not isinstance(view[1], ToolMessage)  # after the summary, never a bare tool result
 
@@ -359,7 +359,7 @@ def test_langchain_38867_39261_no_human_message_in_the_tail_never_means_a_placeh
     for n in range(8):
         messages += parallel_calls(n, width=1)
     update, view = compact_once(store, messages, keep=40)
-    assert update["context"]["compaction"]["status"] == "committed"
+    assert update["context"]["report"]["compaction"]["status"] == "committed"
     assert pairing_problems(view) == []
     kept = [m for m in view if not m.additional_kwargs.get("ctx_summary")]
     assert kept and all(m.id.startswith("p") for m in kept)  # real messages, not a placeholder
@@ -369,7 +369,7 @@ def test_langchain_38867_39261_no_human_message_in_the_tail_never_means_a_placeh
 def test_langchain_38867_a_failing_summarizer_never_replaces_history(store):
     messages = [HumanMessage(f"q{n} " * 40, id=f"h{n}") for n in range(10)]
     update, view = compact_once(store, messages, keep=30, summarizer=FailingSummarizer("raise"))
-    assert update["context"]["compaction"]["status"] == "failed"
+    assert update["context"]["report"]["compaction"]["status"] == "failed"
     assert "messages" not in update and view == messages
 
 
@@ -397,7 +397,7 @@ def test_a_long_span_is_summarized_in_batches_without_dropping_the_old_summary(s
     ]
     summarizer = SmallWindowSummarizer()
     update, view = compact_once(store, [*view, *long_span], keep=20, summarizer=summarizer)
-    assert update["context"]["compaction"]["status"] == "committed"
+    assert update["context"]["report"]["compaction"]["status"] == "committed"
     facts = {f.text for f in store.get_active("t").key_facts}
     assert {"ACC-1001", "$9,900.00"} <= facts  # the old summary's facts survived the long span
     assert not {"ACC-1000", "$9,000.00"} & facts
@@ -430,7 +430,7 @@ def test_a_crash_at_each_step_of_the_commit_protocol_recovers(tmp_path, kill_at)
     active = check_invariants(store, state, reply_recorded=False)  # (no ctx_usage there)
     assert active is not None and active.generation >= 2
     # the state caught up with the store
-    assert state["context"]["active_generation"] == active.generation
+    assert state["context"]["summary"]["generation"] == active.generation
     # nothing lost or doubled
     ids = [e.event_id for e in store.read_events("t")]
     assert len(ids) == len(set(ids))
@@ -448,6 +448,7 @@ from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.compaction.node import make_compact_node
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.history import PostgresHistoryStore
+from ctx_langgraph.state import unpack
 dsn = sys.argv[1]
 config = ContextConfig(context_window=3_000, output_reserve=500, keep_recent_tokens=200, summary_max_tokens=600,
                        tool_output_cap_tokens=None)
@@ -456,7 +457,7 @@ with PostgresHistoryStore.from_conn_string(dsn) as store:
     node = make_compact_node(store, config=config, counter=TiktokenCounter("gpt-4o"))
     update = node.invoke({"messages": messages, "context": {"budget": {"total": 2_000}}},
                          {"configurable": {"thread_id": "t"}})
-    print(json.dumps(update["context"]["compaction"]))
+    print(json.dumps(update["context"]["report"]["compaction"]))
 """
 
 
@@ -482,7 +483,7 @@ def test_a_summary_committed_by_another_worker_mid_compaction_is_adopted(store, 
     monkeypatch.setattr(store, "snapshot", other_worker_first)
     node = make_compact_node(store, config=config)
     update = node.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
-    assert update["context"]["compaction"]["status"] == "reconciled"
+    assert update["context"]["report"]["compaction"]["status"] == "reconciled"
     assert store.get_active("t").summary_text == "the other worker's"
     assert update["messages"][1].id == "ctx-summary"
 
@@ -554,7 +555,7 @@ def test_a_resumed_run_whose_store_got_ahead_is_not_a_fork(store):
     ]
     update = node.invoke({"messages": resumed, "context": behind}, run)
     assert update["context"]["branch"] == "main"
-    assert "fork" not in update["context"]["budget"]["epoch_bumped_for"]
+    assert "fork" not in update["context"]["report"]["budget"]["epoch_bumped_for"]
     assert [e.event_id for e in store.read_events("t")] == ["q1", "a1", "q2", "a2", "q3"]
     different = [*first, HumanMessage("another q2", id="q2b"), HumanMessage("q3", id="q3")]
     update = node.invoke({"messages": different, "context": behind}, run)
@@ -633,7 +634,7 @@ async def test_runs_from_one_checkpoint_reuse_a_summary_and_never_compact_in_a_l
         ask = {"messages": [HumanMessage(f"Ask {k}: {big}", id=f"ask{k}")]}
         run = {**final, "recursion_limit": 25}  # a loop of compactions would hit it
         state = await graph.ainvoke(ask, run) if mode == "async" else graph.invoke(ask, run)
-        context = state["context"]
+        context = unpack(state["context"])
         scope = Scope("t", branch=context["branch"])
         active = store.get_active(scope)
         assert active is not None and context["covered_through_seq"] == active.covered_through_seq
@@ -663,7 +664,7 @@ async def test_a_background_candidate_is_committed_by_a_later_turn(store, mode):
             await asyncio.sleep(0.05)  # let the background task run between turns
         else:
             time.sleep(0.05)
-        statuses.append((state["context"].get("compaction") or {}).get("status"))
+        statuses.append((state["context"].get("report", {}).get("compaction") or {}).get("status"))
         check_invariants(store, state)
     assert "committed_precomputed" in statuses  # the summarizer ran ahead, off the critical path
 
@@ -672,9 +673,9 @@ async def test_a_background_candidate_is_committed_by_a_later_turn(store, mode):
 
 
 def _turn(messages, estimate):
-    from ctx_langgraph.compaction.span import Turn
+    from ctx_langgraph.compaction.span import CompactionPass
 
-    return Turn(messages, {}, Scope("t"), 0, estimate, False, False, None)
+    return CompactionPass(messages, {}, Scope("t"), 0, estimate, False, False, None)
 
 
 def test_compaction_keeps_every_message_the_target_affords_beside_a_summary_at_its_cap():
@@ -731,7 +732,7 @@ def test_tail_fills_target_false_keeps_exactly_keep_recent_tokens(store, fills):
     node = make_compact_node(store, config=config, counter=COUNTER)
     state = {"messages": messages, "context": {"budget": {"total": estimate}}}
     update = node.invoke(state, {"configurable": {"thread_id": "t"}})
-    assert update["context"]["compaction"]["status"] == "committed"
+    assert update["context"]["report"]["compaction"]["status"] == "committed"
     view = add_messages(messages, update["messages"])
     tail = sum(COUNTER.count_message(m) for m in view if not m.additional_kwargs.get("ctx_summary"))
     if fills:  # the target (1,250) less a summary at its cap (300; no trail reported yet)

@@ -37,6 +37,7 @@ from ctx_langgraph.budget import TiktokenCounter
 from ctx_langgraph.compaction import ExtractiveSummarizer
 from ctx_langgraph.compaction.protocol import SummaryRequest
 from ctx_langgraph.history import HistoryStore, Scope
+from ctx_langgraph.state import unpack
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 
 WIDE = ContextConfig(context_window=40_000, output_reserve=1_000)
@@ -149,7 +150,7 @@ async def test_a_run_again_under_a_summary_covering_its_whole_view_terminates(
     ran = await _run(graph, mode, {"messages": [_ask(8)]}, {**before.config, "recursion_limit": 40})
     state = graph.get_state(config).values
     assert state["messages"][-1].text == "Noted.", ran
-    context = state["context"]
+    context = unpack(state["context"])
     compaction = context["compaction"]
     assert compaction["rounds"] <= SMALL.max_compaction_rounds, compaction
     if wiring != "middleware":  # (the middleware runs the loop inline, in one superstep)
@@ -166,7 +167,7 @@ async def test_a_run_again_under_a_summary_covering_its_whole_view_terminates(
         ran = await _run(graph, mode, {"messages": [_ask(n)]}, config)
         if wiring != "middleware":
             assert sum(name in LOOP_NODES for name in ran) <= 8, ran
-        assert graph.get_state(config).values["context"]["compaction"]["rounds"] <= 3
+        assert graph.get_state(config).values["context"]["report"]["compaction"]["rounds"] <= 3
 
 
 def test_max_compaction_rounds_is_validated() -> None:
@@ -274,14 +275,16 @@ async def test_every_request_runs_at_most_max_compaction_rounds(
         assert max(_rounds_per_model_call(ran)) <= limit, (n, ran)
         rounds = 0
         for name, update in updates:
-            context = (update or {}).get("context") or {}
+            context = unpack((update or {}).get("context"))
             compaction = context.get("compaction") or {}
             assert compaction.get("rounds", 0) <= limit, compaction
             rounds = 0 if name == "model" else rounds + (name == "ctx_compact")
             budget = context.get("budget") or {}
             if name != "ctx_budget" or not rounds or budget["decision"] != "proceed":
                 continue
-            backing_off = graph.get_state(thread).values["context"].get("summarizer_backoff")
+            backing_off = (
+                graph.get_state(thread).values["context"].get("backoff", {}).get("summarizer")
+            )
             if budget["total"] > budget["trigger"] and not backing_off:
                 # a request sent on over the trigger after its rounds says why they stopped
                 # (after a failure the summarizer backs off: context["summarizer_backoff"])

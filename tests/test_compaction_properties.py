@@ -54,7 +54,7 @@ def test_every_compaction_leaves_a_valid_view_and_continuous_coverage(store, his
         {"messages": messages, "context": {"budget": {"total": 0}}},
         {"configurable": {"thread_id": scope.thread_id}},
     )
-    status = update["context"]["compaction"]["status"]
+    status = update["context"]["report"]["compaction"]["status"]
     event(status)
     assert status in ("committed", "nothing_to_cover")
     view = add_messages(messages, update["messages"]) if "messages" in update else messages
@@ -124,7 +124,7 @@ def test_system_messages_anywhere_are_kept_in_the_view_and_never_summarized(
         {"messages": messages, "context": {"budget": {"total": 0}}},
         {"configurable": {"thread_id": scope.thread_id}},
     )
-    status = update["context"]["compaction"]["status"]
+    status = update["context"]["report"]["compaction"]["status"]
     assert status in ("committed", "nothing_to_cover")
     view = add_messages(messages, update["messages"]) if "messages" in update else messages
     rules = [m.id for m in messages if m.type == "system"]

@@ -157,7 +157,7 @@ async def test_a_message_is_recorded_at_its_own_time_in_each_form(store, mode):
         "date": dt.datetime(2023, 5, 11, tzinfo=UTC),
         "aware": T0,
     }
-    assert "record_warnings" not in state["context"]
+    assert "record_warnings" not in state["context"].get("report", {})
 
 
 async def test_a_message_without_a_time_takes_the_one_before_it_else_now(store, mode):
@@ -224,16 +224,16 @@ async def test_malformed_times_never_stop_the_turn_and_are_counted(store, mode, 
     ]
     with caplog.at_level(logging.WARNING, logger="ctx_langgraph.budget.node"):
         state = await run(node, {"messages": messages}, mode)
-    assert state["context"]["record_warnings"] == 4
+    assert state["context"]["report"]["record_warnings"] == 4
     warned = [r for r in caplog.records if "could not be read" in r.getMessage()]
     assert len(warned) == 1 and "message bool" in warned[0].getMessage()
-    assert state["context"]["budget"]["decision"] == "proceed"
+    assert state["context"]["report"]["budget"]["decision"] == "proceed"
     times = await recorded_times(store, mode)
     assert [times[m.id] for m in messages if m.id] == [T0] * 5  # each took the time before it
     # the count runs on over the thread's turns
     bad = HumanMessage("later", id="later", additional_kwargs={"created_at": "yesterday"})
     state = await run(node, {**state, "messages": [*messages, bad]}, mode)
-    assert state["context"]["record_warnings"] == 5
+    assert state["context"]["report"]["record_warnings"] == 5
 
 
 async def test_a_datetime_in_a_message_does_not_fork_a_resumed_run(store, mode):

@@ -256,7 +256,7 @@ async def test_create_context_agent_summarizes_with_its_own_model(
     ).compile(checkpointer=InMemorySaver())
     out = await call(graph, mode, over_the_window(), run_of("own"))
     assert out["messages"][-1].text == "Noted."
-    compaction = out["context"]["compaction"]
+    compaction = out["context"]["report"]["compaction"]
     assert (compaction["status"], compaction["summarizer"]) == ("committed", "llm:gpt-4o")
     assert "fallback" not in compaction
     active = store.get_active("own")
@@ -281,7 +281,7 @@ async def test_summary_model_writes_the_summaries_instead(
         lookup_tool=False,
     ).compile(checkpointer=InMemorySaver())
     out = await call(graph, mode, over_the_window(), run_of("cheap"))
-    assert out["context"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
+    assert out["context"]["report"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
     assert {r["model"] for r in provider.summary_requests()} == {"gpt-4o-mini"}
     assert provider.models[-1] == "gpt-4o"  # the answer, by the agent's model
     assert store.get_active("cheap").summarizer_id == "llm:gpt-4o-mini"
@@ -303,7 +303,7 @@ def test_a_summary_model_spec_is_made_without_network(
     )
     assert len(provider.server.requests) == requests_before  # made, not called
     out = builder.compile().invoke(over_the_window(), run_of("spec"))
-    assert out["context"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
+    assert out["context"]["report"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
     assert {r["model"] for r in provider.summary_requests()} == {"gpt-4o-mini"}
 
 
@@ -317,7 +317,7 @@ def test_an_explicit_summarizer_wins(provider: Provider, store: HistoryStore):
         lookup_tool=False,
     ).compile()
     out = graph.invoke(over_the_window(), run_of("x"))
-    assert out["context"]["compaction"]["summarizer"] == EXTRACTIVE
+    assert out["context"]["report"]["compaction"]["summarizer"] == EXTRACTIVE
     assert provider.summary_requests() == []
 
 
@@ -329,7 +329,7 @@ async def test_a_fake_model_keeps_the_extractive_summarizer_end_to_end(
         MeteringChatModel(replies=["Noted."]), store=store, config=CONFIG, lookup_tool=False
     ).compile()
     out = await call(graph, mode, over_the_window(), run_of("fake"))
-    assert out["context"]["compaction"]["summarizer"] == EXTRACTIVE
+    assert out["context"]["report"]["compaction"]["summarizer"] == EXTRACTIVE
     assert store.get_active("fake").summarizer_id == EXTRACTIVE
 
 
@@ -359,7 +359,7 @@ async def test_a_failing_llm_summary_falls_back_and_the_turn_goes_on(
     inputs = over_the_window()  # over the window
     out = await call(graph, mode, inputs, run_of(failure))
     assert out["messages"][-1].text == "Noted."  # the thread goes on
-    compaction = out["context"]["compaction"]
+    compaction = out["context"]["report"]["compaction"]
     assert compaction["status"] == "committed"
     assert (compaction["summarizer"], compaction["fallback"]) == (EXTRACTIVE, EXTRACTIVE)
     why = " ".join(compaction["problems"])
@@ -372,7 +372,7 @@ async def test_a_failing_llm_summary_falls_back_and_the_turn_goes_on(
     assert expected[failure] in why, why
     active = store.get_active(failure)
     assert active is not None and active.summarizer_id == EXTRACTIVE
-    assert out["context"]["summarizer_backoff"]["failures"] == 1
+    assert out["context"]["backoff"]["summarizer"]["failures"] == 1
     if failure == "slow":
         time.sleep(provider.delay_s)  # the abandoned summary call ends before the store closes
 
@@ -400,7 +400,7 @@ async def test_a_garbage_llm_summary_within_the_window_waits_then_the_fallback_c
     for turn in range(40):
         out = await call(graph, mode, {"messages": [HumanMessage(f"t{turn} {FILLER}")]}, run)
         assert out["messages"][-1].text == "Noted."
-        compaction = out["context"].get("compaction") or {}
+        compaction = out["context"].get("report", {}).get("compaction") or {}
         statuses.append((compaction.get("status"), compaction.get("summarizer")))
         if compaction.get("status") == "committed":
             assert "llm:gpt-4o is backing off" in " ".join(compaction["problems"])
@@ -423,7 +423,7 @@ async def test_the_middleware_summarizes_with_the_agent_model(
     agent = create_agent(model, tools=[], middleware=[middleware], checkpointer=InMemorySaver())
     out = await call(agent, mode, over_the_window(), run_of("mw"))
     assert out["messages"][-1].text == "Noted."
-    assert out["context"]["compaction"]["summarizer"] == "llm:gpt-4o"
+    assert out["context"]["report"]["compaction"]["summarizer"] == "llm:gpt-4o"
     assert store.get_active("mw").summarizer_id == "llm:gpt-4o"
     assert provider.summary_requests()
 
@@ -441,12 +441,12 @@ def test_the_middleware_takes_summary_model_and_keeps_fakes_offline(
     )
     agent = create_agent(fake, tools=[], middleware=[middleware])
     out = agent.invoke(over_the_window(), run_of("mws"))
-    assert out["context"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
+    assert out["context"]["report"]["compaction"]["summarizer"] == "llm:gpt-4o-mini"
     offline = ContextManagementMiddleware(store, model=fake, config=CONFIG, lookup_tool=False)
     out = create_agent(fake, tools=[], middleware=[offline]).invoke(
         over_the_window(), run_of("mwf")
     )
-    assert out["context"]["compaction"]["summarizer"] == EXTRACTIVE
+    assert out["context"]["report"]["compaction"]["summarizer"] == EXTRACTIVE
 
 
 def user_graph(model: BaseChatModel) -> StateGraph[Any, Any, Any, Any]:

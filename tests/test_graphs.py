@@ -123,7 +123,7 @@ def test_context_agent_answers_an_order_question_through_its_tool(tmp_path):
     assert call.tool_calls[0]["name"] == "get_order_status"
     assert isinstance(result, ToolMessage) and result.content.startswith("Order ORD-1042: ")
     assert answer.text.startswith("The get_order_status result says: Order ORD-1042: ")
-    budget = state["context"]["budget"]
+    budget = state["context"]["report"]["budget"]
     assert budget["decision"] == "proceed" and budget["window"] == 16_000
     assert 0 < budget["input_tokens"] < budget["trigger"]
     # every message is recorded in the SQLite file named by CTX_HISTORY_DB
@@ -173,11 +173,11 @@ def test_compaction_playground_compacts_within_a_few_turns():
     turns = ["My locker code is 4471"] + [f"Where is ORD-{n}?" for n in range(2041, 2048)]
     for text in turns:
         state = agent.invoke({"messages": [HumanMessage(text)]}, config)
-        if (state["context"].get("active_generation") or 0) >= 1:
+        if (state["context"].get("summary", {}).get("generation") or 0) >= 1:
             break
     else:
         pytest.fail(f"no compaction within {len(turns)} turns: {state['context']['budget']}")
-    assert state["context"]["compaction"]["status"] == "committed"
+    assert state["context"]["report"]["compaction"]["status"] == "committed"
     summary = state["messages"][0]
     assert summary.id == "ctx-summary"
     assert all("4471" not in m.text for m in state["messages"][1:])  # summarized away

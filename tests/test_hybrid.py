@@ -343,7 +343,7 @@ async def test_a_graph_with_the_index_embeds_after_each_turn(
             state = (
                 graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
             )
-        report = state["context"]["index"]
+        report = state["context"]["report"]["index"]
         assert report["error"] is None and report["pending"] == 0 and report["embedded"] >= 1
         assert store.embed_pending("t").embedded == 0  # every turn embedded what it added
         lookup = next(m for m in state["messages"] if m.type == "tool")
@@ -362,15 +362,15 @@ async def test_a_failing_or_slow_model_never_stops_a_turn(mode: str) -> None:
         run = {"configurable": {"thread_id": "t"}}
         message = {"messages": [HumanMessage("hello there")]}
         state = graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
-        assert "took over 0.3 s" in state["context"]["index"]["error"]
+        assert "took over 0.3 s" in state["context"]["report"]["index"]["error"]
         assert state["messages"][-1].type == "ai"
         store.use_index({"embed": Failing(), "dims": 8})
         state = graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
-        assert "provider unreachable" in state["context"]["index"]["error"]
-        assert state["context"]["index"]["pending"] == len(store.read_events("t"))
+        assert "provider unreachable" in state["context"]["report"]["index"]["error"]
+        assert state["context"]["report"]["index"]["pending"] == len(store.read_events("t"))
         store.use_index({"embed": DeterministicFakeEmbedding(size=8), "dims": 8})
         state = graph.invoke(message, run) if mode == "sync" else await graph.ainvoke(message, run)
-        report = state["context"]["index"]  # the backlog of the two turns before, too
+        report = state["context"]["report"]["index"]  # the backlog of the two turns before, too
         assert report["embedded"] == len(store.read_events("t")) and report["pending"] == 0
 
 
@@ -381,7 +381,7 @@ async def test_with_precompact_at_embedding_runs_in_the_background(tmp_path: Any
         graph = _graph("create_context_agent", store, config)
         run = {"configurable": {"thread_id": "t"}}
         state = await graph.ainvoke({"messages": [HumanMessage(TALK[1][1])]}, run)
-        assert state["context"]["index"] == {"background": True}
+        assert state["context"]["report"]["index"] == {"background": True}
         for _ in range(100):  # the task ends soon after the turn
             if (
                 store.embed_pending("t", limit=1).pending == 0

@@ -146,7 +146,7 @@ def check(meter: Meter, store: Any, final: dict[str, Any], thread: str) -> None:
         m for m in final["messages"] if isinstance(m, ToolMessage) and m.name == "history_lookup"
     ]
     assert lookups and PLANTED in lookups[-1].text
-    assert final["context"]["budget"]["decision"] in ("proceed", "compact")
+    assert final["context"]["report"]["budget"]["decision"] in ("proceed", "compact")
     assert json.loads(json.dumps(final["context"])) == final["context"]  # plain JSON only
 
 

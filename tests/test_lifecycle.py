@@ -100,7 +100,7 @@ def test_a_revised_or_hidden_message_reaches_the_view_and_the_summary_right_away
     inputs.clear()
     out = graph.invoke({"messages": [HumanMessage("turn 26: short one", id="u26")]}, run)
 
-    assert out["context"]["compaction"]["status"] == "committed"  # rebuilt at once
+    assert out["context"]["report"]["compaction"]["status"] == "committed"  # rebuilt at once
     assert not any(m.id == in_view for m in out["messages"])
     [request] = inputs
     assert not holds_secret(request)
@@ -121,8 +121,8 @@ def test_a_view_too_short_to_cut_still_gets_its_history_summarized_again(store: 
     out = node.invoke(state, {"configurable": {"thread_id": "short"}})
 
     active = store.get_active("short")
-    assert out["context"]["compaction"]["status"] == "committed"
-    assert out["context"]["rebuild"] is False
+    assert out["context"]["report"]["compaction"]["status"] == "committed"
+    assert out["context"]["summary"]["rebuild"] is False
     assert (active.first_seq, active.covered_through_seq) == (1, 19)  # all before the view
     assert active.first_kept_event_id == "n19"
     assert [m.id for m in out["messages"][1:]] == ["ctx-summary", "n19"]
@@ -130,7 +130,7 @@ def test_a_view_too_short_to_cut_still_gets_its_history_summarized_again(store: 
     # without the rebuild mark, a view this short has nothing to cover
     state["context"] = {"projection_epoch": 4}
     assert (
-        node.invoke(state, {"configurable": {"thread_id": "short"}})["context"]["compaction"][
+        node.invoke(state, {"configurable": {"thread_id": "short"}})["context"]["report"]["compaction"][
             "status"
         ]
         == "nothing_to_cover"

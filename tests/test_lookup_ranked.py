@@ -390,9 +390,9 @@ async def test_a_lookup_in_an_agent_does_not_push_the_next_request_over_the_trig
     cap = int(shown["cap"].split()[0])
     assert MIN_MAX_TOKENS < cap < DEFAULT_MAX_TOKENS and COUNTER.count_text(page.text) <= cap
     assert any(r.get("hit") for r in shown["records"])  # what matched, within the room
-    budget = result["context"]["budget"]
+    budget = result["context"]["report"]["budget"]
     assert budget["decision"] == "proceed" and budget["total"] <= trigger  # no compaction
-    assert "compaction" not in result["context"]
+    assert "compaction" not in result["context"]["report"]
     assert result["messages"][-1].text == "It goes well."
     store.close()
 

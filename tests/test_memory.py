@@ -556,7 +556,7 @@ def test_expired_memories_are_not_loaded_into_the_agent(store: HistoryStore):
     clock.now = T0 + dt.timedelta(days=8)
     out = graph.invoke({"messages": [HumanMessage("hi again", id="e2")]}, run)
     assert "Door code" not in memory_text(inputs[-1]) and "mornings" in memory_text(inputs[-1])
-    assert out["context"]["memory"]["loaded"] == 1
+    assert out["context"]["report"]["memory"]["loaded"] == 1
 
 
 @pytest.mark.parametrize("max_tokens", [200, 1_500])
@@ -594,9 +594,9 @@ def test_memory_loading_never_pushes_a_request_over_the_budget(
             {"messages": [HumanMessage(big if n % 3 == 2 else f"rack question {n}", id=f"f{n}")]},
             run,
         )
-        usable = out["context"]["budget"]["usable"]
+        usable = out["context"]["report"]["budget"]["usable"]
         assert counter.count_request(inputs[-1], []) <= usable
-        loaded.append(out["context"]["memory"]["tokens"])
+        loaded.append(out["context"]["report"]["memory"]["tokens"])
     assert max(loaded) <= min(max_tokens, usable // 4)
     assert min(loaded) > 0  # memory had room on every turn here, just less of it
 
@@ -614,7 +614,7 @@ def test_a_failing_extractor_loses_nothing_and_the_turn_goes_on(store: HistorySt
     run: Any = {"configurable": {"thread_id": "garbage", "user_id": "u-3"}}
     out = graph.invoke({"messages": [HumanMessage("my name is Ann", id="g1")]}, run)
     assert out["messages"][-1].text == "ok"
-    assert "not JSON" in out["context"]["memory"]["error"]
+    assert "not JSON" in out["context"]["report"]["memory"]["error"]
     assert [e.role for e in store.read_events("garbage")] == ["human", "ai"]
     assert store.read_events("garbage")[0].event_id == "g1"
     assert "long-term memory not updated" in caplog.text
@@ -861,6 +861,6 @@ def test_the_memory_message_stays_the_same_while_its_selection_does(store: Histo
         out = graph.invoke({"messages": [HumanMessage(question, id=f"q{n}")]}, run)
         texts.append(memory_text(inputs[-1]))
         if n:
-            assert "memory changed" not in out["context"]["budget"]["epoch_bumped_for"]
+            assert "memory changed" not in out["context"]["report"]["budget"]["epoch_bumped_for"]
     assert texts[0] == texts[1] == texts[2]
     assert texts[0].index("Oslo") < texts[0].index("Miso")  # oldest first, whatever the query

@@ -37,6 +37,7 @@ from ctx_langgraph._overflow import merge_recovery
 from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.history import HistoryStore
 from ctx_langgraph.providers import context_overflow_message, is_context_overflow
+from ctx_langgraph.state import unpack
 from ctx_langgraph.usage import UsageLedger
 from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID
 
@@ -568,7 +569,7 @@ def check_recovered(
     assert len(request_messages(retried)) < len(request_messages(first))
     active = store.get_active(thread)
     assert active is not None and active.covered_through_seq >= 2
-    overflow = (out["context"] if context is None else context)["overflow"]
+    overflow = unpack(out["context"] if context is None else context)["overflow"]
     assert overflow["retries"] == 1 and OVERFLOW_WORDS[api] in overflow["error"]
     assert overflow["compaction"] == "committed" and overflow["at_message_id"] == QUESTION.id
     assert {m.id for m in HISTORY} | {QUESTION.id} <= stored_ids(store, thread)
@@ -592,11 +593,11 @@ def test_create_context_agent_compacts_and_retries_once(
     assert [m.id for m in out["messages"][1:-1]] == [QUESTION.id]
     # the rejected call breaks nothing in ctx_usage: the retried reply is booked, as a request
     # of the compacted view (not stale: the baseline moves to it)
-    usage = out["context"]["last_usage"]
-    assert out["context"]["last_usage_message_id"] == out["messages"][-1].id
+    usage = out["context"]["report"]["last_usage"]
+    assert out["context"]["recorded"]["booked_id"] == out["messages"][-1].id
     assert (usage["output"], usage["stale"]) == (5, False)
     assert out["context"]["baseline"]["input_through_message_id"] == QUESTION.id
-    assert out["context"]["budget"]["decision"] == "proceed"
+    assert out["context"]["report"]["budget"]["decision"] == "proceed"
 
 
 async def test_create_context_agent_recovers_on_ainvoke(
@@ -630,10 +631,10 @@ def test_the_retry_count_runs_for_the_thread(server: fp.ProviderReplay, store: H
     queue_overflow(server, "openai-chat")
     queue_answer(server, "openai-chat", streaming=False)
     third = graph.invoke(*run("t", HumanMessage("And the read path?", id="q3")))
-    assert first["context"]["overflow"]["retries"] == 1
-    assert second["context"]["overflow"] == first["context"]["overflow"]
-    assert third["context"]["overflow"]["retries"] == 2
-    assert third["context"]["overflow"]["at_message_id"] == "q3"
+    assert first["context"]["report"]["overflow"]["retries"] == 1
+    assert second["context"]["report"]["overflow"] == first["context"]["report"]["overflow"]
+    assert third["context"]["report"]["overflow"]["retries"] == 2
+    assert third["context"]["report"]["overflow"]["at_message_id"] == "q3"
     assert store.get_active("t").generation == 2
     assert {m.id for m in HISTORY} | {"q", "q2", "q3"} <= stored_ids(store, "t")
 
@@ -726,7 +727,7 @@ async def test_the_middleware_retries_on_the_compacted_request(
     )
     assert after["messages"][0].id == SUMMARY_MESSAGE_ID and after["messages"][-1].text == "Next."
     assert summary_sent(sent(server, "openai-chat")[-1])
-    assert after["context"]["overflow"]["retries"] == 1
+    assert after["context"]["report"]["overflow"]["retries"] == 1
 
 
 class DownSummarizer:
@@ -759,7 +760,7 @@ def test_a_rejected_request_is_compacted_by_the_offline_summarizer_when_the_mode
     out = graph.invoke(*run("t", *HISTORY, QUESTION))
     check_recovered(server, "openai-chat", memory_store, "t", out)
     assert memory_store.get_active("t").summarizer_id == ExtractiveSummarizer().id
-    assert "ConnectionError" in " ".join(out["context"]["compaction"]["problems"])
+    assert "ConnectionError" in " ".join(out["context"]["report"]["compaction"]["problems"])
 
 
 @pytest.mark.parametrize("api", list(PATHS))

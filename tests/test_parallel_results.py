@@ -231,7 +231,7 @@ def test_the_results_of_one_step_share_the_room_left_by_what_stays(store: Histor
     update = node.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
     previews = {m.id: m for m in update["messages"] if isinstance(m, ToolMessage)}
     assert sorted(previews) == [f"t{n}" for n in range(PARALLEL)]
-    budget = update["context"]["budget"]
+    budget = update["context"]["report"]["budget"]
     # the request as it goes to the model, once the earlier conversation is compacted, fits
     assert budget["total"] <= budget["usable"], budget
     # shared evenly: no result was shortened more than the others
@@ -254,7 +254,7 @@ def test_small_results_beside_a_large_one_stay_whole(store: HistoryStore) -> Non
     update = node.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
     changed = {m.id for m in update["messages"] if isinstance(m, ToolMessage)}
     assert changed == {"t9"}  # the four small ones fit beside the shortened large one
-    assert update["context"]["budget"]["total"] <= update["context"]["budget"]["usable"]
+    assert update["context"]["report"]["budget"]["total"] <= update["context"]["report"]["budget"]["usable"]
 
 
 # --------------------------------------------------------------------------- the error's advice
@@ -341,9 +341,9 @@ def test_results_that_cannot_shrink_further_are_left_as_they_are_on_later_passes
             "messages": [replaced.get(m.id, m) for m in state["messages"]],
             "context": {**state.get("context", {}), **update["context"]},
         }
-        epochs.append(update["context"].get("projection_epoch", 0))
+        epochs.append(update["context"].get("view", {}).get("epoch", 0))
         if len(epochs) > 1:
             assert "messages" not in update, sorted(replaced)
     assert epochs[1] == epochs[2], epochs
-    budget = state["context"]["budget"]
+    budget = state["context"]["report"]["budget"]
     assert budget["total"] <= budget["usable"], budget

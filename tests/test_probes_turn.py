@@ -204,13 +204,13 @@ async def always_failing(store: HistoryStore, mode: str, kind: str) -> None:
     statuses: Counter[tuple[Any, Any]] = Counter()
     for turn in range(TURNS):
         out = await call(graph, mode, {"messages": [("user", words(turn))]}, run)
-        compaction = out["context"].get("compaction") or {}
+        compaction = out["context"].get("report", {}).get("compaction") or {}
         statuses[compaction.get("status"), compaction.get("fallback")] += 1
     # the extractive summarizer covered what the failing one could not; every turn went on
     assert statuses["committed", "extractive-v1"] >= 1, statuses
     assert store.get_active(f"fail-{kind}") is not None
     assert_every_message_kept(store, f"fail-{kind}", TURNS)
-    backoff = out["context"].get("summarizer_backoff") or {}
+    backoff = out["context"].get("backoff", {}).get("summarizer") or {}
     assert backoff.get("failures", 0) >= 1 and "retry_at" in backoff
 
 
@@ -226,11 +226,11 @@ async def test_a_summarizer_that_recovers_is_used_again(
     used: Counter[Any] = Counter()
     for turn in range(TURNS + 10):
         out = await call(graph, mode, {"messages": [("user", words(turn))]}, run)
-        compaction = out["context"].get("compaction") or {}
+        compaction = out["context"].get("report", {}).get("compaction") or {}
         if compaction.get("status") == "committed":
             used[compaction.get("summarizer")] += 1
     assert used[summarizer.id] >= 2, used  # back to the configured summarizer after its failures
-    assert out["context"].get("summarizer_backoff") is None
+    assert out["context"].get("backoff", {}).get("summarizer") is None
     assert_every_message_kept(store, "recovers", TURNS + 10)
 
 
@@ -442,7 +442,7 @@ async def test_the_model_never_sees_a_malformed_tool_sequence(
     stored = {e.event_id for e in store.read_events(shape)}
     assert {m.id for m in sent} <= stored
     assert not any(i.startswith("ctx-missing-result") for i in stored)
-    repairs = out["context"].get("repairs") or {}
+    repairs = out["context"].get("report", {}).get("repairs") or {}
     counted = (repairs.get("dangling_tool_calls", 0), repairs.get("orphan_tool_results", 0))
     assert counted == REPAIRS[shape]
 

@@ -23,6 +23,7 @@ from ctx_langgraph import (
     create_context_agent,
 )
 from ctx_langgraph.budget import TiktokenCounter
+from ctx_langgraph.budget.measure import estimate_view
 from ctx_langgraph.errors import ProviderCompactionError
 from ctx_langgraph.history import HistoryStore
 from ctx_langgraph.providers import (
@@ -32,6 +33,7 @@ from ctx_langgraph.providers import (
     server_compaction_item,
     without_provider_items,
 )
+from ctx_langgraph.state import unpack
 from ctx_langgraph.usage import UsageLedger
 
 FILLER = "Let us go over the migration plan again, step by step, with the rollback notes. " * 3
@@ -237,8 +239,8 @@ async def test_a_failed_compact_call_still_commits_the_readable_summary(
             break
     active = store.get_active("fail")
     assert active is not None and active.provider_state is None and active.summary_text
-    assert out["context"]["compaction"]["provider"]["status"] == "failed"
-    assert "404" in out["context"]["compaction"]["provider"]["error"]
+    assert out["context"]["report"]["compaction"]["provider"]["status"] == "failed"
+    assert "404" in out["context"]["report"]["compaction"]["provider"]["error"]
     with pytest.raises(ProviderCompactionError, match="404"):
         OpenAIResponsesCompaction(openai_model(server)).compact([HumanMessage("x")])
 
@@ -318,7 +320,7 @@ def test_anthropic_context_editing_is_sent_recorded_and_followed_by_the_budget(
 
     [first, *_] = sent(server, "/v1/messages")
     assert first["context_management"] == editing.params()
-    context = out["context"]
+    context = unpack(out["context"])
     assert context["provider_edits"]["applied_edits"] == edits
     assert context["provider_edits"]["cleared_input_tokens"] == 1_200
     assert context["provider_edits_total"] == {
@@ -342,12 +344,19 @@ def test_anthropic_context_editing_is_sent_recorded_and_followed_by_the_budget(
         ToolMessage("error at line 12; retrying. " * 300, tool_call_id="toolu_1", id="t2"),
         HumanMessage("and now?", id="t3"),
     ]
-    plain = node._estimate(view, {})
-    edited = node._estimate(view, {"provider_edits": context["provider_edits"]})
+    plain = estimate_view(node.settings, node.settings.counter, view, {})
+    edited = estimate_view(
+        node.settings, node.settings.counter, view, {"provider_edits": context["provider_edits"]}
+    )
     assert edited.method == plain.method == "recount"
     assert edited.input_tokens == plain.input_tokens - 1_200 and edited.provider_cleared == 1_200
     # never more than the tool results the view holds
-    capped = node._estimate(out["messages"], {"provider_edits": context["provider_edits"]})
+    capped = estimate_view(
+        node.settings,
+        node.settings.counter,
+        out["messages"],
+        {"provider_edits": context["provider_edits"]},
+    )
     assert capped.provider_cleared == 0
     assert len(UsageLedger(store).records("edit", purpose="answer")) == 2
 
@@ -380,7 +389,7 @@ def test_a_compacted_openai_thread_moves_to_anthropic_and_back(
     assert "encrypted_content" not in body and '"compaction"' not in body  # no opaque item
     assert "Summary of the earlier conversation" in body  # the readable summary
     assert "Where were we with the rollback?" in body  # and the tail
-    budget = out["context"]["budget"]
+    budget = out["context"]["report"]["budget"]
     assert budget["window"] == window and budget["total"] <= budget["usable"]
     counter = TiktokenCounter("gpt-4o")
     assert counter.count_text(json.dumps(first["messages"])) <= budget["usable"]
@@ -414,7 +423,10 @@ def test_a_compacted_openai_thread_moves_to_anthropic_and_back(
         assert not any(item.get("type") == "compaction" for item in items)
         assert "Summary of the earlier conversation" in json.dumps(items)
     assert "Back on OpenAI." in json.dumps(items)
-    assert back["context"]["budget"]["total"] <= back["context"]["budget"]["usable"]
+    assert (
+        back["context"]["report"]["budget"]["total"]
+        <= back["context"]["report"]["budget"]["usable"]
+    )
     purposes = {r.purpose for r in UsageLedger(store).records("move")}
     assert purposes == {"answer", "compaction"}
 
@@ -452,7 +464,7 @@ async def test_the_async_path_compacts_through_the_async_client(
             break
     active = store.get_active("async-resp")
     assert active is not None and (active.provider_state or {}).get("kind") == "standalone"
-    assert out["context"]["compaction"]["provider"]["status"] == "compacted"
+    assert out["context"]["report"]["compaction"]["provider"]["status"] == "compacted"
     assert [m.id for m in out["messages"] if m.id and m.id.startswith("ctx-window-")]
     [booked] = await UsageLedger(store).arecords("async-resp", purpose="compaction")
     assert booked.usage.output == 180
@@ -511,7 +523,7 @@ def test_the_agent_asks_the_provider_for_an_exact_count_near_the_limit(
     methods = []
     for n in range(1, 30):
         out = graph.invoke({"messages": [HumanMessage(f"turn {n}: {FILLER}", id=f"c{n}")]}, run)
-        methods.append(out["context"]["budget"]["method"])
+        methods.append(out["context"]["report"]["budget"]["method"])
     counted = sent(server, "/v1/responses/input_tokens")
     assert counted and "provider" in methods
     assert len(counted) < len(methods) / 2  # asked only near the limit, not every turn

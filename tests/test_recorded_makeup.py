@@ -96,7 +96,7 @@ def check_last_call(state: dict[str, Any], record: LedgerRecord) -> None:
     assert makeup is not None
     request = state["context"]["request"]
     assert makeup == request["makeup"] and makeup["estimate"] == request["estimate"]
-    assert makeup["prefix"] == state["context"]["cache"]["prefix_tokens"]
+    assert makeup["prefix"] == state["context"]["report"]["cache"]["prefix_tokens"]
     view = state["messages"][:-1]
     summary = [m for m in view if is_summary(m)]
     lookups = [m for m in view if isinstance(m, ToolMessage) and m.name == "history_lookup"]
@@ -286,7 +286,7 @@ def test_a_failed_compaction_is_kept_as_a_failed_version(backend: Backend, mode:
             state = graph.invoke({"messages": [HumanMessage(text)]}, config)
         else:
             state = asyncio.run(graph.ainvoke({"messages": [HumanMessage(text)]}, config))
-        compaction = state["context"].get("compaction") or {}
+        compaction = state["context"].get("report", {}).get("compaction") or {}
         if compaction.get("status") == "failed" and first_failure is None:
             first_failure = compaction
             [failed] = store.list_versions("t")

@@ -29,6 +29,7 @@ from ctx_langgraph import (
 )
 from ctx_langgraph.errors import HistoryStoreError
 from ctx_langgraph.history import HistoryStore, Scope
+from ctx_langgraph.state import unpack
 from ctx_langgraph.testing import MeteringChatModel, tool_agent_reply
 from ctx_langgraph.usage import NormalizedUsage, UsageLedger
 from ctx_langgraph.view.markers import is_synthetic
@@ -197,7 +198,7 @@ def _branch_equals_state(store: HistoryStore, graph: Any, config: Any) -> Scope:
     """The branch the state names holds the state's messages, in order, and nothing after
     them; its active summary is the state's; no event is on it twice."""
     values = graph.get_state(config).values
-    context = values["context"]
+    context = unpack(values["context"])
     scope = Scope(config["configurable"]["thread_id"], branch=context.get("branch") or "main")
     events = store.read_events(scope, include_hidden=True)
     ids = [e.event_id for e in events]
@@ -242,7 +243,7 @@ async def test_a_completed_turn_run_again_leaves_the_branch_equal_to_the_state(
     config: Any = {"configurable": {"thread_id": "t"}}
     for n in range(1, 13):
         await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
-    compacted = graph.get_state(config).values["context"].get("active_generation", 0)
+    compacted = graph.get_state(config).values["context"].get("summary", {}).get("generation", 0)
     assert compacted, "the thread should have compacted before the re-run"
     before = next(s for s in graph.get_state_history(config) if _asked(s) == "h9" and not s.next)
     # the server runs turn 10 again: the same input, from the checkpoint before it
@@ -277,7 +278,7 @@ async def test_a_run_again_from_a_state_whose_summary_the_store_pruned_since_con
     for n in range(1, 9):
         await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
     before = graph.get_state(config)
-    shown = before.values["context"].get("active_checkpoint_id")
+    shown = before.values["context"].get("summary", {}).get("checkpoint_id")
     assert shown is not None, "the thread should have compacted"
     for n in range(9, 15):
         await _invoke(graph, mode, {"messages": [_ask(n)]}, config)
@@ -383,7 +384,7 @@ async def test_a_reply_the_store_could_not_take_is_recorded_and_booked_once_late
     await _invoke(graph, mode, {"messages": [_ask(2)]}, config)  # the turn still answers
     state = graph.get_state(config).values
     assert state["messages"][-1].text == "Answer 2"
-    assert state["context"]["last_usage"]["status"] == "deferred"
+    assert state["context"]["report"]["last_usage"]["status"] == "deferred"
     outage.down = False
     for n in (3, 4):
         await _invoke(graph, mode, {"messages": [_ask(n)]}, config)

@@ -72,7 +72,7 @@ def test_segments_are_built_as_history_grows_over_what_the_summary_covers(store:
     segments = store.segments("grow")
     active = store.get_active("grow")
     assert active is not None and segments
-    assert out["context"]["compaction"].get("segments", {}).get("failed", 0) == 0
+    assert out["context"]["report"]["compaction"].get("segments", {}).get("failed", 0) == 0
     # separate ranges, in order, without gaps or overlaps, inside what the summary covers
     assert segments[0].first_seq == 1
     for before, after in itertools.pairwise(segments):
@@ -241,7 +241,7 @@ def test_a_failing_summarizer_leaves_the_range_pending_and_the_thread_goes_on(
 def test_with_precompact_at_the_index_is_built_after_the_turn(store: HistoryStore):
     config = ContextConfig(**{**CONFIG.__dict__, "precompact_at": 0.6})
     out = replay(agent(store, config), "bg", range(1, 30))
-    reports = out["context"]["compaction"].get("segments")
+    reports = out["context"]["report"]["compaction"].get("segments")
     assert reports is None or reports.get("background") is True
     deadline = time.monotonic() + 20
     while not store.segments("bg") and time.monotonic() < deadline:

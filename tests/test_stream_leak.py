@@ -300,7 +300,7 @@ async def test_forty_turns_stream_only_the_replies(wiring: str, mode: str, drive
         seen, state = await stream_turns(graph, store, MODES[mode], LONG, driver)
         check_stream(seen, store, model_node, LONG)
         assert check_state(state, store) >= 6  # the budget compacted several times
-        assert state["context"]["overflow"]["retries"] == 1
+        assert state["context"]["report"]["overflow"]["retries"] == 1
         if mode != "messages" and wiring != "middleware":  # our nodes still report updates
             assert {"ctx_budget", "ctx_compact", "ctx_usage"} <= seen.updated
 

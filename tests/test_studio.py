@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ctx_langgraph import SQLiteHistoryStore
+from ctx_langgraph.state import unpack
 
 pytest.importorskip(
     "langgraph_api", reason="langgraph dev needs the studio extra: pip install -e '.[studio]'"
@@ -165,7 +166,7 @@ def test_context_agent_runs_in_studio_with_the_context_channel(studio, assistant
     *_, tool, answer = values["messages"]
     assert tool["type"] == "tool" and tool["name"] == "get_order_status"
     assert answer["type"] == "ai" and "ORD-1042" in answer["content"]
-    context = values["context"]
+    context = unpack(values["context"])
     budget = context["budget"]
     assert budget["decision"] == "proceed" and budget["method"] in {"baseline", "recount"}
     assert budget["generation"] == 0  # no summary yet
@@ -187,7 +188,7 @@ def test_context_agent_remembers_a_user_across_threads_in_studio(studio, assista
     values = studio.call("GET", f"/threads/{second}/state")["values"]
     [memory] = [m for m in values["messages"] if m["id"] == "ctx-memory"]
     assert "The user lives in Lisbon." in memory["content"]
-    assert values["context"]["memory"]["loaded"] == 1
+    assert values["context"]["report"]["memory"]["loaded"] == 1
 
 
 def test_compaction_playground_compacts_in_studio(studio, assistants):
@@ -195,13 +196,13 @@ def test_compaction_playground_compacts_in_studio(studio, assistants):
     turns = ["My locker code is 4471"] + [f"Where is ORD-{n}?" for n in range(2041, 2048)]
     for text in turns:
         values = studio.run(thread_id, assistants["compaction_playground"], text)
-        if (values["context"].get("active_generation") or 0) >= 1:
+        if (values["context"].get("summary", {}).get("generation") or 0) >= 1:
             break
     else:
         pytest.fail(f"no compaction within {len(turns)} turns: {values['context']['budget']}")
 
     values = studio.call("GET", f"/threads/{thread_id}/state")["values"]
-    context = values["context"]
+    context = unpack(values["context"])
     assert context["active_generation"] >= 1
     assert context["budget"]["generation"] == context["active_generation"]  # re-estimated after
     assert context["compaction"]["status"] == "committed"
@@ -215,14 +216,14 @@ def test_a_compaction_asked_for_from_studio(studio, assistants):
     playground = assistants["compaction_playground"]
     for text in ("My locker code is 4471", "Where is ORD-2041?", "Where is ORD-2042?"):
         values = studio.run(thread_id, playground, text)
-    assert not values["context"].get("active_generation")  # below the trigger so far
+    assert not values["context"].get("summary", {}).get("generation")  # below the trigger so far
     before = len(values["messages"])
 
     focus = "keep the locker code"
     values = studio.run(
         thread_id, playground, None, input={"context": {"compact": {"instructions": focus}}}
     )
-    context = values["context"]
+    context = unpack(values["context"])
     assert context["compaction"]["status"] == "committed"
     assert context["compaction"]["requested"] == {"instructions": focus, "requested_by": "user"}
     assert context["compact"] is None and context["budget"]["decision"] == "done"

@@ -184,7 +184,7 @@ async def test_tool_inputs_are_cleared_when_asked_and_the_pairs_stay_valid(api: 
     state["messages"].append(AIMessage("ok", id="answer2"))
     state, update = await step(api, node, state)
     assert api.store.get_event("t", "a0").revision == 1
-    assert "edited message" not in state["context"]["budget"]["epoch_bumped_for"]
+    assert "edited message" not in state["context"]["report"]["budget"]["epoch_bumped_for"]
 
 
 async def test_the_placeholder_text_is_used(api: Api) -> None:
@@ -207,7 +207,7 @@ async def test_a_trigger_in_tokens_clears_only_above_it(api: Api) -> None:
     probe = node_for(api.store)
     messages = conversation(("read_file", {}, FILE), ("read_file", {}, FILE))
     _, update = await step(api, probe, {"messages": messages})
-    before = update["context"]["budget"]["total"]
+    before = update["context"]["report"]["budget"]["total"]
     node = node_for(api.store, ToolClearing(keep=0, trigger=before + 400))
     state, update = await step(api, node, {"messages": messages})
     assert "messages" not in update  # under the trigger: nothing cleared
@@ -219,7 +219,7 @@ async def test_a_trigger_in_tokens_clears_only_above_it(api: Api) -> None:
     ]
     state, update = await step(api, node, state)  # over it: every result read is cleared
     assert sorted(m.id for m in update["messages"]) == ["t0", "t1", "t9"]
-    assert state["context"]["budget"]["total"] < before
+    assert state["context"]["report"]["budget"]["total"] < before
     # a fraction is of the usable window, as the compaction trigger's
     node = node_for(api.store, ToolClearing(keep=0, trigger=0.9))
     _, update = await step(api, node, {"messages": messages})
@@ -432,7 +432,7 @@ async def test_clearing_through_the_wirings(backend: Backend, wiring: str, mode:
 async def test_the_cache_report_names_a_cleared_call(api: Api) -> None:
     node = node_for(api.store, ToolClearing(keep=1, clear_tool_inputs=True))
     state, _ = await step(api, node, {"messages": conversation(("read_file", {"p": 1}, FILE))})
-    assert state["context"]["cache"]["moved_by"] is None
+    assert state["context"]["report"]["cache"]["moved_by"] is None
     state["messages"] += [
         AIMessage("", id="a9", tool_calls=[{"name": "read_file", "args": {"p": 2}, "id": "c9"}]),
         ToolMessage(FILE, tool_call_id="c9", name="read_file", id="t9"),
@@ -442,7 +442,7 @@ async def test_the_cache_report_names_a_cleared_call(api: Api) -> None:
     state, update = await step(api, node, state)
     assert sorted(m.id for m in update["messages"]) == ["a0", "t0"]
     # the request's cacheable prefix now ends at the call whose arguments were cleared
-    assert state["context"]["cache"]["moved_by"] == "cleared tool call"
+    assert state["context"]["report"]["cache"]["moved_by"] == "cleared tool call"
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

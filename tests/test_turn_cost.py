@@ -182,7 +182,7 @@ def test_a_request_measured_by_its_new_messages_is_the_request_measured_whole():
             inputs.append(HumanMessage("step 16 corrected", id="h16"))
         graph.invoke({"messages": inputs}, thread)
         values = graph.get_state(thread).values
-        report, reply = values["context"]["cache"], values["messages"][-1]
+        report, reply = values["context"]["report"]["cache"], values["messages"][-1]
         # the model measures each request whole against the whole request before it
         assert report["prefix_tokens"] == reply.usage_metadata["input_token_details"]["cache_read"]
         moved.append(report["moved_by"])
@@ -203,7 +203,7 @@ def test_a_report_of_an_older_version_is_measured_by_its_digests():
     update = node.invoke(
         {"messages": view, "context": context}, {"configurable": {"thread_id": "o"}}
     )
-    report = update["context"]["cache"]
+    report = update["context"]["report"]["cache"]
     assert report["prefix_tokens"] == old.input_tokens and report["moved_by"] is None
     assert "digests" not in report and report["through"] == "m2" and report["messages"] == 4
 

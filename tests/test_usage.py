@@ -491,7 +491,7 @@ def test_fuzzed_usage_never_stops_ctx_usage(memory_ledger, usage, provider):
     update = node.invoke(
         {"messages": [HumanMessage("q", id="h"), reply]}, {"configurable": {"thread_id": "fuzz"}}
     )
-    record = memory_ledger.get(update["context"]["last_usage"]["call_key"])
+    record = memory_ledger.get(update["context"]["report"]["last_usage"]["call_key"])
     assert record is not None
     assert record.status in ("unknown", "partial", "complete")
     if "error" in record.usage.raw:
@@ -517,7 +517,7 @@ def test_stale_response_is_booked_but_does_not_move_the_baseline(memory_ledger):
         {"messages": [HumanMessage("q", id="h0"), reply], "context": context},
         {"configurable": {"thread_id": "stale"}},
     )
-    assert "baseline" not in update["context"] and update["context"]["last_usage"]["stale"] is True
+    assert "baseline" not in update["context"] and update["context"]["report"]["last_usage"]["stale"] is True
     assert memory_ledger.get("msg:late-1").usage.input_total == 50_000
     # the same reply seen again (a resumed run) is not booked twice
     again = {

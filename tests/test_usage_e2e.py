@@ -117,7 +117,7 @@ def test_anthropic_stream_with_several_cumulative_message_deltas(server, ledger)
     assert totals.counts["input_total"] == 19_250
     assert totals.counts["output"] == 120  # the last cumulative value, not 30 + 80 + 120
     assert state["context"]["baseline"]["measured_input_tokens"] == 19_250
-    assert state["context"]["last_usage"]["booked"] == "duplicate"  # the handler booked it first
+    assert state["context"]["report"]["last_usage"]["booked"] == "duplicate"  # the handler booked it first
 
 
 async def test_anthropic_stream_async(server, ledger):
@@ -142,7 +142,7 @@ def test_anthropic_gateway_stream_reporting_zero_input_is_unknown_not_zero(serve
     deltas = [{"input_tokens": 0, "output_tokens": 40}]
     server.sse("/v1/messages", fp.anthropic_stream("msg_04", start, deltas))
     state = run(agent(anthropic(server, streaming=True), ledger), ledger)
-    [record] = [ledger.get(state["context"]["last_usage"]["call_key"])]
+    [record] = [ledger.get(state["context"]["report"]["last_usage"]["call_key"])]
     assert record.usage.input_total is None and record.usage.output == 40
     assert record.status == "partial"
     assert "baseline" not in state["context"]  # an unknown input never becomes a capacity baseline
@@ -289,5 +289,5 @@ def test_create_agent_middleware_books_a_stream_once_with_cumulative_usage(serve
     assert (totals.counts["input_total"], totals.counts["output"]) == (19_250, 120)
     # the handler held the usage it folded from the stream; after_model booked it, once, in the
     # transaction that recorded the reply
-    assert state["context"]["last_usage"]["booked"] == "new"
+    assert state["context"]["report"]["last_usage"]["booked"] == "new"
     assert state["context"]["baseline"]["measured_input_tokens"] == 19_250

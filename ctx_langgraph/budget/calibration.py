@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 
 from ctx_langgraph.budget.counters import ApproximateCounter, TokenCounter
-from ctx_langgraph.state import Calibration, ContextReport
+from ctx_langgraph.state import Calibration, FlatContext
 
 __all__ = ["calibration_report", "thread_counter"]
 
 
-def thread_counter(configured: TokenCounter, context: ContextReport) -> TokenCounter:
+def thread_counter(configured: TokenCounter, context: FlatContext) -> TokenCounter:
     """The counter of this pass: ``configured`` itself when it is exact, else a copy with the
     thread's calibration, which has learned from a new baseline when there is one.
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.measure import estimate_view
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.config import ToolClearing
 from ctx_langgraph.view.markers import CLEARED_FLAG, is_lookup_result
 from ctx_langgraph.view.tool_results import cleared, cleared_inputs
@@ -83,7 +83,7 @@ def due_results(
     return due
 
 
-def clear_old_tool_results(s: BudgetSettings, turn: Turn) -> None:
+def clear_old_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
     """3. Clear the due tool results (and their calls' arguments, when asked) to placeholders,
     once ``batch`` of them are due, the request is over the clearing trigger and they reclaim
     ``clear_at_least`` tokens: oldest first, until they have (all of them without a least)."""

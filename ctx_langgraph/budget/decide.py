@@ -16,22 +16,22 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from ctx_langgraph.budget.estimate import BudgetEstimate
 from ctx_langgraph.budget.trim import step_in_progress
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.compact_request import read_request
 from ctx_langgraph.errors import ContextBudgetExceeded
-from ctx_langgraph.state import BudgetDecision, CompactionReport, ContextReport
+from ctx_langgraph.state import BudgetDecision, CompactionReport, FlatContext
 from ctx_langgraph.view.markers import is_summary
 
 __all__ = ["decide", "decision"]
 
 
-def decide(s: BudgetSettings, turn: Turn) -> None:
+def decide(s: BudgetSettings, turn: BudgetPass) -> None:
     """6. Decide, on the view as the estimate counted it."""
     assert turn.estimate is not None
     turn.decision, turn.fallback = decision(s, turn, turn.view, turn.estimate)
 
 
-def _backing_off(context: ContextReport) -> bool:
+def _backing_off(context: FlatContext) -> bool:
     """After a failure the configured summarizer waits (model calls and time, see CompactNode)."""
     backoff = context.get("summarizer_backoff")
     if not backoff:
@@ -41,7 +41,7 @@ def _backing_off(context: ContextReport) -> bool:
     ) or time.time() < float(backoff.get("retry_at") or 0)
 
 
-def _tried(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
+def _tried(context: FlatContext, view: Sequence[BaseMessage]) -> bool:
     """A compaction that did not commit on this very view is not retried in a loop."""
     last = context.get("compaction") or {}
     return (
@@ -52,7 +52,7 @@ def _tried(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
 
 
 def _rounds_stopped(
-    s: BudgetSettings, context: ContextReport, view: Sequence[BaseMessage], total: int
+    s: BudgetSettings, context: FlatContext, view: Sequence[BaseMessage], total: int
 ) -> CompactionReport | None:
     """The last compaction's report with why the request (the view up to its last message)
     gets no further ``ctx_compact`` round; None when it may have one.
@@ -94,7 +94,7 @@ def _nothing_to_answer(view: Sequence[BaseMessage]) -> bool:
     return isinstance(last, AIMessage) and not last.tool_calls
 
 
-def _request_served(context: ContextReport, view: Sequence[BaseMessage]) -> bool:
+def _request_served(context: FlatContext, view: Sequence[BaseMessage]) -> bool:
     """A requested compaction was just served on this very view."""
     last = context.get("compaction") or {}
     return bool(last.get("requested") or last.get("request_error")) and last.get(
@@ -103,7 +103,7 @@ def _request_served(context: ContextReport, view: Sequence[BaseMessage]) -> bool
 
 
 def decision(
-    s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
+    s: BudgetSettings, turn: BudgetPass, view: Sequence[BaseMessage], estimate: BudgetEstimate
 ) -> tuple[BudgetDecision, bool]:
     """The decision, and whether the configured summarizer is backing off after failures."""
     budget, context = s.budget, turn.context
@@ -161,7 +161,7 @@ def decision(
     )
 
 
-def _fallback_round_left(s: BudgetSettings, context: ContextReport, last: CompactionReport) -> bool:
+def _fallback_round_left(s: BudgetSettings, context: FlatContext, last: CompactionReport) -> bool:
     """A request over the usable window whose rounds stopped without progress gets one round
     of the offline summarizer (a deeper cut, a summary of bounded size), within the rounds
     allowed, unless the round that stopped was that one already."""
@@ -186,7 +186,7 @@ def _exceeded(
 
 
 def _check_floor(
-    s: BudgetSettings, turn: Turn, view: Sequence[BaseMessage], estimate: BudgetEstimate
+    s: BudgetSettings, turn: BudgetPass, view: Sequence[BaseMessage], estimate: BudgetEstimate
 ) -> int:
     """What compaction can never remove (system messages, overhead, the newest message, or the
     step in progress: the AI message that called tools and their results) must fit; returns the

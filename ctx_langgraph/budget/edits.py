@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict
 
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.errors import MemoryStoreError
 from ctx_langgraph.history.types import BranchInfo, HistoryEvent, Scope
@@ -35,7 +35,7 @@ __all__ = [
 log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
 
 
-def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def reconcile_edits(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """1a. An event was deleted, hidden or revised in the store since this state last looked:
     the view drops it (or takes the revision), and a summary that covered it goes too."""
     context = turn.context
@@ -84,7 +84,7 @@ def reconcile_edits(s: BudgetSettings, turn: Turn) -> Flow[None]:
     context["edit_version"] = edits
 
 
-def pin_rules(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def pin_rules(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """The pinned rules, re-read every turn, first in the view."""
     if s.pinned_rules is None:
         return
@@ -94,7 +94,7 @@ def pin_rules(s: BudgetSettings, turn: Turn) -> Flow[None]:
         turn.note("pinned rules changed")
 
 
-def note_server_compaction(turn: Turn) -> None:
+def note_server_compaction(turn: BudgetPass) -> None:
     """1b. A reply carrying a server-side compaction item (OpenAI's ``context_management``,
     Anthropic's ``compact_20260112`` edit): the provider compacted everything before it;
     ``ctx_compact`` records that coverage, for the provider that made the item.
@@ -120,7 +120,7 @@ def note_server_compaction(turn: Turn) -> None:
             turn.reasons.append("provider compacted")
 
 
-def apply_store_summary(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def apply_store_summary(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """1d. The store is the source of truth: a summary committed there but missing from the
     state (a crash between the store commit and the checkpoint, or another worker) is applied."""
     context, head = turn.context, turn.head
@@ -136,7 +136,7 @@ def apply_store_summary(s: BudgetSettings, turn: Turn) -> Flow[None]:
         context["covered_through_seq"] = active.covered_through_seq
 
 
-def project_for_provider(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def project_for_provider(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """1e. The model's provider changed since the view was projected: its opaque window (or the
     readable summary, when the thread comes back to the provider that has a window) is swapped
     for this provider's projection of the active summary."""
@@ -150,7 +150,7 @@ def project_for_provider(s: BudgetSettings, turn: Turn) -> Flow[None]:
     turn.context["projected_for"] = s.provider
 
 
-def repair_view(turn: Turn) -> None:
+def repair_view(turn: BudgetPass) -> None:
     """1f. The view is provider-valid whatever the input: a dangling tool call gets a stand-in
     result, a stray tool result leaves the view (the store keeps both as they happened)."""
     checked = _sent_before(turn)
@@ -169,7 +169,7 @@ def repair_view(turn: Turn) -> None:
     }
 
 
-def _sent_before(turn: Turn) -> int:
+def _sent_before(turn: BudgetPass) -> int:
     """How many leading messages of the view are the last request sent, unchanged since (0:
     not known): this pass changed nothing yet, no summary was applied since, and the request's
     last message is where it was.

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING, CountCache, TokenCounter
-from ctx_langgraph.state import ContextReport
+from ctx_langgraph.state import FlatContext
 from ctx_langgraph.view.markers import RETRIEVED_FLAG, is_summary
 
 __all__ = ["BudgetEstimate", "estimate_next_request"]
@@ -69,7 +69,7 @@ def _boundary(messages: Sequence[BaseMessage], message_id: str | None) -> int | 
 def estimate_next_request(
     messages: Sequence[BaseMessage],
     *,
-    context: ContextReport,
+    context: FlatContext,
     counter: TokenCounter,
     cache: CountCache,
     tool_tokens: int,

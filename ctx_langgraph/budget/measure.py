@@ -19,10 +19,10 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.budget.estimate import BudgetEstimate, estimate_next_request
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.errors import ProviderCountError
-from ctx_langgraph.state import ContextReport
+from ctx_langgraph.state import FlatContext
 from ctx_langgraph.view.markers import is_summary
 
 __all__ = ["bump_epoch", "count_exactly", "estimate_request", "estimate_view", "fingerprint"]
@@ -41,7 +41,7 @@ def fingerprint(messages: Sequence[BaseMessage], overhead: str, model_id: str) -
     return hashed.hexdigest()
 
 
-def bump_epoch(s: BudgetSettings, turn: Turn) -> None:
+def bump_epoch(s: BudgetSettings, turn: BudgetPass) -> None:
     """4. Invalidate the baseline when the measured prefix changed."""
     turn.fingerprint = fingerprint(turn.view, s.overhead_text, s.model_id)
     if turn.context.get("fingerprint") not in (None, turn.fingerprint):
@@ -55,7 +55,7 @@ def estimate_view(
     s: BudgetSettings,
     counter: TokenCounter,
     view: Sequence[BaseMessage],
-    context: ContextReport,
+    context: FlatContext,
 ) -> BudgetEstimate:
     """The estimate of a request of ``view``, less what the provider's own context editing
     clears again from a recount."""
@@ -82,12 +82,12 @@ def estimate_view(
     return estimate
 
 
-def estimate_request(s: BudgetSettings, turn: Turn) -> None:
+def estimate_request(s: BudgetSettings, turn: BudgetPass) -> None:
     """5. The estimate of the next request."""
     turn.estimate = estimate_view(s, turn.counter, turn.view, turn.context)
 
 
-def count_exactly(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def count_exactly(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """5. Near the limit, the provider's exact count replaces the estimate (on failure the
     local estimate stands)."""
     estimate = turn.estimate

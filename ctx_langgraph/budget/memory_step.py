@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.budget.measure import estimate_view, fingerprint
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
@@ -22,7 +22,7 @@ from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.errors import MemoryExtractionError, MemoryStoreError
 from ctx_langgraph.memory.store import LongTermMemory, MemoryChange, place_memory
 from ctx_langgraph.memory.types import MemoryRecord, MemoryScopes
-from ctx_langgraph.state import ContextReport, MemoryReport
+from ctx_langgraph.state import FlatContext, MemoryReport
 from ctx_langgraph.view.markers import MEMORY_FLAG, is_memory_message, is_synthetic
 
 __all__ = ["UnstreamedMemory", "fit_memory", "learn_and_recall"]
@@ -52,7 +52,7 @@ class UnstreamedMemory:
             return await self.memory.aobserve(scopes, messages, seqs=seqs)
 
 
-def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def learn_and_recall(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """1c. Learn from the user's new messages, recall the live records into the view."""
     memory = s.memory
     if memory is None:
@@ -92,7 +92,7 @@ def learn_and_recall(s: BudgetSettings, turn: Turn) -> Flow[None]:
             turn.note("memory changed")
 
 
-def _recall_query(turn: Turn) -> str:
+def _recall_query(turn: BudgetPass) -> str:
     """What the records are ranked by: the user's latest message when the summary last moved
     (or on the thread's first pass), not on every turn. The memory message sits before the
     summary and the tail, so a selection that followed each new message would rewrite the
@@ -111,7 +111,7 @@ def _recall_query(turn: Turn) -> str:
     return query
 
 
-def fit_memory(s: BudgetSettings, turn: Turn) -> None:
+def fit_memory(s: BudgetSettings, turn: BudgetPass) -> None:
     """5. Memory never pushes a request over the budget: it gives up what the rest needs."""
     if turn.records is None:
         return
@@ -129,7 +129,7 @@ def fit_memory(s: BudgetSettings, turn: Turn) -> None:
     turn.memory_info["tokens"] = s.cache.count(turn.counter, message) if message else 0
 
 
-def _shrink_memory(s: BudgetSettings, turn: Turn, records: list[MemoryRecord]) -> bool:
+def _shrink_memory(s: BudgetSettings, turn: BudgetPass, records: list[MemoryRecord]) -> bool:
     """Shrink (or drop) the memory message until the request fits the usable window."""
     assert s.memory is not None and turn.estimate is not None
     view: Sequence[BaseMessage] = turn.view
@@ -143,7 +143,7 @@ def _shrink_memory(s: BudgetSettings, turn: Turn, records: list[MemoryRecord]) -
         smaller = s.memory.render(records, turn.counter, room - 1) if room > 16 else None
         view, _changed = place_memory(view, smaller)
         shrunk = True
-        recount: ContextReport = {**turn.context, "projection_epoch": -1}
+        recount: FlatContext = {**turn.context, "projection_epoch": -1}
         estimate = estimate_view(s, turn.counter, view, recount)
     turn.view, turn.estimate = list(view), estimate
     return shrunk

@@ -31,7 +31,7 @@ Before every model call the node runs these steps, each a small function of its 
 
 The estimate and its breakdown go to ``context["budget"]``, visible in Studio and notebooks.
 The node object holds configuration only: a pass's working data is a
-:class:`~ctx_langgraph.budget.turn.Turn`, and an approximate counter's calibration lives in
+:class:`~ctx_langgraph.budget.turn.BudgetPass`, and an approximate counter's calibration lives in
 each thread's state.
 """
 
@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
@@ -61,8 +61,7 @@ from ctx_langgraph.budget.edits import (
     reconcile_edits,
     repair_view,
 )
-from ctx_langgraph.budget.estimate import BudgetEstimate
-from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request, estimate_view
+from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request
 from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
 from ctx_langgraph.budget.prefix_step import measure_prefix
 from ctx_langgraph.budget.record import record
@@ -72,7 +71,7 @@ from ctx_langgraph.budget.trim import (
     cap_tool_results,
     fit_step_results,
 )
-from ctx_langgraph.budget.turn import BudgetSettings, LateBooker, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings, LateBooker
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
 from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
@@ -82,7 +81,7 @@ from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import ContextReport
+from ctx_langgraph.state import packed, unpack
 from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.view.markers import is_lookup_tool
 
@@ -187,11 +186,11 @@ class BudgetNode:
 
     # ------------------------------------------------------------------ the flow (written once)
 
-    def start(self, state: Mapping[str, Any], config: RunnableConfig | None) -> Turn:
+    def start(self, state: Mapping[str, Any], config: RunnableConfig | None) -> BudgetPass:
         """The turn of one pass: the state's view and a copy of its context, the run's scope
         (a run asking for another branch than the state was built on drops the foreign
         baseline), the thread's counter."""
-        context: ContextReport = dict(state.get("context") or {})  # type: ignore[assignment]
+        context = unpack(state.get("context"))
         reasons: list[str] = []
         wanted_branch = ((config or {}).get("configurable") or {}).get("ctx_branch")
         current = context.get("branch")
@@ -205,7 +204,7 @@ class BudgetNode:
             reasons.append("branch switch")
             context["branch"] = wanted_branch
         messages = state.get("messages") or []
-        return Turn(
+        return BudgetPass(
             messages=messages,
             state_messages=messages,
             context=context,
@@ -240,20 +239,16 @@ class BudgetNode:
         measure_prefix(s, turn)  # 7
         return budget_update(s, turn)
 
-    def _estimate(self, view: Sequence[BaseMessage], context: ContextReport) -> BudgetEstimate:
-        """The estimate of a request of ``view`` with the configured counter."""
-        return estimate_view(self.settings, self.settings.counter, view, context)
-
     # ------------------------------------------------------------------ sync and async shells
 
     # What the node writes into ``messages`` is the thread's own history projected again plus
     # our synthetic messages (summary, memory, pinned rules, stand-ins): never a new turn of
     # the conversation, so none of it goes to ``stream_mode="messages"``.
     def invoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return keep_out_of_message_stream(run(self.flow(state, config)), config)
+        return keep_out_of_message_stream(packed(run(self.flow(state, config))), config)
 
     async def ainvoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return keep_out_of_message_stream(await arun(self.flow(state, config)), config)
+        return keep_out_of_message_stream(packed(await arun(self.flow(state, config))), config)
 
 
 def make_budget_node(
@@ -303,7 +298,7 @@ def make_budget_node(
         >>> node = make_budget_node(store, config=ContextConfig(context_window=8_000, output_reserve=1_000),
         ...                         counter=TiktokenCounter("gpt-4o"), compact_node=None)
         >>> update = node.invoke({"messages": [HumanMessage("hello", id="h1")]}, {"configurable": {"thread_id": "t"}})
-        >>> update["context"]["budget"]["method"], update["context"]["budget"]["input_tokens"], update["context"]["budget"]["decision"]
+        >>> update["context"]["report"]["budget"]["method"], update["context"]["report"]["budget"]["input_tokens"], update["context"]["report"]["budget"]["decision"]
         ('recount', 8, 'proceed')
         >>> [e.event_id for e in store.read_events("t")]
         ['h1']
@@ -340,7 +335,7 @@ def make_budget_router(
     """
 
     def route(state: dict[str, Any]) -> str:
-        decision = ((state.get("context") or {}).get("budget") or {}).get("decision")
+        decision = (unpack(state.get("context")).get("budget") or {}).get("decision")
         if decision == "done":
             return END
         return compact_node if decision in ("compact", "precompact") else model_node

@@ -31,7 +31,7 @@ from ctx_langgraph.budget.prefix import (
     request_shape,
     shared_parts,
 )
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.history.types import ARTIFACT_TRAIL_HEADING
 from ctx_langgraph.makeup import MAKEUP_PARTS
 from ctx_langgraph.state import CacheReport, RequestMakeup
@@ -98,7 +98,7 @@ def _part(message: BaseMessage, lookup_tools: frozenset[str]) -> str:
     return "tail"
 
 
-def _trail_tokens(s: BudgetSettings, turn: Turn, summary: BaseMessage) -> int:
+def _trail_tokens(s: BudgetSettings, turn: BudgetPass, summary: BaseMessage) -> int:
     """The tokens of the artifact trail inside a summary message (0: it holds none)."""
     text = summary.content if isinstance(summary.content, str) else ""
     at = text.rfind(_TRAIL_SECTION)
@@ -106,7 +106,7 @@ def _trail_tokens(s: BudgetSettings, turn: Turn, summary: BaseMessage) -> int:
 
 
 def request_makeup(
-    s: BudgetSettings, turn: Turn, shape: RequestShape, has_overhead: bool, prefix: int
+    s: BudgetSettings, turn: BudgetPass, shape: RequestShape, has_overhead: bool, prefix: int
 ) -> RequestMakeup:
     """The request's tokens by part, from the counts of its ``shape`` (the overhead part, when
     there is one, then one per message of the view), against this pass's estimate.
@@ -153,14 +153,14 @@ def _overhead_part(text: str) -> str:
     return overhead_digest(system=text)
 
 
-def _head(s: BudgetSettings, turn: Turn, has_overhead: bool) -> list[str]:
+def _head(s: BudgetSettings, turn: BudgetPass, has_overhead: bool) -> list[str]:
     """The digests of the request's leading parts: the overhead, when there is one, then the
     leading messages that are not the conversation."""
     head = [_overhead_part(s.overhead_text)] if has_overhead else []
     return head + [message_digest(m) for m in turn.view[: _head_length(turn.view)]]
 
 
-def _grown_from(previous: CacheReport, turn: Turn, head: list[str]) -> int | None:
+def _grown_from(previous: CacheReport, turn: BudgetPass, head: list[str]) -> int | None:
     """Where the request's new messages start when it is the previous request with messages
     appended (None when that cannot be told without measuring it whole).
 
@@ -182,7 +182,11 @@ def _grown_from(previous: CacheReport, turn: Turn, head: list[str]) -> int | Non
 
 
 def _first_change(
-    previous: CacheReport, turn: Turn, shape: RequestShape, head: list[str], has_overhead: bool
+    previous: CacheReport,
+    turn: BudgetPass,
+    shape: RequestShape,
+    head: list[str],
+    has_overhead: bool,
 ) -> int | None:
     """The first part of the request (measured whole) that differs from the previous request,
     None when the previous request is a prefix of it.
@@ -213,7 +217,7 @@ def _first_change(
     return first + offset
 
 
-def measure_prefix(s: BudgetSettings, turn: Turn) -> None:
+def measure_prefix(s: BudgetSettings, turn: BudgetPass) -> None:
     """``turn.cache``: the request about to be sent against the thread's previous one; and
     ``turn.makeup``, its tokens by part.
 
@@ -278,7 +282,7 @@ def _moved_label(
 
 def _grown_makeup(
     s: BudgetSettings,
-    turn: Turn,
+    turn: BudgetPass,
     new: Sequence[BaseMessage],
     shape: RequestShape,
     prefix: int,
@@ -291,7 +295,9 @@ def _grown_makeup(
     return _makeup(s, turn, parts, prefix)
 
 
-def _makeup(s: BudgetSettings, turn: Turn, parts: dict[str, int], prefix: int) -> RequestMakeup:
+def _makeup(
+    s: BudgetSettings, turn: BudgetPass, parts: dict[str, int], prefix: int
+) -> RequestMakeup:
     assert turn.estimate is not None
     estimate = turn.estimate.input_tokens
     return RequestMakeup(

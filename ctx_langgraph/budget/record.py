@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict
 
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.digest import digest
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
@@ -33,7 +33,7 @@ __all__ = ["record"]
 log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
 
 
-def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
+def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """Record the new messages (and the revisions of edited ones); fills ``turn.fresh``,
     ``turn.prefix``, ``turn.checksum`` and ``turn.by_id``."""
     context, messages = turn.context, turn.messages
@@ -107,7 +107,7 @@ def record(s: BudgetSettings, turn: Turn) -> Flow[None]:
         turn.reasons.append("edited message")
 
 
-def _unbooked_reply(turn: Turn) -> AIMessage | None:
+def _unbooked_reply(turn: BudgetPass) -> AIMessage | None:
     """The model's answer to the last request when no ``ctx_usage`` booked it (the node failed
     or never ran: the store was down, the process died after the model call, a new input came
     first): the new AI message right after the request's last message. Other AI messages in
@@ -128,7 +128,7 @@ def _unbooked_reply(turn: Turn) -> AIMessage | None:
 
 
 def _created_at(
-    s: BudgetSettings, turn: Turn, previous: BaseMessage | None
+    s: BudgetSettings, turn: BudgetPass, previous: BaseMessage | None
 ) -> list[dt.datetime] | None:
     """When each new message was said; None when no message says (the store stamps them now,
     as it always did, with no per-message work)."""

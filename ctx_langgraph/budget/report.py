@@ -14,9 +14,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from ctx_langgraph.budget.calibration import calibration_report
 from ctx_langgraph.budget.counters import ApproximateCounter
 from ctx_langgraph.budget.estimate import BudgetEstimate
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.core.digest import extend_digest
-from ctx_langgraph.state import BudgetReport, ContextReport, PendingRequest, RecordedDigest
+from ctx_langgraph.state import BudgetReport, FlatContext, PendingRequest, RecordedDigest
 from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["budget_update"]
@@ -32,7 +32,7 @@ _CARRIED = (
 _SUMMARY_KEYS = ("active_checkpoint_id", "active_generation", "covered_through_seq")
 
 
-def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
+def budget_update(s: BudgetSettings, turn: BudgetPass) -> dict[str, Any]:
     """The node's return value: the ``context`` report, and the messages when the view changed
     (all of them after a rewrite, else only the capped or cleared copies)."""
     context = turn.context
@@ -42,7 +42,7 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
         (m.id for m in reversed(turn.messages) if m.id and not is_synthetic(m)),
         turn.recorded_through,
     )
-    report: ContextReport = {
+    report: FlatContext = {
         "projection_epoch": turn.epoch,
         "recorded_through_id": last_recorded,
         "fingerprint": turn.fingerprint,
@@ -84,7 +84,7 @@ def budget_update(s: BudgetSettings, turn: Turn) -> dict[str, Any]:
     return update
 
 
-def _budget_report(s: BudgetSettings, turn: Turn, estimate: BudgetEstimate) -> BudgetReport:
+def _budget_report(s: BudgetSettings, turn: BudgetPass, estimate: BudgetEstimate) -> BudgetReport:
     budget = s.budget
     report: BudgetReport = {
         **estimate.to_json(),  # type: ignore[typeddict-item]
@@ -103,7 +103,7 @@ def _budget_report(s: BudgetSettings, turn: Turn, estimate: BudgetEstimate) -> B
     return report
 
 
-def _pending_request(turn: Turn, estimate: BudgetEstimate) -> PendingRequest:
+def _pending_request(turn: BudgetPass, estimate: BudgetEstimate) -> PendingRequest:
     view = turn.view
     return {
         "epoch": turn.epoch,
@@ -118,7 +118,7 @@ def _pending_request(turn: Turn, estimate: BudgetEstimate) -> PendingRequest:
     }
 
 
-def _recorded_digest(turn: Turn, last_recorded: str | None) -> RecordedDigest:
+def _recorded_digest(turn: BudgetPass, last_recorded: str | None) -> RecordedDigest:
     """What the next pass checks edits by id against: the recorded part of the state (the
     checksum of this pass extended by what it recorded, or recounted over a new view)."""
     base: dict[str, Any] | None = None

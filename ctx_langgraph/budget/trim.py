@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING
-from ctx_langgraph.budget.turn import BudgetSettings, Turn
+from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.view.markers import CAPPED_FLAG, CLEARED_FLAG, is_lookup_result, is_summary
 from ctx_langgraph.view.tool_results import capped
 
@@ -43,7 +43,7 @@ def _cap(s: BudgetSettings, shrink: int | None) -> int | None:
     return cap
 
 
-def cap_tool_results(s: BudgetSettings, turn: Turn) -> None:
+def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
     """2. Cap oversized new tool results. (After a provider rejected the view as too long and no
     cut was left, every result in the view is capped to the smaller cap the recovery asks for:
     the originals stay in the store.)"""
@@ -64,7 +64,7 @@ def cap_tool_results(s: BudgetSettings, turn: Turn) -> None:
             turn.replacements[message.id] = _preview(s, turn, message, cap)
 
 
-def _preview(s: BudgetSettings, turn: Turn, message: ToolMessage, cap: int) -> ToolMessage:
+def _preview(s: BudgetSettings, turn: BudgetPass, message: ToolMessage, cap: int) -> ToolMessage:
     """The head/tail preview of ``message`` in at most ``cap`` tokens: cut shorter while its
     count is over (dense text, code or ids, has fewer characters per token than the preview's
     first guess), down to :data:`MIN_CAP`."""
@@ -127,7 +127,7 @@ def step_in_progress(view: Sequence[BaseMessage]) -> int | None:
     return None
 
 
-def fit_step_results(s: BudgetSettings, turn: Turn) -> None:
+def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
     """2b. The results of the step in progress share the room under the compaction trigger
     (the usable window without compaction) that is left when everything a compaction could
     remove is removed: the tool schemas and system prompt, the leading system messages, the
@@ -177,7 +177,7 @@ def fit_step_results(s: BudgetSettings, turn: Turn) -> None:
         turn.reasons.append("tool results of one step shortened to fit the window")
 
 
-def apply_replacements(turn: Turn) -> None:
+def apply_replacements(turn: BudgetPass) -> None:
     """The view the estimate counts: the messages with their capped or cleared copies."""
     replacements = turn.replacements
     view: Sequence[BaseMessage] = (

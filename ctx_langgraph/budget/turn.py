@@ -23,13 +23,13 @@ from ctx_langgraph.state import (
     BudgetDecision,
     CacheReport,
     CompactionReport,
-    ContextReport,
+    FlatContext,
     MemoryReport,
     RequestMakeup,
 )
 from ctx_langgraph.storage.statements import Op
 
-__all__ = ["BudgetSettings", "LateBooker", "Turn"]
+__all__ = ["BudgetPass", "BudgetSettings", "LateBooker"]
 
 LateBooker = Callable[[AIMessage, Scope], tuple[Op[Any], Any]]
 """The booking of a model answer no ``ctx_usage`` booked, and the database it runs on (the
@@ -63,17 +63,17 @@ class BudgetSettings:
     model_id: str
     provider: str
     system_prompt_tokens: int = 0
-    book_late: LateBooker | None = None
-    """Books an answer no ``ctx_usage`` booked when it is recorded (None: nothing does)."""
     """The part of ``overhead_tokens`` that is the node's own system prompt (the rest is the
     tool schemas)."""
+    book_late: LateBooker | None = None
+    """Books an answer no ``ctx_usage`` booked when it is recorded (None: nothing does)."""
     lookup_tools: frozenset[str] = frozenset()
     """The names the history lookup tool goes by among ``tools`` (its results are named so)."""
 
     def summary_allowance(self) -> int:
         """The most a summary takes in a request: its cap (``summary_max_tokens``, at most half
         the target) and, beside it, its artifact trail."""
-        cap = min(self.config.summary_max_tokens, max(64, self.budget.target // 2))
+        cap = self.config.summary_cap(self.budget.target)
         if not self.config.trail_inside:  # a trail beside the summary takes room of its own
             cap += self.config.artifact_trail_cap(cap)
         return cap
@@ -85,14 +85,14 @@ class BudgetSettings:
 
 
 @dataclass
-class Turn:
+class BudgetPass:
     """The working data of one pass; each step reads it and fills in its part."""
 
     messages: Sequence[BaseMessage]
     """The view as the steps rewrite it (the state's messages at the start)."""
     state_messages: Sequence[BaseMessage]
     """The state's messages, as the pass found them."""
-    context: ContextReport
+    context: FlatContext
     """A copy of the state's ``context``; steps note what the update carries over."""
     run_config: RunnableConfig | None
     scope: Scope
@@ -129,7 +129,7 @@ class Turn:
     """The request's cacheable prefix (step 7), when the pass sends one."""
     makeup: RequestMakeup | None = None
     """The request's tokens by part (step 7), when the pass sends one."""
-    late: ContextReport = field(default_factory=lambda: ContextReport())
+    late: FlatContext = field(default_factory=lambda: FlatContext())
     """What the record step booked for ``ctx_usage`` (an answer it never booked)."""
 
     def note(self, reason: str) -> None:

@@ -69,8 +69,8 @@ from ctx_langgraph.compaction.report import (
 )
 from ctx_langgraph.compaction.segments import SegmentBuilder
 from ctx_langgraph.compaction.span import (
+    CompactionPass,
     Span,
-    Turn,
     choose_span_cut,
     locate_span,
     read_turn,
@@ -94,7 +94,7 @@ from ctx_langgraph.core.streaming import keep_out_of_message_stream
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import CompactionCheckpoint, CoverageSnapshot
 from ctx_langgraph.providers import CompactionBackend, provider_key
-from ctx_langgraph.state import SegmentReport, SummarizerBackoff
+from ctx_langgraph.state import SegmentReport, SummarizerBackoff, packed
 from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID, summary_message
@@ -102,8 +102,6 @@ from ctx_langgraph.view.summary import SUMMARY_MESSAGE_ID, summary_message
 __all__ = ["SUMMARY_MESSAGE_ID", "CompactNode", "make_compact_node", "summary_message"]
 
 log = logging.getLogger(__name__)
-
-"""Background pre-compactions in flight (the event loop keeps only weak references to tasks)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ class CompactNode:
 
         derive("counter", self.counter or default_counter(self.model))
         derive("budget", self.config.resolve(self.model))
-        derive("cap", min(self.config.summary_max_tokens, max(64, self.budget.target // 2)))
+        derive("cap", self.config.summary_cap(self.budget.target))
         derive("trail_tokens", self.config.artifact_trail_cap(self.cap))
         derive("provider", provider_key(self.model))
         backend = self.config.compaction_backend
@@ -200,7 +198,7 @@ class CompactNode:
         assert self.segments is not None
         return (yield from self.segments.flow(scope, through))
 
-    def _compact(self, turn: Turn, commit: bool) -> Flow[dict[str, Any]]:
+    def _compact(self, turn: CompactionPass, commit: bool) -> Flow[dict[str, Any]]:
         started = time.monotonic()
         request = turn.request
         # a requested compaction keeps its own (or the configured) tail: it does not fill the target
@@ -222,7 +220,7 @@ class CompactNode:
         return failed(attempts, turn.estimate, self.budget.usable, {})
 
     def _round(
-        self, turn: Turn, span: Span, attempts: Attempts, commit: bool
+        self, turn: CompactionPass, span: Span, attempts: Attempts, commit: bool
     ) -> Flow[dict[str, Any] | None]:
         """One try from the store's current state; None when a conflict calls for another."""
         store, scope = self.store, turn.scope
@@ -283,7 +281,7 @@ class CompactNode:
 
     def _committed(
         self,
-        turn: Turn,
+        turn: CompactionPass,
         span: Span,
         attempts: Attempts,
         committed: CompactionCheckpoint,
@@ -308,7 +306,7 @@ class CompactNode:
         return done
 
     def _outcome(
-        self, turn: Turn, span: Span, attempts: Attempts, written: Written, commit: bool
+        self, turn: CompactionPass, span: Span, attempts: Attempts, written: Written, commit: bool
     ) -> dict[str, Any]:
         """``metadata["compaction"]`` of the version this attempt stores: its time from the
         start of the node's work up to the version (the candidate is stored then, so the
@@ -330,7 +328,7 @@ class CompactNode:
 
     def _record_failure(
         self,
-        turn: Turn,
+        turn: CompactionPass,
         snapshot: CoverageSnapshot,
         span: Span,
         attempts: Attempts,
@@ -355,7 +353,7 @@ class CompactNode:
         except Exception as exc:  # recording the failure must not fail the turn
             log.warning("ctx-langgraph: the failed compaction was not recorded: %s", exc)
 
-    def _trail_beside(self, turn: Turn) -> int:
+    def _trail_beside(self, turn: CompactionPass) -> int:
         """The room a trail beside the summary takes in the compacted request: the thread's
         trail as the state last reported it (one compaction behind: a trail grows slowly, and
         an empty one takes none)."""
@@ -365,7 +363,7 @@ class CompactNode:
         tokens = reported.get("tokens") if reported else None
         return min(self.trail_tokens, int(tokens or 0))
 
-    def _plan(self, turn: Turn, cap: int) -> SummaryPlan:
+    def _plan(self, turn: CompactionPass, cap: int) -> SummaryPlan:
         """Who summarizes, within ``cap`` tokens of prose."""
         return SummaryPlan(
             summarizer=self.summarizer,
@@ -382,11 +380,15 @@ class CompactNode:
             view=turn.messages,
         )
 
-    def _backoff(self, turn: Turn) -> SummarizerBackoff:
+    def _backoff(self, turn: CompactionPass) -> SummarizerBackoff:
         return next_backoff(turn.context, self.config.compaction_backoff_s, self.summarizer.id)
 
     def _report(
-        self, turn: Turn, checkpoint: CompactionCheckpoint, attempts: Attempts, status: str
+        self,
+        turn: CompactionPass,
+        checkpoint: CompactionCheckpoint,
+        attempts: Attempts,
+        status: str,
     ) -> dict[str, Any]:
         return rewritten(
             turn.messages, checkpoint, self.provider, turn.epoch, attempts.info, status
@@ -407,24 +409,26 @@ class CompactNode:
         started = precompacting(state)
         if started is not None:  # the candidate is built after the turn
             _in_thread(lambda: run(self.flow(state, config, commit=False)), "ctx-precompact")
-            return started
+            return packed(started)
         outcome = run(self.flow(state, config))
         if (job := self._background_index(state, config, outcome)) is not None:
             _in_thread(lambda: run(self._index(*job)), "ctx-segments")
-        return keep_out_of_message_stream(outcome, config)  # the summary is not a user's turn
+        return keep_out_of_message_stream(
+            packed(outcome), config
+        )  # the summary is not a user's turn
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
         if started is not None:
             _in_task(arun(self.flow(state, config, commit=False)), "ctx-precompact")
-            return started
+            return packed(started)
         outcome = await arun(self.flow(state, config))
         if (job := self._background_index(state, config, outcome)) is not None:
             _in_task(arun(self._index(*job)), "ctx-segments")
-        return keep_out_of_message_stream(outcome, config)
+        return keep_out_of_message_stream(packed(outcome), config)
 
 
-def _recorded_request(turn: Turn) -> dict[str, Any]:
+def _recorded_request(turn: CompactionPass) -> dict[str, Any]:
     """What a summary version records of the request it was made for (nothing: automatic)."""
     request = turn.request
     if request is None:

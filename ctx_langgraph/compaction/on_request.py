@@ -34,7 +34,7 @@ from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.errors import CompactRequestError
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.state import CompactionReport, CompactRequest, ContextReport
+from ctx_langgraph.state import CompactionReport, CompactRequest, FlatContext, unpack
 from ctx_langgraph.view.summary import summary_message
 
 __all__ = ["acompact_thread", "compact_thread"]
@@ -60,8 +60,7 @@ def _graph_input(graph: Any, config: RunnableConfig, request: CompactRequest) ->
 
 
 def _graph_report(values: Mapping[str, Any]) -> CompactionReport:
-    context: Mapping[str, Any] = values.get("context") or {}
-    report: CompactionReport = context.get("compaction") or CompactionReport()
+    report: CompactionReport = unpack(values.get("context")).get("compaction") or CompactionReport()
     return report
 
 
@@ -94,7 +93,7 @@ def _store_flow(
     messages.extend(event.message for event in events)
     if not events and active is None:
         return {"status": "nothing_to_cover", "error": f"thread {scope.thread_id!r} has no history"}
-    context: ContextReport = {"compact": request, "branch": scope.branch}
+    context: FlatContext = {"compact": request, "branch": scope.branch}
     if active is not None:
         context["active_generation"] = active.generation
     update = yield from node.flow({"messages": messages, "context": context}, config)

@@ -19,7 +19,7 @@ from ctx_langgraph.compaction.summarize import Attempts
 from ctx_langgraph.compaction.trail import ArtifactTrail
 from ctx_langgraph.errors import CompactionFailed
 from ctx_langgraph.history.types import CompactionCheckpoint
-from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
+from ctx_langgraph.state import CompactionReport, FlatContext, SummarizerBackoff, unpack
 from ctx_langgraph.view.summary import rewrite_view
 
 __all__ = [
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 def nothing_to_cover(info: CompactionReport, *, rebuild: bool = False) -> dict[str, Any]:
     """No cut in the view (and, for a rebuild, no history before it)."""
-    context: ContextReport = {"compaction": {**info, "status": "nothing_to_cover"}}
+    context: FlatContext = {"compaction": {**info, "status": "nothing_to_cover"}}
     if rebuild:
         context = {"rebuild": False, **context}
     return {"context": context}
@@ -46,7 +46,7 @@ def nothing_to_cover(info: CompactionReport, *, rebuild: bool = False) -> dict[s
 
 def refused(info: CompactionReport) -> dict[str, Any]:
     """A malformed compaction request: cleared, and why in ``context["compaction"]``."""
-    context: ContextReport = {"compact": None, "compaction": {**info, "status": "refused"}}
+    context: FlatContext = {"compact": None, "compaction": {**info, "status": "refused"}}
     return {"context": context}
 
 
@@ -61,7 +61,7 @@ def not_recorded(info: CompactionReport, message_id: object) -> dict[str, Any]:
     """The last covered message is not in the history store: nothing can be covered yet."""
     error = f"message {message_id!r} is not in the history store"
     report: CompactionReport = {**info, "status": "not_recorded", "error": error}
-    context: ContextReport = {"compaction": report}
+    context: FlatContext = {"compaction": report}
     return {"context": context}
 
 
@@ -75,7 +75,7 @@ def rewritten(
 ) -> dict[str, Any]:
     """The state after a commit: system prompt + summary message + the uncovered tail."""
     view, removed = rewrite_view(messages, checkpoint, provider)
-    context: ContextReport = {
+    context: FlatContext = {
         "projection_epoch": epoch + 1,
         "baseline": None,
         "rebuild": False,
@@ -97,7 +97,7 @@ def rewritten(
     return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *view], "context": context}
 
 
-def next_backoff(context: ContextReport, backoff_s: float, summarizer_id: str) -> SummarizerBackoff:
+def next_backoff(context: FlatContext, backoff_s: float, summarizer_id: str) -> SummarizerBackoff:
     """When the configured summarizer is tried again after one more failure in a row: after
     a doubling number of model calls and seconds (``compaction_backoff_s``)."""
     last = context.get("summarizer_backoff")
@@ -120,7 +120,7 @@ def next_backoff(context: ContextReport, backoff_s: float, summarizer_id: str) -
     }
 
 
-def failed(run: Attempts, estimate: int, usable: int, backoff: ContextReport) -> dict[str, Any]:
+def failed(run: Attempts, estimate: int, usable: int, backoff: FlatContext) -> dict[str, Any]:
     """Every try failed: proceed uncompacted when the request fits, else raise.
 
     Raises:
@@ -140,15 +140,15 @@ def failed(run: Attempts, estimate: int, usable: int, backoff: ContextReport) ->
         "attempts": run.count,
         "problems": run.problems[-5:],
     }
-    context: ContextReport = {"compaction": report, **backoff}
+    context: FlatContext = {"compaction": report, **backoff}
     return {"context": context}
 
 
 def precompacting(state: dict[str, Any]) -> dict[str, Any] | None:
     """The update that says a background pre-compaction started (None: no pre-compaction)."""
-    context: ContextReport = state.get("context") or ContextReport()
+    context = unpack(state.get("context"))
     if (context.get("budget") or {}).get("decision") != "precompact":
         return None
     epoch = int(context.get("projection_epoch", 0))
-    started: ContextReport = {"precompaction": {"epoch": epoch, "status": "started"}}
+    started: FlatContext = {"precompaction": {"epoch": epoch, "status": "started"}}
     return {"context": started}

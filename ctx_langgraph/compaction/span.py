@@ -29,20 +29,28 @@ from ctx_langgraph.state import (
     BudgetReport,
     CompactionReport,
     CompactRequest,
-    ContextReport,
+    FlatContext,
     ServerCompaction,
+    unpack,
 )
 from ctx_langgraph.view.markers import is_summary
 
-__all__ = ["Span", "Turn", "choose_span_cut", "locate_span", "read_turn", "reconcile_with"]
+__all__ = [
+    "CompactionPass",
+    "Span",
+    "choose_span_cut",
+    "locate_span",
+    "read_turn",
+    "reconcile_with",
+]
 
 
 @dataclass(frozen=True)
-class Turn:
+class CompactionPass:
     """What the state asks of one compaction."""
 
     messages: Sequence[BaseMessage]
-    context: ContextReport
+    context: FlatContext
     scope: Scope
     epoch: int
     """The projection epoch the view was built in."""
@@ -103,14 +111,14 @@ class Span:
 
 def read_turn(
     state: dict[str, Any], config: RunnableConfig | None, usable: int, *, commit: bool
-) -> Turn:
+) -> CompactionPass:
     """The state's messages and context, as this compaction reads them."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
-    context = cast(ContextReport, dict(state.get("context") or {}))
+    context = unpack(state.get("context"))
     budget = context.get("budget") or BudgetReport()
     estimate = int(budget.get("total") or 0)
     request, request_error = read_request(context.get("compact")) if commit else (None, None)
-    return Turn(
+    return CompactionPass(
         messages=messages,
         context=context,
         scope=scope_from_config(config, cast("dict[str, Any]", context)),
@@ -125,7 +133,7 @@ def read_turn(
 
 
 def choose_span_cut(
-    turn: Turn,
+    turn: CompactionPass,
     budget: ResolvedBudget,
     counter: TokenCounter,
     cache: CountCache,
@@ -168,7 +176,7 @@ def choose_span_cut(
 
 
 def locate_span(
-    turn: Turn, cut: CutPoint | None, store: HistoryStore
+    turn: CompactionPass, cut: CutPoint | None, store: HistoryStore
 ) -> Flow[Span | dict[str, Any]]:
     """The span in the store's seqs, or the report of why there is none."""
     messages, info = turn.messages, turn.report()
@@ -195,7 +203,7 @@ def locate_span(
 
 
 def reconcile_with(
-    turn: Turn, active: CompactionCheckpoint, store: HistoryStore, span: Span
+    turn: CompactionPass, active: CompactionCheckpoint, store: HistoryStore, span: Span
 ) -> Flow[CompactionCheckpoint]:
     """``active`` (a summary already covering the span) as this view takes it. Its first kept
     message may not be in the view: the summary was committed by another run of the branch

@@ -27,7 +27,7 @@ from ctx_langgraph.core.call_scope import calls_in
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.streaming import not_streamed
 from ctx_langgraph.history.types import CoverageSnapshot, HistoryEvent, Scope
-from ctx_langgraph.state import CompactionReport, ContextReport, SummarizerBackoff
+from ctx_langgraph.state import CompactionReport, FlatContext, SummarizerBackoff
 
 __all__ = [
     "Attempts",
@@ -65,7 +65,7 @@ class Written:
 
     text: str | None
     summarizer: Summarizer
-    backoff: ContextReport
+    backoff: FlatContext
     """``summarizer_backoff`` when the configured summarizer was tried (None: it succeeded)."""
 
 
@@ -266,7 +266,7 @@ def write_summary(
     ``backoff`` gives the configured summarizer's next backoff when all its tries failed.
     """
     text = None
-    written_backoff: ContextReport = {}  # the configured summarizer's failures in a row
+    written_backoff: FlatContext = {}  # the configured summarizer's failures in a row
     if not plan.backing_off:
         while run.count < plan.attempts and time.monotonic() < run.deadline:
             run.count += 1

@@ -37,6 +37,7 @@ from ctx_langgraph.eval.strategies import STRATEGIES, eval_config
 from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.integration import create_context_agent
 from ctx_langgraph.lookup import make_history_lookup_tool
+from ctx_langgraph.state import unpack
 from ctx_langgraph.storage.sqlite import use_wal
 
 __all__ = [
@@ -117,7 +118,7 @@ def _events(update: dict[str, Any], turn: int, *, precompact: int | None = None)
     for node, values in update.items():
         if not isinstance(values, dict):
             continue
-        context = values.get("context") or {}
+        context = unpack(values.get("context"))
         budget = context.get("budget") or {}
         if node == "ctx_budget" and budget.get("decision") in ("compact", "precompact"):
             lines.append(_decision_line(budget, turn, precompact))

@@ -29,10 +29,19 @@ MAX_QUERY_WORDS = 1000
 """Most distinct words (CJK character pairs count one each) a search query may have."""
 
 
-def shown(value: object) -> str:
-    """``value`` as an error message shows it (long values cut)."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` as a message shows it: its ``repr`` (escaped: no NUL, no lone surrogate),
+    cut when longer than ``limit``.
+
+    Examples:
+        >>> shown("a" * 100, 10)
+        "'aaaaaa..."
+    """
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a deeply nested {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def integer_arg(name: str, value: object) -> int:

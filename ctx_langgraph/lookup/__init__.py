@@ -24,13 +24,13 @@ tool, and so does a store that fails (logged as a warning): nothing the model se
 # Besides __all__, the tool's limits and texts stay importable from here (re-exported as such).
 from ctx_langgraph.core.cursor import MAX_CURSOR_CHARS as MAX_CURSOR_CHARS
 from ctx_langgraph.core.stopwords import STOPWORDS as STOPWORDS
+from ctx_langgraph.history.args import SEQ_MAX as SEQ_MAX
 from ctx_langgraph.lookup._args import HANDLE_PREFIX
 from ctx_langgraph.lookup._args import MAX_HANDLE_CHARS as MAX_HANDLE_CHARS
 from ctx_langgraph.lookup._args import MAX_NAME_CHARS as MAX_NAME_CHARS
 from ctx_langgraph.lookup._args import MAX_QUERIES as MAX_QUERIES
 from ctx_langgraph.lookup._args import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ctx_langgraph.lookup._args import MAX_TIME_CHARS as MAX_TIME_CHARS
-from ctx_langgraph.lookup._args import SEQ_MAX as SEQ_MAX
 from ctx_langgraph.lookup._page import ARTIFACT as ARTIFACT
 from ctx_langgraph.lookup._page import NOTICE
 from ctx_langgraph.lookup._ranked import RANKED_ORDER as RANKED_ORDER

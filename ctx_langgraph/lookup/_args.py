@@ -16,6 +16,7 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from ctx_langgraph.core.text import query_terms, rank_terms
+from ctx_langgraph.history.args import SEQ_MAX, seq_bound, shown
 
 MAX_QUERY_CHARS = 200
 """Longer queries are refused: the ranked cursor carries the query on every page."""
@@ -27,8 +28,6 @@ MAX_HANDLE_CHARS = 1000
 """Longer handles are refused: a handle cursor carries the event id."""
 MAX_TIME_CHARS = 64
 """Longer ``since``/``until`` values are refused before they are parsed."""
-SEQ_MAX = 2**63 - 1
-"""The largest seq a store can hold (a signed 64-bit column)."""
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """Characters no database text can hold: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
 HANDLE_PREFIX = "history:"
@@ -84,12 +83,6 @@ class LookupArgs(BaseModel):
 # --------------------------------------------------------------------------- messages
 
 
-def shown(value: str, limit: int = 60) -> str:
-    """``value`` quoted in a message to the model: escaped (no NUL, no lone surrogate) and cut
-    when long, so a message stays short whatever was passed."""
-    return repr(value[:limit]) + ("..." if len(value) > limit else "")
-
-
 def plain_text(text: str, limit: int = 200) -> str:
     """``text`` fit for a message to the model: no NUL or lone surrogate, at most ``limit``."""
     text = UNSTORABLE.sub("?", text)
@@ -110,12 +103,6 @@ def handle_of(event_id: str) -> str:
 
 
 # --------------------------------------------------------------------------- checks
-
-
-def seq_bound(seq: int) -> int:
-    """A seq bound clamped into ``[0, SEQ_MAX]``: the same records match (seqs run from 1 and
-    never reach ``SEQ_MAX``), and every store can bind it."""
-    return min(max(seq, 0), SEQ_MAX)
 
 
 def checked_int(value: object, low: int, high: int) -> int:
@@ -237,8 +224,8 @@ class Filters:
     def rank_options(self) -> dict[str, Any]:
         """The filters of a store ranking (``HistoryStore.rank``): all but the query."""
         return {
-            "min_seq": None if self.min_seq is None else seq_bound(self.min_seq),
-            "max_seq": None if self.max_seq is None else seq_bound(self.max_seq),
+            "min_seq": None if self.min_seq is None else seq_bound("min_seq", self.min_seq),
+            "max_seq": None if self.max_seq is None else seq_bound("max_seq", self.max_seq),
             "since": self.since,
             "until": self.until,
             "roles": self.role,
@@ -255,8 +242,8 @@ class Filters:
             min_seq = after_seq + 1 if min_seq is None else max(min_seq, after_seq + 1)
         return {
             **options,
-            "min_seq": None if min_seq is None else seq_bound(min_seq),
-            "max_seq": None if max_seq is None else seq_bound(max_seq),
+            "min_seq": None if min_seq is None else seq_bound("min_seq", min_seq),
+            "max_seq": None if max_seq is None else seq_bound("max_seq", max_seq),
             "newest_first": self.newest_first,
             "limit": FETCH,
         }
@@ -325,8 +312,8 @@ def filters_of(args: LookupArgs) -> Filters:
             )
     return Filters(
         query=() if args.query is None else _queries(args.query),
-        min_seq=None if args.min_seq is None else seq_bound(args.min_seq),
-        max_seq=None if args.max_seq is None else seq_bound(args.max_seq),
+        min_seq=None if args.min_seq is None else seq_bound("min_seq", args.min_seq),
+        max_seq=None if args.max_seq is None else seq_bound("max_seq", args.max_seq),
         since=None if args.since is None else _parse_time("since", args.since),
         until=None if args.until is None else _parse_time("until", args.until),
         role=role,

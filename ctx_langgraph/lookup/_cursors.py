@@ -15,14 +15,13 @@ from typing import Any
 from langchain_core.tools import ToolException
 
 from ctx_langgraph.core.cursor import decode_cursor, encode_cursor
+from ctx_langgraph.history.args import SEQ_MAX, shown
 from ctx_langgraph.lookup._args import (
     MAX_HANDLE_CHARS,
-    SEQ_MAX,
     UNSTORABLE,
     Filters,
     checked_int,
     checked_str,
-    shown,
 )
 
 CURSOR_VERSION = 1

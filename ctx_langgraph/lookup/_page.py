@@ -134,12 +134,12 @@ class Page:
         first = not self.records
         at = len(self.records) if at is None else at
 
-        def shown(end: int) -> dict[str, Any]:
+        def record_to(end: int) -> dict[str, Any]:
             record = {**(extra or {}), **_record(event, start, end)}
             return {"hit": True, **record} if hit else record
 
         def fits(end: int) -> bool:
-            records = [*self.records[:at], shown(end), *self.records[at:]]
+            records = [*self.records[:at], record_to(end), *self.records[at:]]
             return self._count(records, next_cursor(end)) <= self.max_tokens
 
         # a text much longer than the room cannot fit whole: skip counting all of it
@@ -151,7 +151,7 @@ class Page:
             if fitted is None or (fitted == start and not first):
                 return None
             end = fitted
-        record = shown(end)
+        record = record_to(end)
         self.records.insert(at, record)
         self.ids.insert(at, event.event_id)
         self.tokens = self._count(self.records, next_cursor(end))

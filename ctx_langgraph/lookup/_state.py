@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.prebuilt import ToolRuntime
 
 from ctx_langgraph.budget.counters import TokenCounter
+from ctx_langgraph.state import unpack
 
 __all__ = [
     "MIN_MAX_TOKENS",
@@ -41,7 +42,7 @@ def state_context(runtime: object) -> Mapping[str, Any] | None:
     context = (
         state.get("context") if isinstance(state, Mapping) else getattr(state, "context", None)
     )
-    return context if isinstance(context, Mapping) else None
+    return unpack(context) if isinstance(context, Mapping) else None
 
 
 def _messages(runtime: object) -> list[BaseMessage]:

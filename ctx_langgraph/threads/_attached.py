@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
+from ctx_langgraph.history.args import shown
 from ctx_langgraph.makeup import makeup_problem
-from ctx_langgraph.threads._values import BIGINT, MISSING, ValueChecks, at, fail, shown
+from ctx_langgraph.threads._values import BIGINT, MISSING, ValueChecks, at, fail
 from ctx_langgraph.usage.ledger_rows import CALL_COLUMNS, OPTIONAL_COLUMNS, TOTAL_COLUMNS
 from ctx_langgraph.usage.types import COUNT_FIELDS
 

@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 from langchain_core.messages import messages_from_dict
 
 from ctx_langgraph.errors import DocumentError, ScopeError
+from ctx_langgraph.history.args import shown
 from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import DEFAULT_TENANT, Scope
 
@@ -28,14 +29,6 @@ def at(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if path else key
-
-
-def shown(value: object, limit: int = 60) -> str:
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"a deeply nested {type(value).__name__}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def encodes(text: str) -> bool:

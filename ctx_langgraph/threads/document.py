@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from ctx_langgraph.history.args import shown
 from ctx_langgraph.history.types import CheckpointStatus, Scope, SegmentStatus
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.threads._attached import AttachedPartChecks
-from ctx_langgraph.threads._values import INTEGER, at, encodes, fail, shown
+from ctx_langgraph.threads._values import INTEGER, at, encodes, fail
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "check_document", "export_scope"]
 

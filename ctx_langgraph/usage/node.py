@@ -37,7 +37,7 @@ from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
     Baseline,
-    ContextReport,
+    FlatContext,
     IndexReport,
     LastUsage,
     ProviderEdits,
@@ -45,6 +45,8 @@ from ctx_langgraph.state import (
     RecordedDigest,
     RecordedReply,
     RequestMakeup,
+    packed,
+    unpack,
 )
 from ctx_langgraph.storage.statements import Op
 from ctx_langgraph.usage.booking import FINAL_VERSION
@@ -67,7 +69,7 @@ HeldUsage = Callable[[Scope], "HeldAnswer | None"]
 log = logging.getLogger(__name__)
 
 
-def _new_reply(messages: Sequence[BaseMessage], context: ContextReport) -> AIMessage | None:
+def _new_reply(messages: Sequence[BaseMessage], context: FlatContext) -> AIMessage | None:
     """The reply to book: the last message, when it is a reply not booked yet."""
     if not messages or not isinstance(messages[-1], AIMessage):
         return None
@@ -88,7 +90,7 @@ def _record_reply(
     scope: Scope,
     reply: AIMessage,
     messages: Sequence[BaseMessage],
-    context: ContextReport,
+    context: FlatContext,
     timestamp: TimestampSource | None,
     booking: Op[BookedDelta] | None = None,
 ) -> Flow[tuple[RecordedReply, BookedDelta | None]]:
@@ -192,12 +194,12 @@ def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, Normalized
 
 
 def _recorded(
-    messages: Sequence[BaseMessage], context: ContextReport, recorded: RecordedReply
-) -> ContextReport:
+    messages: Sequence[BaseMessage], context: FlatContext, recorded: RecordedReply
+) -> FlatContext:
     """What recording the reply changes: the state is recorded through it now, so
     ``ctx_budget`` starts after it, and an edit of the reply by id is noticed against the
     extended checksum; a fork is the thread's branch."""
-    update: ContextReport = {"recorded_reply": recorded}
+    update: FlatContext = {"recorded_reply": recorded}
     if "branch" in recorded:
         update["branch"] = recorded["branch"]
     previous = _answered(messages)
@@ -213,7 +215,7 @@ def _recorded(
     return update
 
 
-def _provider_edits(reply: AIMessage, context: ContextReport) -> ContextReport:
+def _provider_edits(reply: AIMessage, context: FlatContext) -> FlatContext:
     """Anthropic context editing: what the provider cleared from this request (the client
     keeps the full history; the measured input is after the edits)."""
     edits = applied_edits(reply)
@@ -239,8 +241,8 @@ def _provider_edits(reply: AIMessage, context: ContextReport) -> ContextReport:
 
 
 def _baseline(
-    messages: Sequence[BaseMessage], context: ContextReport, booked: BookedDelta
-) -> ContextReport:
+    messages: Sequence[BaseMessage], context: FlatContext, booked: BookedDelta
+) -> FlatContext:
     """The next estimate's starting point: only a complete usage report of a request made
     in the current projection epoch moves it."""
     measured = booked.record.usage
@@ -264,9 +266,7 @@ def _baseline(
     return {"baseline": baseline}
 
 
-def _answered_makeup(
-    messages: Sequence[BaseMessage], context: ContextReport
-) -> RequestMakeup | None:
+def _answered_makeup(messages: Sequence[BaseMessage], context: FlatContext) -> RequestMakeup | None:
     """The make-up of the request the reply answers: ``context["request"]``'s, when that
     request was built in the current projection epoch, ended with the message the reply
     follows, and is not one the overflow recovery replaced by a compacted retry (the reply
@@ -290,7 +290,7 @@ def _answered_makeup(
     return makeup
 
 
-def _last_usage(reply: AIMessage, context: ContextReport, booked: BookedDelta) -> ContextReport:
+def _last_usage(reply: AIMessage, context: FlatContext, booked: BookedDelta) -> FlatContext:
     """The booking as the state shows it; ``stale`` when the request predates the epoch."""
     measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
     epoch = int(context.get("projection_epoch", 0))
@@ -330,12 +330,12 @@ def _usage_flow(
     """The ``ctx_usage`` steps: record the reply (and embed what awaits a vector, when the
     store has an index), book its usage, report and move the baseline."""
     messages: Sequence[BaseMessage] = state.get("messages") or []
-    context: ContextReport = state.get("context") or ContextReport()
+    context = unpack(state.get("context"))
     reply = _new_reply(messages, context)
     if reply is None:
         return {}
     scope = scope_from_config(config, cast("dict[str, Any]", context))
-    update: ContextReport = {}
+    update: FlatContext = {}
     taken = held(scope) if held is not None else None
     if taken is not None and taken.message_id != reply.id:  # not this reply's: booked apart
         yield from _book_held(ledger, taken)
@@ -423,7 +423,7 @@ class UsageNode:
         """The thread to embed in the background after this turn (None: nothing to do)."""
         if not self.embed_in_background or self.store is None or self.store.index is None:
             return None
-        context = cast("dict[str, Any]", state.get("context") or {})
+        context = cast("dict[str, Any]", unpack(state.get("context")))
         try:
             return scope_from_config(config, context)
         except ContextManagementError:
@@ -436,7 +436,7 @@ class UsageNode:
             assert store is not None
             in_thread(lambda: store.embed_pending(scope, ledger=ledger), "ctx-embed")
             update["context"]["index"] = {"background": True}
-        return update
+        return packed(update)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         update = await arun(self._flow(state, config))
@@ -444,7 +444,7 @@ class UsageNode:
             assert self.store is not None
             in_task(self.store.aembed_pending(scope, ledger=self.ledger), "ctx-embed")
             update["context"]["index"] = {"background": True}
-        return update
+        return packed(update)
 
 
 def make_usage_node(

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from ctx_langgraph.state import unpack
 from ctx_langgraph.view.markers import PROVIDER_TOKENS, STRIPPED_FLAG, SUMMARY_FLAG
 
 __all__ = [
@@ -231,7 +232,7 @@ def chain_broken(context: Any) -> bool:
         >>> chain_broken({"projection_epoch": 3, "baseline": {"projection_epoch": 2}}), chain_broken({})
         (True, True)
     """
-    context = context if isinstance(context, Mapping) else {}
+    context = unpack(context) if isinstance(context, Mapping) else {}
     baseline = context.get("baseline")
     if not isinstance(baseline, Mapping):
         return True

@@ -20,7 +20,7 @@ from ctx_langgraph.eval.synthetic._words import (
     PLANS,
     SERVICES,
     Call,
-    Turn,
+    DialogueTurn,
     Words,
     money,
 )
@@ -193,17 +193,17 @@ def fact_fields(words: Words, fact: Fact) -> dict[str, Any]:
     }
 
 
-def fact_turn(words: Words, fact: Fact) -> Turn:
+def fact_turn(words: Words, fact: Fact) -> DialogueTurn:
     """The turn that states ``fact``: the user says it, or a tool (or a giant output) shows it."""
     kind, fields = fact.kind, fact.fields
     if fact.mode == "said":
-        return Turn(kind.said.format(**fields), (), words.pick(PHRASES["said_replies"]))
+        return DialogueTurn(kind.said.format(**fields), (), words.pick(PHRASES["said_replies"]))
     if fact.mode == "giant":
         assert kind.giant is not None
         return giant_turn(words, GIANTS[kind.giant], kind.line.format(**fields))
     args = {key: template.format(**fields) for key, template in kind.args.items()}
     call = Call(kind.tool, args, kind.output.format(**fields))
-    return Turn(
+    return DialogueTurn(
         words.request(kind.ask.format(**fields)),
         ((words.pick(PHRASES["prefaces"]), (call,)),),
         words.pick(PHRASES["found_replies"]),

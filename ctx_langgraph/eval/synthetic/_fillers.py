@@ -12,7 +12,7 @@ from ctx_langgraph.eval.synthetic._words import (
     PLANS,
     SERVICES,
     Call,
-    Turn,
+    DialogueTurn,
     Words,
     config_text,
     invoice_record,
@@ -67,7 +67,7 @@ def _command_texts(case: str, fields: dict[str, object], output: str) -> tuple[s
     )
 
 
-def _chat_turn(words: Words) -> Turn:
+def _chat_turn(words: Words) -> DialogueTurn:
     chat = words.rng.choice(PHRASES["chats"])
     fields = {
         "name": words.name(),
@@ -75,12 +75,12 @@ def _chat_turn(words: Words) -> Turn:
         "amount": words.amount(100, 600),
         "service": words.pick(SERVICES),
     }
-    return Turn(
+    return DialogueTurn(
         words.request(chat["question"].format(**fields)), (), chat["answer"].format(**fields)
     )
 
 
-def _order_turn(words: Words) -> Turn:
+def _order_turn(words: Words) -> DialogueTurn:
     order, (first, last), city = words.order(), words.person(), words.pick(CITIES)
     record, status = order_record(words, order, f"{first} {last}", city)
     texts = TURNS["order"]
@@ -90,7 +90,7 @@ def _order_turn(words: Words) -> Turn:
     return one_call(words, core, Call("search_orders", {"query": order}, record), reply)
 
 
-def _invoice_turn(words: Words) -> Turn:
+def _invoice_turn(words: Words) -> DialogueTurn:
     invoice, company, month = words.invoice(), words.company(), words.pick(MONTHS)
     texts = TURNS["invoice"]
     core = words.pick(texts["requests"]).format(company=company, month=month, invoice=invoice)
@@ -101,7 +101,7 @@ def _invoice_turn(words: Words) -> Turn:
     return one_call(words, core, call, reply)
 
 
-def _file_turn(words: Words) -> Turn:
+def _file_turn(words: Words) -> DialogueTurn:
     texts = TURNS["file"]
     path = f"/etc/{words.pick(SERVICES)}/{words.pick(texts['roles'])}.yaml"
     case = words.rng.choice(texts["cases"])
@@ -109,7 +109,7 @@ def _file_turn(words: Words) -> Turn:
     return one_call(words, case["request"].format(path=path), call, case["reply"])
 
 
-def _command_turn(words: Words) -> Turn:
+def _command_turn(words: Words) -> DialogueTurn:
     request, command, output, reply = command_case(words)
     return one_call(words, request, Call("run_command", {"command": command}, output), reply)
 
@@ -167,16 +167,16 @@ def _parallel_worker(words: Words, count: int) -> tuple[str, tuple[Call, ...], s
     )
 
 
-def _parallel_turn(words: Words) -> Turn:
+def _parallel_turn(words: Words) -> DialogueTurn:
     rng = words.rng
     count = rng.choice((2, 2, 3))
     case = (_parallel_invoices, _parallel_orders, _parallel_worker)[rng.randrange(3)]
     request, calls, reply = case(words, count)
     preface = words.pick(TURNS["parallel"]["prefaces"])
-    return Turn(words.request(request), ((preface, calls),), words.reply(reply))
+    return DialogueTurn(words.request(request), ((preface, calls),), words.reply(reply))
 
 
-def _chain_turn(words: Words) -> Turn:
+def _chain_turn(words: Words) -> DialogueTurn:
     company, invoice, month = words.company(), words.invoice(), words.pick(MONTHS)
     texts = TURNS["chain"]
     fields = {"company": company, "invoice": invoice, "month": month}
@@ -195,7 +195,9 @@ def _chain_turn(words: Words) -> Turn:
         ),
     )
     request = texts["request"].format(**fields)
-    return Turn(words.request(request), cycles, words.reply(texts["reply"].format(**fields)))
+    return DialogueTurn(
+        words.request(request), cycles, words.reply(texts["reply"].format(**fields))
+    )
 
 
 # A failed call, the call that works, and the fields of the turn's texts.
@@ -258,7 +260,7 @@ _RETRIES = (
 )
 
 
-def _retry_turn(words: Words) -> Turn:
+def _retry_turn(words: Words) -> DialogueTurn:
     rng = words.rng
     case, make = _RETRIES[rng.randrange(4)]
     bad, good, fields = make(words)
@@ -269,10 +271,12 @@ def _retry_turn(words: Words) -> Turn:
         first_cycle = (bad, Call("run_command", {"command": command}, output))
     cycles = ((words.pick(PHRASES["prefaces"]), first_cycle), (texts["retry"], (good,)))
     request = texts["request"].format(**fields)
-    return Turn(words.request(request), cycles, words.reply(texts["reply"].format(**fields)))
+    return DialogueTurn(
+        words.request(request), cycles, words.reply(texts["reply"].format(**fields))
+    )
 
 
-FILLERS: tuple[tuple[Callable[[Words], Turn], int], ...] = (
+FILLERS: tuple[tuple[Callable[[Words], DialogueTurn], int], ...] = (
     (_chat_turn, 22),
     (_order_turn, 14),
     (_invoice_turn, 12),

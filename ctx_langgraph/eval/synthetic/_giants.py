@@ -15,7 +15,7 @@ from ctx_langgraph.eval.synthetic._words import (
     PLANS,
     SERVICES,
     Call,
-    Turn,
+    DialogueTurn,
     Words,
 )
 
@@ -145,7 +145,7 @@ GIANTS: dict[str, Giant] = {
 """Every giant output by name (``data/giants.json``), with its row maker."""
 
 
-def giant_turn(words: Words, giant: Giant, planted: str | None) -> Turn:
+def giant_turn(words: Words, giant: Giant, planted: str | None) -> DialogueTurn:
     """A turn whose one call returns ``giant``'s output, ``planted`` in the middle of its rows."""
     rng = words.rng
     target = rng.randint(*_TARGET)
@@ -160,7 +160,7 @@ def giant_turn(words: Words, giant: Giant, planted: str | None) -> Turn:
     output = f"{giant.header}\n{body}" if giant.header else body
     call = Call(giant.tool, dict(giant.args), output)
     preface = words.pick(TURNS["giant_prefaces"])
-    return Turn(
+    return DialogueTurn(
         words.request(giant.request),
         ((preface, (call,)),),
         giant.reply.format(rows=len(rows)),

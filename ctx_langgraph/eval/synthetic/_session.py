@@ -25,7 +25,7 @@ from ctx_langgraph.eval.synthetic._facts import (
 )
 from ctx_langgraph.eval.synthetic._fillers import FILLERS
 from ctx_langgraph.eval.synthetic._giants import GIANTS, giant_turn
-from ctx_langgraph.eval.synthetic._words import Turn, Words
+from ctx_langgraph.eval.synthetic._words import DialogueTurn, Words
 
 __all__ = ["MAX_TURNS", "TOOL_NAMES", "tool_session", "tool_specs"]
 
@@ -92,7 +92,7 @@ class _Writer:
         self.created_at.append(self._clock)
         self._clock += _STEP
 
-    def turn(self, number: int, turn: Turn) -> tuple[str, list[str]]:
+    def turn(self, number: int, turn: DialogueTurn) -> tuple[str, list[str]]:
         """Write one turn; returns the ids of its human message and of its tool messages."""
         human = f"t{number}-h"
         self._add(HumanMessage(turn.request, id=human))
@@ -252,7 +252,7 @@ def _write_turns(words: Words, turns: int, facts: list[Fact], giants: set[int]) 
         elif number in corrections:
             fact = corrections[number]
             reply = words.pick(PHRASES["corrected_replies"])
-            turn = Turn(fact.kind.correction.format(**fact.fields), (), reply)
+            turn = DialogueTurn(fact.kind.correction.format(**fact.fields), (), reply)
             fact.correction_evidence = writer.turn(number, turn)[0]
         elif number in giants:
             writer.turn(number, giant_turn(words, GIANTS[words.pick(list(GIANTS))], None))

@@ -31,7 +31,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Turn:
+class DialogueTurn:
     request: str
     cycles: tuple[tuple[str, tuple[Call, ...]], ...]
     reply: str
@@ -39,12 +39,12 @@ class Turn:
     """Index (over the turn's calls) of the call whose output states a planted fact."""
 
 
-def one_call(words: Words, request: str, call: Call, reply: str) -> Turn:
+def one_call(words: Words, request: str, call: Call, reply: str) -> DialogueTurn:
     """A turn of one tool call, its request and reply dressed by :meth:`Words.request` and
     :meth:`Words.reply` (in that order, around the preface: the draws stay in sequence)."""
     dressed = words.request(request)
     preface = words.pick(PHRASES["prefaces"])
-    return Turn(dressed, ((preface, (call,)),), words.reply(reply))
+    return DialogueTurn(dressed, ((preface, (call,)),), words.reply(reply))
 
 
 class Words:
