@@ -240,7 +240,8 @@ def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
     return (
         f'<tr class="call" id="call-{n}" data-call-key="{escape(call.call_key)}" '
         f'{_makeup_cells(call)}><td class="num">{n}</td>'
-        f"<td>{escape(call.created_at.strftime('%H:%M:%S'))}</td><td>{escape(call.purpose)}</td>"
+        f"<td>{escape(call.created_at.strftime('%H:%M:%S') if call.created_at else DASH)}</td>"
+        f"<td>{escape(call.purpose)}</td>"
         f"<td>{escape(call.model or call.provider)}</td>"
         f'<td class="num">{number(makeup.get("estimate"))}</td>'
         f'<td class="num">{number(call.input_total)}</td><td class="num">{number(call.cache_read)}</td>'

@@ -79,7 +79,8 @@ class CallRow:
     makeup: dict[str, int] | None
     """The request's parts as ``ctx_budget`` counted them (:mod:`ctx_langgraph.makeup`), None
     for a call it did not prepare."""
-    created_at: dt.datetime
+    created_at: dt.datetime | None
+    """When it was booked (None: not known)."""
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def _call(record: LedgerRecord) -> CallRow:
         cost=record.cost,
         cacheable_prefix=record.cacheable_prefix,
         makeup=record.makeup,
-        created_at=record.created_at or dt.datetime.min.replace(tzinfo=dt.timezone.utc),
+        created_at=record.created_at,
     )
 
 
