@@ -736,7 +736,7 @@ def unpack(context: Mapping[str, Any] | None) -> FlatContext:
     for key, value in (context or {}).items():
         if key in _GROUPS and isinstance(value, Mapping):
             for field, item in value.items():
-                flat[_FLAT.get((key, field), field)] = item
+                flat[_FLAT.get((key, field)) or str(field)] = item
         else:
             flat[key] = value
     return flat  # type: ignore[return-value]
@@ -749,7 +749,7 @@ def merge_facts(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None)
         >>> merge_facts({"view": {"epoch": 1}, "branch": "main"}, {"projection_epoch": 2})
         {'projection_epoch': 2, 'branch': 'main'}
     """
-    return {**unpack(left), **unpack(right)}  # type: ignore[typeddict-item]
+    return {**unpack(left), **unpack(right)}
 
 
 def packed(update: dict[str, Any]) -> dict[str, Any]:

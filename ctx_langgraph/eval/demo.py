@@ -118,7 +118,7 @@ def _events(update: dict[str, Any], turn: int, *, precompact: int | None = None)
     for node, values in update.items():
         if not isinstance(values, dict):
             continue
-        context = unpack(values.get("context"))
+        context: dict[str, Any] = dict(unpack(values.get("context")))
         budget = context.get("budget") or {}
         if node == "ctx_budget" and budget.get("decision") in ("compact", "precompact"):
             lines.append(_decision_line(budget, turn, precompact))
