@@ -132,7 +132,10 @@ def test_system_prompt_or_tools_change_bumps_the_epoch(store):
     state["messages"][0] = SystemMessage("v2: a new rule", id="s2")
     state, _ = step(node, state)
     assert state["context"]["view"]["epoch"] == 1
-    assert "system prompt, tools or model changed" in state["context"]["report"]["budget"]["epoch_bumped_for"]
+    assert (
+        "system prompt, tools or model changed"
+        in state["context"]["report"]["budget"]["epoch_bumped_for"]
+    )
 
 
 def test_giant_tool_output_is_capped_and_the_original_kept(store):
@@ -173,7 +176,9 @@ def test_old_tool_results_are_cleared_and_stay_cleared(store):
     assert all(m.additional_kwargs["ctx_cleared"] for m in update["messages"])
     assert "tool results cleared" in state["context"]["report"]["budget"]["epoch_bumped_for"]
     state, update = step(node, state)  # stable: nothing new to clear, no new epoch
-    assert "messages" not in update and state["context"]["report"]["budget"]["epoch_bumped_for"] == []
+    assert (
+        "messages" not in update and state["context"]["report"]["budget"]["epoch_bumped_for"] == []
+    )
     assert store.get_event("t", "t0").message.content.startswith("result number 0")
 
 

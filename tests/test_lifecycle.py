@@ -130,9 +130,9 @@ def test_a_view_too_short_to_cut_still_gets_its_history_summarized_again(store: 
     # without the rebuild mark, a view this short has nothing to cover
     state["context"] = {"projection_epoch": 4}
     assert (
-        node.invoke(state, {"configurable": {"thread_id": "short"}})["context"]["report"]["compaction"][
-            "status"
-        ]
+        node.invoke(state, {"configurable": {"thread_id": "short"}})["context"]["report"][
+            "compaction"
+        ]["status"]
         == "nothing_to_cover"
     )
 

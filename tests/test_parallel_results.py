@@ -254,7 +254,10 @@ def test_small_results_beside_a_large_one_stay_whole(store: HistoryStore) -> Non
     update = node.invoke({"messages": messages}, {"configurable": {"thread_id": "t"}})
     changed = {m.id for m in update["messages"] if isinstance(m, ToolMessage)}
     assert changed == {"t9"}  # the four small ones fit beside the shortened large one
-    assert update["context"]["report"]["budget"]["total"] <= update["context"]["report"]["budget"]["usable"]
+    assert (
+        update["context"]["report"]["budget"]["total"]
+        <= update["context"]["report"]["budget"]["usable"]
+    )
 
 
 # --------------------------------------------------------------------------- the error's advice

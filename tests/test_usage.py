@@ -517,7 +517,10 @@ def test_stale_response_is_booked_but_does_not_move_the_baseline(memory_ledger):
         {"messages": [HumanMessage("q", id="h0"), reply], "context": context},
         {"configurable": {"thread_id": "stale"}},
     )
-    assert "baseline" not in update["context"] and update["context"]["report"]["last_usage"]["stale"] is True
+    assert (
+        "baseline" not in update["context"]
+        and update["context"]["report"]["last_usage"]["stale"] is True
+    )
     assert memory_ledger.get("msg:late-1").usage.input_total == 50_000
     # the same reply seen again (a resumed run) is not booked twice
     again = {

@@ -117,7 +117,9 @@ def test_anthropic_stream_with_several_cumulative_message_deltas(server, ledger)
     assert totals.counts["input_total"] == 19_250
     assert totals.counts["output"] == 120  # the last cumulative value, not 30 + 80 + 120
     assert state["context"]["baseline"]["measured_input_tokens"] == 19_250
-    assert state["context"]["report"]["last_usage"]["booked"] == "duplicate"  # the handler booked it first
+    assert (
+        state["context"]["report"]["last_usage"]["booked"] == "duplicate"
+    )  # the handler booked it first
 
 
 async def test_anthropic_stream_async(server, ledger):
