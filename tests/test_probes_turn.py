@@ -38,6 +38,7 @@ from ctx_langgraph import (
 from ctx_langgraph.compaction import SummaryRequest, pairing_problems
 from ctx_langgraph.errors import ContextBudgetExceeded
 from ctx_langgraph.memory.extract import ChatModelExtractor
+from ctx_langgraph.state import unpack
 from ctx_langgraph.testing import MeteringChatModel, scripted_summary_reply
 
 WORDS = (  # noqa: SIM905
@@ -268,7 +269,7 @@ def test_backoff_skips_the_failing_summarizer_while_the_request_fits(store: Hist
         graph.invoke({"messages": [("user", words(turn))]}, run)
     # one compaction tried it (2 attempts); during the hour-long backoff only the fallback ran
     assert summarizer.calls == 2
-    state = graph.get_state(run).values["context"]
+    state = unpack(graph.get_state(run).values["context"])
     assert state["summarizer_backoff"]["failures"] == 1
     assert state["summarizer_backoff"]["retry_at"] > time.time() + 3_000
 
