@@ -208,6 +208,7 @@ class BudgetNode:
             messages=messages,
             state_messages=messages,
             context=context,
+            given=dict(context),
             run_config=config,
             scope=scope_from_config(config, dict(context)),
             counter=thread_counter(self.settings.counter, context),

@@ -72,7 +72,7 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
         late = _unbooked_reply(turn) if booker is not None else None
         if late is not None and booker is not None:
             booking, database = booker(late, turn.scope)
-            turn.context["last_usage_message_id"] = turn.late["last_usage_message_id"] = late.id
+            turn.context["last_usage_message_id"] = late.id
         outcome = yield from call(
             s.store.append_after,
             s.store.aappend_after,

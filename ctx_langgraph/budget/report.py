@@ -21,16 +21,6 @@ from ctx_langgraph.view.markers import is_flagged, is_synthetic
 
 __all__ = ["budget_update"]
 
-_CARRIED = (
-    "edit_version",
-    "rebuild",
-    "server_compaction",
-    "projected_for",
-    "repairs",
-    "record_warnings",
-)
-_SUMMARY_KEYS = ("active_checkpoint_id", "active_generation", "covered_through_seq")
-
 
 def budget_update(s: BudgetSettings, turn: BudgetPass) -> dict[str, Any]:
     """The node's return value: the ``context`` report, and the messages when the view changed
@@ -72,15 +62,12 @@ def budget_update(s: BudgetSettings, turn: BudgetPass) -> dict[str, Any]:
     update: dict[str, Any] = {"context": report}
     if turn.rewritten:
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.view]
-        for key in _SUMMARY_KEYS:
-            if key in context:
-                report[key] = context[key]  # type: ignore[literal-required]
     elif turn.replacements:
         update["messages"] = list(turn.replacements.values())
-    for key in _CARRIED:
-        if key in context:
-            report[key] = context[key]  # type: ignore[literal-required]
-    report.update(turn.late)
+    given = turn.given
+    for key, value in context.items():  # what a step changed, and the report does not say
+        if key not in report and (key not in given or given[key] is not value):
+            report[key] = value  # type: ignore[literal-required]
     return update
 
 

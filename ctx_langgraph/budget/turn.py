@@ -3,7 +3,7 @@ changed after construction) and the turn (one pass of one thread, thrown away af
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +93,9 @@ class BudgetPass:
     state_messages: Sequence[BaseMessage]
     """The state's messages, as the pass found them."""
     context: FlatContext
-    """A copy of the state's ``context``; steps note what the update carries over."""
+    """A copy of the state's ``context``: the facts a step changes here are reported."""
+    given: Mapping[str, Any]
+    """The state's ``context`` as the pass found it (what ``context`` is compared with)."""
     run_config: RunnableConfig | None
     scope: Scope
     counter: TokenCounter
@@ -129,8 +131,6 @@ class BudgetPass:
     """The request's cacheable prefix (step 7), when the pass sends one."""
     makeup: RequestMakeup | None = None
     """The request's tokens by part (step 7), when the pass sends one."""
-    late: FlatContext = field(default_factory=lambda: FlatContext())
-    """What the record step booked for ``ctx_usage`` (an answer it never booked)."""
 
     def note(self, reason: str) -> None:
         """The view changed for ``reason``: the update replaces it, the epoch moves."""
