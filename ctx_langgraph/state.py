@@ -253,7 +253,8 @@ class RecordedReply(TypedDict, total=False):
     """The append's status (``appended``, ``duplicate``, ``revised``)."""
     error: str
     """Why it was not recorded yet (``ctx_budget`` records it next)."""
-    branch: str  # the branch it forked and was recorded on (the branch had gone on past it)
+    branch: str
+    """The branch it forked and was recorded on (the branch had gone on past it)."""
 
 
 class ServerCompaction(TypedDict):

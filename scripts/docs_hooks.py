@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
+import typing_extensions
+
 log = logging.getLogger("mkdocs.plugins.ctx_reference")
 
 PUBLIC_MODULES: tuple[str, ...] = (
@@ -267,7 +269,7 @@ def _typed_dict_rows(cls: type, page: str, names: dict[str, list[Name]]) -> tupl
         annotation = getattr(declared, "__forward_arg__", None) or str(declared)
         annotation = annotation.replace("|", "\\|")
         for arg in (hints[key], *typing.get_args(hints[key])):
-            if typing.is_typeddict(arg) and arg not in nested:
+            if typing_extensions.is_typeddict(arg) and arg not in nested:
                 nested.append(arg)
                 target = _page_of(names, arg.__name__)
                 annotation = annotation.replace(
@@ -285,16 +287,24 @@ def context_markdown(names: dict[str, list[Name]]) -> str:
     table, nested = _typed_dict_rows(ContextReport, page, names)
     parts = [
         "# The context channel\n\n"
-        "Every node of the package reports what it decided in the state's `context` channel: "
-        "plain JSON, one key per fact, merged key by key (each node returns only the keys it "
-        'changes). Read it from `graph.get_state(config).values["context"]`, from a run\'s '
-        "output, or in Studio's state view. Its type is "
+        "The state's `context` channel holds, in plain JSON, the control state the next turn "
+        "needs and `report`, what each step decided on its last pass: a few keys, bounded "
+        "whatever the thread's length. Each node returns only the facts it changes; the "
+        "reducer files each under its key. Read it from "
+        "`graph.get_state(config).values[\"context\"]`, from a run's output, or in Studio's "
+        "state view. Its type is "
         f"[`ContextReport`]({_relative(_page_of(names, 'ContextReport'), page)}); every key "
         "is optional (a key appears once a node has written it).\n\n",
         table,
     ]
-    for cls in nested:
-        rows, _ = _typed_dict_rows(cls, page, names)
+    seen: set[type] = set()
+    while nested:
+        cls = nested.pop(0)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        rows, inner = _typed_dict_rows(cls, page, names)
+        nested.extend(inner)
         parts.append(f"\n## {cls.__name__}\n\n{_first_line(cls.__doc__)}\n\n{rows}")
     return "".join(parts)
 
