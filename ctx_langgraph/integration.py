@@ -298,8 +298,9 @@ def create_context_agent(
             or it is an offline fake such as ``MeteringChatModel``).
         tools: the agent's tools.
         prompt: a system prompt prepended to every request (not stored in the state).
-        store, config, summarizer, summary_model, ledger, counter, pinned_rules, memory,
-            provider_count: as :func:`add_context_management` takes them.
+        store: the history store, as :func:`add_context_management` takes it (so are
+            ``config``, ``summarizer``, ``summary_model``, ``pinned_rules``, ``memory`` and
+            ``provider_count``).
         lookup_tool: give the model the history lookup tool (``True``: one with default
             settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).

@@ -69,14 +69,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     The model, the tools and the system prompt are read from ``create_agent``'s model requests
     (``ContextManagementMiddleware(store)`` is enough); the steps are built by
     :func:`~ctx_langgraph.wiring.context_steps`, as :func:`~ctx_langgraph.add_context_management`
-    builds its nodes.
+    builds its nodes. ``store``, ``config``, ``summarizer``, ``summary_model``, ``ledger``,
+    ``counter``, ``provider_count``, ``pinned_rules`` and ``memory`` are as
+    :func:`~ctx_langgraph.add_context_management` takes them (the default summarizer is the
+    agent's model, unless it is an offline fake). ``model``, ``tools`` and ``system_prompt``
+    override what the model requests carry (``tools``: the agent's tools; this middleware's own
+    are added); they are not needed with ``create_agent``.
 
     Args:
-        store, config, summarizer, summary_model, ledger, counter, provider_count,
-            pinned_rules, memory: as :func:`~ctx_langgraph.add_context_management` takes them
-            (the default summarizer is the agent's model, unless it is an offline fake).
-        model, tools, system_prompt: override what the model requests carry (``tools``: the
-            agent's tools; this middleware's own are added). Not needed with ``create_agent``.
         lookup_tool: give the agent :func:`~ctx_langgraph.lookup.make_history_lookup_tool`.
         compact_tool: give the agent the ``compact_context`` tool
             (:func:`~ctx_langgraph.compaction.make_compact_tool`): the model asks for a

@@ -38,6 +38,7 @@ PUBLIC_MODULES: tuple[str, ...] = (
     "ctx_langgraph",
     "ctx_langgraph.integration",
     "ctx_langgraph.middleware",
+    "ctx_langgraph.wiring",
     "ctx_langgraph.config",
     "ctx_langgraph.state",
     "ctx_langgraph.history",
