@@ -51,7 +51,8 @@ def _count_vectors() -> Any:
 
 
 async def _vectors(api: Any) -> int:
-    return int(await api.run(_count_vectors()))
+    db = api.store.db  # the store's database runs a raw operation
+    return int(db.run(_count_vectors()) if api.mode == "sync" else await db.arun(_count_vectors()))
 
 
 async def _semantic(api: Any, query: str) -> list[str]:
