@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 
+from ctx_langgraph.core.effects import Flow
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import events as event_ops
 from ctx_langgraph.history import extend
-from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history._store import StoreBase, async_twin, flow_method
 from ctx_langgraph.history.args import id_list, text_arg
 from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import AppendOutcome, AppendResult, HistoryEvent, Scope
@@ -22,6 +23,7 @@ from ctx_langgraph.storage.statements import Op
 __all__ = ["EventsAPI"]
 
 T = TypeVar("T")
+Created = dt.datetime | Sequence[dt.datetime] | None
 
 
 class _Unset:
@@ -34,24 +36,17 @@ _UNSET = _Unset()
 class EventsAPI(StoreBase):
     """Append, read and edit a branch's events."""
 
-    @staticmethod
-    def _revised(results: list[AppendResult]) -> list[str]:
-        return [r.event_id for r in results if r.status == "revised"]
-
-    def _tell_revised(self, scope: Scope | str, results: list[AppendResult]) -> None:
+    def _tell_revised(self, scope: Scope | str, results: list[AppendResult]) -> Flow[None]:
         """The edit listeners hear of the events an append revised."""
-        if self._edit_listeners and (revised := self._revised(results)):
-            self.notify_edited(checked_scope(scope), revised, "revised")
-
-    async def _atell_revised(self, scope: Scope | str, results: list[AppendResult]) -> None:
-        if self._edit_listeners and (revised := self._revised(results)):
-            await self.anotify_edited(checked_scope(scope), revised, "revised")
+        revised = [r.event_id for r in results if r.status == "revised"]
+        if self._edit_listeners and revised:
+            yield from self._notify(checked_scope(scope), revised, "revised")
 
     def _append(
         self,
         scope: Scope | str,
         messages: Sequence[BaseMessage] | BaseMessage,
-        created_at: dt.datetime | Sequence[dt.datetime] | None,
+        created_at: Created,
         after: str | _Unset | None = _UNSET,
         fork: bool = False,
         active: str | None = None,
@@ -87,13 +82,14 @@ class EventsAPI(StoreBase):
             self.db.dialect, scope, rows, created, now, after, fork=bool(fork), active=active
         )
 
+    @flow_method
     def append(
         self,
         scope: Scope | str,
         messages: Sequence[BaseMessage] | BaseMessage,
         *,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
-    ) -> list[AppendResult]:
+        created_at: Created = None,
+    ) -> Flow[list[AppendResult]]:
         """Record messages at the end of a branch, in one transaction.
 
         Idempotent by message id: a message already recorded (here or, for a branch, in the
@@ -119,37 +115,26 @@ class EventsAPI(StoreBase):
             [1, 2]
             'duplicate'
         """
-        results: list[AppendResult] = self.db.run(
+        results: list[AppendResult] = yield from self._op(
             self._append(scope, messages, created_at), write=True
         )
-        self._tell_revised(scope, results)
+        yield from self._tell_revised(scope, results)
         return results
 
-    async def aappend(
-        self,
-        scope: Scope | str,
-        messages: Sequence[BaseMessage] | BaseMessage,
-        *,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
-    ) -> list[AppendResult]:
-        """Async twin of :meth:`append`."""
-        results: list[AppendResult] = await self.db.arun(
-            self._append(scope, messages, created_at), write=True
-        )
-        await self._atell_revised(scope, results)
-        return results
+    aappend = async_twin(append)
 
+    @flow_method
     def append_after(
         self,
         scope: Scope | str,
         messages: Sequence[BaseMessage],
         *,
         after: str | None,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
+        created_at: Created = None,
         fork: bool = False,
         active: str | None = None,
         then: Op[Any] | None = None,
-    ) -> AppendOutcome:
+    ) -> Flow[AppendOutcome]:
         """Record messages that follow the event ``after`` (a turn's new messages after the
         last one recorded), and read the branch after them, in one transaction: a
         compare-and-swap on the branch's head.
@@ -182,35 +167,20 @@ class EventsAPI(StoreBase):
             ([2], 2, True)
             ('main', True, 2)
         """
-        outcome: AppendOutcome = self.db.run(
-            self._after_then(scope, messages, created_at, after, fork, active, then), write=True
+        op = self._after_then(scope, messages, created_at, after, fork, active, then)
+        outcome: AppendOutcome = yield from self._op(op, write=True)
+        yield from self._tell_revised(
+            outcome.head.scope if outcome.head else scope, outcome.results
         )
-        self._tell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
         return outcome
 
-    async def aappend_after(
-        self,
-        scope: Scope | str,
-        messages: Sequence[BaseMessage],
-        *,
-        after: str | None,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
-        fork: bool = False,
-        active: str | None = None,
-        then: Op[Any] | None = None,
-    ) -> AppendOutcome:
-        """Async twin of :meth:`append_after`."""
-        outcome: AppendOutcome = await self.db.arun(
-            self._after_then(scope, messages, created_at, after, fork, active, then), write=True
-        )
-        await self._atell_revised(outcome.head.scope if outcome.head else scope, outcome.results)
-        return outcome
+    aappend_after = async_twin(append_after)
 
     def _after_then(
         self,
         scope: Scope | str,
         messages: Sequence[BaseMessage],
-        created_at: dt.datetime | Sequence[dt.datetime] | None,
+        created_at: Created,
         after: str | None,
         fork: bool,
         active: str | None,
@@ -227,14 +197,15 @@ class EventsAPI(StoreBase):
         value = yield from then
         return replace(outcome, value=value)
 
+    @flow_method
     def append_then(
         self,
         scope: Scope | str,
         messages: Sequence[BaseMessage],
         then: Op[T],
         *,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
-    ) -> tuple[list[AppendResult], T]:
+        created_at: Created = None,
+    ) -> Flow[tuple[list[AppendResult], T]]:
         """:meth:`append`, then the operation ``then`` of the same database, in one transaction
         (a reply recorded with its usage booked: ``UsageLedger.booking``). Either both are
         written or neither.
@@ -250,36 +221,22 @@ class EventsAPI(StoreBase):
             ...     results[0].status, booked.reason
             ('appended', 'new')
         """
-        results, value = self.db.run(self._then(scope, messages, created_at, then), write=True)
-        self._tell_revised(scope, results)
-        return results, value
-
-    async def aappend_then(
-        self,
-        scope: Scope | str,
-        messages: Sequence[BaseMessage],
-        then: Op[T],
-        *,
-        created_at: dt.datetime | Sequence[dt.datetime] | None = None,
-    ) -> tuple[list[AppendResult], T]:
-        """Async twin of :meth:`append_then`."""
-        results, value = await self.db.arun(
+        results, value = yield from self._op(
             self._then(scope, messages, created_at, then), write=True
         )
-        await self._atell_revised(scope, results)
+        yield from self._tell_revised(scope, results)
         return results, value
 
+    aappend_then = async_twin(append_then)
+
     def _then(
-        self,
-        scope: Scope | str,
-        messages: Sequence[BaseMessage],
-        created_at: dt.datetime | Sequence[dt.datetime] | None,
-        then: Op[T],
+        self, scope: Scope | str, messages: Sequence[BaseMessage], created_at: Created, then: Op[T]
     ) -> Op[tuple[list[AppendResult], T]]:
         results: list[AppendResult] = yield from self._append(scope, messages, created_at)
         value = yield from then
         return results, value
 
+    @flow_method
     def read_events(
         self,
         scope: Scope | str,
@@ -288,57 +245,42 @@ class EventsAPI(StoreBase):
         to_seq: int | None = None,
         limit: int | None = None,
         include_hidden: bool = False,
-    ) -> list[HistoryEvent]:
+    ) -> Flow[list[HistoryEvent]]:
         """The branch's events (inherited ones included) from ``from_seq`` on, in seq order."""
-        op = event_ops.read_events(
-            self.db.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+        return (
+            yield from self._op(
+                event_ops.read_events(
+                    self.db.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
+                )
+            )
         )
-        return self.db.run(op)
 
-    async def aread_events(
-        self,
-        scope: Scope | str,
-        *,
-        from_seq: int = 1,
-        to_seq: int | None = None,
-        limit: int | None = None,
-        include_hidden: bool = False,
-    ) -> list[HistoryEvent]:
-        """Async twin of :meth:`read_events`."""
-        op = event_ops.read_events(
-            self.db.dialect, checked_scope(scope), from_seq, to_seq, limit, include_hidden
-        )
-        return await self.db.arun(op)
+    aread_events = async_twin(read_events)
 
+    @flow_method
     def get_event(
         self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
-    ) -> HistoryEvent | None:
+    ) -> Flow[HistoryEvent | None]:
         """One event by message id in the branch's view, or None."""
         op = event_ops.get_event(self.db.dialect, checked_scope(scope), event_id, include_hidden)
-        return self.db.run(op)
+        return (yield from self._op(op))
 
-    async def aget_event(
-        self, scope: Scope | str, event_id: str, *, include_hidden: bool = False
-    ) -> HistoryEvent | None:
-        """Async twin of :meth:`get_event`."""
-        op = event_ops.get_event(self.db.dialect, checked_scope(scope), event_id, include_hidden)
-        return await self.db.arun(op)
+    aget_event = async_twin(get_event)
 
+    @flow_method
     def event_revisions(
         self, scope: Scope | str, event_id: str
-    ) -> list[tuple[int, dict[str, Any]]]:
+    ) -> Flow[list[tuple[int, dict[str, Any]]]]:
         """Earlier revisions of an event, oldest first, as (revision, message record)."""
         op = event_ops.event_revisions(self.db.dialect, checked_scope(scope), event_id)
-        return self.db.run(op)
+        return (yield from self._op(op))
 
-    async def aevent_revisions(
-        self, scope: Scope | str, event_id: str
-    ) -> list[tuple[int, dict[str, Any]]]:
-        """Async twin of :meth:`event_revisions`."""
-        op = event_ops.event_revisions(self.db.dialect, checked_scope(scope), event_id)
-        return await self.db.arun(op)
+    aevent_revisions = async_twin(event_revisions)
 
-    def edits_since(self, scope: Scope | str, version: int) -> list[tuple[int, str, int, str]]:
+    @flow_method
+    def edits_since(
+        self, scope: Scope | str, version: int
+    ) -> Flow[list[tuple[int, str, int, str]]]:
         """The thread's edit log after edit version ``version`` (every branch), oldest first, as
         ``(edit_version, branch, seq, kind)`` with ``kind`` ``"hide"``, ``"show"``,
         ``"delete"`` or ``"revise"``. ``branch_info(...).edit_version`` is the newest version.
@@ -353,62 +295,45 @@ class EventsAPI(StoreBase):
             ...     store.edits_since("t", 0)
             [(1, 'main', 2, 'delete')]
         """
-        return self.db.run(event_ops.edits_since(checked_scope(scope), version))
+        return (yield from self._op(event_ops.edits_since(checked_scope(scope), version)))
 
-    async def aedits_since(
-        self, scope: Scope | str, version: int
-    ) -> list[tuple[int, str, int, str]]:
-        """Async twin of :meth:`edits_since`."""
-        op = event_ops.edits_since(checked_scope(scope), version)
-        return await self.db.arun(op)
+    aedits_since = async_twin(edits_since)
 
-    def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+    def _edit(
+        self, edit: Any, scope: Scope | str, event_ids: Sequence[str] | str, told: str | None
+    ) -> Flow[int]:
+        """Run the visibility edit ``edit`` on ``event_ids``; the listeners hear ``told``."""
+        ids = id_list("event_ids", event_ids)
+        op = edit(self.db.dialect, checked_scope(scope), ids, self.clock())
+        changed: int = yield from self._op(op, write=True)
+        if told is not None:
+            yield from self._notify(checked_scope(scope), ids, told)
+        return changed
+
+    @flow_method
+    def hide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> Flow[int]:
         """Hide events from reads and search (kept for audit); returns how many changed.
 
         An event inherited from a parent branch is one shared row: hiding it hides it in every
         branch that shares it. Candidates covering a hidden event become stale.
         """
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.hide_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        changed = self.db.run(op, write=True)
-        self.notify_edited(checked_scope(scope), ids, "hidden")
-        return changed
+        return (yield from self._edit(event_ops.hide_events, scope, event_ids, "hidden"))
 
-    async def ahide_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
-        """Async twin of :meth:`hide_events`."""
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.hide_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        changed = await self.db.arun(op, write=True)
-        await self.anotify_edited(checked_scope(scope), ids, "hidden")
-        return changed
+    ahide_events = async_twin(hide_events)
 
-    def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+    @flow_method
+    def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> Flow[int]:
         """Make hidden events visible again; returns how many changed."""
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.show_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        return self.db.run(op, write=True)
+        return (yield from self._edit(event_ops.show_events, scope, event_ids, None))
 
-    async def ashow_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
-        """Async twin of :meth:`show_events`."""
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.show_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        return await self.db.arun(op, write=True)
+    ashow_events = async_twin(show_events)
 
-    def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
+    @flow_method
+    def delete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> Flow[int]:
         """Delete events and their earlier revisions for good; returns how many were deleted.
 
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.delete_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        changed = self.db.run(op, write=True)
-        self.notify_edited(checked_scope(scope), ids, "deleted")
-        return changed
+        return (yield from self._edit(event_ops.delete_events, scope, event_ids, "deleted"))
 
-    async def adelete_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> int:
-        """Async twin of :meth:`delete_events`."""
-        ids = id_list("event_ids", event_ids)
-        op = event_ops.delete_events(self.db.dialect, checked_scope(scope), ids, self.clock())
-        changed = await self.db.arun(op, write=True)
-        await self.anotify_edited(checked_scope(scope), ids, "deleted")
-        return changed
+    adelete_events = async_twin(delete_events)
