@@ -7,10 +7,12 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from ctx_langgraph.core.effects import Flow
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import rank as rank_ops
 from ctx_langgraph.history import search as search_ops
 from ctx_langgraph.history import vectors as vector_ops
+from ctx_langgraph.history._store import async_twin, flow_method
 from ctx_langgraph.history._vectors_api import VectorsAPI
 from ctx_langgraph.history.index import SearchMode
 from ctx_langgraph.history.rank_counts import RankCounts
@@ -72,6 +74,7 @@ class SearchAPI(VectorsAPI):
             )
         )
 
+    @flow_method
     def search(
         self,
         scope: Scope | str,
@@ -86,7 +89,7 @@ class SearchAPI(VectorsAPI):
         limit: int = 20,
         cursor: str | None = None,
         newest_first: bool = False,
-    ) -> SearchPage:
+    ) -> Flow[SearchPage]:
         """Find visible events of a branch, one page at a time, in seq order.
 
         ``query`` matches events containing every word of it (full-text: SQLite FTS5,
@@ -120,39 +123,11 @@ class SearchAPI(VectorsAPI):
             cursor=cursor,
             newest_first=newest_first,
         )
-        return self.db.run(call)
+        return (yield from self._op(call))
 
-    async def asearch(
-        self,
-        scope: Scope | str,
-        query: str | None = None,
-        *,
-        min_seq: int | None = None,
-        max_seq: int | None = None,
-        since: dt.datetime | None = None,
-        until: dt.datetime | None = None,
-        roles: Sequence[str] | str | None = None,
-        tool_name: str | None = None,
-        limit: int = 20,
-        cursor: str | None = None,
-        newest_first: bool = False,
-    ) -> SearchPage:
-        """Async twin of :meth:`search`."""
-        call = self._search(
-            scope,
-            query=query,
-            min_seq=min_seq,
-            max_seq=max_seq,
-            since=since,
-            until=until,
-            roles=roles,
-            tool_name=tool_name,
-            limit=limit,
-            cursor=cursor,
-            newest_first=newest_first,
-        )
-        return await self.db.arun(call)
+    asearch = async_twin(search)
 
+    @flow_method
     def rank(
         self,
         scope: Scope | str,
@@ -166,7 +141,7 @@ class SearchAPI(VectorsAPI):
         roles: Sequence[str] | str = (),
         tool_name: str | None = None,
         mode: SearchMode | None = None,
-    ) -> RankedHits:
+    ) -> Flow[RankedHits]:
         """Visible events of a branch by relevance to ``query``, best first.
 
         ``mode`` (default: ``hybrid`` when the store has a vector index, else ``keyword``):
@@ -215,7 +190,9 @@ class SearchAPI(VectorsAPI):
             [2, 1, 4]
         """
         chosen = self.search_mode(mode)
-        vector, problem = (None, None) if chosen == "keyword" else self._query_vector(query)
+        vector, problem = (
+            (None, None) if chosen == "keyword" else (yield from self._query_vector(query))
+        )
         call = self._rank(
             scope,
             query,
@@ -230,37 +207,6 @@ class SearchAPI(VectorsAPI):
             roles=roles,
             tool_name=tool_name,
         )
-        return self.db.run(call)
+        return (yield from self._op(call))
 
-    async def arank(
-        self,
-        scope: Scope | str,
-        query: str,
-        *,
-        limit: int = 20,
-        min_seq: int | None = None,
-        max_seq: int | None = None,
-        since: dt.datetime | None = None,
-        until: dt.datetime | None = None,
-        roles: Sequence[str] | str = (),
-        tool_name: str | None = None,
-        mode: SearchMode | None = None,
-    ) -> RankedHits:
-        """Async twin of :meth:`rank`."""
-        chosen = self.search_mode(mode)
-        vector, problem = (None, None) if chosen == "keyword" else await self._aquery_vector(query)
-        call = self._rank(
-            scope,
-            query,
-            chosen,
-            vector,
-            problem,
-            limit=limit,
-            min_seq=min_seq,
-            max_seq=max_seq,
-            since=since,
-            until=until,
-            roles=roles,
-            tool_name=tool_name,
-        )
-        return await self.db.arun(call)
+    arank = async_twin(rank)

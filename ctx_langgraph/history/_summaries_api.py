@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctx_langgraph.core.effects import Flow
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import segments as segment_ops
 from ctx_langgraph.history import summaries as summary_ops
-from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history._store import StoreBase, async_twin, flow_method
 from ctx_langgraph.history.types import (
     CompactionCheckpoint,
     CoverageSnapshot,
@@ -31,17 +32,18 @@ def _checkpoint_id(candidate: CompactionCheckpoint | str) -> str:
 class SummariesAPI(StoreBase):
     """Compaction checkpoints: build, commit and read summary versions."""
 
-    def snapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
+    @flow_method
+    def snapshot(self, scope: Scope | str, through_seq: int) -> Flow[CoverageSnapshot]:
         """Fix the span a new summary will cover: from the active summary's cursor + 1 through
         ``through_seq``. Summarize ``snapshot.events`` (plus the active summary), then call
         :meth:`create_candidate` and :meth:`commit_candidate`."""
-        return self.db.run(summary_ops.snapshot(self.db.dialect, checked_scope(scope), through_seq))
-
-    async def asnapshot(self, scope: Scope | str, through_seq: int) -> CoverageSnapshot:
-        """Async twin of :meth:`snapshot`."""
-        return await self.db.arun(
-            summary_ops.snapshot(self.db.dialect, checked_scope(scope), through_seq)
+        return (
+            yield from self._op(
+                summary_ops.snapshot(self.db.dialect, checked_scope(scope), through_seq)
+            )
         )
+
+    asnapshot = async_twin(snapshot)
 
     def _create_candidate(
         self, snapshot: CoverageSnapshot, **content: Any
@@ -51,6 +53,7 @@ class SummariesAPI(StoreBase):
             self.db.dialect, snapshot, summary_ops.CandidateContent(**content), self.clock()
         )
 
+    @flow_method
     def create_candidate(
         self,
         snapshot: CoverageSnapshot,
@@ -63,7 +66,7 @@ class SummariesAPI(StoreBase):
         format_version: int = 1,
         provider_state: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> CompactionCheckpoint:
+    ) -> Flow[CompactionCheckpoint]:
         """Store a candidate summary built from ``snapshot`` (status ``candidate``, not yet active).
 
         Examples:
@@ -89,36 +92,12 @@ class SummariesAPI(StoreBase):
             provider_state=provider_state,
             metadata=metadata,
         )
-        return self.db.run(call, write=True)
+        return (yield from self._op(call, write=True))
 
-    async def acreate_candidate(
-        self,
-        snapshot: CoverageSnapshot,
-        *,
-        summary_text: str | None,
-        key_facts: Sequence[KeyFact] = (),
-        first_kept_event_id: str | None = None,
-        summarizer_id: str | None = None,
-        summary_tokens: int | None = None,
-        format_version: int = 1,
-        provider_state: dict[str, Any] | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> CompactionCheckpoint:
-        """Async twin of :meth:`create_candidate`."""
-        call = self._create_candidate(
-            snapshot,
-            summary_text=summary_text,
-            key_facts=key_facts,
-            first_kept_event_id=first_kept_event_id,
-            summarizer_id=summarizer_id,
-            summary_tokens=summary_tokens,
-            format_version=format_version,
-            provider_state=provider_state,
-            metadata=metadata,
-        )
-        return await self.db.arun(call, write=True)
+    acreate_candidate = async_twin(create_candidate)
 
-    def commit_candidate(self, candidate: CompactionCheckpoint | str) -> CompactionCheckpoint:
+    @flow_method
+    def commit_candidate(self, candidate: CompactionCheckpoint | str) -> Flow[CompactionCheckpoint]:
         """Make a candidate the active summary, by compare-and-swap on the active generation.
 
         In one transaction: the branch's active pointer moves to the candidate, the candidate
@@ -132,28 +111,19 @@ class SummariesAPI(StoreBase):
                 since the snapshot (this one is marked ``failed``).
         """
         op = summary_ops.commit_candidate(self.db.dialect, _checkpoint_id(candidate), self.clock())
-        return self.db.run(op, write=True)
+        return (yield from self._op(op, write=True))
 
-    async def acommit_candidate(
-        self, candidate: CompactionCheckpoint | str
-    ) -> CompactionCheckpoint:
-        """Async twin of :meth:`commit_candidate`."""
-        op = summary_ops.commit_candidate(self.db.dialect, _checkpoint_id(candidate), self.clock())
-        return await self.db.arun(op, write=True)
+    acommit_candidate = async_twin(commit_candidate)
 
+    @flow_method
     def mark_failed(
         self, candidate: CompactionCheckpoint | str, reason: str
-    ) -> CompactionCheckpoint:
+    ) -> Flow[CompactionCheckpoint]:
         """Mark a candidate ``failed`` with a reason; the active summary is untouched."""
         op = summary_ops.mark_failed(self.db.dialect, _checkpoint_id(candidate), reason)
-        return self.db.run(op, write=True)
+        return (yield from self._op(op, write=True))
 
-    async def amark_failed(
-        self, candidate: CompactionCheckpoint | str, reason: str
-    ) -> CompactionCheckpoint:
-        """Async twin of :meth:`mark_failed`."""
-        op = summary_ops.mark_failed(self.db.dialect, _checkpoint_id(candidate), reason)
-        return await self.db.arun(op, write=True)
+    amark_failed = async_twin(mark_failed)
 
     def _record_failed(
         self,
@@ -171,6 +141,7 @@ class SummariesAPI(StoreBase):
         )
         return summary_ops.record_failed(self.db.dialect, snapshot, content, error, self.clock())
 
+    @flow_method
     def record_failed(
         self,
         snapshot: CoverageSnapshot,
@@ -179,7 +150,7 @@ class SummariesAPI(StoreBase):
         summarizer_id: str | None = None,
         first_kept_event_id: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> CompactionCheckpoint:
+    ) -> Flow[CompactionCheckpoint]:
         """Record a compaction attempt that produced no summary: a ``failed`` version of the
         span ``snapshot`` fixed (its seqs, one generation above the active summary), with no
         text and ``error`` saying why. The active summary and every other version stay as
@@ -197,46 +168,35 @@ class SummariesAPI(StoreBase):
             ('failed', 1, 6, None)
         """
         op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
-        return self.db.run(op, write=True)
+        return (yield from self._op(op, write=True))
 
-    async def arecord_failed(
-        self,
-        snapshot: CoverageSnapshot,
-        *,
-        error: str,
-        summarizer_id: str | None = None,
-        first_kept_event_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> CompactionCheckpoint:
-        """Async twin of :meth:`record_failed`."""
-        op = self._record_failed(snapshot, error, summarizer_id, first_kept_event_id, metadata)
-        return await self.db.arun(op, write=True)
+    arecord_failed = async_twin(record_failed)
 
-    def get_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
+    @flow_method
+    def get_active(self, scope: Scope | str) -> Flow[CompactionCheckpoint | None]:
         """The branch's active summary (possibly inherited from its parent), or None."""
-        return self.db.run(summary_ops.get_active(self.db.dialect, checked_scope(scope)))
+        return (yield from self._op(summary_ops.get_active(self.db.dialect, checked_scope(scope))))
 
-    async def aget_active(self, scope: Scope | str) -> CompactionCheckpoint | None:
-        """Async twin of :meth:`get_active`."""
-        return await self.db.arun(summary_ops.get_active(self.db.dialect, checked_scope(scope)))
+    aget_active = async_twin(get_active)
 
-    def get_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
+    @flow_method
+    def get_checkpoint(self, checkpoint_id: str) -> Flow[CompactionCheckpoint | None]:
         """One summary version by id, whatever its status."""
-        return self.db.run(summary_ops.get_checkpoint(self.db.dialect, checkpoint_id))
+        return (yield from self._op(summary_ops.get_checkpoint(self.db.dialect, checkpoint_id)))
 
-    async def aget_checkpoint(self, checkpoint_id: str) -> CompactionCheckpoint | None:
-        """Async twin of :meth:`get_checkpoint`."""
-        return await self.db.arun(summary_ops.get_checkpoint(self.db.dialect, checkpoint_id))
+    aget_checkpoint = async_twin(get_checkpoint)
 
-    def list_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
+    @flow_method
+    def list_versions(self, scope: Scope | str) -> Flow[list[CompactionCheckpoint]]:
         """Every summary version created on the branch, newest generation first."""
-        return self.db.run(summary_ops.list_versions(self.db.dialect, checked_scope(scope)))
+        return (
+            yield from self._op(summary_ops.list_versions(self.db.dialect, checked_scope(scope)))
+        )
 
-    async def alist_versions(self, scope: Scope | str) -> list[CompactionCheckpoint]:
-        """Async twin of :meth:`list_versions`."""
-        return await self.db.arun(summary_ops.list_versions(self.db.dialect, checked_scope(scope)))
+    alist_versions = async_twin(list_versions)
 
-    def prune_versions(self, scope: Scope | str, *, keep: int) -> int:
+    @flow_method
+    def prune_versions(self, scope: Scope | str, *, keep: int) -> Flow[int]:
         """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest
         (failed attempts without a summary counted apart, ``keep`` of them kept too), and the
         segment index's superseded rows beyond the ``keep`` newest of each range.
@@ -244,11 +204,9 @@ class SummariesAPI(StoreBase):
         The active version, and any version another branch still uses as its active summary,
         are never deleted. Returns how many versions were deleted.
         """
-        return self.db.run(self._prune(scope, keep), write=True)
+        return (yield from self._op(self._prune(scope, keep), write=True))
 
-    async def aprune_versions(self, scope: Scope | str, *, keep: int) -> int:
-        """Async twin of :meth:`prune_versions`."""
-        return await self.db.arun(self._prune(scope, keep), write=True)
+    aprune_versions = async_twin(prune_versions)
 
     def _prune(self, scope: Scope | str, keep: int) -> Op[int]:
         scope = checked_scope(scope)
@@ -260,9 +218,10 @@ class SegmentsAPI(StoreBase):
     """The segment index: summaries of separate history ranges, for the lookup (docs/design.md
     §8). Never loaded into a prompt by default."""
 
+    @flow_method
     def segment_snapshot(
         self, scope: Scope | str, first_seq: int, last_seq: int
-    ) -> CoverageSnapshot:
+    ) -> Flow[CoverageSnapshot]:
         """Fix a range a segment will summarize: its visible events, the thread's edit counter
         and the range's hash. Summarize ``snapshot.events``, then call :meth:`put_segment`.
 
@@ -280,16 +239,9 @@ class SegmentsAPI(StoreBase):
         op = segment_ops.segment_snapshot(
             self.db.dialect, checked_scope(scope), first_seq, last_seq
         )
-        return self.db.run(op)
+        return (yield from self._op(op))
 
-    async def asegment_snapshot(
-        self, scope: Scope | str, first_seq: int, last_seq: int
-    ) -> CoverageSnapshot:
-        """Async twin of :meth:`segment_snapshot`."""
-        op = segment_ops.segment_snapshot(
-            self.db.dialect, checked_scope(scope), first_seq, last_seq
-        )
-        return await self.db.arun(op)
+    asegment_snapshot = async_twin(segment_snapshot)
 
     def _put(self, snapshot: CoverageSnapshot, content: dict[str, Any]) -> Op[Segment]:
         content["key_facts"] = tuple(content.get("key_facts") or ())
@@ -297,6 +249,7 @@ class SegmentsAPI(StoreBase):
             self.db.dialect, snapshot, segment_ops.SegmentContent(**content), self.clock()
         )
 
+    @flow_method
     def put_segment(
         self,
         snapshot: CoverageSnapshot,
@@ -306,7 +259,7 @@ class SegmentsAPI(StoreBase):
         summarizer_id: str | None = None,
         summary_tokens: int | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> Segment:
+    ) -> Flow[Segment]:
         """Store the summary of ``snapshot``'s range as an active segment, superseding any
         segment of an overlapping range, if the range still holds what the snapshot read.
 
@@ -321,40 +274,20 @@ class SegmentsAPI(StoreBase):
             "summary_tokens": summary_tokens,
             "metadata": metadata,
         }
-        return self.db.run(self._put(snapshot, content), write=True)
+        return (yield from self._op(self._put(snapshot, content), write=True))
 
-    async def aput_segment(
-        self,
-        snapshot: CoverageSnapshot,
-        *,
-        summary_text: str,
-        key_facts: Sequence[KeyFact] = (),
-        summarizer_id: str | None = None,
-        summary_tokens: int | None = None,
-        metadata: dict[str, Any] | None = None,
-    ) -> Segment:
-        """Async twin of :meth:`put_segment`."""
-        content = {
-            "summary_text": summary_text,
-            "key_facts": key_facts,
-            "summarizer_id": summarizer_id,
-            "summary_tokens": summary_tokens,
-            "metadata": metadata,
-        }
-        return await self.db.arun(self._put(snapshot, content), write=True)
+    aput_segment = async_twin(put_segment)
 
+    @flow_method
     def segments(
         self, scope: Scope | str, *, statuses: Sequence[str] = ("active",)
-    ) -> list[Segment]:
+    ) -> Flow[list[Segment]]:
         """The branch's segments of these statuses (``active``, ``invalid``, ``superseded``),
         oldest range first."""
-        return self.db.run(
-            segment_ops.list_segments(self.db.dialect, checked_scope(scope), statuses)
+        return (
+            yield from self._op(
+                segment_ops.list_segments(self.db.dialect, checked_scope(scope), statuses)
+            )
         )
 
-    async def asegments(
-        self, scope: Scope | str, *, statuses: Sequence[str] = ("active",)
-    ) -> list[Segment]:
-        """Async twin of :meth:`segments`."""
-        op = segment_ops.list_segments(self.db.dialect, checked_scope(scope), statuses)
-        return await self.db.arun(op)
+    asegments = async_twin(segments)

@@ -12,11 +12,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from typing_extensions import Self
 
-from ctx_langgraph.core.effects import Flow, arun, call, run
+from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.errors import EmbeddingError
 from ctx_langgraph.history import vectors as vector_ops
-from ctx_langgraph.history._store import StoreBase
+from ctx_langgraph.history._store import StoreBase, async_twin, flow_method
 from ctx_langgraph.history.index import (
     SEARCH_MODES,
     IndexConfig,
@@ -127,13 +127,14 @@ class VectorsAPI(StoreBase):
 
     # ------------------------------------------------------------------ embedding
 
+    @flow_method
     def embed_pending(
         self,
         scope: Scope | str,
         *,
         limit: int = DEFAULT_EMBED_LIMIT,
         ledger: EmbeddingLedger | None = None,
-    ) -> EmbedReport:
+    ) -> Flow[EmbedReport]:
         """Embed the thread's visible events that have no vector of the index's model for
         their current text (new, revised, shown again, or made by another model), at most
         ``limit``, in batches; with ``ledger`` (a :class:`~ctx_langgraph.usage.UsageLedger`:
@@ -153,27 +154,13 @@ class VectorsAPI(StoreBase):
             ...     report.embedded, report.pending, report.error
             (1, 0, None)
         """
-        return run(self._embed_flow(checked_scope(scope), limit, ledger))
-
-    async def aembed_pending(
-        self,
-        scope: Scope | str,
-        *,
-        limit: int = DEFAULT_EMBED_LIMIT,
-        ledger: EmbeddingLedger | None = None,
-    ) -> EmbedReport:
-        """Async twin of :meth:`embed_pending`."""
-        return await arun(self._embed_flow(checked_scope(scope), limit, ledger))
-
-    def _embed_flow(
-        self, scope: Scope, limit: int, ledger: EmbeddingLedger | None
-    ) -> Flow[EmbedReport]:
+        scope = checked_scope(scope)
         index = self.index
         if index is None:
             return EmbedReport()
         started = time.monotonic()
-        events, pending = yield from call(
-            self.db.run, self.db.arun, vector_ops.pending_events(scope, index.key, max(1, limit))
+        events, pending = yield from self._op(
+            vector_ops.pending_events(scope, index.key, max(1, limit))
         )
         embedded = tokens = 0
         error: str | None = None
@@ -202,11 +189,8 @@ class VectorsAPI(StoreBase):
                 (event, each * len(unit), blob)
                 for event, unit, blob in zip(batch, units, blobs, strict=True)
             ]
-            written = yield from call(
-                self.db.run,
-                self.db.arun,
-                vector_ops.put_event_vectors(scope, index.key, rows),
-                write=True,
+            written = yield from self._op(
+                vector_ops.put_event_vectors(scope, index.key, rows), write=True
             )
             embedded += written
             tokens += counted
@@ -216,21 +200,16 @@ class VectorsAPI(StoreBase):
             embedded, max(0, pending - embedded), tokens, error, time.monotonic() - started
         )
 
-    def _query_vector(self, query: str) -> tuple[list[float] | None, str | None]:
-        assert self.index is not None
-        try:
-            return self.index.embed_query(query), None
-        except EmbeddingError as exc:
-            log.warning("ctx-langgraph: a search fell back to words: %s", exc)
-            return None, str(exc)[:300]
+    aembed_pending = async_twin(embed_pending)
 
-    async def _aquery_vector(self, query: str) -> tuple[list[float] | None, str | None]:
+    def _query_vector(self, query: str) -> Flow[tuple[list[float] | None, str | None]]:
         assert self.index is not None
         try:
-            return await self.index.aembed_query(query), None
+            vector = yield from call(self.index.embed_query, self.index.aembed_query, query)
         except EmbeddingError as exc:
             log.warning("ctx-langgraph: a search fell back to words: %s", exc)
             return None, str(exc)[:300]
+        return vector, None
 
 
 def _book(

@@ -9,11 +9,12 @@ so the logic exists once; a backend is the store over another database.
 
 from __future__ import annotations
 
+from ctx_langgraph.core.effects import Flow
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.history import branches as branch_ops
 from ctx_langgraph.history._events_api import EventsAPI
 from ctx_langgraph.history._search_api import SearchAPI
-from ctx_langgraph.history._store import EditListener
+from ctx_langgraph.history._store import EditListener, async_twin, flow_method
 from ctx_langgraph.history._summaries_api import SegmentsAPI, SummariesAPI
 from ctx_langgraph.history.types import DEFAULT_TENANT, BranchInfo, Scope, ThreadRow
 
@@ -28,7 +29,8 @@ class HistoryStore(EventsAPI, SearchAPI, SummariesAPI, SegmentsAPI):
     Call :meth:`setup` once to create or migrate the tables.
     """
 
-    def create_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
+    @flow_method
+    def create_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> Flow[BranchInfo]:
         """Fork ``from_branch`` after ``fork_seq`` into ``scope.branch``.
 
         The new branch reads the parent's events up to ``fork_seq`` (shared, not copied) and its
@@ -40,43 +42,37 @@ class HistoryStore(EventsAPI, SearchAPI, SummariesAPI, SegmentsAPI):
         op = branch_ops.create_branch(
             self.db.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
         )
-        return self.db.run(op, write=True)
+        return (yield from self._op(op, write=True))
 
-    async def acreate_branch(self, scope: Scope, from_branch: str, fork_seq: int) -> BranchInfo:
-        """Async twin of :meth:`create_branch`."""
-        parent = checked_scope(checked_scope(scope).on_branch(from_branch))
-        op = branch_ops.create_branch(
-            self.db.dialect, checked_scope(scope), parent.branch, fork_seq, self.clock()
-        )
-        return await self.db.arun(op, write=True)
+    acreate_branch = async_twin(create_branch)
 
-    def branch_info(self, scope: Scope | str) -> BranchInfo | None:
+    @flow_method
+    def branch_info(self, scope: Scope | str) -> Flow[BranchInfo | None]:
         """The branch's lineage, head seq and active pointer, or None if it has no row yet."""
-        return self.db.run(branch_ops.branch_info(self.db.dialect, checked_scope(scope)))
+        return (yield from self._op(branch_ops.branch_info(self.db.dialect, checked_scope(scope))))
 
-    async def abranch_info(self, scope: Scope | str) -> BranchInfo | None:
-        """Async twin of :meth:`branch_info`."""
-        return await self.db.arun(branch_ops.branch_info(self.db.dialect, checked_scope(scope)))
+    abranch_info = async_twin(branch_info)
 
-    def list_branches(self, scope: Scope | str) -> list[BranchInfo]:
+    @flow_method
+    def list_branches(self, scope: Scope | str) -> Flow[list[BranchInfo]]:
         """Every branch of the scope's thread."""
-        return self.db.run(branch_ops.list_branches(self.db.dialect, checked_scope(scope)))
+        return (
+            yield from self._op(branch_ops.list_branches(self.db.dialect, checked_scope(scope)))
+        )
 
-    async def alist_branches(self, scope: Scope | str) -> list[BranchInfo]:
-        """Async twin of :meth:`list_branches`."""
-        return await self.db.arun(branch_ops.list_branches(self.db.dialect, checked_scope(scope)))
+    alist_branches = async_twin(list_branches)
 
-    def list_threads(self, tenant: str = DEFAULT_TENANT, *, limit: int = 500) -> list[ThreadRow]:
-        """The tenant's threads, newest first (at most ``limit``)."""
-        return self.db.run(branch_ops.list_threads(self.db.dialect, tenant, limit))
-
-    async def alist_threads(
+    @flow_method
+    def list_threads(
         self, tenant: str = DEFAULT_TENANT, *, limit: int = 500
-    ) -> list[ThreadRow]:
-        """Async twin of :meth:`list_threads`."""
-        return await self.db.arun(branch_ops.list_threads(self.db.dialect, tenant, limit))
+    ) -> Flow[list[ThreadRow]]:
+        """The tenant's threads, newest first (at most ``limit``)."""
+        return (yield from self._op(branch_ops.list_threads(self.db.dialect, tenant, limit)))
 
-    def delete_thread(self, scope: Scope | str) -> dict[str, int]:
+    alist_threads = async_twin(list_threads)
+
+    @flow_method
+    def delete_thread(self, scope: Scope | str) -> Flow[dict[str, int]]:
         """Forget a thread's history: its events and their revisions, edit log, summary
         versions, branches and thread row, all branches at once, in one transaction (the branch
         of ``scope`` does not matter). Returns the rows deleted per table. The usage ledger's
@@ -96,12 +92,8 @@ class HistoryStore(EventsAPI, SearchAPI, SummariesAPI, SegmentsAPI):
             ...     store.delete_thread("t")["ctx_events"], store.read_events("t")
             (1, [])
         """
-        deleted = self.db.run(branch_ops.delete_thread(checked_scope(scope)), write=True)
-        self.notify_edited(checked_scope(scope), [], "thread_deleted")
+        deleted = yield from self._op(branch_ops.delete_thread(checked_scope(scope)), write=True)
+        yield from self._notify(checked_scope(scope), [], "thread_deleted")
         return deleted
 
-    async def adelete_thread(self, scope: Scope | str) -> dict[str, int]:
-        """Async twin of :meth:`delete_thread`."""
-        deleted = await self.db.arun(branch_ops.delete_thread(checked_scope(scope)), write=True)
-        await self.anotify_edited(checked_scope(scope), [], "thread_deleted")
-        return deleted
+    adelete_thread = async_twin(delete_thread)

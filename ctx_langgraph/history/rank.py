@@ -1,31 +1,8 @@
-"""Ranked search: the branch's visible events having any stem of a query, best first by Okapi
-BM25, scored in Python so that every backend ranks the same events alike (docs/design.md §4).
-
-The index finds the events (a stem matches an event having a word with that stem, see
-:func:`~ctx_langgraph.core.text.search_document`) and counts them; the score reads each
-found event's text, split and stemmed as the index was:
-
-- ``N``: the branch's visible events that pass the filters; ``df``: those matching a stem;
-- ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``;
-- an event's score is the sum over the query's stems of
-  ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``tf`` the stem's count
-  in its text, ``dl`` the text's length in words and ``avgdl`` the mean length of the events
-  found; ``k1 = 1.2``, ``b = 0.75``.
-
-A person's message counts its speaker's name (the message's ``name``, on user and assistant
-messages) as one more word of its text: a question naming a person ranks what that person
-said above what was said to them. The name is not in the index: it scores the events found by
-the text, and its ``df`` is the stem's matches in texts plus the messages of the speakers
-whose name has it (counted by name in the statement that counts ``N``).
-
-Bounded work: per stem, the newest :data:`CANDIDATES_PER_STEM` matching events are read (a
-stem matching more is common, and weighs little); an older event found only through common
-stems is not ranked. Every stem's count and its newest matches come from one statement (with
-the first :data:`TEXTS_PER_READ` candidates' texts; the others' follow as many at a time), and
-``N`` with the speakers' counts from the store's
-:class:`~ctx_langgraph.history.rank_counts.RankCounts` (counted whole once, then only what
-each turn appended).
-"""
+"""Ranked search: a branch's visible events having any stem of a query, best first by Okapi
+BM25 (``k1 = 1.2``, ``b = 0.75``), scored in Python so every backend ranks alike (docs/design.md
+§4). The full-text index finds and counts the events per stem (the newest
+:data:`CANDIDATES_PER_STEM` are read); a person's message counts its speaker's name as one
+more word."""
 
 from __future__ import annotations
 
@@ -85,10 +62,7 @@ FUSION_CANDIDATES = 100
 
 @dataclass(frozen=True)
 class RankQuery:
-    """What a ranked search asks for, checked when built: ``query``'s stems (ValueError naming
-    the query when it has none besides glue words, or more than :data:`MAX_RANK_TERMS`) and
-    the filters (a :class:`~ctx_langgraph.history.search.SearchFilter` without query or cursor;
-    its ``limit`` is how many hits come back)."""
+    """A ranked search's stems and filters (without query or cursor), checked when built."""
 
     query: str
     filters: SearchFilter
@@ -169,12 +143,9 @@ def _matching(
     args: Sequence[Any],
     candidates: int,
 ) -> Op[tuple[dict[str, int], dict[int, tuple[dict[str, int], int]]]]:
-    """How many of the filtered events have each stem, and what BM25 reads of the newest
-    ``candidates`` of each (by seq: the stems' counts in it and its length). One statement
-    counts each stem's matches (read once, through the full-text index) and returns the texts
-    of the first :data:`TEXTS_PER_READ` candidates and the pks of the others, whose texts are
-    read as many at a time: a search holds the texts of one read only (a worker thread's
-    allocator keeps the most it ever held)."""
+    """Per stem, how many filtered events have it; per candidate (the newest ``candidates`` of
+    each stem), its stems' counts and length. The texts are read :data:`TEXTS_PER_READ` at a
+    time."""
     ctes: list[str] = []
     newest: list[str] = []
     counts: list[str] = []
@@ -249,10 +220,8 @@ def rank_scores(
     candidates: int | None = None,
     counts: RankCounts | None = None,
 ) -> Op[list[tuple[int, float]]]:
-    """(seq, BM25 score) of the best ``q.filters.limit`` events of the branch (``found``: it,
-    its lineage and stamp), best first, reading at most ``candidates`` events per stem
-    (:data:`CANDIDATES_PER_STEM` by default); what :func:`rank` ranks by, and a hybrid search
-    fuses. ``counts``: the store's counts of the branch (counted here when None)."""
+    """(seq, BM25 score) of the branch's best ``q.filters.limit`` events, best first, reading
+    at most ``candidates`` events per stem (default :data:`CANDIDATES_PER_STEM`)."""
     where, args = filter_clause(d, scope, found.chain, q.filters)
     speakers = yield from speaker_counts(scope, found, where, args, counts)
     events = sum(speakers.values())

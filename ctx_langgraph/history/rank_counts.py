@@ -1,17 +1,7 @@
-"""What a ranked search counts over a branch before it scores: ``N`` (the visible events that
-pass the filters) and, per speaker's name, how many of them are that person's messages (BM25's
-``df`` of a name, see :mod:`~ctx_langgraph.history.rank`).
-
-Counting them is a pass over the whole branch, the largest part of a ranked search on a long
-thread. A store keeps the counts it made (:class:`RankCounts`), stamped with what they were
-counted at: the thread's creation time (a thread deleted and made again counts anew), its edit
-counter (bumped by every hide, show, delete and revision) and the branch's head seq. A later
-search with the same stamp uses them as they are; one whose branch has grown since counts only
-the events appended after the head they were counted at, and adds them. Any edit, or another
-incarnation, counts again from the start. Every count is bounded by the head seq it is stamped
-with, and reads the edit counter in the same statement, so a write committed while it runs is
-never counted under a stamp it does not belong to.
-"""
+"""What a ranked search counts over a branch before it scores: the visible events that pass
+the filters, per speaker's name. A store keeps these counts (:class:`RankCounts`) stamped with
+the thread's creation time, edit counter and head seq: a grown branch counts only what was
+appended since, an edit counts again from the start."""
 
 from __future__ import annotations
 

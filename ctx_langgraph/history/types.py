@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal, TypeVar
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
@@ -47,6 +47,7 @@ Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
 AppendStatus = Literal["appended", "duplicate", "revised"]
 CheckpointStatus = Literal["candidate", "active", "superseded", "failed", "invalid"]
 SegmentStatus = Literal["active", "superseded", "invalid"]
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,45 @@ class CoverageSnapshot:
     """sha256 of (seq, event_id, revision) of every visible event of the span."""
 
 
+def _to_json(record: Any) -> dict[str, Any]:
+    """A summary version's or segment's fields as plain JSON, the scope spread in place."""
+    data: dict[str, Any] = {}
+    for item in fields(record):
+        value = getattr(record, item.name)
+        if isinstance(value, Scope):
+            data |= {"tenant": value.tenant, "thread_id": value.thread_id, "branch": value.branch}
+        elif isinstance(value, dt.datetime):
+            data[item.name] = value.isoformat()
+        elif item.name == "key_facts":
+            data[item.name] = [fact.to_json() for fact in value]
+        else:
+            data[item.name] = value
+    return data
+
+
+def _from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+    """The record :func:`_to_json` wrote, read back by the type of each field."""
+    values: dict[str, Any] = {}
+    for item in fields(cls):  # type: ignore[arg-type]
+        name, kind, raw = item.name, item.type, data.get(item.name)
+        if kind == "Scope":
+            raw = Scope(str(data["thread_id"]), str(data["tenant"]), str(data["branch"]))
+        elif kind in ("int", "str"):
+            raw = int(data[name]) if kind == "int" else str(data[name])
+        elif kind == "dt.datetime":
+            raw = dt.datetime.fromisoformat(str(data[name]))
+        elif kind == "dt.datetime | None":
+            raw = None if raw is None else dt.datetime.fromisoformat(str(raw))
+        elif name == "key_facts":
+            raw = tuple(KeyFact.from_json(fact) for fact in raw or ())
+        elif name == "metadata":
+            raw = dict(raw or {})
+        elif name == "status":
+            raw = data["status"]
+        values[name] = raw
+    return cls(**values)
+
+
 @dataclass(frozen=True)
 class CompactionCheckpoint:
     """One summary version: what it says and exactly which events it covers."""
@@ -239,56 +279,11 @@ class CompactionCheckpoint:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (times as ISO-8601, the scope's branch as ``branch``): what an export
         holds. :meth:`from_json` reads it back."""
-        return {
-            "id": self.id,
-            "tenant": self.scope.tenant,
-            "thread_id": self.scope.thread_id,
-            "branch": self.scope.branch,
-            "generation": self.generation,
-            "parent_id": self.parent_id,
-            "first_seq": self.first_seq,
-            "covered_through_seq": self.covered_through_seq,
-            "first_kept_event_id": self.first_kept_event_id,
-            "source_revision": self.source_revision,
-            "range_hash": self.range_hash,
-            "summary_text": self.summary_text,
-            "provider_state": self.provider_state,
-            "format_version": self.format_version,
-            "summarizer_id": self.summarizer_id,
-            "key_facts": [fact.to_json() for fact in self.key_facts],
-            "summary_tokens": self.summary_tokens,
-            "status": self.status,
-            "error": self.error,
-            "created_at": self.created_at.isoformat(),
-            "committed_at": None if self.committed_at is None else self.committed_at.isoformat(),
-            "metadata": self.metadata,
-        }
+        return _to_json(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CompactionCheckpoint:
-        committed = data.get("committed_at")
-        return cls(
-            id=str(data["id"]),
-            scope=Scope(str(data["thread_id"]), str(data["tenant"]), str(data["branch"])),
-            generation=int(data["generation"]),
-            parent_id=data.get("parent_id"),
-            first_seq=int(data["first_seq"]),
-            covered_through_seq=int(data["covered_through_seq"]),
-            first_kept_event_id=data.get("first_kept_event_id"),
-            source_revision=int(data["source_revision"]),
-            range_hash=str(data["range_hash"]),
-            summary_text=data.get("summary_text"),
-            provider_state=data.get("provider_state"),
-            format_version=int(data["format_version"]),
-            summarizer_id=data.get("summarizer_id"),
-            key_facts=tuple(KeyFact.from_json(item) for item in data.get("key_facts") or ()),
-            summary_tokens=data.get("summary_tokens"),
-            status=data["status"],
-            error=data.get("error"),
-            created_at=dt.datetime.fromisoformat(str(data["created_at"])),
-            committed_at=None if committed is None else dt.datetime.fromisoformat(str(committed)),
-            metadata=dict(data.get("metadata") or {}),
-        )
+        return _from_json(cls, data)
 
 
 @dataclass(frozen=True)
@@ -319,45 +314,11 @@ class Segment:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON, as an export holds it (:meth:`from_json` reads it back)."""
-        return {
-            "id": self.id,
-            "tenant": self.scope.tenant,
-            "thread_id": self.scope.thread_id,
-            "branch": self.scope.branch,
-            "first_seq": self.first_seq,
-            "last_seq": self.last_seq,
-            "generation": self.generation,
-            "source_revision": self.source_revision,
-            "range_hash": self.range_hash,
-            "summary_text": self.summary_text,
-            "key_facts": [fact.to_json() for fact in self.key_facts],
-            "summarizer_id": self.summarizer_id,
-            "summary_tokens": self.summary_tokens,
-            "status": self.status,
-            "error": self.error,
-            "created_at": self.created_at.isoformat(),
-            "metadata": self.metadata,
-        }
+        return _to_json(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Segment:
-        return cls(
-            id=str(data["id"]),
-            scope=Scope(str(data["thread_id"]), str(data["tenant"]), str(data["branch"])),
-            first_seq=int(data["first_seq"]),
-            last_seq=int(data["last_seq"]),
-            generation=int(data["generation"]),
-            source_revision=int(data["source_revision"]),
-            range_hash=str(data["range_hash"]),
-            summary_text=data.get("summary_text"),
-            key_facts=tuple(KeyFact.from_json(item) for item in data.get("key_facts") or ()),
-            summarizer_id=data.get("summarizer_id"),
-            summary_tokens=data.get("summary_tokens"),
-            status=data["status"],
-            error=data.get("error"),
-            created_at=dt.datetime.fromisoformat(str(data["created_at"])),
-            metadata=dict(data.get("metadata") or {}),
-        )
+        return _from_json(cls, data)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,6 @@
-"""The vectors of recently searched threads, in memory: a search by meaning reads a thread's
-vectors once, then only checks that they did not change (one row: the thread's
-``vector_version``, bumped in every transaction that writes or drops vectors of it, and its
-creation time, since a thread deleted and made again counts from 0 again). When they did
-change (a turn embedded its new events), it reads the thread's (event, revision) list and only
-the vectors it does not hold yet.
-
-Without it, each search would read every vector of the thread again (a 10,000-event thread:
-some 27 MB). Entries are immutable; the least recently used ones go past ``max_bytes``.
-"""
+"""The vectors of recently searched threads, in memory: read once, then only checked against
+the thread's ``vector_version`` (and creation time); when it changed, only the vectors not held
+yet are read. The least recently used entries go past ``max_bytes``."""
 
 from __future__ import annotations
 

@@ -1,27 +1,7 @@
 """The vector index's operations: which events await vectors, writing vectors (only for the
-event revision they were made from), and ranking a branch's events by meaning, and by meaning
-and words fused (docs/design.md §4).
-
-Semantic search is exact: the vectors of the branch's visible events that pass the filters are
-read with them in one statement and scored in NumPy (dot products: vectors are of unit
-length). A thread is small (10,000 events are some 30 MB of float32 at 384 dimensions and two
-vectors an event), so no approximate index is needed, and the same code serves SQLite and
-PostgreSQL. A store with an approximate index (pgvector, sqlite-vec) would replace the
-statement in :func:`semantic_rank` that reads the vectors: that statement is the seam.
-
-An event has several vectors (:func:`embed_units`): its whole text, and each of its sentences
-(or lines) when it has more than one, each after the speaker's name. Its semantic score is the
-best cosine of them: a message of small talk with one sentence that answers the question
-scores as that sentence does, where one vector of the whole message blurs it (measured on
-LoCoMo: evidence among the first 10 hits 61% with one vector per message, 70% with sentences).
-
-Hybrid ranking fuses the keyword ranking (BM25, :mod:`~ctx_langgraph.history.rank`) and the
-semantic one by score: an event scores ``KEYWORD_WEIGHT * bm25 / best_bm25 + (1 -
-KEYWORD_WEIGHT) * cosine``, a convex combination of the two scores, each on a 0-1 scale.
-Reciprocal-rank fusion, which ignores how far apart scores are, was measured too and did worse
-than words alone: a semantic ranking of small talk has no clear winners, and rank fusion gives
-its first places the weight of BM25's (docs/design.md §4 has the figures).
-"""
+event revision they were made from), and ranking a branch's events by meaning (exact: cosines
+in NumPy over the thread's vectors, one per text and per sentence of an event) or by meaning
+and words fused by score (docs/design.md §4 has the measured figures)."""
 
 from __future__ import annotations
 
