@@ -1,5 +1,5 @@
-"""Checks of the arguments the history store's public methods take: each raises TypeError or
-ValueError naming the argument, before any statement runs."""
+"""Checks of the history store's arguments: each raises TypeError or ValueError naming the
+argument, before any statement runs."""
 
 from __future__ import annotations
 

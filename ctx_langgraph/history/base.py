@@ -9,17 +9,19 @@ database the store holds (``store.db``); a backend is the store over another dat
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from langchain_core.messages import BaseMessage
 from typing_extensions import Self
 
-from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.effects import Call, Flow, arun, call, run
 from ctx_langgraph.core.scope import checked_scope
 from ctx_langgraph.errors import EmbeddingError
 from ctx_langgraph.history import branches as branch_ops
@@ -30,7 +32,6 @@ from ctx_langgraph.history import search as search_ops
 from ctx_langgraph.history import segments as segment_ops
 from ctx_langgraph.history import summaries as summary_ops
 from ctx_langgraph.history import vectors as vector_ops
-from ctx_langgraph.history._store import EditListener, StoreBase, async_twin, flow_method
 from ctx_langgraph.history.args import id_list, text_arg
 from ctx_langgraph.history.index import (
     SEARCH_MODES,
@@ -58,9 +59,52 @@ from ctx_langgraph.history.types import (
 )
 from ctx_langgraph.history.vector_cache import VectorCache
 from ctx_langgraph.history.vectors import RankedHits
+from ctx_langgraph.storage.runner import Database
 from ctx_langgraph.storage.statements import Op
 
 __all__ = ["DEFAULT_EMBED_LIMIT", "EditListener", "EmbedReport", "EmbeddingLedger", "HistoryStore"]
+
+S = TypeVar("S")
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def flow_method(flow: Callable[Concatenate[S, P], Flow[R]]) -> Callable[Concatenate[S, P], R]:
+    """The method that runs the flow ``flow`` builds synchronously."""
+
+    @functools.wraps(flow)
+    def method(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return run(flow(self, *args, **kwargs))
+
+    return method
+
+
+def async_twin(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The async twin of a :func:`flow_method`: the same flow, run async."""
+    flow: Callable[..., Flow[R]] = method.__wrapped__  # type: ignore[attr-defined]
+
+    @functools.wraps(flow)
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await arun(flow(self, *args, **kwargs))
+
+    twin.__name__ = twin.__qualname__ = f"a{method.__name__}"
+    twin.__doc__ = f"Async twin of :meth:`{method.__name__}`."
+    return twin
+
+
+@runtime_checkable
+class EditListener(Protocol):
+    """Told after events are deleted, hidden or revised, or a thread is deleted (``kind`` is
+    ``"deleted"``, ``"hidden"``, ``"revised"`` or ``"thread_deleted"``), so what was derived
+    from them elsewhere goes too. :class:`~ctx_langgraph.memory.LongTermMemory` is one."""
+
+    def events_edited(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None: ...
+
+    async def aevents_edited(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None: ...
+
 
 log = logging.getLogger("ctx_langgraph.history")
 
@@ -130,8 +174,6 @@ def _book(
         log.warning("ctx-langgraph: an embedding call was not booked: %s", exc)
 
 
-T = TypeVar("T")
-
 Created = dt.datetime | Sequence[dt.datetime] | None
 
 
@@ -146,13 +188,88 @@ def _checkpoint_id(candidate: CompactionCheckpoint | str) -> str:
     return candidate.id if isinstance(candidate, CompactionCheckpoint) else candidate
 
 
-class HistoryStore(StoreBase):
+class HistoryStore:
     """Raw history, compaction checkpoints, their active pointer, search (docs/design.md §4).
 
     Use :class:`~ctx_langgraph.history.SQLiteHistoryStore` (embedded default) or
     :class:`~ctx_langgraph.history.PostgresHistoryStore`; both pass the same conformance suite.
     Call :meth:`setup` once to create or migrate the tables.
     """
+
+    _edit_listeners: tuple[EditListener, ...] = ()
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        """The database the store's operations run on (one transaction each)."""
+
+    @property
+    def clock(self) -> Callable[[], dt.datetime]:
+        """What "now" is for the rows this store writes (the database's clock)."""
+        return self.db.clock
+
+    def _op(self, op: Op[T], write: bool = False) -> Call[T]:
+        """The effect running ``op`` on the store's database, in one transaction."""
+        return Call(self.db.run, self.db.arun, (op,), {"write": write})
+
+    @flow_method
+    def setup(self) -> Flow[int]:
+        """Create or migrate the tables (idempotent, safe to call from several processes).
+
+        Returns:
+            The schema version now in the database.
+        """
+        return (yield from call(self.db.setup, self.db.asetup))
+
+    asetup = async_twin(setup)
+
+    @flow_method
+    def schema_version(self) -> Flow[int]:
+        """The schema version the database is at (0: no tables yet), read without the check
+        every other operation makes first (:meth:`setup` migrates it)."""
+        return (yield from call(self.db.schema_version, self.db.aschema_version))
+
+    aschema_version = async_twin(schema_version)
+
+    @flow_method
+    def close(self) -> Flow[None]:
+        """Release the database's connections."""
+        yield from call(self.db.close, self.db.aclose)
+
+    aclose = async_twin(close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def add_edit_listener(self, listener: EditListener) -> None:
+        """Tell ``listener`` about every delete, hide and revision made through this store
+        object, after it commits (adding the same listener twice is a no-op)."""
+        if not any(existing is listener for existing in self._edit_listeners):
+            self._edit_listeners = (*self._edit_listeners, listener)
+
+    def _notify(self, scope: Scope, event_ids: Sequence[str], kind: str) -> Flow[None]:
+        """Tell the edit listeners that ``event_ids`` of ``scope`` were edited (``kind`` as
+        :class:`EditListener` says); nothing is told of an empty edit but ``thread_deleted``."""
+        if event_ids or kind == "thread_deleted":
+            for listener in self._edit_listeners:
+                yield from call(
+                    listener.events_edited, listener.aevents_edited, scope, event_ids, kind
+                )
+
+    notify_edited = flow_method(_notify)
+    anotify_edited = async_twin(notify_edited)
 
     index: VectorIndex | None = None
     _vector_cache: VectorCache | None = None
@@ -198,8 +315,6 @@ class HistoryStore(StoreBase):
                 "{'embed': ..., 'dims': N}"
             )
         return mode
-
-    # ------------------------------------------------------------------ embedding
 
     @flow_method
     def embed_pending(
@@ -546,11 +661,13 @@ class HistoryStore(StoreBase):
     aedits_since = async_twin(edits_since)
 
     def _edit(
-        self, edit: Any, scope: Scope | str, event_ids: Sequence[str] | str, told: str | None
+        self, kind: str, scope: Scope | str, event_ids: Sequence[str] | str, told: str | None
     ) -> Flow[int]:
-        """Run the visibility edit ``edit`` on ``event_ids``; the listeners hear ``told``."""
+        """Hide, show or delete ``event_ids``; the edit listeners hear ``told``."""
         ids = id_list("event_ids", event_ids)
-        op = edit(self.db.dialect, checked_scope(scope), ids, self.clock())
+        op = event_ops.edit_visibility(
+            self.db.dialect, checked_scope(scope), ids, self.clock(), kind=kind
+        )
         changed: int = yield from self._op(op, write=True)
         if told is not None:
             yield from self._notify(checked_scope(scope), ids, told)
@@ -563,14 +680,14 @@ class HistoryStore(StoreBase):
         An event inherited from a parent branch is one shared row: hiding it hides it in every
         branch that shares it. Candidates covering a hidden event become stale.
         """
-        return (yield from self._edit(event_ops.hide_events, scope, event_ids, "hidden"))
+        return (yield from self._edit("hide", scope, event_ids, "hidden"))
 
     ahide_events = async_twin(hide_events)
 
     @flow_method
     def show_events(self, scope: Scope | str, event_ids: Sequence[str] | str) -> Flow[int]:
         """Make hidden events visible again; returns how many changed."""
-        return (yield from self._edit(event_ops.show_events, scope, event_ids, None))
+        return (yield from self._edit("show", scope, event_ids, None))
 
     ashow_events = async_twin(show_events)
 
@@ -580,7 +697,7 @@ class HistoryStore(StoreBase):
 
         Seqs are never reused. Candidates covering a deleted event become stale.
         """
-        return (yield from self._edit(event_ops.delete_events, scope, event_ids, "deleted"))
+        return (yield from self._edit("delete", scope, event_ids, "deleted"))
 
     adelete_events = async_twin(delete_events)
 
@@ -726,31 +843,21 @@ class HistoryStore(StoreBase):
 
         ``mode`` (default: ``hybrid`` when the store has a vector index, else ``keyword``):
 
-        - ``keyword``: the events having any word of the query, by BM25 (below);
-        - ``semantic``: every event that passes the filters, by the best cosine of its vectors
-          with the query's (exact search within the thread; events not embedded yet are left
-          out);
-        - ``hybrid``: both fused by score, ``0.5 * bm25 / best_bm25 + 0.5 * cosine``
-          (:data:`~ctx_langgraph.history.vectors.KEYWORD_WEIGHT`), over BM25's first 100 and
-          the cosines' first 300 (or ``limit``).
+        - ``keyword``: the events having any word of the query, by BM25;
+        - ``semantic``: the filtered events with vectors, by the best cosine with the query's;
+        - ``hybrid``: both fused, ``0.5 * bm25 / best_bm25 + 0.5 * cosine``
+          (:data:`~ctx_langgraph.history.vectors.KEYWORD_WEIGHT`).
 
         The result is a :class:`~ctx_langgraph.history.vectors.RankedHits` (a list) that says
-        its ``mode``, how many filtered events had no vector yet (``unembedded``: searched by
-        words only) and, when the query could not be embedded (``problem``), that it fell back
-        to words. The rest of this describes the keyword ranking.
+        its ``mode``, how many filtered events had no vector yet (``unembedded``) and why it
+        fell back to words when the query could not be embedded (``problem``).
 
-        Words match by stem ("went" finds "go", "going" and "goes"; "groups" finds "group");
-        glue words ("the", "what", ...) are left out, and a query of only those raises
-        ValueError naming it. Rare words outweigh common ones, and of two events with a word
-        as often, the shorter ranks first; equal scores rank the newest (highest seq) first.
-        A user's or assistant's message counts its speaker's ``name`` as one more word, so
-        a question naming a person ranks what that person said first.
-        The score is computed in Python, the same on every backend (docs/design.md §4). The
-        filters are :meth:`search`'s; ``limit`` hits at most come back.
-
-        Per word of the query, the newest matching events are read (300,
-        :data:`~ctx_langgraph.history.rank.CANDIDATES_PER_STEM`), though all are counted: an
-        older event having only words that match more is not ranked.
+        Words match by stem ("went" finds "go"); glue words ("the", "what", ...) are left out.
+        Rare words outweigh common ones, shorter events rank first at equal counts, ties rank
+        the newest first; a person's message counts its speaker's ``name`` as one more word.
+        Scores are computed in Python, the same on every backend (docs/design.md §4); per word
+        the newest :data:`~ctx_langgraph.history.rank.CANDIDATES_PER_STEM` matches are read.
+        The filters are :meth:`search`'s; ``limit`` hits at most come back.
 
         Raises:
             ValueError: the query has no word besides glue words, or more than 32 distinct

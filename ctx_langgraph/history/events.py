@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctx_langgraph.errors import EventConflict
-from ctx_langgraph.history.args import id_list, limit_arg, seq_bound, text_arg
+from ctx_langgraph.history.args import limit_arg, seq_bound, text_arg
 from ctx_langgraph.history.branches import (
     Branch,
     Lineage,
@@ -42,18 +42,16 @@ __all__ = [
     "AppendPlan",
     "Known",
     "append",
-    "delete_events",
+    "edit_visibility",
     "edits_since",
     "event_revisions",
     "get_event",
-    "hide_events",
     "insert_events",
     "invalidate_covering",
     "invalidate_segments",
     "known_events",
     "plan_append",
     "read_events",
-    "show_events",
     "write_plan",
 ]
 
@@ -133,9 +131,7 @@ def insert_events(
     tenant: str, thread_id: str, entries: Sequence[tuple[str, int, EventRow, int, bool, Any]]
 ) -> Stmt:
     """One INSERT of events into a thread: entries are (branch, seq, row, revision, visible,
-    created_at as the dialect stores it). Every text column is written as stored (see
-    :func:`~ctx_langgraph.storage.codec.store_text`), with the row's search document."""
-    # A batch of plain rows writes no search document column (NULL: the index reads text).
+    stored created_at); a batch of plain rows writes no search document column."""
     terms = any(row.terms is not None for _, _, row, _, _, _ in entries)
     key = scope_key(tenant, thread_id)
     return Stmt(
@@ -161,8 +157,8 @@ def insert_events(
 
 
 def _event_values(row: EventRow) -> tuple[Any, ...]:
-    """The columns an event row writes, as stored: event_id, role, name, content, content_hash,
-    text, tool_call_ids, tool_names (then the search document, see :func:`append`)."""
+    """The stored columns event_id, role, name, content, content_hash, text, tool_call_ids and
+    tool_names of an event row."""
     return (
         store_text(row.event_id),
         store_text(row.role),
@@ -281,11 +277,9 @@ def write_plan(
 def invalidate_covering(
     scope: Scope, targets: Sequence[tuple[str, int]], why: str
 ) -> Op[list[str]]:
-    """Every summary version that covers an edited event (on any branch that reads the event's
-    row) loses its text and key facts; committed ones become ``invalid``. A branch whose active
-    summary was among them has no active summary any more (its generation still moves on), so
-    the next compaction rebuilds one from the remaining raw history. Returns the invalidated
-    committed versions' ids."""
+    """Every summary version covering an edited event (on any branch reading its row) loses its
+    text and key facts; committed ones become ``invalid`` and stop being active. Returns the
+    invalidated committed versions' ids."""
     branches = yield from branch_map(scope)
     invalid: list[str] = []
     for name in branches:
@@ -330,9 +324,8 @@ def invalidate_covering(
 
 
 def invalidate_segments(scope: Scope, seqs: Sequence[int], why: str) -> Op[int]:
-    """The active segments of ``scope``'s branch whose range holds one of ``seqs`` lose their
-    text and key facts and become ``invalid`` (rebuilt from the remaining raw history later).
-    Returns how many."""
+    """The branch's active segments holding one of ``seqs`` lose their text and key facts and
+    become ``invalid``; returns how many."""
     changed = 0
     for seq in sorted(set(seqs)):
         count = yield Stmt(
@@ -370,11 +363,10 @@ def _clear_derived_metadata(where: tuple[str, str, str, int]) -> Op[None]:
         yield Stmt("UPDATE ctx_checkpoints SET metadata = ? WHERE id = ?", many=cleared)
 
 
-def _edit_visibility(
+def edit_visibility(
     d: Dialect, scope: Scope, event_ids: Sequence[str], now: dt.datetime, *, kind: str
 ) -> Op[int]:
-    """Hide, show or delete events by id in the scope's view (inherited rows included: an event
-    shared by several branches is one row, so the change applies to every branch that shares it)."""
+    """Hide, show or delete events by id in the scope's view (a shared row: in every branch)."""
     event_ids = [store_text(i) for i in event_ids]
     if not event_ids:
         return 0
@@ -431,27 +423,6 @@ def _edit_visibility(
         seqs = ", ".join(str(seq) for _, seq in sorted(targets, key=lambda t: t[1])[:5])
         yield from invalidate_covering(scope, targets, f"{kind} of event seq {seqs}")
     return len(targets)
-
-
-def hide_events(
-    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
-) -> Op[int]:
-    """Hide events by id; returns how many changed."""
-    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="hide")
-
-
-def show_events(
-    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
-) -> Op[int]:
-    """Make hidden events visible again; returns how many changed."""
-    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="show")
-
-
-def delete_events(
-    d: Dialect, scope: Scope, event_ids: Sequence[str] | str, now: dt.datetime
-) -> Op[int]:
-    """Delete events by id, with their earlier revisions; returns how many were deleted."""
-    return _edit_visibility(d, scope, id_list("event_ids", event_ids), now, kind="delete")
 
 
 def read_events(

@@ -1,6 +1,6 @@
-"""The compare-and-swap append every write that extends a branch makes: the new messages are
-recorded when the branch ends at the event the writer last saw, a replay's are duplicates, and
-another timeline's makes them diverge (or fork the branch at the last event both share)."""
+"""The compare-and-swap append of a write that extends a branch: recorded when the branch ends
+at the event the writer last saw; a replay's messages are duplicates, another timeline's diverge
+(or fork the branch at the last event both share)."""
 
 from __future__ import annotations
 
@@ -31,16 +31,9 @@ def append_after(
     fork: bool = False,
     active: str | None = None,
 ) -> Op[AppendOutcome]:
-    """Record ``rows`` when the branch ends at the event ``after`` (or never held it), and
-    read the branch after them, in the same transaction: a compare-and-swap on the branch's
-    head (see :meth:`~ctx_langgraph.history.HistoryStore.append_after`).
-
-    The branch may hold events after ``after`` that are the first of ``rows`` (same ids, same
-    content) and nothing more: a replay, whose messages are duplicates and the rest appended.
-    Other events after ``after`` diverge: nothing is written, or with ``fork`` a new branch
-    forks at the last event both share and ``rows`` are recorded there; its active summary is
-    ``active`` (the writer's state's; None: it shows none), when that one covers only shared
-    events."""
+    """Record ``rows`` when the branch ends at the event ``after`` (or never held it), and read
+    the branch after them: a compare-and-swap on the branch's head (see
+    :meth:`~ctx_langgraph.history.HistoryStore.append_after`)."""
     branch, chain = yield from lock_branch(d, scope, now, create=True, edits=True)
     ids = [row.event_id for row in rows]
     known = yield from known_events(scope, chain, [*ids, after] if after is not None else ids)
@@ -68,9 +61,8 @@ def append_after(
 def _replayed(
     scope: Scope, chain: Lineage, after_seq: int, rows: Sequence[EventRow]
 ) -> Op[tuple[list[int], bool]]:
-    """The branch's events after ``after_seq`` against ``rows``: the seqs of the leading ones
-    that are the same messages (same id, same content), and whether the branch ends with them
-    (every event after ``after_seq`` is one of them: a replay)."""
+    """The seqs of the branch's events after ``after_seq`` that are the leading ``rows`` (same
+    id and content), and whether the branch ends with them (a replay)."""
     clause, params = lineage_clause(chain)
     stored = yield Stmt(
         "SELECT e.seq, e.event_id, e.content_hash FROM ctx_events e WHERE e.tenant = ? AND "

@@ -1,12 +1,6 @@
-"""The history store's vector index configuration, in the shape of LangGraph's ``BaseStore``
-index (``{"embed": ..., "dims": N}``), and the embedding calls it makes: bounded, timed out,
-checked (docs/design.md §4).
-
-An :class:`IndexConfig` is what a store is given; :func:`vector_index` checks it once and
-returns a :class:`VectorIndex`. Vectors are stored as little-endian float32 of unit length, so a
-dot product is the cosine, under the index's :attr:`VectorIndex.key` (model id and
-dimensions): vectors of another model are never compared with these.
-"""
+"""The history store's vector index configuration, shaped like LangGraph's ``BaseStore`` index
+(``{"embed": ..., "dims": N}``), and its embedding calls: bounded, timed out, checked. Vectors
+are unit-length little-endian float32 under :attr:`VectorIndex.key` (model id and dims)."""
 
 from __future__ import annotations
 
@@ -30,7 +24,6 @@ __all__ = [
     "IndexConfig",
     "SearchMode",
     "VectorIndex",
-    "decode_vector",
     "encode_vectors",
     "vector_index",
 ]
@@ -105,9 +98,7 @@ def _positive(config: dict[str, Any], name: str, default: float, kind: type) -> 
 
 
 class _Workers:
-    """The threads a sync call of the model runs on, so that it can be given up after its
-    timeout: one pool kept for every call, and replaced once a call outlives its timeout (the
-    stuck thread is left to finish alone, in the pool given up)."""
+    """The thread pool sync model calls run on, replaced when a call outlives its timeout."""
 
     SIZE = 4
     """Calls that may run at once (more wait for a thread)."""
@@ -280,13 +271,3 @@ def encode_vectors(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     import numpy as np
 
     return [np.asarray(vector, dtype="<f4").tobytes() for vector in vectors]
-
-
-def decode_vector(blob: bytes | memoryview, dims: int) -> Any:
-    """A stored vector as a NumPy array (ValueError when it is not ``dims`` floats)."""
-    import numpy as np
-
-    array = np.frombuffer(bytes(blob), dtype="<f4")
-    if array.shape != (dims,):
-        raise ValueError(f"a stored vector has {array.size} values, the index {dims}")
-    return array

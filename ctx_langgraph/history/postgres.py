@@ -1,7 +1,5 @@
-"""The production history store: PostgreSQL through psycopg 3 and psycopg_pool.
-
-The same driver as ``langgraph-checkpoint-postgres``, so one database can serve both.
-"""
+"""The production history store: PostgreSQL through psycopg 3 and psycopg_pool (the driver of
+``langgraph-checkpoint-postgres``, so one database can serve both)."""
 
 from __future__ import annotations
 
@@ -21,12 +19,10 @@ __all__ = ["PostgresHistoryStore"]
 class PostgresHistoryStore(HistoryStore):
     """History store on PostgreSQL (tsvector + GIN full-text search).
 
-    Connections come from a pool opened on first use; connecting is bounded by
-    ``connect_timeout``, so a server that is down gives
-    :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging, and a server
-    that says no (a missing database, an unknown role, a wrong password, nothing listening on
-    the port) gives it at once, with the server's own reason. The async methods use an
-    ``AsyncConnectionPool`` bound to the running event loop.
+    Connections come from a pool opened on first use. A server that is down gives
+    :class:`~ctx_langgraph.errors.HistoryStoreError` after ``connect_timeout``, one that refuses
+    the connection at once, with its reason. The async methods use an ``AsyncConnectionPool``
+    bound to the running event loop.
 
     Examples:
         .. code-block:: python

@@ -72,7 +72,7 @@ def _defaults(kind: str) -> dict[str, Any] | None:
 
 def _compact(record: dict[str, Any], text: str) -> dict[str, Any]:
     """The record without what :func:`expand_record` restores: default fields, and the content
-    when it is the row's text. Stored rows are about half as large; reads are exact."""
+    when it is the row's text."""
     defaults = _defaults(str(record.get("type")))
     data = record.get("data")
     if defaults is None or not isinstance(data, dict):
@@ -126,10 +126,8 @@ class EventRow:
 
 
 def _block_text(block: Any) -> str:
-    """A content block's text: text, reasoning, a tool call, a tool result's content; any other
-    block (an image, a file, a provider's own) by its reference
-    (:func:`~ctx_langgraph.core.blocks.block_reference`: URLs, ids, names, mime types; a
-    payload by its size and digest)."""
+    """A content block's text (text, reasoning, a tool call or result); any other block by its
+    :func:`~ctx_langgraph.core.blocks.block_reference`."""
     if not isinstance(block, dict):
         return block_reference(block)
     kind = block.get("type")
@@ -166,17 +164,14 @@ def text_projection(message: BaseMessage) -> str:
     else:
         parts.extend(text for text in (_block_text(block) for block in content) if text)
     if isinstance(message, AIMessage):
-        seen_in_blocks = {p for p in parts}
-        for call in message.tool_calls:
-            rendered = f"{call['name']}({dumps(call['args'])})"
-            if rendered not in seen_in_blocks:
-                parts.append(rendered)
+        seen_in_blocks = set(parts)
+        calls = (f"{call['name']}({dumps(call['args'])})" for call in message.tool_calls)
+        parts.extend(call for call in calls if call not in seen_in_blocks)
     return "\n".join(parts)
 
 
 def _content_hash(canonical: str) -> bytes:
-    """The stored hash of a record's canonical JSON: the 32-byte SHA-256 digest (schema v5;
-    before it, the 64-character hex digest)."""
+    """The 32-byte SHA-256 digest of a record's canonical JSON."""
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
 
 
@@ -214,8 +209,6 @@ def message_to_row(message: BaseMessage) -> EventRow:
         terms=search_document(text),
     )
 
-
-# --------------------------------------------------------------------------- rows read back
 
 EVENT_COLS = (
     "e.seq, e.event_id, e.branch, e.role, e.name, e.content, e.text, e.tool_call_ids, "

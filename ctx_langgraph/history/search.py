@@ -1,5 +1,5 @@
-"""Search: the filters (checked when built), the query over the branch's visible events, and
-the page cursor (a :mod:`ctx_langgraph.core.cursor` of the last hit's seq and the ordering)."""
+"""Search: the filters (checked when built), the query over a branch's visible events, and the
+page cursor (the last hit's seq and the ordering)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Segment operations: the snapshot of a history range, storing its summary (compare-and-swap
-on the range's content), reading the index, invalidating the segments an edit touches, and
-pruning the rows rebuilt ones replaced.
-
-A segment summarizes one range of history (events 1-100, 101-200, ...): the segments of a
-branch are different ranges, never versions of one summary. Rebuilding a range (after an edit
-made its segment ``invalid``) adds a row of the next ``generation`` and supersedes the old one.
-"""
+"""Segment operations: snapshot a history range, store its summary (compare-and-swap on the
+range's content), read the index, prune superseded rows. Segments are different ranges, never
+versions of one summary; rebuilding a range adds a row of the next ``generation``."""
 
 from __future__ import annotations
 

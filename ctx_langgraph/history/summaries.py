@@ -1,6 +1,5 @@
-"""Summary operations: the coverage snapshot, candidates, the compare-and-swap commit of a
-candidate as the branch's active summary, failed marks and failed attempts, the active summary,
-versions, pruning."""
+"""Summary operations: the coverage snapshot, candidates and their compare-and-swap commit,
+failed attempts, the active summary, versions, pruning."""
 
 from __future__ import annotations
 
@@ -94,8 +93,7 @@ def snapshot(d: Dialect, scope: Scope, through_seq: int) -> Op[CoverageSnapshot]
 
 
 def _snapshot(d: Dialect, scope: Scope, through_seq: int) -> Op[CoverageSnapshot]:
-    # The edit counter is read before the events: an edit landing in between makes the
-    # snapshot look older than it is, which can only cause a needless rebuild, never a miss.
+    # the edit counter is read first: an edit in between can only cause a needless rebuild
     version_row = yield Stmt(
         "SELECT edit_version FROM ctx_threads WHERE tenant = ? AND thread_id = ?",
         (scope.tenant, scope.thread_id),
@@ -160,9 +158,8 @@ def create_candidate(
 def record_failed(
     d: Dialect, snap: CoverageSnapshot, content: CandidateContent, error: str, now: dt.datetime
 ) -> Op[CompactionCheckpoint]:
-    """Store a compaction attempt that produced no summary: a ``failed`` version of the span
-    ``snap`` fixed, without text, key facts or provider state, ``error`` saying why. Nothing
-    else changes (the active summary, the branch's generation, the other versions)."""
+    """Store a compaction attempt without summary: a ``failed`` version of ``snap``'s span with
+    ``error`` saying why; nothing else changes."""
     if content.summary_text is not None or content.provider_state is not None:
         raise ValueError("a failed compaction attempt records no summary_text or provider_state")
     reason = text_arg("error", error)
@@ -399,10 +396,8 @@ def list_versions(d: Dialect, scope: Scope) -> Op[list[CompactionCheckpoint]]:
 
 
 def prune_versions(d: Dialect, scope: Scope, keep: int, now: dt.datetime) -> Op[int]:
-    """Delete this branch's superseded, failed and invalid versions beyond the ``keep`` newest,
-    except any version some branch still uses as its active summary. Failed attempts (versions
-    without a summary, :func:`record_failed`) are counted apart, ``keep`` of them kept too: they
-    never push a summary out of the versions kept."""
+    """Delete the branch's superseded, failed and invalid versions beyond the ``keep`` newest
+    (failed attempts counted apart), except those some branch still uses as active."""
     if integer_arg("keep", keep) < 0:
         raise ValueError(f"keep must be >= 0, got {keep}")
     return _prune_versions(d, scope, keep, now)

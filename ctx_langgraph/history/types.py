@@ -27,7 +27,6 @@ __all__ = [
     "HistoryEvent",
     "KeyFact",
     "RankedHit",
-    "Role",
     "Scope",
     "SearchPage",
     "Segment",
@@ -43,7 +42,6 @@ DERIVED_METADATA_KEYS: Final = (ARTIFACT_TRAIL_KEY,)
 """Keys of a summary version's ``metadata`` that quote the events it covers: an edit, hiding or
 deletion of a covered event clears them with the summary's text and key facts."""
 
-Role = Literal["human", "ai", "tool", "system", "chat", "function", "remove"]
 AppendStatus = Literal["appended", "duplicate", "revised"]
 CheckpointStatus = Literal["candidate", "active", "superseded", "failed", "invalid"]
 SegmentStatus = Literal["active", "superseded", "invalid"]
@@ -190,13 +188,9 @@ class KeyFact:
 
 @dataclass(frozen=True)
 class CoverageSnapshot:
-    """A fixed view of the span a new summary will cover, taken before summarizing.
-
-    Build a candidate from it with :meth:`~ctx_langgraph.history.HistoryStore.create_candidate`.
-    The candidate is rejected at commit time if another checkpoint was committed since
-    (:class:`~ctx_langgraph.errors.CompactionConflict`) or if an event at or below
-    ``covered_through_seq`` was revised, hidden or deleted since (:class:`~ctx_langgraph.errors.StaleCandidate`).
-    """
+    """A fixed view of the span a new summary will cover, taken before summarizing. A candidate
+    built from it (:meth:`~ctx_langgraph.history.HistoryStore.create_candidate`) is refused at
+    commit when another was committed since or a covered event was edited since."""
 
     scope: Scope
     base_checkpoint_id: str | None
@@ -289,10 +283,8 @@ class CompactionCheckpoint:
 @dataclass(frozen=True)
 class Segment:
     """One segment of the index: a summary of a separate range of history (``first_seq`` to
-    ``last_seq``), with the revision it was made from. Segments are different ranges, not
-    versions of one summary; a range rebuilt after an edit gets a new ``generation``, and the
-    old row is ``superseded``. An edit of an event in its range makes an active segment
-    ``invalid`` (its text and facts cleared) until it is rebuilt."""
+    ``last_seq``). A range rebuilt after an edit gets a new ``generation`` (the old row is
+    ``superseded``); an edit in its range makes an active segment ``invalid``."""
 
     id: str
     scope: Scope

@@ -18,10 +18,9 @@ DEFAULT_CACHE_BYTES = 256 * 2**20
 
 @dataclass(frozen=True)
 class ThreadVectors:
-    """Every vector of one thread under one index key, as read at ``version`` of the thread's
-    ``incarnation`` (its creation time): per event its pk, revision, branch (an index into
-    ``branch_names``) and seq, and the rows of ``matrix`` that are its vectors (``starts``:
-    where each event's rows begin; an event's rows are contiguous)."""
+    """Every vector of one thread under one index key, read at ``version`` of its
+    ``incarnation``: per event its pk, revision, branch (into ``branch_names``) and seq, and
+    its contiguous rows of ``matrix`` (from ``starts``, ``counts`` of them)."""
 
     incarnation: str
     version: int
@@ -103,16 +102,14 @@ class ThreadVectors:
         return int(self.matrix.nbytes + self.pks.nbytes * 4)
 
     def _best(self, vector: Sequence[float], mask: Any) -> tuple[int, Any, Any]:
-        """How many events ``mask`` selects (a lookup page, stored with no vector, counts: it
-        is indexed, as nothing on purpose), and the seqs and best cosines of those with
+        """How many events ``mask`` selects, and the seqs and best cosines of those with
         vectors."""
         import numpy as np
 
         scored = mask & (self.counts > 0)
         if not scored.any():
             return int(mask.sum()), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        # einsum's own loop, not BLAS: as fast for one vector, and no pool of BLAS threads
-        # that waits for the slowest of them on a busy machine (p95 3.9 against 9.7 ms here)
+        # einsum's own loop, not BLAS: no pool of BLAS threads waiting on a busy machine
         cosines = np.einsum("ij,j->i", self.matrix, np.asarray(vector, dtype=np.float32))
         filled = self.counts > 0
         best = np.zeros(len(self.pks), dtype=np.float32)

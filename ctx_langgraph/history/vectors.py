@@ -78,10 +78,9 @@ class PendingEvent:
 
 
 class RankedHits(list[RankedHit]):
-    """A ranking (a list of :class:`~ctx_langgraph.history.types.RankedHit`, best first) that
-    says how it was made: ``mode`` (``keyword``, ``semantic`` or ``hybrid``), ``unembedded``
-    (events that passed the filters but have no vector yet: found by words only) and
-    ``problem`` (why meaning was not searched, when a semantic search fell back to words)."""
+    """A ranking (a list of :class:`~ctx_langgraph.history.types.RankedHit`, best first) with
+    its ``mode``, ``unembedded`` (filtered events without a vector yet) and ``problem`` (why
+    meaning was not searched, when it fell back to words)."""
 
     mode: SearchMode
     unembedded: int
@@ -112,10 +111,9 @@ class SemanticQuery:
 
 
 def embed_units(text: str, role: str, name: str | None, chars: int) -> list[str]:
-    """What an event's vectors are made from: its text's first ``chars`` characters, then each
-    of its sentences or lines when it has several (at most :data:`MAX_UNITS` in all, none
-    shorter than 12 characters), each after the speaker's name on a person's message
-    ("Mel: They were stoked!"). An event without text is its role, so every event has one.
+    """What an event's vectors are made from: its text's first ``chars`` characters, then its
+    sentences or lines (at most :data:`MAX_UNITS` in all), each after a person's name; an event
+    without text is its role.
 
     Examples:
         >>> embed_units("Wow! They were stoked for the dinosaur exhibit. Bye.", "ai", "Mel", 2000)
@@ -222,10 +220,8 @@ REFRESH_SHARE = 0.25
 def _thread_vectors(
     scope: Scope, q: SemanticQuery, cache: VectorCache, stamp: Stamp
 ) -> Op[ThreadVectors]:
-    """The thread's vectors under the index's key: from ``cache`` while the thread's vector
-    version (``stamp``) is the one they were read at; else the events' (pk, revision) list is
-    read, and only the vectors the cache does not hold (all of them, when it holds none or most
-    changed)."""
+    """The thread's vectors under the index's key: from ``cache`` at the same vector version,
+    else refreshed with only the vectors it does not hold (or read whole)."""
     version, incarnation = stamp.vector_version, stamp.incarnation  # made again: a new count
     key, where = (scope.tenant, scope.thread_id, q.key), (scope.tenant, scope.thread_id, q.key)
     entry = cache.get(key)
@@ -260,11 +256,8 @@ def _thread_vectors(
 def semantic_rank(
     d: Dialect, scope: Scope, q: SemanticQuery, cache: VectorCache, counts: RankCounts | None = None
 ) -> Op[RankedHits]:
-    """The branch's visible events that pass the filters, best first by meaning (``semantic``)
-    or by meaning and words fused (``hybrid``); see
-    :meth:`~ctx_langgraph.history.HistoryStore.rank`. The thread's vectors come from ``cache``
-    while they did not change, the branch's counts from ``counts``; the events that pass the
-    filters are read each time."""
+    """The branch's filtered visible events, best first by meaning (``semantic``) or by meaning
+    and words fused (``hybrid``); see :meth:`~ctx_langgraph.history.HistoryStore.rank`."""
     import numpy as np
 
     found = yield from read_stamped(scope)
