@@ -55,12 +55,8 @@ class Stamped:
 
 
 def read_stamped(scope: Scope) -> Op[Stamped | None]:
-    """The scope's branch, its lineage and its thread's stamp, in one statement (two for a
-    branch with a parent); None for the not-yet-written default branch.
-
-    Raises:
-        ScopeError: another branch that does not exist.
-    """
+    """The scope's branch, its lineage and its thread's stamp; None for the not-yet-written
+    default branch (ScopeError for another missing branch)."""
     row = yield Stmt(
         f"SELECT {_BRANCH}, t.edit_version, t.created_at, t.vector_version FROM ctx_branches b "
         "LEFT JOIN ctx_threads t ON t.tenant = b.tenant AND t.thread_id = b.thread_id "
@@ -142,10 +138,8 @@ def speaker_counts(
     args: Sequence[Any],
     cache: RankCounts | None,
 ) -> Op[dict[str | None, int]]:
-    """The filtered events of the branch (``where``/``args``, as
-    :func:`~ctx_langgraph.history.search.filter_clause` gives them), counted per speaker's name
-    (None: not a person's message, or no name): from ``cache`` at the same stamp, brought up to
-    the branch's head by counting what was appended since, or counted whole."""
+    """The branch's filtered events counted per speaker's name (None: no person's name), from
+    ``cache`` at the same stamp plus what was appended since, or counted whole."""
     head, stamp = found.branch.head_seq, found.stamp
     key = (scope.tenant, scope.thread_id, scope.branch, " AND ".join(where), tuple(args))
     entry = None if cache is None or stamp is None else cache.get(key)

@@ -112,16 +112,10 @@ class SearchFilter:
 def filter_clause(
     d: Dialect, scope: Scope, chain: Lineage, flt: SearchFilter, *, matched: bool = False
 ) -> tuple[list[str], list[Any]]:
-    """(conditions, params) selecting the visible events ``e`` of a branch (``chain``, its
-    lineage) that pass ``flt``'s filters: seq and time range, roles, tool name. The query and
-    the cursor are the caller's.
-
-    ``matched``: the events are found by a full-text match, which names the thread already (on
-    PostgreSQL each lexeme starts with the thread's prefix), so there the thread's columns are
-    checked on the rows found rather than read through their btree index: the planner takes
-    the two conditions as independent and would intersect each stem's few matches with a scan
-    of the thread's every entry (10,000 entries, about 1 ms per stem, to remove nothing). The
-    check still keeps apart two threads whose prefixes are the same."""
+    """(conditions, params) selecting the visible events ``e`` of a branch (``chain``) that
+    pass ``flt``'s filters (not the query or cursor). ``matched``: the events are found by a
+    full-text match, so on PostgreSQL the thread's columns are checked on the rows found, not
+    through their btree index (which the planner would scan for nothing)."""
     clause, clause_params = lineage_clause(chain)
     thread = ["(e.tenant || '') = ?", "(e.thread_id || '') = ?"]
     if not (matched and d.name == "postgres"):
