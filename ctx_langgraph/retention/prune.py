@@ -41,9 +41,7 @@ def _dialect_of(saver: BaseCheckpointSaver[Any]) -> Dialect | None:
     module = type(saver).__module__
     if module.startswith("langgraph.checkpoint.sqlite"):
         return SQLITE
-    if module.startswith("langgraph.checkpoint.postgres"):
-        if "shallow" in module:
-            return None
+    if module.startswith("langgraph.checkpoint.postgres") and "shallow" not in module:
         return POSTGRES
     return None
 
@@ -115,10 +113,8 @@ class CheckpointRetention:
     """Prunes a checkpointer's old checkpoints by a :class:`RetentionPolicy`.
 
     Works with ``InMemorySaver``, ``SqliteSaver`` / ``AsyncSqliteSaver`` and ``PostgresSaver`` /
-    ``AsyncPostgresSaver``: on the SQL savers through scoped statements on their documented
-    tables (``checkpoints``, ``writes`` / ``checkpoint_writes``, ``checkpoint_blobs``), one
-    transaction per thread. Use :meth:`prune` with sync savers, :meth:`aprune` with async ones
-    (``InMemorySaver`` takes both).
+    ``AsyncPostgresSaver`` (one transaction per thread on the SQL savers). Use :meth:`prune` with
+    sync savers, :meth:`aprune` with async ones (``InMemorySaver`` takes both).
 
     Examples:
         >>> from langgraph.graph import START, StateGraph

@@ -102,23 +102,21 @@ class _Transaction:
         self.cur = self.conn.cursor()
 
     def execute(self, stmt: Stmt) -> Any:
-        if self.sent:
-            return self.db._run_statement(self.cur, stmt)
-        result = self._first(stmt)
-        self.sent = True
-        return result
-
-    def _first(self, stmt: Stmt) -> Any:
-        for _ in range(self.db._pool_size[1]):  # each connection the pool holds, at most once
+        # the first statement: each connection the pool holds, at most once
+        for _ in range(0 if self.sent else self.db._pool_size[1]):
             try:
-                return self.db._run_statement(self.cur, stmt)
+                result = self.db._run_statement(self.cur, stmt)
+                self.sent = True
+                return result
             except psycopg.OperationalError as exc:
                 if not self._stale(exc):
                     raise
                 self.conn.close()  # (the pool drops a closed connection)
                 self.close()
                 self.open()
-        return self.db._run_statement(self.cur, stmt)
+        result = self.db._run_statement(self.cur, stmt)
+        self.sent = True
+        return result
 
     def end(self, commit: bool) -> None:
         if self.conn is not None and not self.conn.broken:
@@ -135,23 +133,20 @@ class _Transaction:
         self.cur = self.conn.cursor()
 
     async def aexecute(self, stmt: Stmt) -> Any:
-        if self.sent:
-            return await self.db._arun_statement(self.cur, stmt)
-        result = await self._afirst(stmt)
-        self.sent = True
-        return result
-
-    async def _afirst(self, stmt: Stmt) -> Any:
-        for _ in range(self.db._pool_size[1]):
+        for _ in range(0 if self.sent else self.db._pool_size[1]):
             try:
-                return await self.db._arun_statement(self.cur, stmt)
+                result = await self.db._arun_statement(self.cur, stmt)
+                self.sent = True
+                return result
             except psycopg.OperationalError as exc:
                 if not self._stale(exc):
                     raise
                 await self.conn.close()
                 await self.aclose()
                 await self.aopen()
-        return await self.db._arun_statement(self.cur, stmt)
+        result = await self.db._arun_statement(self.cur, stmt)
+        self.sent = True
+        return result
 
     async def aend(self, commit: bool) -> None:
         if self.conn is not None and not self.conn.broken:

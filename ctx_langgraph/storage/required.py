@@ -45,12 +45,8 @@ def _advice(value: object, expected: type) -> str:
 
 
 def require_store(value: object, *, where: str, expected: type) -> None:
-    """Raise a ``TypeError`` unless ``value`` is an instance of ``expected`` (a history store).
-
-    Args:
-        value: the argument as given.
-        where: the call and argument as the user wrote them (``add_context_management(store=...)``).
-        expected: the store type (``HistoryStore``).
+    """Raise a ``TypeError`` unless ``value`` is an instance of ``expected`` (a history store);
+    ``where`` is the call and argument as the user wrote them.
 
     Examples:
         >>> from ctx_langgraph.history import HistoryStore

@@ -2,17 +2,6 @@
 
 A backend implements :meth:`Database._execute` and :meth:`Database._aexecute`; each statement
 becomes a :mod:`ctx_langgraph.core.effects` call on the open transaction (:func:`bind`).
-
-Examples:
-    >>> from ctx_langgraph.storage.sqlite import SQLiteDatabase
-    >>> from ctx_langgraph.storage.statements import Stmt
-    >>> def tables():
-    ...     rows = yield Stmt("SELECT name FROM sqlite_master WHERE name LIKE 'ctx_usage%' ORDER BY name", (), "all")
-    ...     return [row[0] for row in rows]
-    >>> db = SQLiteDatabase.from_path(":memory:"); _ = db.setup()
-    >>> db.run(tables())
-    ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_requests', 'ctx_usage_totals']
-    >>> db.close()
 """
 
 from __future__ import annotations

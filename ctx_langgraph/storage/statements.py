@@ -2,19 +2,6 @@
 
 An operation (:data:`Op`) yields :class:`Stmt` objects, receives their results and returns its
 own; it does no I/O, so it is written once for both backends, sync and async.
-
-Examples:
-    >>> def count_events(thread_id: str) -> Op[int]:
-    ...     row = yield Stmt("SELECT count(*) FROM ctx_events WHERE thread_id = ?", (thread_id,), "one")
-    ...     return int(row[0])
-    >>> op = count_events("t")
-    >>> next(op).sql
-    'SELECT count(*) FROM ctx_events WHERE thread_id = ?'
-    >>> try:
-    ...     op.send((3,))
-    ... except StopIteration as done:
-    ...     done.value
-    3
 """
 
 from __future__ import annotations
@@ -62,12 +49,7 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
 
 
 def marks(count: int) -> str:
-    """``count`` comma-separated ``?`` placeholders.
-
-    Examples:
-        >>> marks(3)
-        '?, ?, ?'
-    """
+    """``count`` comma-separated ``?`` placeholders."""
     return ", ".join("?" * count)
 
 

@@ -94,11 +94,6 @@ class ValueChecks:
             fail(path, f"expected an int from {low} to {high}, got {value}")
         return value
 
-    def optional_integer(
-        self, path: str, value: object, low: int, high: int = BIGINT
-    ) -> int | None:
-        return None if value is None else self.integer(path, value, low, high)
-
     def text(self, path: str, value: object, *, empty: bool = True, column: bool = True) -> str:
         """A string; ``column``: one written as is into a text column (not inside JSON)."""
         if not isinstance(value, str):
@@ -135,9 +130,6 @@ class ValueChecks:
         except (ValueError, OverflowError):
             fail(path, f"expected an ISO-8601 time, got {shown(value)}")
         return parsed
-
-    def optional_time(self, path: str, value: object) -> dt.datetime | None:
-        return None if value is None else self.time(path, value)
 
     def name(self, path: str, value: object, part: str = "branch") -> str:
         """A tenant, thread id or branch name, valid the way :class:`Scope` checks them."""
@@ -196,7 +188,8 @@ class Record:
     def optional_integer(
         self, key: str, low: int, high: int = BIGINT, default: Any = MISSING
     ) -> int | None:
-        return self.checks.optional_integer(self.at(key), self.get(key, default), low, high)
+        value = self.get(key, default)
+        return None if value is None else self.checks.integer(self.at(key), value, low, high)
 
     def text(self, key: str, *, empty: bool = True, column: bool = True) -> str:
         return self.checks.text(self.at(key), self.get(key), empty=empty, column=column)

@@ -346,7 +346,8 @@ class _Checker(AttachedPartChecks):
             status = row.choice("status", _SUMMARY_STATUSES)
             row.optional_text("error", column=False, default=None)
             row.time("created_at")
-            self.optional_time(row.at("committed_at"), row.row.get("committed_at"))
+            if row.row.get("committed_at") is not None:
+                row.time("committed_at")
             self.json_object(row, "metadata")
             summaries[summary_id] = _Summary(branch, generation, covered, status)
         return summaries
@@ -409,22 +410,18 @@ class _Checker(AttachedPartChecks):
             if summary.status not in _POINTED_STATUSES:
                 fail(path, f"summary version {branch.active_id!r} is {summary.status}")
             bound: int | None = None
-            current: _Branch | None = branch
-            current_name = name
-            while current is not None and current_name != summary.branch:
+            current, current_name = branch, name
+            while current_name != summary.branch:
                 if current.parent is None:
-                    current = None
-                    break
+                    fail(
+                        path,
+                        f"summary version {branch.active_id!r} belongs to branch "
+                        f"{summary.branch!r}, which branch {name!r} does not descend from",
+                    )
                 fork = current.fork_seq or 0
                 bound = fork if bound is None else min(bound, fork)
                 current_name = current.parent
                 current = branches[current_name]
-            if current is None:
-                fail(
-                    path,
-                    f"summary version {branch.active_id!r} belongs to branch {summary.branch!r}, "
-                    f"which branch {name!r} does not descend from",
-                )
             if bound is not None and summary.covered_through_seq > bound:
                 fail(
                     path,

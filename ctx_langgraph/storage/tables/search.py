@@ -86,10 +86,14 @@ def _pg_tsv_v3(alias: str = "") -> str:
     return f"({_PG_WORDS.format(a=alias)} || array_to_tsvector(ARRAY[{alias}scope_key]))"
 
 
-_SQLITE_FTS_V1 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0'
+def _fts(columns: str, content: str, detail: str = ", detail=column") -> str:
+    return f"""CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        {columns}, content='{content}', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0'{detail}
     )"""
+
+
+_SQLITE_FTS_V1 = _fts("scope_key, text", "ctx_events", "")
 _SQLITE_FTS_TRIGGERS_V1 = [
     """CREATE TRIGGER ctx_events_fts_insert AFTER INSERT ON ctx_events BEGIN
         INSERT INTO ctx_events_fts (rowid, scope_key, text) VALUES (new.pk, new.scope_key, new.text);
@@ -106,10 +110,7 @@ _SQLITE_FTS_TRIGGERS_V1 = [
 ]
 
 # v3: SQLite's full-text index drops token positions; PostgreSQL indexes an expression
-_SQLITE_FTS_V3 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+_SQLITE_FTS_V3 = _fts("scope_key, text", "ctx_events")
 _SQLITE_REBUILD = "INSERT INTO ctx_events_fts (ctx_events_fts) VALUES ('rebuild')"
 
 _BACKFILL_BATCH = 1000
@@ -168,10 +169,7 @@ SQLITE_FTS_TRIGGERS = [
         VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
     END""",
 ]
-_SQLITE_FTS_V4 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events_search', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+_SQLITE_FTS_V4 = _fts("scope_key, text", "ctx_events_search")
 
 
 # v6: ``terms`` is the token document, then STEMS_MARK and the stems; the full-text table
@@ -190,10 +188,7 @@ def _fts_columns(row: str) -> tuple[str, str]:
 _SQLITE_SEARCH_VIEW_V6 = (
     "CREATE VIEW ctx_events_search AS SELECT pk, scope_key, {} AS text, {} AS stems FROM ctx_events"
 ).format(*_fts_columns(""))
-_SQLITE_FTS_V6 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, stems, content='ctx_events_search', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+_SQLITE_FTS_V6 = _fts("scope_key, text, stems", "ctx_events_search")
 _FTS_INSERT_V6 = (
     "INSERT INTO ctx_events_fts (rowid, scope_key, text, stems) "
     "VALUES (new.pk, new.scope_key, {}, {});"
