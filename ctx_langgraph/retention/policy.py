@@ -183,26 +183,22 @@ def decide(
         if ":" in ns
         and any(r.root_id in root_ids and not reasons[("", str(r.root_id))] for r in ns_rows)
     }
-    decisions = []
-    for ns in sorted(by_ns):
-        for row in by_ns[ns]:
-            why = reasons[(ns, row.checkpoint_id)]
-            kept = bool(why) and ns not in gone_calls
-            decisions.append(
-                CheckpointDecision(
-                    thread_id,
-                    ns,
-                    row.checkpoint_id,
-                    row.parent_id,
-                    created_at(row.checkpoint_id),
-                    kept,
-                    tuple(why)
-                    if ns not in gone_calls
-                    else ("subgraph call of a removed checkpoint",),
-                    row.bytes + row.writes_bytes,
-                )
-            )
-    return decisions
+    return [
+        CheckpointDecision(
+            thread_id,
+            ns,
+            row.checkpoint_id,
+            row.parent_id,
+            created_at(row.checkpoint_id),
+            ns not in gone_calls and bool(reasons[(ns, row.checkpoint_id)]),
+            ("subgraph call of a removed checkpoint",)
+            if ns in gone_calls
+            else tuple(reasons[(ns, row.checkpoint_id)]),
+            row.bytes + row.writes_bytes,
+        )
+        for ns in sorted(by_ns)
+        for row in by_ns[ns]
+    ]
 
 
 def parse_age(text: str) -> dt.timedelta:

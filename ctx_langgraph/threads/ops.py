@@ -67,17 +67,8 @@ def export_thread(
     edits = yield from _exported_rows(
         d, key, "ctx_event_edits", _EDIT_FIELDS, "edit_version, branch, seq"
     )
-    summaries = yield from _exported_json(
-        d,
-        key,
-        "ctx_checkpoints",
-        CHECKPOINT_COLS,
-        "branch, generation, created_at",
-        checkpoint_from_row,
-    )
-    segments = yield from _exported_json(
-        d, key, "ctx_segments", SEGMENT_COLS, "branch, first_seq, generation", segment_from_row
-    )
+    summaries = yield from _exported_summaries(d, key)
+    segments = yield from _exported_segments(d, key)
     document: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -182,15 +173,24 @@ def _exported_row(d: Dialect, row: Sequence[Any], fields: Sequence[_Field]) -> d
     return exported
 
 
-def _exported_json(
-    d: Dialect, key: _Key, table: str, columns: str, order: str, from_row: Callable[..., Any]
-) -> Op[list[dict[str, Any]]]:
+def _exported_segments(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
     rows = yield Stmt(
-        f"SELECT {columns} FROM {table} WHERE tenant = ? AND thread_id = ? ORDER BY {order}",
+        f"SELECT {SEGMENT_COLS} FROM ctx_segments WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY branch, first_seq, generation",
         key,
         "all",
     )
-    return [from_row(d, row).to_json() for row in rows]
+    return [segment_from_row(d, row).to_json() for row in rows]
+
+
+def _exported_summaries(d: Dialect, key: _Key) -> Op[list[dict[str, Any]]]:
+    rows = yield Stmt(
+        f"SELECT {CHECKPOINT_COLS} FROM ctx_checkpoints WHERE tenant = ? AND thread_id = ? "
+        "ORDER BY branch, generation, created_at",
+        key,
+        "all",
+    )
+    return [checkpoint_from_row(d, row).to_json() for row in rows]
 
 
 # --------------------------------------------------------------------------- import
