@@ -1,12 +1,5 @@
-"""The one place that reads and edits ``InMemorySaver``'s dictionaries.
-
-What LangGraph lacks: ``InMemorySaver`` can delete a whole thread (``delete_thread``) but has no
-way to list a thread's checkpoints with their sizes and pending writes, nor to delete some of
-them (``BaseCheckpointSaver.prune`` and ``delete_for_runs`` are not implemented for it). So the
-retention policy is applied to its ``storage``, ``writes`` and ``blobs`` here, and nowhere else
-in the package; ``tests/test_boundaries.py`` pins their shape, so a LangGraph release that
-changes them fails there first.
-"""
+"""The one place that reads and edits ``InMemorySaver``'s dictionaries (``storage``, ``writes``,
+``blobs``), which LangGraph offers no way to prune; ``tests/test_boundaries.py`` pins their shape."""
 
 from __future__ import annotations
 

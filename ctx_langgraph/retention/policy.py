@@ -79,8 +79,7 @@ class _Row:
     writes: int
     writes_bytes: int
     interrupted: bool
-    root_id: str | None
-    """The root graph's checkpoint a subgraph call started from (``metadata["parents"][""]``)."""
+    root_id: str | None  # the root checkpoint a subgraph call started from
     delta: bool
 
 
@@ -97,10 +96,10 @@ class CheckpointDecision:
     kept: bool
     reasons: tuple[str, ...]
     """Why it is kept (``latest``, ``keep_last``, ``keep_within``, ``pending_writes``,
-    ``interrupt``, ``fork_point``); why it goes (``subgraph call of a removed checkpoint``), or
-    empty when no rule keeps it."""
+    ``interrupt``, ``fork_point``), why it goes (``subgraph call of a removed checkpoint``), or
+    empty."""
     bytes: int = 0
-    """The checkpoint's stored size and its writes' (blobs are counted when deleted)."""
+    """The checkpoint's and its writes' stored size (blobs are counted when deleted)."""
 
 
 def created_at(checkpoint_id: str) -> dt.datetime | None:
@@ -124,8 +123,7 @@ def created_at(checkpoint_id: str) -> dt.datetime | None:
 
 
 def _kept_since(policy: RetentionPolicy, now: dt.datetime) -> dt.datetime | None:
-    """The oldest creation time ``keep_within`` keeps at ``now`` (a naive ``now`` is UTC), or
-    None when age keeps nothing. A window reaching past the calendar's start keeps everything."""
+    """The oldest creation time ``keep_within`` keeps at ``now`` (naive: UTC), or None."""
     if policy.keep_within is None:
         return None
     if now.tzinfo is None:
@@ -165,8 +163,7 @@ def decide(
                 if row.interrupted:
                     why.append("interrupt")
             reasons[(ns, row.checkpoint_id)] = why
-        # where timelines split: every branching ancestor of a kept checkpoint (the fork point
-        # of an update_state or a replay from an old checkpoint), however far up
+        # every branching ancestor of a kept checkpoint, however far up
         parents = {row.checkpoint_id: row.parent_id for row in ns_rows}
         visited: set[str] = set()
         for row in ns_rows:
@@ -186,26 +183,22 @@ def decide(
         if ":" in ns
         and any(r.root_id in root_ids and not reasons[("", str(r.root_id))] for r in ns_rows)
     }
-    decisions = []
-    for ns in sorted(by_ns):
-        for row in by_ns[ns]:
-            why = reasons[(ns, row.checkpoint_id)]
-            kept = bool(why) and ns not in gone_calls
-            decisions.append(
-                CheckpointDecision(
-                    thread_id,
-                    ns,
-                    row.checkpoint_id,
-                    row.parent_id,
-                    created_at(row.checkpoint_id),
-                    kept,
-                    tuple(why)
-                    if ns not in gone_calls
-                    else ("subgraph call of a removed checkpoint",),
-                    row.bytes + row.writes_bytes,
-                )
-            )
-    return decisions
+    return [
+        CheckpointDecision(
+            thread_id,
+            ns,
+            row.checkpoint_id,
+            row.parent_id,
+            created_at(row.checkpoint_id),
+            ns not in gone_calls and bool(reasons[(ns, row.checkpoint_id)]),
+            ("subgraph call of a removed checkpoint",)
+            if ns in gone_calls
+            else tuple(reasons[(ns, row.checkpoint_id)]),
+            row.bytes + row.writes_bytes,
+        )
+        for ns in sorted(by_ns)
+        for row in by_ns[ns]
+    ]
 
 
 def parse_age(text: str) -> dt.timedelta:

@@ -15,7 +15,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ctx_langgraph.core.effects import arun, run
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.errors import RetentionError
 from ctx_langgraph.retention.memory_saver import memory_prune, memory_threads
 from ctx_langgraph.retention.policy import (
@@ -41,9 +41,7 @@ def _dialect_of(saver: BaseCheckpointSaver[Any]) -> Dialect | None:
     module = type(saver).__module__
     if module.startswith("langgraph.checkpoint.sqlite"):
         return SQLITE
-    if module.startswith("langgraph.checkpoint.postgres"):
-        if "shallow" in module:
-            return None
+    if module.startswith("langgraph.checkpoint.postgres") and "shallow" not in module:
         return POSTGRES
     return None
 
@@ -115,10 +113,8 @@ class CheckpointRetention:
     """Prunes a checkpointer's old checkpoints by a :class:`RetentionPolicy`.
 
     Works with ``InMemorySaver``, ``SqliteSaver`` / ``AsyncSqliteSaver`` and ``PostgresSaver`` /
-    ``AsyncPostgresSaver``: on the SQL savers through scoped statements on their documented
-    tables (``checkpoints``, ``writes`` / ``checkpoint_writes``, ``checkpoint_blobs``), one
-    transaction per thread. Use :meth:`prune` with sync savers, :meth:`aprune` with async ones
-    (``InMemorySaver`` takes both).
+    ``AsyncPostgresSaver`` (one transaction per thread on the SQL savers). Use :meth:`prune` with
+    sync savers, :meth:`aprune` with async ones (``InMemorySaver`` takes both).
 
     Examples:
         >>> from langgraph.graph import START, StateGraph
@@ -154,8 +150,6 @@ class CheckpointRetention:
                 "one checkpoint per thread already)"
             )
 
-    # ------------------------------------------------------------------ sync
-
     def prune(
         self, thread_id: str | None = None, *, dry_run: bool = False, now: dt.datetime | None = None
     ) -> RetentionReport:
@@ -175,12 +169,42 @@ class CheckpointRetention:
             raise RetentionError(
                 f"{type(self.checkpointer).__name__} is async: use `await retention.aprune(...)`"
             )
+        return run(self._prune(thread_id, dry_run, now or dt.datetime.now(dt.timezone.utc)))
+
+    async def aprune(
+        self, thread_id: str | None = None, *, dry_run: bool = False, now: dt.datetime | None = None
+    ) -> RetentionReport:
+        """Async twin of :meth:`prune`, for ``AsyncSqliteSaver`` / ``AsyncPostgresSaver``."""
+        saver = self.checkpointer
         when = now or dt.datetime.now(dt.timezone.utc)
-        threads = [thread_id] if thread_id is not None else self._threads()
+        if isinstance(saver, InMemorySaver):
+            return self.prune(thread_id, dry_run=dry_run, now=when)
+        if not _is_async(saver):
+            return await asyncio.to_thread(self.prune, thread_id, dry_run=dry_run, now=when)
+        return await arun(self._prune(thread_id, dry_run, when))
+
+    def _prune(
+        self, thread_id: str | None, dry_run: bool, now: dt.datetime
+    ) -> Flow[RetentionReport]:
+        threads = (
+            [thread_id]
+            if thread_id is not None
+            else (yield from call(self._threads, self._athreads))
+        )
         report = RetentionReport(dry_run, bytes_freed=0)
         for thread in threads:
             try:
-                report = report.merged(self._prune_one(str(thread), when, dry_run))
+                for attempt in range(_RETRIES):
+                    try:
+                        one = yield from call(
+                            self._prune_one, self._aprune_one, str(thread), now, dry_run
+                        )
+                        break
+                    except Exception as exc:
+                        if not _retryable(exc) or attempt == _RETRIES - 1:
+                            raise
+                        log.info("ctx-langgraph: retention of %s raced a writer; retrying", thread)
+                report = report.merged(one)
             except RetentionError as exc:
                 if thread_id is not None:
                     raise
@@ -195,61 +219,22 @@ class CheckpointRetention:
         with saver_transaction(saver, self.dialect) as statements:
             return run(bind(saver_ops.thread_ids(), statements.execute))
 
+    async def _athreads(self) -> list[str]:
+        assert self.dialect is not None
+        async with asaver_transaction(self.checkpointer, self.dialect) as tx:
+            return await arun(bind(saver_ops.thread_ids(), tx.execute, tx.aexecute))
+
     def _prune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         saver = self.checkpointer
         if isinstance(saver, InMemorySaver):
             return memory_prune(saver, thread_id, self.policy, now, dry_run)
         assert self.dialect is not None
-        for attempt in range(_RETRIES):
-            try:
-                with saver_transaction(saver, self.dialect, write=True) as statements:
-                    op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
-                    return run(bind(op, statements.execute))
-            except Exception as exc:
-                if not _retryable(exc) or attempt == _RETRIES - 1:
-                    raise
-                log.info("ctx-langgraph: retention of %s raced a writer; retrying", thread_id)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # ------------------------------------------------------------------ async
-
-    async def aprune(
-        self, thread_id: str | None = None, *, dry_run: bool = False, now: dt.datetime | None = None
-    ) -> RetentionReport:
-        """Async twin of :meth:`prune`, for ``AsyncSqliteSaver`` / ``AsyncPostgresSaver``."""
-        saver = self.checkpointer
-        when = now or dt.datetime.now(dt.timezone.utc)
-        if isinstance(saver, InMemorySaver):
-            return self.prune(thread_id, dry_run=dry_run, now=when)
-        if not _is_async(saver):
-            return await asyncio.to_thread(self.prune, thread_id, dry_run=dry_run, now=when)
-        if thread_id is not None:
-            threads = [thread_id]
-        else:
-            assert self.dialect is not None
-            async with asaver_transaction(saver, self.dialect) as statements:
-                threads = await arun(
-                    bind(saver_ops.thread_ids(), statements.execute, statements.aexecute)
-                )
-        report = RetentionReport(dry_run, bytes_freed=0)
-        for thread in threads:
-            try:
-                report = report.merged(await self._aprune_one(str(thread), when, dry_run))
-            except RetentionError as exc:
-                if thread_id is not None:
-                    raise
-                report = report.merged(RetentionReport(dry_run, refused=(f"{thread}: {exc}",)))
-        return report
+        with saver_transaction(saver, self.dialect, write=True) as statements:
+            op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
+            return run(bind(op, statements.execute))
 
     async def _aprune_one(self, thread_id: str, now: dt.datetime, dry_run: bool) -> RetentionReport:
         assert self.dialect is not None
-        for attempt in range(_RETRIES):
-            try:
-                async with asaver_transaction(self.checkpointer, self.dialect, write=True) as tx:
-                    op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
-                    return await arun(bind(op, tx.execute, tx.aexecute))
-            except Exception as exc:
-                if not _retryable(exc) or attempt == _RETRIES - 1:
-                    raise
-                log.info("ctx-langgraph: retention of %s raced a writer; retrying", thread_id)
-        raise AssertionError("unreachable")  # pragma: no cover
+        async with asaver_transaction(self.checkpointer, self.dialect, write=True) as tx:
+            op = _thread_op(self.dialect, thread_id, self.policy, now, dry_run)
+            return await arun(bind(op, tx.execute, tx.aexecute))

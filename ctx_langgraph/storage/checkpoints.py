@@ -1,13 +1,5 @@
-"""Statements on LangGraph's SQL checkpointers' tables, and a transaction on a saver's connection.
-
-``SqliteSaver`` / ``AsyncSqliteSaver`` store ``checkpoints`` and ``writes``;
-``PostgresSaver`` / ``AsyncPostgresSaver`` store ``checkpoints``, ``checkpoint_writes`` and
-``checkpoint_blobs``. The operations here are written once, as the history store's are
-(:data:`~ctx_langgraph.storage.statements.Op`, ``?`` placeholders), and run through
-:func:`~ctx_langgraph.storage.runner.bind` on the saver's own connection, opened by
-:func:`saver_transaction` or :func:`asaver_transaction` (``aiosqlite`` or psycopg, sync or async).
-:mod:`ctx_langgraph.retention` decides what to delete; this module only says how.
-"""
+"""Statements on LangGraph's SQL checkpointers' tables (``checkpoints``, ``writes`` or
+``checkpoint_writes``, ``checkpoint_blobs``), and a transaction on a saver's own connection."""
 
 from __future__ import annotations
 
@@ -17,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from ctx_langgraph.storage.dialects import POSTGRES, Dialect, to_pyformat
-from ctx_langgraph.storage.statements import Op, Stmt, aexecute, chunks, execute
+from ctx_langgraph.storage.statements import Op, Stmt, aexecute, chunks, execute, marks
 
 __all__ = [
     "asaver_transaction",
@@ -43,8 +35,7 @@ _COLUMNS = {
         "c.metadata::text",
     ),
 }
-"""Per dialect: a checkpoint's stored bytes, the writes table, its writes' bytes, its metadata
-as JSON text."""
+"""Per dialect: a checkpoint's bytes, the writes table, its writes' bytes, its metadata JSON."""
 
 _SAME_CHECKPOINT = (
     "w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns "
@@ -59,9 +50,8 @@ def thread_ids() -> Op[list[str]]:
 
 
 def checkpoint_records(d: Dialect, thread_id: str, channel: str) -> Op[list[tuple[Any, ...]]]:
-    """The thread's checkpoints as ``(ns, id, parent_id, bytes, writes, writes_bytes,
-    has a write to channel, metadata JSON)`` (on PostgreSQL in one ``REPEATABLE READ``
-    snapshot: call first in the transaction)."""
+    """The thread's checkpoints as ``(ns, id, parent_id, bytes, writes, writes_bytes, has a
+    write to channel, metadata JSON)`` (PostgreSQL: call first, it sets ``REPEATABLE READ``)."""
     size, writes, writes_size, metadata = _COLUMNS[d.name]
     if d == POSTGRES:
         yield Stmt("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -78,10 +68,9 @@ def checkpoint_records(d: Dialect, thread_id: str, channel: str) -> Op[list[tupl
 
 
 def _in(d: Dialect, values: Sequence[str]) -> tuple[str, list[Any]]:
-    """A membership test on a list of values, for either dialect."""
     if d == POSTGRES:
         return "= ANY(?)", [list(values)]
-    return f"IN ({', '.join('?' * len(values))})", list(values)
+    return f"IN ({marks(len(values))})", list(values)
 
 
 def delete_checkpoints(d: Dialect, thread_id: str, ns: str, gone: Sequence[str]) -> Op[int]:
@@ -110,8 +99,8 @@ def unlink_checkpoints(d: Dialect, thread_id: str, ns: str, ids: Sequence[str]) 
 
 
 def delete_unreferenced_blobs(thread_id: str, ns: str) -> Op[tuple[int, int]]:
-    """PostgreSQL: a blob goes only when no checkpoint of the namespace references its version.
-    Returns how many blobs went and their bytes."""
+    """PostgreSQL: delete the blobs no checkpoint of the namespace references; returns how many
+    went and their bytes."""
     stored = yield Stmt(
         "SELECT channel, version, octet_length(blob) FROM checkpoint_blobs "
         "WHERE thread_id = ? AND checkpoint_ns = ?",
@@ -143,22 +132,20 @@ def delete_unreferenced_blobs(thread_id: str, ns: str) -> Op[tuple[int, int]]:
 
 
 class _OnCursor:
-    """Runs statements on a saver's cursor: ``sqlite3`` or ``aiosqlite``, psycopg sync or async
-    (unprepared on PostgreSQL: it plans each statement knowing its arrays)."""
+    """Runs statements on a saver's cursor, sync or async (unprepared on PostgreSQL)."""
 
     def __init__(self, d: Dialect, cur: Any) -> None:
         self.cur = cur
         self.postgres = d == POSTGRES
+        self.options = {"prepare": False} if self.postgres else {}
 
     def execute(self, stmt: Stmt) -> Any:
-        if self.postgres:
-            return execute(self.cur, stmt, to_pyformat(stmt.sql), prepare=False)
-        return execute(self.cur, stmt)
+        sql = to_pyformat(stmt.sql) if self.postgres else None
+        return execute(self.cur, stmt, sql, **self.options)
 
     async def aexecute(self, stmt: Stmt) -> Any:
-        if self.postgres:
-            return await aexecute(self.cur, stmt, to_pyformat(stmt.sql), prepare=False)
-        return await aexecute(self.cur, stmt)
+        sql = to_pyformat(stmt.sql) if self.postgres else None
+        return await aexecute(self.cur, stmt, sql, **self.options)
 
 
 @contextlib.contextmanager

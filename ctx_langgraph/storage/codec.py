@@ -1,8 +1,4 @@
-"""Text as both backends store it: escaping what a column cannot hold, tool names, compact JSON.
-
-Pure functions shared by every table that stores user text (history events and summaries,
-the usage ledger's raw usage).
-"""
+"""Text as both backends store it: escaping what a column cannot hold, tool names, compact JSON."""
 
 from __future__ import annotations
 
@@ -14,9 +10,8 @@ from typing import Any
 __all__ = ["dumps", "json_text", "load_names", "load_text", "store_names", "store_text"]
 
 _ESCAPE = "\ufdd0"
-"""Starts a stored text that holds escapes: a Unicode noncharacter, never in ordinary text.
-Each character neither backend can store (NUL, a lone surrogate), and the marker itself, is
-written as the marker and four hex digits. A text without them is stored unchanged."""
+"""Starts a stored text that holds escapes (a noncharacter); each unstorable character and the
+marker itself is written as the marker and four hex digits."""
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff\ufdd0]")
 _UNSTORABLE_NAME = re.compile("[\x00\ud800-\udfff\ufdd0|]")  # '|' separates stored names
 _ESCAPED = re.compile("\ufdd0([0-9a-f]{4})")
@@ -30,8 +25,7 @@ def _escape(value: str, unstorable: re.Pattern[str]) -> str:
 
 
 def store_text(value: str) -> str:
-    """A text as a column holds it on both backends: unchanged, unless it has a NUL byte or a
-    lone surrogate (which PostgreSQL, or UTF-8 itself, cannot store); :func:`load_text` undoes it.
+    """A text as both backends' columns hold it (NUL and lone surrogates escaped).
 
     Examples:
         >>> store_text("plain") == "plain", load_text(store_text("a\\x00b\\ud800")) == "a\\x00b\\ud800"
@@ -48,8 +42,7 @@ def load_text(stored: str) -> str:
 
 
 def store_names(names: Sequence[str]) -> str:
-    """Tool names as one column, ``|a|b|``, so a name is found as the substring ``|name|``
-    (:func:`store_names` of ``[name]``); a ``|`` inside a name is escaped."""
+    """Tool names as one column, ``|a|b|`` (a ``|`` inside a name is escaped)."""
     if not names:
         return ""
     return "|" + "|".join(_escape(name, _UNSTORABLE_NAME) for name in names) + "|"
@@ -61,8 +54,7 @@ def load_names(stored: str) -> tuple[str, ...]:
 
 
 def json_text(value: Any) -> str:
-    """Compact JSON that both backends store: NUL is escaped by JSON itself; a lone surrogate
-    makes the whole document ASCII (``\\udXXX`` escapes), which reads back exactly."""
+    """Compact JSON both backends store (ASCII when it holds a lone surrogate)."""
     text = dumps(value)
     if _SURROGATE.search(text) is not None:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)

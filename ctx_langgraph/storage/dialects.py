@@ -1,8 +1,4 @@
-"""SQL dialects: what differs between SQLite and PostgreSQL, as pure SQL-text builders.
-
-Everything here is pure: it builds SQL text and parameters. Operations are written once
-against :class:`Dialect`; the runners only execute what the operations yield.
-"""
+"""SQL dialects: what differs between SQLite and PostgreSQL, as pure SQL-text builders."""
 
 from __future__ import annotations
 
@@ -33,7 +29,6 @@ class Dialect:
 
     @property
     def for_update(self) -> str:
-        # SQLite serializes writers with BEGIN IMMEDIATE; PostgreSQL locks the row.
         return " FOR UPDATE" if self.name == "postgres" else ""
 
     @property
@@ -42,9 +37,7 @@ class Dialect:
 
     @property
     def materialized(self) -> str:
-        """Written between ``AS`` and a CTE's query: PostgreSQL plans that query on its own
-        (read through the full-text index, not walked in the outer query's order and filtered
-        row by row); SQLite's full-text join is driven by the index already."""
+        """Written between ``AS`` and a CTE's query: PostgreSQL plans that query on its own."""
         return "MATERIALIZED " if self.name == "postgres" else ""
 
     def ts(self, value: dt.datetime) -> Any:
@@ -71,13 +64,9 @@ class Dialect:
         self, tenant: str, thread_id: str, tokens: Sequence[str], *, stems: bool = False
     ) -> tuple[str, str, list[Any]]:
         """(FROM clause, WHERE condition, params) restricting events ``e`` to those whose indexed
-        document has every token (:func:`~ctx_langgraph.core.text.match_tokens`: lower-case
-        ASCII letters and digits, so they are quoted as they are). With ``stems``, a token is
-        a stem (:func:`~ctx_langgraph.core.text.rank_terms`) and matches an event having it as
-        a word or having a word with that stem (the index's stems)."""
+        document has every token (``stems``: as a word or a stem)."""
         if self.name == "postgres":
-            # cast, not to_tsquery: the tokens are lexemes already, and the parser must not drop
-            # one (an empty query would match the whole thread); each lexeme is the thread's own
+            # cast, not to_tsquery: the parser must not drop a lexeme
             prefix = pg_scope_prefix(scope_key(tenant, thread_id))
             terms = [
                 f"('{prefix}{token}' | '{prefix}{PG_STEM_PREFIX}{token}')"
@@ -86,9 +75,7 @@ class Dialect:
                 for token in tokens
             ]
             return "ctx_events e", f"{pg_tsv('e.')} @@ ?::tsquery", [" & ".join(terms)]
-        # The thread's own token narrows the full-text match to the thread inside FTS5, and
-        # CROSS JOIN keeps the match as the outer loop: without it SQLite walks every event of
-        # the thread and re-runs the full-text query per row.
+        # the thread's token narrows the match inside FTS5; CROSS JOIN keeps it the outer loop
         columns = "{text stems}" if stems else "text"
         expr = " AND ".join(
             [f'scope_key : "{scope_key(tenant, thread_id)}"']
@@ -101,8 +88,7 @@ class Dialect:
         )
 
     def contains(self, column: str) -> str:
-        """A condition: ``column`` holds the parameter as a substring (no pattern syntax, and no
-        pattern length limit as SQLite's LIKE has)."""
+        """A condition: ``column`` holds the parameter as a substring (no pattern syntax)."""
         if self.name == "postgres":
             return f"strpos({column}, ?) > 0"
         return f"instr({column}, ?) > 0"

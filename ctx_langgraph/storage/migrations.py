@@ -1,10 +1,4 @@
-"""The numbered schema migrations, composed from what each domain's tables declare, and setup.
-
-``MIGRATIONS[dialect][v - 1]`` brings the schema to version ``v``: the steps of every domain
-for that version, in a fixed domain order (see :mod:`ctx_langgraph.storage.tables`). A database
-runs exactly the statements it ran before the domains were declared apart, so an existing
-database migrates the same way.
-"""
+"""The numbered schema migrations, composed from what each domain's tables declare, and setup."""
 
 from __future__ import annotations
 
@@ -27,11 +21,9 @@ from ctx_langgraph.storage.tables import (
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Backfill", "schema_version", "setup"]
 
 SCHEMA_VERSION = 11
-"""The history store's schema version: ``setup()`` migrates a database up to it, and a
-store refuses a database at a newer one."""
+"""The schema version ``setup()`` migrates a database up to."""
 
 _DOMAINS = (branches, events, summaries, search, usage, segments, vectors)
-"""The order each version's steps run in: a table before what indexes or reads it."""
 
 _SETUP_LOCK_KEY = 0x637478_4C47  # pg_advisory_xact_lock key for concurrent setup() calls
 
@@ -47,8 +39,7 @@ MIGRATIONS: dict[str, list[list[Step]]] = {
     "sqlite": _compose([domain.SQLITE for domain in _DOMAINS]),
     "postgres": _compose([domain.POSTGRES for domain in _DOMAINS]),
 }
-"""Numbered migrations per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``.
-A step is SQL, or a :class:`Backfill` the operation runs in Python."""
+"""Per dialect: ``MIGRATIONS[name][v - 1]`` brings the schema to version ``v``."""
 
 
 def schema_version(d: Dialect) -> Op[int]:

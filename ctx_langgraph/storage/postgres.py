@@ -1,7 +1,4 @@
-"""The production database: PostgreSQL through psycopg 3 and psycopg_pool.
-
-The same driver as ``langgraph-checkpoint-postgres``, so one database can serve both.
-"""
+"""The production database: PostgreSQL through psycopg 3 and psycopg_pool."""
 
 from __future__ import annotations
 
@@ -32,15 +29,13 @@ T = TypeVar("T")
 
 
 def _server_says(exc: BaseException, conninfo: str) -> str:
-    """The driver's message on one line, without the connection string (psycopg quotes it,
-    password and all, in a parse error)."""
+    """The driver's message on one line, without the connection string (and its password)."""
     text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
     return text.replace(conninfo, "<the connection string>") if conninfo else text
 
 
 def _checked_conninfo(conninfo: object, where: str) -> str:
-    """``conninfo`` as libpq reads it, or a ``TypeError`` (not a string) or
-    :class:`~ctx_langgraph.errors.HistoryStoreError` (a string libpq cannot read) at once."""
+    """``conninfo``, or a ``TypeError`` / ``HistoryStoreError`` when libpq cannot read it."""
     if not isinstance(conninfo, str):
         raise TypeError(
             f"{where}(conninfo=...) expects a libpq connection string, such as "
@@ -68,13 +63,8 @@ def _where(conninfo: str) -> str:
 
 
 async def _close_with_the_loop(pool: AsyncConnectionPool, forget: Callable[[], object]) -> None:
-    """Wait for the event loop's end, then close ``pool`` and ``forget`` it.
-
-    A runner ending its loop (``asyncio.run``, pytest's, a server's) cancels every task and waits
-    for them. A pool worker cancelled while it reconnects (a connection the server dropped was
-    just discarded) takes the cancellation for a failed attempt and keeps waiting for work, so
-    that wait would never end. Closing the pool here, as this task is cancelled with the others,
-    stops its workers and lets the loop end."""
+    """Wait for the event loop's end, then close ``pool`` and ``forget`` it (a pool worker
+    cancelled while reconnecting would otherwise keep the loop from ending)."""
     try:
         await asyncio.get_running_loop().create_future()  # (never set)
     except asyncio.CancelledError:
@@ -88,14 +78,9 @@ _ENDED_BY_THE_SERVER = frozenset({"57P01", "57P02", "57P03"})
 
 
 class _Transaction:
-    """One transaction on a connection from the pool, sync (``execute``) or async
-    (``aexecute``).
-
-    A pooled connection may have died while it sat in the pool (the server restarted, a proxy
-    dropped it): the first statement then fails with the connection broken, before anything
-    was sent in this transaction. That connection is closed (the pool drops it) and the
-    statement runs again on another, once per connection the pool can hold; any later failure
-    is the transaction's own."""
+    """One transaction on a pooled connection, sync (``execute``) or async (``aexecute``). When
+    the first statement finds the connection dead, it runs again on another (once per
+    connection the pool can hold)."""
 
     __slots__ = ("conn", "cur", "db", "pool", "sent")
 
@@ -112,30 +97,26 @@ class _Transaction:
         state = exc.sqlstate or ""
         return self.conn.broken or state.startswith("08") or state in _ENDED_BY_THE_SERVER
 
-    # ------------------------------------------------------------------ sync
-
     def open(self) -> None:
         self.conn = self.pool.getconn(timeout=self.db.connect_timeout)
         self.cur = self.conn.cursor()
 
     def execute(self, stmt: Stmt) -> Any:
-        if self.sent:
-            return self.db._run_statement(self.cur, stmt)
-        result = self._first(stmt)
-        self.sent = True
-        return result
-
-    def _first(self, stmt: Stmt) -> Any:
-        for _ in range(self.db._pool_size[1]):  # each connection the pool holds, at most once
+        # the first statement: each connection the pool holds, at most once
+        for _ in range(0 if self.sent else self.db._pool_size[1]):
             try:
-                return self.db._run_statement(self.cur, stmt)
+                result = self.db._run_statement(self.cur, stmt)
+                self.sent = True
+                return result
             except psycopg.OperationalError as exc:
                 if not self._stale(exc):
                     raise
                 self.conn.close()  # (the pool drops a closed connection)
                 self.close()
                 self.open()
-        return self.db._run_statement(self.cur, stmt)
+        result = self.db._run_statement(self.cur, stmt)
+        self.sent = True
+        return result
 
     def end(self, commit: bool) -> None:
         if self.conn is not None and not self.conn.broken:
@@ -147,30 +128,25 @@ class _Transaction:
             self.cur.close()
             self.pool.putconn(conn)
 
-    # ------------------------------------------------------------------ async
-
     async def aopen(self) -> None:
         self.conn = await self.pool.getconn(timeout=self.db.connect_timeout)
         self.cur = self.conn.cursor()
 
     async def aexecute(self, stmt: Stmt) -> Any:
-        if self.sent:
-            return await self.db._arun_statement(self.cur, stmt)
-        result = await self._afirst(stmt)
-        self.sent = True
-        return result
-
-    async def _afirst(self, stmt: Stmt) -> Any:
-        for _ in range(self.db._pool_size[1]):
+        for _ in range(0 if self.sent else self.db._pool_size[1]):
             try:
-                return await self.db._arun_statement(self.cur, stmt)
+                result = await self.db._arun_statement(self.cur, stmt)
+                self.sent = True
+                return result
             except psycopg.OperationalError as exc:
                 if not self._stale(exc):
                     raise
                 await self.conn.close()
                 await self.aclose()
                 await self.aopen()
-        return await self.db._arun_statement(self.cur, stmt)
+        result = await self.db._arun_statement(self.cur, stmt)
+        self.sent = True
+        return result
 
     async def aend(self, commit: bool) -> None:
         if self.conn is not None and not self.conn.broken:
@@ -184,14 +160,9 @@ class _Transaction:
 
 
 class PostgresDatabase(Database):
-    """A PostgreSQL database (tsvector + GIN full-text search).
-
-    Connections come from a pool opened on first use; connecting is bounded by
-    ``connect_timeout``, so a server that is down gives
-    :class:`~ctx_langgraph.errors.HistoryStoreError` quickly instead of hanging. The async
-    runs use an ``AsyncConnectionPool`` per event loop, closed by :meth:`aclose` in that loop
-    or, at the latest, when the loop ends.
-    """
+    """A PostgreSQL database: a pool opened on first use (connecting bounded by
+    ``connect_timeout``), and an async pool per event loop, closed by :meth:`aclose` or with the
+    loop."""
 
     dialect = POSTGRES
 
@@ -215,28 +186,22 @@ class PostgresDatabase(Database):
         self.connect_timeout = connect_timeout
         self._pool_size = (min_size, max_size)
         self._pool: ConnectionPool | None = None
-        # each loop's pool, and the task that closes it when the loop ends
         self._apools: dict[
             asyncio.AbstractEventLoop, tuple[AsyncConnectionPool, asyncio.Task[None]]
-        ]
-        self._apools = {}
+        ] = {}
         self._pool_lock = threading.Lock()
 
-    # ------------------------------------------------------------------ pools
-
     def _pool_options(self) -> dict[str, Any]:
-        """The sync and the async pool's settings (both opened with ``open=False``)."""
         return {
             "min_size": self._pool_size[0],
             "max_size": self._pool_size[1],
-            "kwargs": {"connect_timeout": max(1, round(self.connect_timeout)), "autocommit": False},
+            "kwargs": {**self._probe_options(), "autocommit": False},
             "timeout": self.connect_timeout,
             "open": False,
         }
 
     def _refused(self, exc: psycopg.Error) -> HistoryStoreError:
-        """The server's own reason a connection failed (a missing database, an unknown role,
-        a wrong password, nothing listening), which a pool only logs while it retries."""
+        """The server's own reason a connection failed (a pool only logs it while it retries)."""
         return HistoryStoreError(
             f"cannot reach the PostgreSQL history store at {_where(self.conninfo)}: "
             f"{_server_says(exc, self.conninfo)}. Check the connection string (host, port, "
@@ -244,8 +209,7 @@ class PostgresDatabase(Database):
         )
 
     def _probe(self) -> None:
-        """One connection before the pool opens: a server that says no is reported at once,
-        with its reason, instead of after the connect timeout as an incomplete pool."""
+        """One connection before the pool opens, so a refusal is reported at once."""
         try:
             psycopg.connect(self.conninfo, **self._probe_options()).close()
         except psycopg.OperationalError as exc:
@@ -312,8 +276,7 @@ class PostgresDatabase(Database):
             del self._apools[loop]
 
     def close(self) -> None:
-        """Close the sync pool. Each event loop's async pool is closed by :meth:`aclose` in that
-        loop, or when the loop ends."""
+        """Close the sync pool (async pools close with :meth:`aclose` or their loop)."""
         with self._pool_lock:
             if self._pool is not None:
                 self._pool.close()
@@ -326,8 +289,6 @@ class PostgresDatabase(Database):
             closer.cancel()
             await pool.close()
         self.close()
-
-    # ------------------------------------------------------------------ execution
 
     @staticmethod
     def _run_statement(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:

@@ -1,6 +1,5 @@
-"""A store argument checked at build time: ``store="history.sqlite"``, a connection string, the
-class ``SQLiteHistoryStore`` itself, a LangGraph store or a checkpointer are refused where they
-are given, saying what to pass instead."""
+"""A store argument checked at build time: anything but a history store is refused, saying what
+to pass instead."""
 
 from __future__ import annotations
 
@@ -46,12 +45,8 @@ def _advice(value: object, expected: type) -> str:
 
 
 def require_store(value: object, *, where: str, expected: type) -> None:
-    """Raise a ``TypeError`` unless ``value`` is an instance of ``expected`` (a history store).
-
-    Args:
-        value: the argument as given.
-        where: the call and argument as the user wrote them (``add_context_management(store=...)``).
-        expected: the store type (``HistoryStore``).
+    """Raise a ``TypeError`` unless ``value`` is an instance of ``expected`` (a history store);
+    ``where`` is the call and argument as the user wrote them.
 
     Examples:
         >>> from ctx_langgraph.history import HistoryStore
@@ -62,9 +57,7 @@ def require_store(value: object, *, where: str, expected: type) -> None:
     """
     if isinstance(value, expected):
         return
-    what = (
-        "a HistoryStore instance"
-        if expected.__name__ == "HistoryStore"
-        else (f"a {expected.__name__} instance")
+    raise TypeError(
+        f"{where} expects a {expected.__name__} instance, got {described(value)}: "
+        f"{_advice(value, expected)}"
     )
-    raise TypeError(f"{where} expects {what}, got {described(value)}: {_advice(value, expected)}")

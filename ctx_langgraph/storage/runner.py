@@ -1,24 +1,7 @@
 """The one runner: a database handle that runs an operation in one transaction, sync or async.
 
-An operation (:data:`~ctx_langgraph.storage.statements.Op`) yields statements; the runner binds
-each to its open transaction as a :mod:`ctx_langgraph.core.effects` call
-(``call(tx.execute, tx.aexecute, stmt)``), so one driver runs it, sync or async. Before the first
-operation the runner checks the schema version (everything but :meth:`Database.setup`). A
-backend (:class:`~ctx_langgraph.storage.sqlite.SQLiteDatabase`,
-:class:`~ctx_langgraph.storage.postgres.PostgresDatabase`) implements only
-:meth:`Database._execute` and :meth:`Database._aexecute`: open a transaction, run the bound
-operation, commit or roll back.
-
-Examples:
-    >>> from ctx_langgraph.storage.sqlite import SQLiteDatabase
-    >>> from ctx_langgraph.storage.statements import Stmt
-    >>> def tables():
-    ...     rows = yield Stmt("SELECT name FROM sqlite_master WHERE name LIKE 'ctx_usage%' ORDER BY name", (), "all")
-    ...     return [row[0] for row in rows]
-    >>> db = SQLiteDatabase.from_path(":memory:"); _ = db.setup()
-    >>> db.run(tables())
-    ['ctx_usage_calls', 'ctx_usage_calls_by_thread', 'ctx_usage_requests', 'ctx_usage_totals']
-    >>> db.close()
+A backend implements :meth:`Database._execute` and :meth:`Database._aexecute`; each statement
+becomes a :mod:`ctx_langgraph.core.effects` call on the open transaction (:func:`bind`).
 """
 
 from __future__ import annotations
@@ -50,9 +33,7 @@ def bind(
     execute: Callable[[Stmt], Any],
     aexecute: Callable[[Stmt], Awaitable[Any]] | None = None,
 ) -> Flow[T]:
-    """``op`` as an effect flow: each statement it yields becomes ``call(execute, aexecute,
-    stmt)`` on an open transaction, its result is sent back into ``op`` (``aexecute=None``: a
-    transaction only run synchronously)."""
+    """``op`` as an effect flow: each statement becomes ``call(execute, aexecute, stmt)``."""
     try:
         stmt = next(op)
         while True:  # a bare yield: one effect per statement, no generator for its result
@@ -65,20 +46,14 @@ def bind(
 
 
 class Database(abc.ABC):
-    """A database handle: runs operations in transactions, creates and migrates the tables.
-
-    Call :meth:`setup` once to create or migrate the tables; every other operation checks the
-    schema version first (once per handle).
-    """
+    """A database handle: runs operations in transactions, creates and migrates the tables
+    (every operation but :meth:`setup` checks the schema version first, once per handle)."""
 
     dialect: Dialect
 
     def __init__(self, *, clock: Callable[[], dt.datetime] = utcnow) -> None:
         self.clock = clock
-        """What "now" is for the rows this handle writes."""
         self._schema_checked = False
-
-    # ------------------------------------------------------------------ backend hooks
 
     @abc.abstractmethod
     def _execute(self, op: Op[T], *, write: bool) -> T:
@@ -95,46 +70,35 @@ class Database(abc.ABC):
     async def aclose(self) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ running
-
-    def _schema_error(self, version: int) -> HistoryStoreError | None:
+    def _check_schema(self, version: int) -> None:
         expected = SCHEMA_VERSION
-        if version == expected:
-            return None
         if version < expected:
-            return HistoryStoreError(
+            raise HistoryStoreError(
                 f"the {self.dialect.name} history store schema is at version {version}, this "
                 f"ctx-langgraph needs version {expected}: call setup() (or asetup()) first"
             )
-        return HistoryStoreError(
-            f"the {self.dialect.name} history store schema is at version {version}, newer than "
-            f"this ctx-langgraph understands ({expected}); upgrade ctx-langgraph"
-        )
+        if version > expected:
+            raise HistoryStoreError(
+                f"the {self.dialect.name} history store schema is at version {version}, newer "
+                f"than this ctx-langgraph understands ({expected}); upgrade ctx-langgraph"
+            )
+        self._schema_checked = True
 
     def run(self, op: Op[T], *, write: bool = False) -> T:
         """Run the operation ``op`` in one transaction (a write transaction when ``write``) and
         return its result."""
         if not self._schema_checked:
-            error = self._schema_error(self.schema_version())
-            if error:
-                raise error
-            self._schema_checked = True
+            self._check_schema(self.schema_version())
         return self._execute(op, write=write)
 
     async def arun(self, op: Op[T], *, write: bool = False) -> T:
         """Async twin of :meth:`run`."""
         if not self._schema_checked:
-            error = self._schema_error(await self.aschema_version())
-            if error:
-                raise error
-            self._schema_checked = True
+            self._check_schema(await self.aschema_version())
         return await self._aexecute(op, write=write)
 
-    # ------------------------------------------------------------------ schema
-
     def schema_version(self) -> int:
-        """The schema version the database is at (0: no tables yet), read without the check
-        :meth:`run` makes first."""
+        """The schema version the database is at (0: no tables yet), read unchecked."""
         return self._execute(migrations.schema_version(self.dialect), write=False)
 
     async def aschema_version(self) -> int:
@@ -142,11 +106,8 @@ class Database(abc.ABC):
         return await self._aexecute(migrations.schema_version(self.dialect), write=False)
 
     def setup(self) -> int:
-        """Create or migrate the tables (idempotent, safe to call from several processes).
-
-        Returns:
-            The schema version now in the database.
-        """
+        """Create or migrate the tables (idempotent, safe from several processes); returns the
+        schema version now in the database."""
         version = self._execute(migrations.setup(self.dialect), write=True)
         self._schema_checked = True
         return version

@@ -24,18 +24,13 @@ Self = TypeVar("Self", bound="SQLiteDatabase")
 
 
 def use_wal(conn: sqlite3.Connection) -> None:
-    """WAL mode with ``synchronous=NORMAL`` on a file's connection: readers never wait for the
-    writer, and a commit is one fsync of the log instead of two of the file."""
+    """WAL mode with ``synchronous=NORMAL`` on a file's connection."""
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
 
 
 def table_names(path: str | Path) -> set[str]:
-    """The tables of an existing SQLite database file, read without writing anything to it.
-
-    Raises:
-        sqlite3.Error: the file is not a SQLite database.
-    """
+    """The tables of an existing SQLite database file, read-only (``sqlite3.Error``: not one)."""
     conn = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
@@ -45,12 +40,8 @@ def table_names(path: str | Path) -> set[str]:
 
 
 class SQLiteDatabase(Database):
-    """A SQLite database: a file (WAL mode) or ``":memory:"``.
-
-    One connection per handle, used by one transaction at a time (a lock serializes threads;
-    ``BEGIN IMMEDIATE`` serializes writers across processes sharing the file). Async runs use
-    the same code in a worker thread.
-    """
+    """A SQLite database: a file (WAL mode) or ``":memory:"``, one connection per handle (a lock
+    serializes threads, ``BEGIN IMMEDIATE`` writers); async runs use a worker thread."""
 
     dialect = SQLITE
 
@@ -73,12 +64,8 @@ class SQLiteDatabase(Database):
         busy_timeout: float = 30.0,
         clock: Callable[[], dt.datetime] = utcnow,
     ) -> Self:
-        """Open (creating if needed) a database file, or an in-memory database for ``":memory:"``.
-
-        Args:
-            path: file path or ``":memory:"``.
-            busy_timeout: seconds a writer waits for another process's write lock.
-        """
+        """Open (creating if needed) a database file, or ``":memory:"``; ``busy_timeout``: seconds
+        a writer waits for another process's write lock."""
         try:
             conn = sqlite3.connect(
                 str(path), timeout=busy_timeout, check_same_thread=False, isolation_level=None

@@ -1,23 +1,7 @@
 """What an operation yields: one statement, run by the runner on its open transaction.
 
-An operation is a generator (:data:`Op`) that yields :class:`Stmt` objects and receives
-their results (a row, all rows, or a row count); its return value is the operation's result.
-Operations do no I/O, so each is written once for both backends and both I/O styles
-(the ``httpx.Auth.auth_flow`` pattern); :class:`~ctx_langgraph.storage.runner.Database` runs
-one in one transaction.
-
-Examples:
-    >>> def count_events(thread_id: str) -> Op[int]:
-    ...     row = yield Stmt("SELECT count(*) FROM ctx_events WHERE thread_id = ?", (thread_id,), "one")
-    ...     return int(row[0])
-    >>> op = count_events("t")
-    >>> next(op).sql
-    'SELECT count(*) FROM ctx_events WHERE thread_id = ?'
-    >>> try:
-    ...     op.send((3,))
-    ... except StopIteration as done:
-    ...     done.value
-    3
+An operation (:data:`Op`) yields :class:`Stmt` objects, receives their results and returns its
+own; it does no I/O, so it is written once for both backends, sync and async.
 """
 
 from __future__ import annotations
@@ -35,11 +19,7 @@ Fetch = Literal["none", "one", "all", "rowcount"]
 
 @dataclass(frozen=True)
 class Stmt:
-    """One statement an operation asks its runner to execute.
-
-    ``sql`` uses ``?`` placeholders; the PostgreSQL runner rewrites them. With ``many`` set the
-    statement is executed once per parameter row (``executemany``).
-    """
+    """One statement (``?`` placeholders); with ``many``, executed once per parameter row."""
 
     sql: str
     params: Sequence[Any] = ()
@@ -52,8 +32,7 @@ Op = Generator[Stmt, Any, T]
 
 
 class DeferredError(Exception):
-    """Raised by an operation whose writes must be committed before ``error`` reaches the caller
-    (a losing candidate is marked ``failed``, then the conflict is raised)."""
+    """Raised by an operation whose writes must be committed before ``error`` is raised."""
 
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
@@ -61,7 +40,6 @@ class DeferredError(Exception):
 
 
 IN_CHUNK = 500
-"""Most values one ``IN (...)`` list holds."""
 
 
 def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
@@ -71,20 +49,13 @@ def chunks(items: Sequence[T], size: int = IN_CHUNK) -> Iterator[Sequence[T]]:
 
 
 def marks(count: int) -> str:
-    """``count`` comma-separated ``?`` placeholders.
-
-    Examples:
-        >>> marks(3)
-        '?, ?, ?'
-    """
+    """``count`` comma-separated ``?`` placeholders."""
     return ", ".join("?" * count)
 
 
 def execute(cursor: Any, stmt: Stmt, sql: str | None = None, **options: Any) -> Any:
-    """Run ``stmt`` on a DB-API cursor and return what it asks for (a row, all rows, the row
-    count, or None); ``sql`` is its text in the driver's parameter style when that differs,
-    ``options`` go to the driver's ``execute`` (psycopg's ``prepare``). A batch (``many``)
-    returns its row count; an empty batch runs nothing and counts 0."""
+    """Run ``stmt`` on a DB-API cursor and return what it asks for; ``sql`` is its text in the
+    driver's parameter style, ``options`` go to the driver's ``execute``."""
     text = stmt.sql if sql is None else sql
     if stmt.many is not None:
         if not stmt.many:

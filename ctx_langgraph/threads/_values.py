@@ -1,12 +1,13 @@
 """The value checks a thread export's checker is built on: one JSON value at a path in the
-document, its type, its range, and that the databases can store it. A failed check raises
-:class:`~ctx_langgraph.errors.DocumentError` naming the path (``events[3].seq``)."""
+document, its type, its range, and that the databases can store it (a failure raises
+:class:`~ctx_langgraph.errors.DocumentError` naming the path, ``events[3].seq``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from langchain_core.messages import messages_from_dict
@@ -16,7 +17,17 @@ from ctx_langgraph.history.args import shown
 from ctx_langgraph.history.rows import message_to_row
 from ctx_langgraph.history.types import DEFAULT_TENANT, Scope
 
-__all__ = ["BIGINT", "INTEGER", "MISSING", "ValueChecks", "at", "encodes", "fail", "shown"]
+__all__ = [
+    "BIGINT",
+    "INTEGER",
+    "MISSING",
+    "Record",
+    "ValueChecks",
+    "at",
+    "encodes",
+    "fail",
+    "shown",
+]
 
 BIGINT = 2**63 - 1
 """The largest value of a 64-bit column (every seq, generation and counter)."""
@@ -57,6 +68,9 @@ class ValueChecks:
             fail(at(path, key), "missing")
         return default
 
+    def record(self, path: str, value: object) -> Record:
+        return Record(self, path, self.mapping(path, value))
+
     def mapping(self, path: str, value: object) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
             fail(path, f"expected an object, got {type(value).__name__} {shown(value)}")
@@ -79,11 +93,6 @@ class ValueChecks:
                 fail(path, f"expected {wanted}, got {value}")
             fail(path, f"expected an int from {low} to {high}, got {value}")
         return value
-
-    def optional_integer(
-        self, path: str, value: object, low: int, high: int = BIGINT
-    ) -> int | None:
-        return None if value is None else self.integer(path, value, low, high)
 
     def text(self, path: str, value: object, *, empty: bool = True, column: bool = True) -> str:
         """A string; ``column``: one written as is into a text column (not inside JSON)."""
@@ -122,9 +131,6 @@ class ValueChecks:
             fail(path, f"expected an ISO-8601 time, got {shown(value)}")
         return parsed
 
-    def optional_time(self, path: str, value: object) -> dt.datetime | None:
-        return None if value is None else self.time(path, value)
-
     def name(self, path: str, value: object, part: str = "branch") -> str:
         """A tenant, thread id or branch name, valid the way :class:`Scope` checks them."""
         text = self.text(path, value)
@@ -159,3 +165,46 @@ class ValueChecks:
                 at(at(path, "data"), "id"),
                 f"the message carries id {shown(carried)}, but the event is {event_id!r}",
             )
+
+
+@dataclass(frozen=True)
+class Record:
+    """One object of the document at ``path``: each method checks one of its fields (a missing
+    key fails unless a ``default`` is given)."""
+
+    checks: ValueChecks
+    path: str
+    row: Mapping[str, Any]
+
+    def at(self, key: str) -> str:
+        return at(self.path, key)
+
+    def get(self, key: str, default: Any = MISSING) -> Any:
+        return self.checks.field(self.row, self.path, key, default)
+
+    def integer(self, key: str, low: int, high: int = BIGINT) -> int:
+        return self.checks.integer(self.at(key), self.get(key), low, high)
+
+    def optional_integer(
+        self, key: str, low: int, high: int = BIGINT, default: Any = MISSING
+    ) -> int | None:
+        value = self.get(key, default)
+        return None if value is None else self.checks.integer(self.at(key), value, low, high)
+
+    def text(self, key: str, *, empty: bool = True, column: bool = True) -> str:
+        return self.checks.text(self.at(key), self.get(key), empty=empty, column=column)
+
+    def optional_text(
+        self, key: str, *, empty: bool = True, column: bool = True, default: Any = MISSING
+    ) -> str | None:
+        value = self.get(key, default)
+        return self.checks.optional_text(self.at(key), value, empty=empty, column=column)
+
+    def time(self, key: str) -> dt.datetime:
+        return self.checks.time(self.at(key), self.get(key))
+
+    def choice(self, key: str, allowed: Sequence[str]) -> str:
+        return self.checks.choice(self.at(key), self.get(key), allowed)
+
+    def name(self, key: str, part: str = "branch") -> str:
+        return self.checks.name(self.at(key), self.get(key), part)

@@ -1,10 +1,5 @@
 """Export, import and delete a whole thread: its history (every branch), its usage ledger rows
-and, when given, its long-term memories.
-
-Each operation is written once, as a flow of effects (:mod:`ctx_langgraph.core.effects`):
-the database part runs as one transaction through the store's runner, then the memory part
-and the edit listeners follow. The ``a``-twins run the same flow with the async methods.
-"""
+and, when given, its long-term memories (each written once as an effect flow, run sync or async)."""
 
 from __future__ import annotations
 
@@ -29,9 +24,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- delete
-
-
 def _delete_flow(store: HistoryStore, scope: Scope | str, ledger: bool) -> Flow[dict[str, int]]:
     target = checked_scope(scope)
     op = ops.delete_thread(target, ledger=ledger)
@@ -43,15 +35,11 @@ def _delete_flow(store: HistoryStore, scope: Scope | str, ledger: bool) -> Flow[
 def delete_thread(
     store: HistoryStore, scope: Scope | str, *, ledger: bool = False
 ) -> dict[str, int]:
-    """Forget a thread: its events and their revisions, edit log, summary versions, branches
-    and thread row, all branches at once, in one transaction (the branch of ``scope`` does
-    not matter). With ``ledger`` its usage ledger rows go too (by default they stay, for
-    billing). Returns the rows deleted per table.
-
-    LangGraph's checkpoints are not here: delete them with the checkpointer's own
-    ``delete_thread(thread_id)``. Edit listeners (a wired
-    :class:`~ctx_langgraph.memory.LongTermMemory`) delete the thread's memories and purge
-    those derived from it.
+    """Forget a thread, every branch, in one transaction: events, revisions, edit log, summary
+    versions, branches and thread row; with ``ledger`` its usage ledger rows too (by default
+    they stay, for billing). Returns the rows deleted per table. Edit listeners (a wired
+    :class:`~ctx_langgraph.memory.LongTermMemory`) delete its memories; LangGraph's checkpoints
+    go with the checkpointer's own ``delete_thread(thread_id)``.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -72,9 +60,6 @@ async def adelete_thread(
     return await arun(_delete_flow(store, scope, ledger))
 
 
-# --------------------------------------------------------------------------- export
-
-
 def _export_flow(
     store: HistoryStore, scope: Scope | str, ledger: bool, memory: LongTermMemory | None
 ) -> Flow[dict[str, Any]]:
@@ -93,13 +78,10 @@ def export_thread(
     ledger: bool = True,
     memory: LongTermMemory | None = None,
 ) -> dict[str, Any]:
-    """Everything ``store`` remembers of a thread, as one JSON-ready document: every
-    branch, every event (hidden ones marked ``visible: false``) with its earlier revisions,
-    the edit log, every summary version with its status and key facts, the active pointers,
-    and (``ledger``) its usage ledger rows. Deleted events are gone and are not in it. With
-    ``memory``, the thread's long-term memories (its own and those derived from it, any
-    status) are in ``"memories"``.
-    :func:`import_thread` writes it back, into this or another store.
+    """Everything ``store`` remembers of a thread as one JSON-ready document: every branch,
+    event (hidden ones ``visible: false``) and earlier revision, the edit log, every summary
+    version, the active pointers, with ``ledger`` its usage ledger rows, and with ``memory`` its
+    long-term memories (``"memories"``). :func:`import_thread` writes it back, into any store.
 
     Raises:
         ScopeError: the thread has no history.
@@ -133,9 +115,6 @@ async def aexport_thread(
     return await arun(_export_flow(store, scope, ledger, memory))
 
 
-# --------------------------------------------------------------------------- import
-
-
 def _import_flow(
     store: HistoryStore,
     document: dict[str, Any],
@@ -160,16 +139,14 @@ def import_thread(
     into: Scope | str | None = None,
     memory: LongTermMemory | None = None,
 ) -> dict[str, int]:
-    """Write a document made by :func:`export_thread` as a thread of ``store`` (its own
-    tenant and thread id, or ``into``'s), in one transaction. The thread must have no
-    history yet; summary version ids are kept, so one export goes into one database once.
-    With ``memory``, the document's memories are written to it too (count in ``"memories"``).
+    """Write a document made by :func:`export_thread` as a thread of ``store`` (its own tenant
+    and thread id, or ``into``'s) that has no history yet, in one transaction; summary version
+    ids are kept, so one export goes into one database once. With ``memory``, its memories too.
 
     Raises:
         ScopeError: the thread already has history.
         DocumentError: the document is not an export this version reads, or a field of it
-            is missing, mistyped or inconsistent (the error names its path); the whole
-            document is checked first, so nothing was written.
+            is missing, mistyped or inconsistent (named by its path); nothing was written.
     """
     return run(_import_flow(store, document, into, memory))
 

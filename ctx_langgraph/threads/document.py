@@ -1,14 +1,7 @@
 """The check a thread export passes, whole, before :func:`~ctx_langgraph.threads.import_thread`
-writes any of it.
-
-An export is plain JSON that may have been edited, cut short or forged on its way here. Every
-field the import reads is checked: its type and range; what it refers to (an event's branch, a
-branch's parent and fork point, a summary's covered range, an active summary pointer); that
-what the database keys by is unique; and that every message decodes the way the store reads it
-back. The first problem raises :class:`~ctx_langgraph.errors.DocumentError` naming its path in
-the document (``events[3].seq``), so a tampered export fails before the first row is written
-instead of half-importing or leaving a thread that later appends or reads trip over.
-"""
+writes any of it: every field's type and range, what it refers to, what must be unique, and
+that every message decodes; the first problem raises
+:class:`~ctx_langgraph.errors.DocumentError` naming its path (``events[3].seq``)."""
 
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from ctx_langgraph.history.args import shown
 from ctx_langgraph.history.types import CheckpointStatus, Scope, SegmentStatus
 from ctx_langgraph.storage.dialects import Dialect
 from ctx_langgraph.threads._attached import AttachedPartChecks
-from ctx_langgraph.threads._values import INTEGER, at, encodes, fail
+from ctx_langgraph.threads._values import INTEGER, Record, at, encodes, fail
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "check_document", "export_scope"]
 
@@ -32,8 +25,7 @@ EXPORT_VERSION = 1
 
 _SUMMARY_STATUSES: tuple[str, ...] = get_args(CheckpointStatus)
 _SEGMENT_STATUSES: tuple[str, ...] = get_args(SegmentStatus)
-_POINTED_STATUSES = ("active", "superseded")
-"""What a branch's active pointer can name: its own active summary, or the one it inherited."""
+_POINTED_STATUSES = ("active", "superseded")  # a branch's own active summary, or inherited
 
 
 def check_document(document: object, dialect: Dialect) -> None:
@@ -69,8 +61,6 @@ def export_scope(document: object) -> Scope:
 
 @dataclass(frozen=True)
 class _Branch:
-    """What the checks of the other parts need to know of one branch."""
-
     path: str
     parent: str | None
     fork_seq: int | None
@@ -87,49 +77,43 @@ class _Summary:
     status: str
 
 
-_ANY_TEXT = frozenset({"events", "revisions", "summaries", "segments"})
-"""The parts of a document whose text columns are stored escaped (NUL, lone surrogates)."""
+_ANY_TEXT = frozenset({"events", "revisions", "summaries", "segments"})  # stored escaped
 
 
 class _Checker(AttachedPartChecks):
     """Walks one document; each method checks one part and returns what later parts refer to."""
 
     def header(self, value: object) -> tuple[Mapping[str, Any], Scope]:
-        """The document as a mapping, once its format and version are the ones this version
-        reads, with the scope it names (tenant, thread id, default branch)."""
-        document = self.mapping("", value)
-        format_name = self.field(document, "", "format", None)
+        """The document, once its format and version are this version's, and its scope."""
+        document = Record(self, "", self.mapping("", value))
+        format_name = document.get("format", None)
         if not isinstance(format_name, str) or format_name != EXPORT_FORMAT:
             fail("format", f"expected {EXPORT_FORMAT!r}, got {shown(format_name)}")
-        version = self.field(document, "", "version", None)
+        version = document.get("version", None)
         if isinstance(version, bool) or not isinstance(version, int) or version != EXPORT_VERSION:
             fail("version", f"expected {EXPORT_VERSION}, got {shown(version)}")
-        tenant = self.name("tenant", self.field(document, "", "tenant"), "tenant")
-        thread_id = self.name("thread_id", self.field(document, "", "thread_id"), "thread_id")
-        return document, Scope(thread_id, tenant)
+        tenant = document.name("tenant", "tenant")
+        return document.row, Scope(document.name("thread_id", "thread_id"), tenant)
 
     def document(self, value: object) -> None:
         document, scope = self.header(value)
         self.unicode(document)
-        tenant, thread_id = scope.tenant, scope.thread_id
+        thread_key = (scope.tenant, scope.thread_id)
+        doc = Record(self, "", document)
         if "exported_at" in document:
             self.time("exported_at", document["exported_at"])
-        thread = self.mapping("thread", self.field(document, "", "thread"))
-        edit_version = self.integer(
-            "thread.edit_version", self.field(thread, "thread", "edit_version"), 0
-        )
-        self.time("thread.created_at", self.field(thread, "thread", "created_at"))
-        branches = self.branches(self.field(document, "", "branches"))
-        events = self.events(self.field(document, "", "events"), branches)
-        self.revisions(self.field(document, "", "revisions"), branches, events)
-        self.edits(self.field(document, "", "edits"), branches, edit_version)
-        summaries = self.summaries(
-            self.field(document, "", "summaries"), branches, (tenant, thread_id), edit_version
-        )
+        thread = self.record("thread", doc.get("thread"))
+        edit_version = thread.integer("edit_version", 0)
+        thread.time("created_at")
+        branches = self.branches(doc.get("branches"))
+        events = self.events(doc.get("events"), branches)
+        self.revisions(doc.get("revisions"), branches, events)
+        self.edits(doc.get("edits"), branches, edit_version)
+        summaries = self.summaries(doc.get("summaries"), branches, thread_key, edit_version)
         self.active_pointers(branches, summaries)
         segments = document.get("segments")
         if segments is not None:  # (exports made before the segment index have none)
-            self.segments(segments, branches, (tenant, thread_id), edit_version)
+            self.segments(segments, branches, thread_key, edit_version)
         ledger = document.get("ledger")
         if ledger:
             self.ledger(ledger)
@@ -138,9 +122,8 @@ class _Checker(AttachedPartChecks):
             self.memories(memories)
 
     def unicode(self, document: Mapping[str, Any]) -> None:
-        """Every string, key or value, is text both databases can encode (JSON can carry a
-        lone surrogate such as ``"\\ud800"``; UTF-8 cannot). The history's own text (events,
-        revisions, summaries) is stored escaped: any text goes there."""
+        """Every string, key or value, outside the history's own (escaped) text is text both
+        databases can encode (JSON can carry a lone surrogate; UTF-8 cannot)."""
         document = {k: v for k, v in document.items() if k not in _ANY_TEXT}
         try:
             json.dumps(document, ensure_ascii=False, default=lambda _: None).encode()
@@ -173,43 +156,35 @@ class _Checker(AttachedPartChecks):
             fail("branches", "expected at least one branch (every thread has its main branch)")
         branches: dict[str, _Branch] = {}
         for index, item in enumerate(rows):
-            path = at("branches", index)
-            row = self.mapping(path, item)
-            name = self.name(at(path, "branch"), self.field(row, path, "branch"))
+            row = self.record(at("branches", index), item)
+            name = row.name("branch")
             if name in branches:
-                fail(at(path, "branch"), f"branch {name!r} is listed twice")
-            parent = self.field(row, path, "parent_branch")
+                fail(row.at("branch"), f"branch {name!r} is listed twice")
+            parent = row.get("parent_branch")
             if parent is not None:
-                parent = self.name(at(path, "parent_branch"), parent)
-            fork_seq = self.optional_integer(
-                at(path, "fork_seq"), self.field(row, path, "fork_seq"), 0
-            )
+                parent = self.name(row.at("parent_branch"), parent)
+            fork_seq = row.optional_integer("fork_seq", 0)
             if parent is None and fork_seq is not None:
                 fail(
-                    at(path, "fork_seq"),
+                    row.at("fork_seq"),
                     f"a branch without a parent has no fork point, got {fork_seq}",
                 )
             if parent is not None and fork_seq is None:
                 fail(
-                    at(path, "fork_seq"),
-                    f"expected the seq branch {name!r} was forked at, got None",
+                    row.at("fork_seq"), f"expected the seq branch {name!r} was forked at, got None"
                 )
-            head_seq = self.integer(at(path, "head_seq"), self.field(row, path, "head_seq"), 0)
+            head_seq = row.integer("head_seq", 0)
             if fork_seq is not None and head_seq < fork_seq:
                 fail(
-                    at(path, "head_seq"),
+                    row.at("head_seq"),
                     f"head_seq {head_seq} is below the branch's fork_seq {fork_seq}",
                 )
-            active_id = self.optional_text(
-                at(path, "active_checkpoint_id"),
-                self.field(row, path, "active_checkpoint_id"),
-                empty=False,
+            active_id = row.optional_text("active_checkpoint_id", empty=False)
+            active_generation = row.integer("active_generation", 0)
+            row.time("created_at")
+            branches[name] = _Branch(
+                row.path, parent, fork_seq, head_seq, active_id, active_generation
             )
-            active_generation = self.integer(
-                at(path, "active_generation"), self.field(row, path, "active_generation"), 0
-            )
-            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
-            branches[name] = _Branch(path, parent, fork_seq, head_seq, active_id, active_generation)
         for name, branch in branches.items():
             if branch.parent is None:
                 continue
@@ -233,10 +208,10 @@ class _Checker(AttachedPartChecks):
                 current = branches[current].parent
         return branches
 
-    def branch_of(self, path: str, value: object, branches: Mapping[str, _Branch]) -> str:
-        name = self.name(path, value)
+    def branch_of(self, row: Record, branches: Mapping[str, _Branch]) -> str:
+        name = row.name("branch")
         if name not in branches:
-            fail(path, f"no branch {name!r} in branches")
+            fail(row.at("branch"), f"no branch {name!r} in branches")
         return name
 
     def events(
@@ -246,37 +221,32 @@ class _Checker(AttachedPartChecks):
         events: dict[tuple[str, int], tuple[str, int]] = {}
         ids: set[tuple[str, str]] = set()
         for index, item in enumerate(self.items("events", value)):
-            path = at("events", index)
-            row = self.mapping(path, item)
-            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
-            seq = self.integer(at(path, "seq"), self.field(row, path, "seq"), 1)
+            row = self.record(at("events", index), item)
+            branch = self.branch_of(row, branches)
+            seq = row.integer("seq", 1)
             owner = branches[branch]
             if seq > owner.head_seq:
                 fail(
-                    at(path, "seq"),
+                    row.at("seq"),
                     f"seq {seq} is past the head_seq {owner.head_seq} of branch {branch!r} "
                     f"({owner.path}); the next append would collide with it",
                 )
             if owner.fork_seq is not None and seq <= owner.fork_seq:
                 fail(
-                    at(path, "seq"),
+                    row.at("seq"),
                     f"seq {seq} is not after the fork_seq {owner.fork_seq} of branch {branch!r}; "
                     "a branch's own events come after its fork point",
                 )
             if (branch, seq) in events:
-                fail(at(path, "seq"), f"branch {branch!r} has two events at seq {seq}")
-            event_id = self.text(  # (stored escaped: any text)
-                at(path, "event_id"), self.field(row, path, "event_id"), empty=False, column=False
-            )
+                fail(row.at("seq"), f"branch {branch!r} has two events at seq {seq}")
+            event_id = row.text("event_id", empty=False, column=False)  # (stored escaped)
             if (branch, event_id) in ids:
-                fail(at(path, "event_id"), f"branch {branch!r} has two events {event_id!r}")
+                fail(row.at("event_id"), f"branch {branch!r} has two events {event_id!r}")
             ids.add((branch, event_id))
-            revision = self.integer(
-                at(path, "revision"), self.field(row, path, "revision"), 1, INTEGER
-            )
-            self.flag(at(path, "visible"), self.field(row, path, "visible"))
-            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
-            self.message(at(path, "message"), self.field(row, path, "message"), event_id)
+            revision = row.integer("revision", 1, INTEGER)
+            self.flag(row.at("visible"), row.get("visible"))
+            row.time("created_at")
+            self.message(row.at("message"), row.get("message"), event_id)
             events[(branch, seq)] = (event_id, revision)
         return events
 
@@ -288,54 +258,61 @@ class _Checker(AttachedPartChecks):
     ) -> None:
         seen: set[tuple[str, int, int]] = set()
         for index, item in enumerate(self.items("revisions", value)):
-            path = at("revisions", index)
-            row = self.mapping(path, item)
-            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
-            seq = self.integer(at(path, "seq"), self.field(row, path, "seq"), 1)
-            event_id = self.text(  # (stored escaped: any text)
-                at(path, "event_id"), self.field(row, path, "event_id"), empty=False, column=False
-            )
-            revision = self.integer(
-                at(path, "revision"), self.field(row, path, "revision"), 1, INTEGER
-            )
+            row = self.record(at("revisions", index), item)
+            branch = self.branch_of(row, branches)
+            seq = row.integer("seq", 1)
+            event_id = row.text("event_id", empty=False, column=False)  # (stored escaped)
+            revision = row.integer("revision", 1, INTEGER)
             current = events.get((branch, seq))
             if current is None:
-                fail(at(path, "seq"), f"no event of branch {branch!r} at seq {seq} in events")
+                fail(row.at("seq"), f"no event of branch {branch!r} at seq {seq} in events")
             if current[0] != event_id:
                 fail(
-                    at(path, "event_id"),
+                    row.at("event_id"),
                     f"the event at seq {seq} of branch {branch!r} is {current[0]!r}, not "
                     f"{event_id!r}",
                 )
             if revision >= current[1]:
                 fail(
-                    at(path, "revision"),
+                    row.at("revision"),
                     f"an earlier revision must be below the event's revision {current[1]}, "
                     f"got {revision}",
                 )
             if (branch, seq, revision) in seen:
-                fail(at(path, "revision"), f"revision {revision} of that event is listed twice")
+                fail(row.at("revision"), f"revision {revision} of that event is listed twice")
             seen.add((branch, seq, revision))
-            self.time(at(path, "replaced_at"), self.field(row, path, "replaced_at"))
-            self.message(at(path, "message"), self.field(row, path, "message"), event_id)
+            row.time("replaced_at")
+            self.message(row.at("message"), row.get("message"), event_id)
 
     def edits(self, value: object, branches: Mapping[str, _Branch], edit_version: int) -> None:
         for index, item in enumerate(self.items("edits", value)):
-            path = at("edits", index)
-            row = self.mapping(path, item)
-            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
-            head_seq = branches[branch].head_seq
-            self.integer(at(path, "seq"), self.field(row, path, "seq"), 1, head_seq)
-            version = self.integer(
-                at(path, "edit_version"), self.field(row, path, "edit_version"), 1
-            )
+            row = self.record(at("edits", index), item)
+            branch = self.branch_of(row, branches)
+            row.integer("seq", 1, branches[branch].head_seq)
+            version = row.integer("edit_version", 1)
             if version > edit_version:
                 fail(
-                    at(path, "edit_version"),
+                    row.at("edit_version"),
                     f"edit {version} is past the thread's edit_version {edit_version}",
                 )
-            self.text(at(path, "kind"), self.field(row, path, "kind"), empty=False)
-            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
+            row.text("kind", empty=False)
+            row.time("created_at")
+
+    def same_thread(self, row: Record, thread: tuple[str, str]) -> None:
+        """The row names the document's tenant and thread id."""
+        for key, expected in zip(("tenant", "thread_id"), thread, strict=True):
+            if row.get(key) != expected:
+                fail(
+                    row.at(key),
+                    f"expected the document's {key} {expected!r}, got {shown(row.row[key])}",
+                )
+
+    def json_object(self, row: Record, key: str) -> None:
+        """An optional field holding a plain JSON object."""
+        value = row.row.get(key)
+        if value is not None:
+            self.mapping(row.at(key), value)
+            self.json_value(row.at(key), value)
 
     def summaries(
         self,
@@ -346,63 +323,32 @@ class _Checker(AttachedPartChecks):
     ) -> dict[str, _Summary]:
         summaries: dict[str, _Summary] = {}
         for index, item in enumerate(self.items("summaries", value)):
-            path = at("summaries", index)
-            row = self.mapping(path, item)
-            summary_id = self.text(at(path, "id"), self.field(row, path, "id"), empty=False)
+            row = self.record(at("summaries", index), item)
+            summary_id = row.text("id", empty=False)
             if summary_id in summaries:
-                fail(at(path, "id"), f"summary version {summary_id!r} is listed twice")
-            for key, expected in zip(("tenant", "thread_id"), thread, strict=True):
-                if self.field(row, path, key) != expected:
-                    fail(
-                        at(path, key),
-                        f"expected the document's {key} {expected!r}, got {shown(row[key])}",
-                    )
-            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
-            generation = self.integer(
-                at(path, "generation"), self.field(row, path, "generation"), 1
-            )
-            self.optional_text(at(path, "parent_id"), row.get("parent_id"), empty=False)
+                fail(row.at("id"), f"summary version {summary_id!r} is listed twice")
+            self.same_thread(row, thread)
+            branch = self.branch_of(row, branches)
+            generation = row.integer("generation", 1)
+            row.optional_text("parent_id", empty=False, default=None)
             head_seq = branches[branch].head_seq
-            first_seq = self.integer(
-                at(path, "first_seq"), self.field(row, path, "first_seq"), 1, head_seq
-            )
-            covered = self.integer(
-                at(path, "covered_through_seq"),
-                self.field(row, path, "covered_through_seq"),
-                first_seq,
-                head_seq,
-            )
-            self.optional_text(
-                at(path, "first_kept_event_id"), row.get("first_kept_event_id"), column=False
-            )
-            self.integer(
-                at(path, "source_revision"),
-                self.field(row, path, "source_revision"),
-                0,
-                edit_version,
-            )
-            self.text(at(path, "range_hash"), self.field(row, path, "range_hash"))
-            self.optional_text(at(path, "summary_text"), row.get("summary_text"), column=False)
-            provider_state = row.get("provider_state")
-            if provider_state is not None:
-                self.mapping(at(path, "provider_state"), provider_state)
-                self.json_value(at(path, "provider_state"), provider_state)
-            self.integer(
-                at(path, "format_version"), self.field(row, path, "format_version"), 0, INTEGER
-            )
-            self.optional_text(at(path, "summarizer_id"), row.get("summarizer_id"), column=False)
-            self.key_facts(at(path, "key_facts"), row.get("key_facts"), covered)
-            self.optional_integer(at(path, "summary_tokens"), row.get("summary_tokens"), 0, INTEGER)
-            status = self.choice(
-                at(path, "status"), self.field(row, path, "status"), _SUMMARY_STATUSES
-            )
-            self.optional_text(at(path, "error"), row.get("error"), column=False)
-            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
-            self.optional_time(at(path, "committed_at"), row.get("committed_at"))
-            metadata = row.get("metadata")
-            if metadata is not None:
-                self.mapping(at(path, "metadata"), metadata)
-                self.json_value(at(path, "metadata"), metadata)
+            first_seq = row.integer("first_seq", 1, head_seq)
+            covered = row.integer("covered_through_seq", first_seq, head_seq)
+            row.optional_text("first_kept_event_id", column=False, default=None)
+            row.integer("source_revision", 0, edit_version)
+            row.text("range_hash")
+            row.optional_text("summary_text", column=False, default=None)
+            self.json_object(row, "provider_state")
+            row.integer("format_version", 0, INTEGER)
+            row.optional_text("summarizer_id", column=False, default=None)
+            self.key_facts(row.at("key_facts"), row.row.get("key_facts"), covered)
+            row.optional_integer("summary_tokens", 0, INTEGER, default=None)
+            status = row.choice("status", _SUMMARY_STATUSES)
+            row.optional_text("error", column=False, default=None)
+            row.time("created_at")
+            if row.row.get("committed_at") is not None:
+                row.time("committed_at")
+            self.json_object(row, "metadata")
             summaries[summary_id] = _Summary(branch, generation, covered, status)
         return summaries
 
@@ -413,63 +359,42 @@ class _Checker(AttachedPartChecks):
         thread: tuple[str, str],
         edit_version: int,
     ) -> None:
-        """The segment index: each row names this thread and a branch, its range lies within
-        the branch, and its key facts cite seqs of that range."""
+        """The segment index: each row's range lies within its branch, and its key facts cite
+        seqs of that range."""
         seen: set[str] = set()
         for index, item in enumerate(self.items("segments", value)):
-            path = at("segments", index)
-            row = self.mapping(path, item)
-            segment_id = self.text(at(path, "id"), self.field(row, path, "id"), empty=False)
+            row = self.record(at("segments", index), item)
+            segment_id = row.text("id", empty=False)
             if segment_id in seen:
-                fail(at(path, "id"), f"segment {segment_id!r} is listed twice")
+                fail(row.at("id"), f"segment {segment_id!r} is listed twice")
             seen.add(segment_id)
-            for key, expected in zip(("tenant", "thread_id"), thread, strict=True):
-                if self.field(row, path, key) != expected:
-                    fail(
-                        at(path, key),
-                        f"expected the document's {key} {expected!r}, got {shown(row[key])}",
-                    )
-            branch = self.branch_of(at(path, "branch"), self.field(row, path, "branch"), branches)
+            self.same_thread(row, thread)
+            branch = self.branch_of(row, branches)
             head_seq = branches[branch].head_seq
-            first = self.integer(
-                at(path, "first_seq"), self.field(row, path, "first_seq"), 1, head_seq
-            )
-            last = self.integer(
-                at(path, "last_seq"), self.field(row, path, "last_seq"), first, head_seq
-            )
-            self.integer(at(path, "generation"), self.field(row, path, "generation"), 1)
-            self.integer(
-                at(path, "source_revision"),
-                self.field(row, path, "source_revision"),
-                0,
-                edit_version,
-            )
-            self.text(at(path, "range_hash"), self.field(row, path, "range_hash"))
-            self.optional_text(at(path, "summary_text"), row.get("summary_text"), column=False)
-            self.key_facts(at(path, "key_facts"), row.get("key_facts"), last, first)
-            self.optional_text(at(path, "summarizer_id"), row.get("summarizer_id"), column=False)
-            self.optional_integer(at(path, "summary_tokens"), row.get("summary_tokens"), 0, INTEGER)
-            self.choice(at(path, "status"), self.field(row, path, "status"), _SEGMENT_STATUSES)
-            self.optional_text(at(path, "error"), row.get("error"), column=False)
-            self.time(at(path, "created_at"), self.field(row, path, "created_at"))
-            metadata = row.get("metadata")
-            if metadata is not None:
-                self.mapping(at(path, "metadata"), metadata)
-                self.json_value(at(path, "metadata"), metadata)
+            first = row.integer("first_seq", 1, head_seq)
+            last = row.integer("last_seq", first, head_seq)
+            row.integer("generation", 1)
+            row.integer("source_revision", 0, edit_version)
+            row.text("range_hash")
+            row.optional_text("summary_text", column=False, default=None)
+            self.key_facts(row.at("key_facts"), row.row.get("key_facts"), last, first)
+            row.optional_text("summarizer_id", column=False, default=None)
+            row.optional_integer("summary_tokens", 0, INTEGER, default=None)
+            row.choice("status", _SEGMENT_STATUSES)
+            row.optional_text("error", column=False, default=None)
+            row.time("created_at")
+            self.json_object(row, "metadata")
 
     def key_facts(self, path: str, value: object, covered: int, first: int = 1) -> None:
         if value is None:
             return
         for index, item in enumerate(self.items(path, value)):
-            where = at(path, index)
-            fact = self.mapping(where, item)
-            self.text(at(where, "text"), self.field(fact, where, "text"), column=False)
-            self.integer(
-                at(where, "source_seq"), self.field(fact, where, "source_seq"), first, covered
-            )
-            self.text(at(where, "kind"), fact.get("kind", "fact"), column=False)
+            fact = self.record(at(path, index), item)
+            fact.text("text", column=False)
+            fact.integer("source_seq", first, covered)
+            self.text(fact.at("kind"), fact.row.get("kind", "fact"), column=False)
             for key in ("source_event_id", "replaces", "day", "tool"):
-                self.optional_text(at(where, key), fact.get(key), column=False)
+                fact.optional_text(key, column=False, default=None)
 
     def active_pointers(
         self, branches: Mapping[str, _Branch], summaries: Mapping[str, _Summary]
@@ -485,22 +410,18 @@ class _Checker(AttachedPartChecks):
             if summary.status not in _POINTED_STATUSES:
                 fail(path, f"summary version {branch.active_id!r} is {summary.status}")
             bound: int | None = None
-            current: _Branch | None = branch
-            current_name = name
-            while current is not None and current_name != summary.branch:
+            current, current_name = branch, name
+            while current_name != summary.branch:
                 if current.parent is None:
-                    current = None
-                    break
+                    fail(
+                        path,
+                        f"summary version {branch.active_id!r} belongs to branch "
+                        f"{summary.branch!r}, which branch {name!r} does not descend from",
+                    )
                 fork = current.fork_seq or 0
                 bound = fork if bound is None else min(bound, fork)
                 current_name = current.parent
                 current = branches[current_name]
-            if current is None:
-                fail(
-                    path,
-                    f"summary version {branch.active_id!r} belongs to branch {summary.branch!r}, "
-                    f"which branch {name!r} does not descend from",
-                )
             if bound is not None and summary.covered_through_seq > bound:
                 fail(
                     path,

@@ -1,10 +1,5 @@
 """Whole-thread operations over the history store's tables and the usage ledger's: delete,
-export and import (pure operation generators, run in one transaction by a store).
-
-Each is a short pipeline: one step per table of the history, then the ledger's own part
-(:mod:`ctx_langgraph.usage.ledger_rows`), all yielded from one generator so they share the
-transaction.
-"""
+export and import (operations run in one transaction by a store)."""
 
 from __future__ import annotations
 
@@ -40,13 +35,11 @@ from ctx_langgraph.usage import ledger_rows
 
 __all__ = ["delete_thread", "export_thread", "import_thread"]
 
-_Key = tuple[str, str]
-"""A thread's key in every table: (tenant, thread_id)."""
+_Key = tuple[str, str]  # (tenant, thread_id)
 
 
 def delete_thread(scope: Scope, *, ledger: bool) -> Op[dict[str, int]]:
-    """Every row of one thread (all its branches), in one transaction; the usage ledger's too
-    when ``ledger``. Returns the rows deleted per table."""
+    """Delete every row of one thread (the ledger's too when ``ledger``); rows per table."""
     deleted = yield from history_rows_deleted(scope)
     if ledger:
         deleted.update((yield from ledger_rows.delete_rows(scope)))
@@ -63,7 +56,7 @@ def _iso(d: Dialect, value: Any) -> str | None:
 def export_thread(
     d: Dialect, scope: Scope, now: dt.datetime, *, ledger: bool
 ) -> Op[dict[str, Any]]:
-    """One thread (every branch) as one JSON-ready document, read in one transaction."""
+    """One thread (every branch) as one JSON-ready document."""
     key = (scope.tenant, scope.thread_id)
     thread = yield from _exported_thread(d, scope)
     branches = yield from _exported_rows(d, key, "ctx_branches", _BRANCH_FIELDS, "branch")
@@ -107,17 +100,14 @@ def _exported_thread(d: Dialect, scope: Scope) -> Op[dict[str, Any]]:
 
 
 class _Field(NamedTuple):
-    """One key of an exported row: the column(s) it is read from, and how."""
+    """One key of an exported row, read from ``columns`` by ``read`` (None: as stored)."""
 
     key: str
     read: Callable[..., Any] | None
-    """Turns the column values into the exported value (``_iso`` gets the dialect too);
-    None keeps the one value as stored."""
     columns: tuple[str, ...]
 
 
 def _field(key: str, read: Callable[..., Any] | None = None, *columns: str) -> _Field:
-    """A field read from ``columns`` (default: the one column named as the key)."""
     return _Field(key, read, columns or (key,))
 
 
@@ -159,7 +149,6 @@ _EDIT_FIELDS = (
 def _exported_rows(
     d: Dialect, key: _Key, table: str, fields: Sequence[_Field], order: str
 ) -> Op[list[dict[str, Any]]]:
-    """The thread's rows of ``table`` as dicts, one key per field."""
     columns = ", ".join(column for field in fields for column in field.columns)
     rows = yield Stmt(
         f"SELECT {columns} FROM {table} WHERE tenant = ? AND thread_id = ? ORDER BY {order}",
@@ -212,7 +201,7 @@ def _when(d: Dialect, value: str | None) -> Any:
 
 
 def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict[str, int]]:
-    """Write an exported thread into ``scope``'s tenant and thread id, which must be empty."""
+    """Write an exported thread into ``scope``'s (empty) tenant and thread id."""
     check_document(document, d)  # the whole document, before anything is written
     key = (scope.tenant, scope.thread_id)
     yield from _claim_thread(d, scope)
@@ -245,7 +234,6 @@ def import_thread(d: Dialect, document: dict[str, Any], scope: Scope) -> Op[dict
 
 
 def _claim_thread(d: Dialect, scope: Scope) -> Op[None]:
-    """Lock the thread's row; refuse a thread that already has history."""
     taken = yield Stmt(
         "SELECT 1 FROM ctx_threads WHERE tenant = ? AND thread_id = ?" + d.for_update,
         (scope.tenant, scope.thread_id),
@@ -293,7 +281,6 @@ def _insert_branches(d: Dialect, key: _Key, branches: Sequence[Mapping[str, Any]
 
 
 def _insert_events(d: Dialect, key: _Key, events: Sequence[Mapping[str, Any]]) -> Op[int]:
-    """Written as append writes them: stored text, search document."""
     rows = [(e, _row_of(e["message"], e["event_id"])) for e in events]
     if rows:
         yield insert_events(

@@ -1,6 +1,5 @@
-"""The history store's full-text search: SQLite's FTS5 table over the events (with the
-triggers keeping it in step), PostgreSQL's GIN expression index; and the search document
-column (``terms``: tokens since schema v4, stems since v6) with its backfills."""
+"""The history store's full-text search: SQLite's FTS5 table and triggers, PostgreSQL's GIN
+expression index, and the search document column ``terms`` with its backfills."""
 
 from __future__ import annotations
 
@@ -28,50 +27,29 @@ __all__ = [
 
 FTS_TRIGGERS = ("ctx_events_fts_insert", "ctx_events_fts_delete", "ctx_events_fts_update")
 """The names of the SQLite triggers that keep the full-text table in step with the events."""
-
-
 PG_STEM_PREFIX = "~"
-"""Starts a stem's lexeme in PostgreSQL's indexed document, so that a stem never matches as a
-word (a search for ``go`` finds the word, a ranked search for the stem ``go`` finds ``~go``
-too). Words are letters and digits only, so no word starts with it."""
+"""Starts a stem's lexeme in PostgreSQL's indexed document, so a stem never matches as a word."""
 
 PG_SCOPE_CHARS = 13
-"""Characters of the scope key (``k`` and 12 hex digits of the thread's digest) that start each
-of its lexemes on PostgreSQL: enough that two threads seldom share them; when they do, a search
-reads the other's entries too and drops them by the thread's columns."""
+"""Characters of the scope key that start each of a thread's lexemes on PostgreSQL (threads
+sharing them are told apart by their columns)."""
 
 PG_MAX_LEXEMES = 32_768
-"""Most lexemes an event's indexed document keeps on PostgreSQL (schema v11), in the order the
-document sorts them (bytewise). A tsvector addresses its lexemes' text with 20 bits, so it
-holds at most 1 MiB of it, and ``array_to_tsvector`` does not check: past that, lexemes read
-back garbled. The v6 document holds at most about 500,000 characters of lexemes (a plain text
-of 100,000 characters, or a search document of 400,000, and their stems); 32,768 prefixes of 14
-characters add 458,752. Only a document of more distinct words than that (a dump of ids, say)
-loses its last ones from the index."""
+"""Most lexemes an event's indexed document keeps on PostgreSQL (schema v11): a tsvector holds
+at most 1 MiB of lexeme text, and ``array_to_tsvector`` garbles lexemes past that."""
 
 _PG_WORDS = "to_tsvector('simple', regexp_replace({a}text, '[[:punct:][:space:]]+', ' ', 'g'))"
 
 
 def pg_scope_prefix(scope_key: str) -> str:
-    """What starts every lexeme of a thread's events in PostgreSQL's indexed document (schema
-    v11): the start of the thread's scope key (:func:`~ctx_langgraph.storage.dialects.scope_key`)
-    and a colon."""
+    """What starts every lexeme of a thread's events on PostgreSQL: its scope key's start, ':'."""
     return scope_key[:PG_SCOPE_CHARS] + ":"
 
 
 def pg_tsv(alias: str = "") -> str:
-    """The indexed document of an event on PostgreSQL (schema v11): the lexemes of schema v6
-    (:func:`_pg_tsv_v6`: its words, its stems starting with :data:`PG_STEM_PREFIX`), each
-    starting with its thread's :func:`pg_scope_prefix`. A word's entry in the index then lists
-    the events of one thread, and a search reads only those: with one entry per word for every
-    thread, it read the word's events in every thread and intersected them with the thread's
-    (a common word's list is long in a large store). The search names the same expression, so
-    the planner uses the expression index.
-
-    The text form of the stripped v6 document is its lexemes, each quoted, separated by single
-    spaces (no lexeme holds a quote, a backslash or a space: words are letters and digits); the
-    quotes dropped and each lexeme prefixed, it is an array again, less the thread's scope
-    lexeme (the prefix does its work), and cut at :data:`PG_MAX_LEXEMES`."""
+    """An event's indexed document on PostgreSQL (schema v11): the v6 lexemes, each prefixed
+    with its thread's :func:`pg_scope_prefix` (so an index entry lists one thread's events), less
+    the scope lexeme, cut at :data:`PG_MAX_LEXEMES`. Searches name the same expression."""
     prefix = f"(left({alias}scope_key, {PG_SCOPE_CHARS}) || ':')"
     lexemes = f"replace(strip({_pg_tsv_v6(alias)})::text, '''', '')"
     scoped = f"string_to_array({prefix} || replace({lexemes}, ' ', ' ' || {prefix}), ' ')"
@@ -80,10 +58,8 @@ def pg_tsv(alias: str = "") -> str:
 
 
 def _pg_tsv_v6(alias: str = "") -> str:
-    """The indexed document of schema versions 6 to 10: the words of an event's text, split as
-    query_terms() splits plain text, or the search document's tokens when it has some; then its
-    stems, each as a lexeme starting with :data:`PG_STEM_PREFIX`, and the thread's scope lexeme
-    (one array)."""
+    """The indexed document of schema versions 6 to 10: words or tokens, prefixed stems, and the
+    thread's scope lexeme."""
     terms = f"{alias}terms"
     mark = f"strpos({terms}, '{STEMS_MARK}')"
     tokens = f"split_part({terms}, '{STEMS_MARK}', 1)"
@@ -97,7 +73,7 @@ def _pg_tsv_v6(alias: str = "") -> str:
 
 
 def _pg_tsv_v4(alias: str = "") -> str:
-    """The indexed document of schema versions 4 and 5 (the tokens, no stems)."""
+    """The indexed document of schema versions 4 and 5 (no stems)."""
     return (
         f"(CASE WHEN {alias}terms IS NULL THEN {_PG_WORDS.format(a=alias)} "
         f"ELSE array_to_tsvector(array_remove(string_to_array({alias}terms, ' '), '')) END "
@@ -107,16 +83,17 @@ def _pg_tsv_v4(alias: str = "") -> str:
 
 def _pg_tsv_v3(alias: str = "") -> str:
     """The indexed document of schema version 3 (text only)."""
-    return (
-        f"(to_tsvector('simple', regexp_replace({alias}text, '[[:punct:][:space:]]+', ' ', 'g')) "
-        f"|| array_to_tsvector(ARRAY[{alias}scope_key]))"
-    )
+    return f"({_PG_WORDS.format(a=alias)} || array_to_tsvector(ARRAY[{alias}scope_key]))"
 
 
-_SQLITE_FTS_V1 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0'
+def _fts(columns: str, content: str, detail: str = ", detail=column") -> str:
+    return f"""CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
+        {columns}, content='{content}', content_rowid='pk',
+        tokenize='unicode61 remove_diacritics 0'{detail}
     )"""
+
+
+_SQLITE_FTS_V1 = _fts("scope_key, text", "ctx_events", "")
 _SQLITE_FTS_TRIGGERS_V1 = [
     """CREATE TRIGGER ctx_events_fts_insert AFTER INSERT ON ctx_events BEGIN
         INSERT INTO ctx_events_fts (rowid, scope_key, text) VALUES (new.pk, new.scope_key, new.text);
@@ -132,21 +109,16 @@ _SQLITE_FTS_TRIGGERS_V1 = [
     END""",
 ]
 
-# v3 halves what an event costs on disk: SQLite's full-text index drops token positions
-# (detail=column: searches are AND-of-words, never phrases). PostgreSQL indexes the tsvector
-# expression instead of storing it in every row.
-_SQLITE_FTS_V3 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+# v3: SQLite's full-text index drops token positions; PostgreSQL indexes an expression
+_SQLITE_FTS_V3 = _fts("scope_key, text", "ctx_events")
 _SQLITE_REBUILD = "INSERT INTO ctx_events_fts (ctx_events_fts) VALUES ('rebuild')"
 
 _BACKFILL_BATCH = 1000
 
 
 def _refill(document: Callable[[str], str | None]) -> Op[int]:
-    """Set every event's ``terms`` to ``document`` of its text where it differs; returns how
-    many rows changed. Reads the table in primary-key batches, so memory stays bounded."""
+    """Set every event's ``terms`` to ``document`` of its text where it differs, in batches;
+    returns how many rows changed."""
     changed = 0
     after = None
     while True:
@@ -172,15 +144,11 @@ BACKFILL_TERMS = Backfill("terms", lambda: _refill(token_document))
 """Fill ``ctx_events.terms`` (the token document, schema v4) for the rows whose text needs one."""
 
 BACKFILL_STEMS = Backfill("stems", lambda: _refill(search_document))
-"""Rewrite ``ctx_events.terms`` as the search document of schema v6: the tokens, then the
-stems that differ from their word (see :func:`~ctx_langgraph.core.text.search_document`)."""
+"""Rewrite ``ctx_events.terms`` as the search document of schema v6 (tokens, then stems)."""
 
-# v4: search splits words in Python (see core.text): a row whose text the engines would split
-# differently (non-ASCII, CJK, very long words, control characters) carries its token document
-# in ``terms``, which the full-text index reads instead of ``text``. Plain rows are unchanged.
-# The view and triggers of v4 (and v5, which rebuilds the events table) are kept as they were.
+# v4: a row the engines would split differently carries its token document in ``terms``, which
+# the full-text index reads instead of ``text`` (through the view and triggers of v4 and v5)
 _FTS_SOURCE = "coalesce({row}.terms, {row}.text)"
-# the full-text table's external content: what it indexes per row ('rebuild' reads it)
 SQLITE_SEARCH_VIEW = (
     "CREATE VIEW ctx_events_search AS SELECT pk, scope_key, coalesce(terms, text) AS text "
     "FROM ctx_events"
@@ -201,19 +169,13 @@ SQLITE_FTS_TRIGGERS = [
         VALUES (new.pk, new.scope_key, {_FTS_SOURCE.format(row="new")});
     END""",
 ]
-_SQLITE_FTS_V4 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, content='ctx_events_search', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+_SQLITE_FTS_V4 = _fts("scope_key, text", "ctx_events_search")
 
 
-# v6: ranked search matches stems. ``terms`` is the search document: the token document (empty
-# for plain text, which the index reads itself), then, when some word's stem differs from it,
-# STEMS_MARK and those stems. The full-text table gets a column of its own for stems, so a stem
-# never matches as a word: ``text`` has the words, ``stems`` the stems.
+# v6: ``terms`` is the token document, then STEMS_MARK and the stems; the full-text table
+# indexes the stems in a column of their own
 def _fts_columns(row: str) -> tuple[str, str]:
-    """SQL of what the full-text table indexes for a row of ``ctx_events`` (``row`` is ``""``
-    in the view, ``"new."`` or ``"old."`` in a trigger): its words, and its stems."""
+    """SQL of a ``ctx_events`` row's words and stems (``row``: ``""``, ``"new."`` or ``"old."``)."""
     terms, text = f"{row}terms", f"{row}text"
     mark = f"instr({terms}, '{STEMS_MARK}')"
     words = (
@@ -226,10 +188,7 @@ def _fts_columns(row: str) -> tuple[str, str]:
 _SQLITE_SEARCH_VIEW_V6 = (
     "CREATE VIEW ctx_events_search AS SELECT pk, scope_key, {} AS text, {} AS stems FROM ctx_events"
 ).format(*_fts_columns(""))
-_SQLITE_FTS_V6 = """CREATE VIRTUAL TABLE ctx_events_fts USING fts5(
-        scope_key, text, stems, content='ctx_events_search', content_rowid='pk',
-        tokenize='unicode61 remove_diacritics 0', detail=column
-    )"""
+_SQLITE_FTS_V6 = _fts("scope_key, text, stems", "ctx_events_search")
 _FTS_INSERT_V6 = (
     "INSERT INTO ctx_events_fts (rowid, scope_key, text, stems) "
     "VALUES (new.pk, new.scope_key, {}, {});"

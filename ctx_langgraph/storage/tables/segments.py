@@ -4,13 +4,14 @@ never loaded into a prompt by default."""
 
 from __future__ import annotations
 
-from ctx_langgraph.storage.tables import Steps
+from ctx_langgraph.storage.tables import Step, Steps
 
 __all__ = ["POSTGRES", "SQLITE"]
 
 
-def _segments(integer: str, timestamp: str) -> list[str]:
-    table = f"""CREATE TABLE ctx_segments (
+def _segments(integer: str, timestamp: str) -> list[Step]:
+    return [
+        f"""CREATE TABLE ctx_segments (
         id TEXT PRIMARY KEY,
         tenant TEXT NOT NULL,
         thread_id TEXT NOT NULL,
@@ -28,12 +29,10 @@ def _segments(integer: str, timestamp: str) -> list[str]:
         error TEXT,
         metadata TEXT NOT NULL,
         created_at {timestamp} NOT NULL
-    )"""
-    index = (
-        "CREATE INDEX ctx_segments_by_scope ON ctx_segments (tenant, thread_id, branch, first_seq)"
-    )
-    return [table, index]
+    )""",
+        "CREATE INDEX ctx_segments_by_scope ON ctx_segments (tenant, thread_id, branch, first_seq)",
+    ]
 
 
-SQLITE: Steps = {8: list(_segments("INTEGER", "REAL"))}
-POSTGRES: Steps = {8: list(_segments("BIGINT", "TIMESTAMPTZ"))}
+SQLITE: Steps = {8: _segments("INTEGER", "REAL")}
+POSTGRES: Steps = {8: _segments("BIGINT", "TIMESTAMPTZ")}

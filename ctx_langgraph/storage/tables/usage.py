@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctx_langgraph.storage.tables import Steps
+from ctx_langgraph.storage.tables import Step, Steps
 
 __all__ = ["COUNT_COLUMNS", "POSTGRES", "SQLITE"]
 
@@ -17,7 +17,7 @@ COUNT_COLUMNS = (
 """The token count columns of both ledger tables, in their order."""
 
 
-def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
+def _ledger_tables(*, integer: str, timestamp: str) -> list[Step]:
     """Version 2: the usage ledger (one row per real call, running totals per key)."""
     counts = ", ".join(f"{name} {integer}" for name in COUNT_COLUMNS)
     total_counts = ", ".join(f"{name} {integer} NOT NULL DEFAULT 0" for name in COUNT_COLUMNS)
@@ -57,10 +57,9 @@ def _ledger_tables(*, integer: str, timestamp: str) -> list[str]:
     ]
 
 
-def _prefix_tables(*, integer: str, timestamp: str) -> list[str]:
-    """Version 7: each call's cacheable prefix (leading input tokens identical to the thread's
-    previous request) next to the provider's cache reads, its sum in the totals, and the part
-    digests of each thread's last request, so the measure survives a restart."""
+def _prefix_tables(*, integer: str, timestamp: str) -> list[Step]:
+    """Version 7: each call's cacheable prefix, its sum in the totals, and the part digests of
+    each thread's last request."""
     return [
         f"ALTER TABLE ctx_usage_calls ADD COLUMN cacheable_prefix {integer}",
         f"ALTER TABLE ctx_usage_totals ADD COLUMN cacheable_prefix {integer} NOT NULL DEFAULT 0",
@@ -75,20 +74,16 @@ def _prefix_tables(*, integer: str, timestamp: str) -> list[str]:
     ]
 
 
-_MAKEUP_COLUMN = [
-    # Version 9: each answer call's request make-up (its tokens by part, as JSON text:
-    # ctx_langgraph.makeup), NULL for every other call and for calls booked before
-    "ALTER TABLE ctx_usage_calls ADD COLUMN makeup TEXT",
-]
+# v9: an answer call's request make-up as JSON text (ctx_langgraph.makeup), else NULL
+_MAKEUP_COLUMN = "ALTER TABLE ctx_usage_calls ADD COLUMN makeup TEXT"
 
 SQLITE: Steps = {
-    2: list(_ledger_tables(integer="INTEGER", timestamp="REAL")),
-    7: list(_prefix_tables(integer="INTEGER", timestamp="REAL")),
-    9: list(_MAKEUP_COLUMN),
+    2: _ledger_tables(integer="INTEGER", timestamp="REAL"),
+    7: _prefix_tables(integer="INTEGER", timestamp="REAL"),
+    9: [_MAKEUP_COLUMN],
 }
-
 POSTGRES: Steps = {
-    2: list(_ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
-    7: list(_prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ")),
-    9: list(_MAKEUP_COLUMN),
+    2: _ledger_tables(integer="BIGINT", timestamp="TIMESTAMPTZ"),
+    7: _prefix_tables(integer="BIGINT", timestamp="TIMESTAMPTZ"),
+    9: [_MAKEUP_COLUMN],
 }
