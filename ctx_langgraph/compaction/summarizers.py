@@ -315,7 +315,6 @@ _FAKE_CHAT_MODELS: Final = (
     GenericFakeChatModel,
     ParrotFakeChatModel,
 )
-
 _API_KEYS: Final = {
     "anthropic": "ANTHROPIC_API_KEY",
     "cohere": "COHERE_API_KEY",
