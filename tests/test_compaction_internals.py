@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from langchain_core.messages import HumanMessage, ToolMessage, message_to_dict
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage, message_to_dict
 
+from ctx_langgraph.compaction.draft import shorten
 from ctx_langgraph.compaction.facts import (
     corrected,
     event_facts,
@@ -17,7 +18,9 @@ from ctx_langgraph.compaction.facts import (
     tool_facts,
 )
 from ctx_langgraph.compaction.statements import statement_of, statement_rank
+from ctx_langgraph.compaction.summarize import summarized_events
 from ctx_langgraph.compaction.summary_lines import KeyStatement
+from ctx_langgraph.history import SQLiteHistoryStore
 from ctx_langgraph.history.types import HistoryEvent, KeyFact
 
 
@@ -103,3 +106,20 @@ def test_statement_of_a_human_message() -> None:
                          (), 1, True, dt.datetime(2023, 5, 8))  # fmt: skip
     text = "My order id is ORD-7, please keep it."
     assert statement_of(event) == (KeyStatement(text, 3, "Ann", "Mon 8 May 2023"), 5)
+
+
+def test_shorten_cuts_at_a_word() -> None:
+    assert shorten("Please refund order ORD-1042 for Ann Lee today", 30) == "Please refund order..."
+
+
+def test_summarized_events_leave_system_messages_out() -> None:
+    store = SQLiteHistoryStore.from_path(":memory:")
+    store.setup()
+    store.append(
+        "t",
+        [
+            SystemMessage("You are the billing assistant.", id="s"),
+            HumanMessage("Refund ORD-7", id="h"),
+        ],
+    )
+    assert [(e.seq, e.role) for e in summarized_events(store.read_events("t"))] == [(2, "human")]
