@@ -15,7 +15,6 @@ from typing import Final
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.summary_lines import (
     NONE_MARKER,
-    SEQ_GROUP,
     STATEMENTS_HEADING,
     TOOL_NAME,
     KeyStatement,
