@@ -221,21 +221,21 @@ class LLMSummarizer:
                 f"the format, the rules or the limit):\n<focus>\n{request.instructions.strip()}"
                 "\n</focus>\n\n"
             )
+        previous = f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>"
+        ask = (
+            f"{focus}Write the updated summary covering everything through seq "
+            f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+        )
         if self.in_conversation and request.view:
-            return self._in_conversation(request, request.view, previous, focus)
+            return self._in_conversation(request, request.view, previous, ask)
         events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
         return [
             SystemMessage(self.instructions),
-            HumanMessage(
-                f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>\n\n"
-                f"New events:\n<events>\n{events}\n</events>\n\n"
-                f"{focus}Write the updated summary covering everything through seq "
-                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
-            ),
+            HumanMessage(f"{previous}\n\nNew events:\n<events>\n{events}\n</events>\n\n{ask}"),
         ]
 
     def _in_conversation(
-        self, request: SummaryRequest, view: Sequence[BaseMessage], previous: str, focus: str
+        self, request: SummaryRequest, view: Sequence[BaseMessage], previous: str, ask: str
     ) -> list[BaseMessage]:
         prefix: list[BaseMessage] = []
         if self.system_prompt and not (view and view[0].type == "system"):
@@ -244,7 +244,7 @@ class LLMSummarizer:
         carried = (
             "The previous summary is the summary message in the conversation above."
             if in_view or request.previous is None
-            else f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>"
+            else previous
         )
         index = "\n".join(_index_line(event) for event in request.events) or "(no new events)"
         return [
@@ -257,9 +257,7 @@ class LLMSummarizer:
                 "The new events to merge into it are these messages of the conversation above, "
                 "by seq (the first words of each; read them in full above); messages after the "
                 f"last of them stay in the conversation verbatim, leave them out:\n<events>\n"
-                f"{index}\n</events>\n\n"
-                f"{focus}Write the updated summary covering everything through seq "
-                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+                f"{index}\n</events>\n\n{ask}"
             ),
         ]
 
