@@ -141,12 +141,7 @@ def _state(text: str, artifact: str, *, prose: bool, first_line: bool = False) -
         for part in parts:
             if artifact in part:  # a line saying nothing but the name is no state
                 return _excerpt(part.strip()) if _NAMED.search(part.replace(artifact, "")) else None
-    return _first_line(stripped) if first_line else None
-
-
-def _first_line(text: str) -> str | None:
-    line = next((line for line in text.splitlines() if line.strip()), None)
-    return None if line is None else _excerpt(line.strip())
+    return _excerpt(stripped.splitlines()[0].strip()) if first_line else None
 
 
 def _words(name: str) -> set[str]:
@@ -248,16 +243,12 @@ def _text(message: BaseMessage | None, event: HistoryEvent) -> str:
     return message.text or event.text
 
 
-def _is_error(message: BaseMessage | None, text: str) -> bool:
-    return getattr(message, "status", "success") == "error" or bool(_ERROR.match(text))
-
-
 def _result_touches(
     event: HistoryEvent, message: BaseMessage | None, call: _Call | None
 ) -> Iterator[Touch]:
     text = _text(message, event)
     name = call.name if call else (event.name or next(iter(event.tool_names), "tool"))
-    error = _is_error(message, text)
+    error = getattr(message, "status", "success") == "error" or bool(_ERROR.match(text))
     own = {(kind, artifact) for kind, artifact, _ in call.touched} if call else set()
     for kind, artifact, action in call.touched if call else ():
         state = _state(text, artifact, prose=False, first_line=True)
@@ -270,13 +261,6 @@ def _result_touches(
     for kind, artifact in named:
         state = _state(text, artifact, prose=False)
         yield Touch(artifact, kind, event.seq, "mentioned", name, state)
-
-
-def _said_touches(event: HistoryEvent, text: str, speaker: str) -> Iterator[Touch]:
-    for kind, artifact in find_artifacts(text):
-        yield Touch(
-            artifact, kind, event.seq, "mentioned", speaker, _state(text, artifact, prose=True)
-        )
 
 
 def span_touches(events: Iterable[HistoryEvent]) -> list[Touch]:
@@ -304,7 +288,13 @@ def span_touches(events: Iterable[HistoryEvent]) -> list[Touch]:
         speaker = "user" if event.role in ("human", "user") else event.role
         if speaker in ("user", "ai", "assistant"):
             who = "user" if speaker == "user" else "assistant"
-            touches.extend(_said_touches(event, _text(message, event), who))
+            said = _text(message, event)
+            touches.extend(
+                Touch(
+                    artifact, kind, event.seq, "mentioned", who, _state(said, artifact, prose=True)
+                )
+                for kind, artifact in find_artifacts(said)
+            )
     for call in pending.values():
         touches.extend(
             Touch(artifact, kind, call.seq, action, call.name, None)
