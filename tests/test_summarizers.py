@@ -36,7 +36,8 @@ from ctx_langgraph.compaction import (
     validate_summary,
 )
 from ctx_langgraph.compaction.facts import fact_rank
-from ctx_langgraph.compaction.format import _SEQS, NONE_MARKER, clean_text, required_sections
+from ctx_langgraph.compaction.format import NONE_MARKER, clean_text, required_sections
+from ctx_langgraph.compaction.summary_lines import SEQ_GROUP as _SEQS
 from ctx_langgraph.errors import ContextManagementError, SummaryFormatError
 from ctx_langgraph.history import HistoryEvent, KeyFact, SQLiteHistoryStore
 from ctx_langgraph.history.rows import expand_record, message_to_row

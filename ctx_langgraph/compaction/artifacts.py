@@ -1,16 +1,9 @@
-"""Artifacts in events: the files, URLs, ids and commands a span's messages touch or name.
+"""Artifacts in events: the files, URLs, ids and commands a span's messages touch or name
+(docs/design.md §6, *Artifact trail*).
 
-Pure functions over :class:`~ctx_langgraph.history.types.HistoryEvent` s (docs/design.md §6,
-*Artifact trail*). A tool call touches what its arguments name: a path, a URL, an id given as a
-whole argument, or a shell command that names none of these. What the call did to it is read
-from the tool's name and, for a shell command, from its verb (``rm``, ``mv``, ``sed -i``, a
-``>`` redirection): ``created``, ``changed`` or ``read``; a call whose result is an error
-``failed``. Its result is the artifact's state: the whole result when short, else the line of it
-that names the artifact. A short result also names artifacts of its own (``mentioned``: the
-backup target ``backupctl`` shows, the file ``grep`` found); a listing (more than
-:data:`LISTING_ARTIFACTS` of them) is data, not a trail, and names none. What the user or the
-assistant says names artifacts too (``mentioned``), with the message (or the sentence naming
-it, for a long one) as the state: "the backup is written to /mnt/..." is where that backup is.
+A tool call touches what its arguments name (``created``, ``changed`` or ``read``, from the
+tool's name or a shell command's verb; ``failed`` on an error result), with its result as the
+state; a short result and what people say name artifacts too (``mentioned``).
 
 Examples:
     >>> import datetime as dt
@@ -58,17 +51,13 @@ ArtifactKind = Literal["path", "url", "id", "command"]
 Action = Literal["created", "read", "changed", "failed", "mentioned"]
 
 SHORT_STATE_CHARS: Final = 200
-"""A tool result up to this long is an artifact's state whole; a longer one gives the line
-naming the artifact."""
+"""A tool result up to this long is a state whole (else the line naming the artifact)."""
 SHORT_MESSAGE_CHARS: Final = 300
-"""A message up to this long is the state of what it names, whole (as the summaries quote
-messages); a longer one gives the sentence naming it."""
+"""A message up to this long is a state whole (else the sentence naming the artifact)."""
 LINE_CHARS: Final = 200
-"""The most of one line a state keeps (cut with ``…``)."""
 LISTING_ARTIFACTS: Final = 8
 """A result naming more artifacts than this is a listing: they are its data, not a trail."""
 COMMAND_CHARS: Final = 120
-"""A command longer than this is kept by its first ``COMMAND_CHARS`` characters."""
 
 _URL = re.compile(r"\b(?:https?|ftp|s3|gs)://[^\s<>\"'`)\]]+")
 _PATHS: Final = (
@@ -77,8 +66,6 @@ _PATHS: Final = (
     re.compile(r"(?<![\w./@:-])(?:[\w.-]+/)+[\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}\b"),
 )
 _SYSTEM_PATHS: Final = ("/dev/", "/proc/", "/sys/", "/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/")
-"""Devices, kernel files and the shell's programs: what a result names in passing (a disk in
-``df``, ``/bin/sh`` in an error), never an artifact of the work."""
 _ID = re.compile(r"[A-Z]{2,}[A-Z0-9]*(?:-[A-Z0-9]+)*-\d+(?:-[A-Z0-9]+)*|#\d+")
 _ID_KEY = re.compile(r"(?:^|_)ids?$", re.I)
 _COMMAND_KEYS: Final = frozenset({"command", "cmd", "script", "shell", "bash"})
@@ -96,21 +83,19 @@ _CHANGES: Final = frozenset(
     }
 )  # fmt: skip
 _SUBCOMMANDS: Final = _CREATES | _CHANGES | {"view", "read", "get", "list", "show", "open"}
-"""An editor tool's ``command`` argument (``create``, ``view``, ``str_replace``): a verb, not a
-shell command."""
+"""An editor tool's ``command`` argument (``create``, ``view``): a verb, not a shell command."""
 
 
 @dataclass(frozen=True)
 class Touch:
-    """One sighting of an artifact: at which seq, what was done to it, by whom, and its state
-    there (a verbatim excerpt; None when the event says nothing about it)."""
+    """One sighting of an artifact: at which seq, what was done to it, by whom (the tool's
+    name, ``user`` or ``assistant``), and its state there (verbatim; None: nothing said)."""
 
     artifact: str
     kind: ArtifactKind
     seq: int
     action: Action
     via: str
-    """The tool's name, or who said it (``user``, ``assistant``)."""
     state: str | None
 
 
@@ -145,8 +130,7 @@ def _excerpt(line: str) -> str:
 
 
 def _state(text: str, artifact: str, *, prose: bool, first_line: bool = False) -> str | None:
-    """The whole text when short, else the line (sentence, in prose) naming ``artifact``; with
-    ``first_line``, the first line when no line names it."""
+    """The whole text when short, else the line (sentence, in prose) naming ``artifact``."""
     stripped = text.strip()
     if not stripped:
         return None
@@ -155,19 +139,12 @@ def _state(text: str, artifact: str, *, prose: bool, first_line: bool = False) -
     for line in stripped.splitlines():
         parts = _SENTENCE.split(line) if prose else [line]
         for part in parts:
-            if artifact in part:
-                # a line saying nothing but the name (a file's header comment) is no state
+            if artifact in part:  # a line saying nothing but the name is no state
                 return _excerpt(part.strip()) if _NAMED.search(part.replace(artifact, "")) else None
-    return _first_line(stripped) if first_line else None
-
-
-def _first_line(text: str) -> str | None:
-    line = next((line for line in text.splitlines() if line.strip()), None)
-    return None if line is None else _excerpt(line.strip())
+    return _excerpt(stripped.splitlines()[0].strip()) if first_line else None
 
 
 def _words(name: str) -> set[str]:
-    """The lower-case words of a tool or command name (``writeFile`` -> write, file)."""
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
     return set(_WORD.findall(spaced.lower()))
 
@@ -181,8 +158,7 @@ def _verb_action(words: set[str]) -> Action:
 
 
 def _command_action(command: str) -> tuple[Action, set[str]]:
-    """What a shell command does (from its verb, ``sed -i``, a redirection) and the paths it
-    writes to by redirection."""
+    """What a shell command does, and the paths it writes to by redirection."""
     try:
         tokens = shlex.split(command, comments=False)
     except ValueError:
@@ -198,15 +174,12 @@ def _command_action(command: str) -> tuple[Action, set[str]]:
 
 @dataclass(frozen=True)
 class _Call:
-    """A tool call waiting for its result: what it touches and how."""
-
     name: str
     seq: int
     touched: tuple[tuple[ArtifactKind, str, Action], ...]
 
 
 def _strings(value: Any) -> Iterator[tuple[str, str]]:
-    """(key, string) of every string in a call's arguments, nested ones included."""
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(item, str):
@@ -227,11 +200,10 @@ def _is_subcommand(key: str, value: str) -> bool:
 
 
 def _call_touches(name: str, args: Any) -> tuple[tuple[ArtifactKind, str, Action], ...]:
-    """What one tool call touches and how (docs/design.md §6)."""
     strings = list(_strings(args))
     action = _verb_action(_words(name))
     for key, value in strings:
-        if _is_subcommand(key, value):  # an editor's ``create``, ``view``, ``str_replace``
+        if _is_subcommand(key, value):
             action = _verb_action(_words(value))
     touched: dict[tuple[ArtifactKind, str], Action] = {}
     commands: list[str] = []
@@ -259,7 +231,7 @@ def _call_touches(name: str, args: Any) -> tuple[tuple[ArtifactKind, str, Action
 def _message(event: HistoryEvent) -> BaseMessage | None:
     try:
         return event.message
-    except Exception:  # a record this version cannot rebuild: its text projection serves
+    except Exception:  # a record this version cannot rebuild
         return None
 
 
@@ -271,22 +243,18 @@ def _text(message: BaseMessage | None, event: HistoryEvent) -> str:
     return message.text or event.text
 
 
-def _is_error(message: BaseMessage | None, text: str) -> bool:
-    return getattr(message, "status", "success") == "error" or bool(_ERROR.match(text))
-
-
 def _result_touches(
     event: HistoryEvent, message: BaseMessage | None, call: _Call | None
 ) -> Iterator[Touch]:
     text = _text(message, event)
     name = call.name if call else (event.name or next(iter(event.tool_names), "tool"))
-    error = _is_error(message, text)
+    error = getattr(message, "status", "success") == "error" or bool(_ERROR.match(text))
     own = {(kind, artifact) for kind, artifact, _ in call.touched} if call else set()
     for kind, artifact, action in call.touched if call else ():
         state = _state(text, artifact, prose=False, first_line=True)
         yield Touch(artifact, kind, event.seq, "failed" if error else action, name, state)
     if error or len(text.strip()) > SHORT_STATE_CHARS:
-        return  # an artifact a long result names (a status page, a log) is named in passing
+        return
     named = [key for key in find_artifacts(text) if key not in own]
     if len(named) + len(own) > LISTING_ARTIFACTS:
         return
@@ -295,19 +263,10 @@ def _result_touches(
         yield Touch(artifact, kind, event.seq, "mentioned", name, state)
 
 
-def _said_touches(event: HistoryEvent, text: str, speaker: str) -> Iterator[Touch]:
-    for kind, artifact in find_artifacts(text):
-        yield Touch(
-            artifact, kind, event.seq, "mentioned", speaker, _state(text, artifact, prose=True)
-        )
-
-
 def span_touches(events: Iterable[HistoryEvent]) -> list[Touch]:
-    """Every touch of an artifact in ``events`` (a span, in seq order), in seq order.
-
-    A call's artifacts are touched at its result's seq, with the result as their state; a call
-    whose result is not in the span is touched at its own seq, without a state. History lookup
-    pages are skipped (they quote older events).
+    """Every touch of an artifact in ``events`` (a span, in seq order), in seq order: a call's
+    artifacts at its result's seq (at its own, without a state, when the result is not in the
+    span). History lookup pages are skipped.
     """
     touches: list[Touch] = []
     pending: dict[str, _Call] = {}
@@ -329,8 +288,14 @@ def span_touches(events: Iterable[HistoryEvent]) -> list[Touch]:
         speaker = "user" if event.role in ("human", "user") else event.role
         if speaker in ("user", "ai", "assistant"):
             who = "user" if speaker == "user" else "assistant"
-            touches.extend(_said_touches(event, _text(message, event), who))
-    for call in pending.values():  # no result in the span (an interrupted run)
+            said = _text(message, event)
+            touches.extend(
+                Touch(
+                    artifact, kind, event.seq, "mentioned", who, _state(said, artifact, prose=True)
+                )
+                for kind, artifact in find_artifacts(said)
+            )
+    for call in pending.values():
         touches.extend(
             Touch(artifact, kind, call.seq, action, call.name, None)
             for kind, artifact, action in call.touched

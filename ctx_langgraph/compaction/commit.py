@@ -1,10 +1,5 @@
-"""The store steps of ``ctx_compact``: snapshot, candidate, compare-and-swap commit, pruning.
-
-The order matters for crash recovery (docs/design.md §6): a fixed snapshot of the span is taken
-first, the candidate is created from it, and only a compare-and-swap on the active generation
-makes it the active summary. When another worker committed first (a conflict) or the span
-changed under the candidate (stale), the caller starts again from the new state.
-"""
+"""The store steps of ``ctx_compact``: snapshot, candidate, compare-and-swap commit, and the
+provider's own window (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -54,7 +49,6 @@ def commit_precomputed(
     versions = yield from call(store.list_versions, store.alist_versions, scope)
     view_ids = {m.id for m in messages}
     for early in (v for v in versions if v.status == "candidate"):
-        # usable only on the same summary, and only if its tail boundary is in this view
         if (
             early.parent_id == (active.id if active else None)
             and early.first_kept_event_id in view_ids
@@ -71,8 +65,7 @@ def commit_precomputed(
 def take_snapshot(
     store: HistoryStore, scope: Scope, through_seq: int
 ) -> Flow[CoverageSnapshot | CompactionCheckpoint]:
-    """A fixed snapshot of the span; or the newer active summary that covers it already (another
-    worker committed one since the active summary was read)."""
+    """A fixed snapshot of the span, or the newer active summary that covers it already."""
     try:
         snapshot = yield from call(store.snapshot, store.asnapshot, scope, through_seq)
     except CoverageUnavailable:
@@ -94,9 +87,8 @@ def create_candidate(
     provider_state: dict[str, Any] | None,
     metadata: dict[str, Any] | None = None,
 ) -> Flow[CompactionCheckpoint]:
-    """The candidate checkpoint of the new summary, stored (not yet active); ``metadata`` is
-    recorded with it (a compaction request's instructions and who asked)."""
-    # the text carries seqs only: restore each key fact's event id (this span, earlier spans)
+    """The candidate checkpoint of the new summary, stored (not yet active)."""
+    # the text carries seqs only: restore each key fact's event id
     event_ids = {
         f.source_seq: f.source_event_id
         for f in (active.key_facts if active else ())
@@ -105,8 +97,6 @@ def create_candidate(
     event_ids.update({e.seq: e.event_id for e in snapshot.events})
     document = SummaryDocument.parse(text)
     for seq in sorted({f.source_seq for f in document.key_facts} - set(event_ids)):
-        # a fact a kept statement implies, whose own line an earlier merge folded into an
-        # older fact of the same value: read its event
         found = yield from call(
             store.read_events,
             store.aread_events,
@@ -136,8 +126,7 @@ def create_candidate(
 def commit_candidate(
     store: HistoryStore, candidate: CompactionCheckpoint, problems: list[str]
 ) -> Flow[CompactionCheckpoint | None]:
-    """The compare-and-swap: the committed checkpoint, or None (the problem noted) when another
-    worker committed first or the span changed since the snapshot."""
+    """The compare-and-swap: the committed checkpoint, or None (the problem noted)."""
     try:
         committed = yield from call(store.commit_candidate, store.acommit_candidate, candidate)
     except (CompactionConflict, StaleCandidate) as exc:
@@ -152,10 +141,8 @@ class ProviderWindow:
 
     model: Any
     provider: str | None
-    """The provider the model speaks (:func:`~ctx_langgraph.providers.provider_key`)."""
     backend: CompactionBackend | None
     ledger: UsageLedger | None
-    """Where a provider compaction's usage is booked (purpose ``compaction``)."""
 
     def state(
         self,
@@ -165,10 +152,10 @@ class ProviderWindow:
         server: ServerCompaction | None,
         info: CompactionReport,
     ) -> Flow[dict[str, Any] | None]:
-        """The item a server-side compaction put in a reply, or the compact endpoint's window.
-        A provider failure leaves it out (the readable summary is committed all the same)."""
+        """The item a server-side compaction put in a reply, or the compact endpoint's window
+        (None on a provider failure)."""
         if span.kind == "server":
-            assert server is not None  # a server cut is where the server compaction happened
+            assert server is not None
             item = dict(server.get("item") or {})
             made_by = server.get("provider") or OPENAI_RESPONSES
             model = str(server.get("model") or getattr(self.model, "model_name", None) or "")
@@ -180,8 +167,6 @@ class ProviderWindow:
         backend = self.backend
         if backend is None or backend.provider != self.provider or span.cut is None:
             return None
-        # the whole window before the cut, an earlier compaction's window included (the
-        # system prompt goes with each request, not into the compacted conversation)
         window = [m for m in messages[: span.cut.index] if m.type != "system"]
         try:
             compacted = yield from call(backend.compact, backend.acompact, window)

@@ -1,17 +1,8 @@
 """Cut-point selection: where the covered span ends and the verbatim tail begins (pure).
 
-Rules (docs/design.md §6):
-
-- keep the most recent ``keep_recent_tokens`` verbatim (tokens, not N messages);
-- prefer a user-turn boundary; when one turn alone is too large, split it at an assistant
-  boundary;
-- never separate an AI message with tool calls from its tool results (parallel calls included),
-  so the tail never starts with a tool result; reasoning/thinking blocks live inside the AI
-  message and stay with its calls;
-- leading system messages and the summary message are never covered (they are not history);
-  a system message later in the view is not history either: it stays in the view whatever the
-  cut (:func:`~ctx_langgraph.view.summary.rewrite_view` moves it up to the leading ones), so it
-  counts as no covered or kept tokens, and one inside a tool step stays in that step's group.
+Keep the recent ``keep_recent_tokens`` verbatim, cut at a user turn (else an assistant
+boundary), never between a tool call and its results; system messages and the summary are
+not history (docs/design.md §6).
 """
 
 from __future__ import annotations
@@ -51,10 +42,8 @@ def first_coverable(messages: Sequence[BaseMessage]) -> int:
 
 
 def tool_groups(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[int, int]]:
-    """Atomic ``(begin, end)`` index ranges: an AI message with tool calls together with the tool
-    messages that follow it (its results, parallel ones included, and a system message between
-    them); every other message alone. Cutting is allowed only between groups, and never in
-    front of a tool message."""
+    """Atomic ``(begin, end)`` index ranges: an AI message with tool calls and the tool messages
+    that follow it (a system message between them included); every other message alone."""
     groups: list[tuple[int, int]] = []
     index = start
     while index < len(messages):
@@ -67,7 +56,7 @@ def tool_groups(messages: Sequence[BaseMessage], start: int = 0) -> list[tuple[i
             ):
                 scan += 1
                 if isinstance(messages[scan - 1], ToolMessage):
-                    end = scan  # (a system message after the last result is not the step's)
+                    end = scan
         groups.append((index, end))
         index = end
     return groups
@@ -101,13 +90,11 @@ def choose_cut(
     start = first_coverable(messages)
     groups = tool_groups(messages, start)
     if len(groups) < 2:
-        return None  # a single group (or none) cannot be split: nothing to cover
+        return None
     suffix = [0] * (len(messages) + 1)
     for index in range(len(messages) - 1, -1, -1):
-        # a system message stays in the view wherever the cut is: not history, kept or covered
         history = messages[index].type != "system"
         suffix[index] = suffix[index + 1] + (tokens[index] if history else 0)
-    # cut positions: every group start but the first, never in front of a (stray) tool result
     boundaries = [begin for begin, _ in groups[1:] if not isinstance(messages[begin], ToolMessage)]
     if not boundaries:
         return None
@@ -116,17 +103,13 @@ def choose_cut(
         return suffix[position] <= keep_recent_tokens
 
     user_turns = [b for b in boundaries if isinstance(messages[b], HumanMessage) and fits(b)]
+    others = [b for b in boundaries if fits(b)]
     if user_turns:
-        index, kind = user_turns[0], "user_turn"  # the longest tail that fits, starting a turn
+        index, kind = user_turns[0], "user_turn"
+    elif others:
+        index, kind = others[0], "assistant_boundary"
     else:
-        others = [b for b in boundaries if fits(b)]
-        if others:
-            index, kind = others[0], "assistant_boundary"  # one turn is too big: split inside it
-        else:
-            index, kind = (
-                boundaries[-1],
-                "last_group",
-            )  # even the newest group is too big: keep it whole
+        index, kind = boundaries[-1], "last_group"
     return CutPoint(
         start=start,
         index=index,
@@ -137,10 +120,8 @@ def choose_cut(
 
 
 def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
-    """What makes a message list invalid for providers' tool protocol (empty list: valid).
-
-    Every tool result needs its call earlier in the list, every call needs its result, and the
-    history (after the system prompt and summary) must not start with a tool result.
+    """What makes a message list invalid for providers' tool protocol (empty list: valid): a
+    result without its earlier call, a call without its result, history starting with a result.
 
     Examples:
         >>> from langchain_core.messages import AIMessage, ToolMessage
@@ -154,7 +135,6 @@ def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
     calls: dict[str, bool] = {}
     for message in messages:
         if isinstance(message, AIMessage):
-            # (providers get an invalid call, arguments that did not parse, as a call too)
             for call in [*message.tool_calls, *message.invalid_tool_calls]:
                 calls[str(call.get("id"))] = False
         elif isinstance(message, ToolMessage):

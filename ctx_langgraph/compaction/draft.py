@@ -1,13 +1,5 @@
-"""A summary being built, and how it is cut to the cap: the least important, oldest parts first.
-
-Every part of a draft has a rank (docs/design.md §6): a correction's new value and a corrected
-constraint rank highest, then statements holding a value, then what a person stated (values,
-constraints, plans, personal events), then the goal, then values read from tools, failed
-attempts and decisions, then what was done, asked and planned next. Under the cap the lowest
-rank goes first and, within a rank, the oldest (by seq, which the history store keeps stable
-across generations): a newer part of equal rank outlives an older one, and a part once dropped
-never comes back, so the summary does not flicker from one generation to the next.
-"""
+"""A summary being built, and how it is cut to the cap: the lowest-ranked, oldest parts first
+(docs/design.md §6), so a part once dropped never comes back."""
 
 from __future__ import annotations
 
@@ -24,7 +16,7 @@ from ctx_langgraph.compaction.facts import (
     RANK_TOOL,
     fact_rank,
 )
-from ctx_langgraph.compaction.format import LIST_SECTIONS, SummaryDocument
+from ctx_langgraph.compaction.format import LIST_SECTIONS, SUMMARY_FORMAT_VERSION, SummaryDocument
 from ctx_langgraph.compaction.statements import statement_rank
 from ctx_langgraph.compaction.summary_lines import KeyStatement, SummaryItem, clean_text
 from ctx_langgraph.history.types import KeyFact
@@ -45,8 +37,7 @@ _SECTION_RANKS: Final = {
     "open_questions": RANK_LOW,
     "next_steps": RANK_LOW,
 }
-_GOAL_LIMITS: Final = (120, 60)
-"""The goal shortened to these lengths, then cleared."""
+_GOAL_LIMITS: Final = (120, 60)  # the goal shortened to these lengths, then cleared
 _CONSTRAINT_LIMITS: Final = (120, 60)
 
 
@@ -60,12 +51,7 @@ def keywords(text: str) -> set[str]:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` on one line, cut at a word to at most ``limit`` characters (``...`` marks a cut).
-
-    Examples:
-        >>> shorten("Please refund order ORD-1042 for Ann Lee today", 30)
-        'Please refund order...'
-    """
+    """``text`` on one line, cut at a word to at most ``limit`` characters (``...`` marks a cut)."""
     text = clean_text(text)
     if len(text) <= limit:
         return text
@@ -77,13 +63,12 @@ def shorten(text: str, limit: int) -> str:
 
 def _merge_seqs(old: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...]:
     seqs = tuple(sorted(set(old) | set(new)))
-    # keep the first mention and the latest ones, so a recurring item does not grow without end
     return seqs if len(seqs) <= _MAX_SEQS else seqs[:1] + seqs[-(_MAX_SEQS - 1) :]
 
 
 @dataclass
 class Draft:
-    """A summary being built: mutable lists, turned into a :class:`SummaryDocument` at the end."""
+    """A summary being built, turned into a :class:`SummaryDocument` at the end."""
 
     goal: str = ""
     sections: dict[str, list[SummaryItem]] = field(
@@ -92,7 +77,7 @@ class Draft:
     facts: list[KeyFact] = field(default_factory=list)
     statements: list[KeyStatement] = field(default_factory=list)
     limit: int | None = None
-    """Items kept per section (the newest); bounds the work per event on long spans."""
+    """Items kept per section (the newest)."""
     focus: frozenset[str] = frozenset()
     """Keywords of the request's instructions: a part sharing one ranks one higher."""
 
@@ -122,7 +107,6 @@ class Draft:
         items = self.sections[section]
         for index, item in enumerate(items):
             if item.text.casefold() == text.casefold():
-                # a repeated item moves to the end: it is recent again
                 del items[index]
                 seqs = _merge_seqs(item.source_seqs, (seq,))
                 items.append(SummaryItem(text, seqs, supersedes or item.supersedes, day))
@@ -132,8 +116,7 @@ class Draft:
             del items[: len(items) - self.limit]
 
     def supersede(self, text: str, seq: int, day: str | None = None) -> bool:
-        """A user correction replaces the constraint it shares most keywords with (latest on
-        ties); False, and nothing changes, when it shares none."""
+        """A correction replaces the constraint it shares most keywords with (False: none)."""
         keys = keywords(text)
         constraints = self.sections["constraints"]
         best, best_score = None, 0
@@ -156,16 +139,12 @@ class Draft:
         self.statements = [s for s in self.statements if not quoted.search(s.text)]
 
 
-# ----------------------------------------------------------------------------- cutting to the cap
-
 _Part = tuple[str, str, int]
 """What one trim step removes: (what, section, index) of the draft."""
 
 
 def part_ranks(draft: Draft) -> list[tuple[tuple[int, int, int, int], _Part]]:
-    """Every droppable part of the draft with its sort key (rank, seq, kind, index): the lowest
-    key goes first. A key statement ranks as what it says (a quote is the stated value or
-    event itself, verbatim, so it competes with the facts at their rank)."""
+    """Every droppable part of the draft with its sort key (rank, seq, kind, index), lowest first."""
     parts: list[tuple[tuple[int, int, int, int], _Part]] = []
 
     def focused(text: str) -> int:
@@ -195,7 +174,7 @@ def _document(
     draft: Draft, removed: frozenset[_Part], goal_level: int, constraint_level: int
 ) -> SummaryDocument:
     """The draft without the removed parts, its goal and constraints shortened to a level."""
-    items: dict[str, list[SummaryItem]] = {}
+    items: dict[str, tuple[SummaryItem, ...]] = {}
     for name, _ in LIST_SECTIONS:
         kept = [
             item for i, item in enumerate(draft.sections[name]) if ("item", name, i) not in removed
@@ -211,7 +190,7 @@ def _document(
                 )
                 for item in kept
             ]
-        items[name] = kept
+        items[name] = tuple(kept)
     goal = draft.goal
     if goal_level > len(_GOAL_LIMITS):
         goal = ""
@@ -221,25 +200,20 @@ def _document(
     statements.sort(key=lambda s: s.source_seq)
     return SummaryDocument(
         goal=goal,
-        constraints=tuple(items["constraints"]),
-        done=tuple(items["done"]),
-        failed=tuple(items["failed"]),
-        decisions=tuple(items["decisions"]),
-        open_questions=tuple(items["open_questions"]),
-        next_steps=tuple(items["next_steps"]),
         key_facts=tuple(f for i, f in enumerate(draft.facts) if ("fact", "", i) not in removed),
         statements=tuple(statements),
+        version=SUMMARY_FORMAT_VERSION,
+        **items,
     )
 
 
 def fit(draft: Draft, cap_tokens: int, counter: TokenCounter) -> SummaryDocument:
-    """The draft after the fewest trim steps that make its rendering fit (binary search: each
-    step shrinks the text, so 'fits after n steps' is monotone up to a token of rounding; the
-    result is always checked to fit).
+    """The draft after the fewest trim steps that make its rendering fit (a binary search).
 
     Raises:
         ValueError: even the emptiest summary is over ``cap_tokens``.
     """
+
     steps = [part for _, part in part_ranks(draft)]
 
     def trimmed(count: int) -> SummaryDocument:

@@ -1,17 +1,9 @@
-"""The offline, deterministic :class:`ExtractiveSummarizer`.
-
-No model: key facts (identifiers, amounts, dates, paths, URLs, emails, names) are copied out of
-the events with patterns (:mod:`ctx_langgraph.compaction.facts`), so they stay exact; short
-messages worth keeping are quoted whole (:mod:`ctx_langgraph.compaction.statements`); the other
-sections are picked by simple cues; every part shows the day of its source event; the result is
-cut to the cap, the least important and oldest parts first
-(:mod:`ctx_langgraph.compaction.draft`).
-"""
+"""The offline, deterministic :class:`ExtractiveSummarizer`: key facts copied with patterns,
+short messages quoted whole, the other sections picked by simple cues, cut to the cap."""
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 from typing import Final
 
@@ -41,14 +33,11 @@ from ctx_langgraph.view.markers import LOOKUP_MARK
 
 __all__ = ["ExtractiveSummarizer", "extract_key_facts"]
 
-log = logging.getLogger(__name__)
-
 _NEXT_STEP = re.compile(r"\b(?:next|then i will|then i[\u2019']ll|todo|to-do|will now)\b", re.I)
 _FAILURE = re.compile(
     r"\b(?:error|errors|failed|failure|timeout|timed out|exception|traceback)\b", re.I
 )
 _STATEMENTS_PER_ITEM: Final = 4
-"""Statements a draft holds per item a section holds (the best-ranked, newest first)."""
 
 
 def _is_lookup_page(event: HistoryEvent) -> bool:
@@ -68,13 +57,11 @@ def _best_statements(statements: list[KeyStatement], limit: int) -> list[KeyStat
 class ExtractiveSummarizer:
     """An offline, deterministic summarizer: patterns instead of a model, key facts exact.
 
-    Merges the previous summary with the new events: the goal (the first substantial user
-    message), user constraints (with corrections marked as superseding the constraint they
-    replace), what was done, failed tool calls and why, decisions, open questions, next steps,
-    key statements (short messages worth keeping, quoted whole) and every identifier, amount,
-    date, path, URL, email and name with its source seq and day. Values read from a tool name
-    the tool; tool-log noise is left out. When the cap is tight the least important parts go
-    first and, among equals, the oldest: a correction's new value goes last.
+    Merges the previous summary with the new events: the goal, constraints (corrections
+    superseding what they replace), what was done and failed, decisions, open questions, next
+    steps, key statements quoted whole, and every identifier, amount, date, path, URL, email
+    and name with its source seq and day. Under a tight cap the least important, oldest parts
+    go first.
 
     Examples:
         >>> import datetime as dt
@@ -120,14 +107,12 @@ class ExtractiveSummarizer:
         return self.summarize(request)
 
     def _draft(self, request: SummaryRequest) -> Draft:
-        """The merged summary before the cap is applied."""
         draft = Draft.of(request.previous, self.max_items_per_section)
         draft.focus = frozenset(keywords(request.instructions or ""))
         new_questions: set[str] = set()
         calls: dict[str, str] = {}
         for event in request.events:
-            if _is_lookup_page(event):
-                # quoted copies of older events: their facts were taken from the originals
+            if _is_lookup_page(event):  # quoted copies of older events
                 draft.add(
                     "done",
                     f"looked up the history ({event.name or 'lookup'})",
@@ -154,13 +139,12 @@ class ExtractiveSummarizer:
 
     @staticmethod
     def _facts(draft: Draft, event: HistoryEvent) -> set[str]:
-        """The event's facts into the draft; a user correction retires the values it negates
-        (returned)."""
+        """The event's facts into the draft; returns the values a user correction retires."""
         found = event_facts(event)
         stale: set[str] = set()
         if event.role == "human":
             found, stale = corrected(event.text, found)
-            if stale:  # the user named these values as wrong: they are no longer facts
+            if stale:
                 draft.forget(stale)
                 fixes = ", ".join(f"{f.text} replaces {f.replaces}" for f in found if f.replaces)
                 if fixes and any(value in draft.goal for value in stale):
@@ -179,9 +163,8 @@ class ExtractiveSummarizer:
                 draft.add("open_questions", sentence, event.seq, day=day)
                 new_questions.add(shorten(sentence, 200))
             elif any(value in sentence for value in stale):
-                continue  # a corrected value: its fact says what it replaces
+                continue
             elif CORRECTION.search(sentence):
-                # a corrected rule; a correction of nothing kept counts only as a rule itself
                 if not draft.supersede(sentence, event.seq, day) and CONSTRAINT.search(sentence):
                     draft.add("constraints", sentence, event.seq, day=day)
             elif CONSTRAINT.search(sentence):
@@ -210,7 +193,7 @@ class ExtractiveSummarizer:
         if (isinstance(message, AIMessage) and message.tool_calls) or not text.strip():
             return
         draft.add("done", shorten(sentences(text)[0], 160), event.seq, day=day)
-        # an answer settles the questions asked in this span, and earlier ones it speaks to
+        # an answer settles this span's questions, and earlier ones it speaks to
         answer = keywords(text)
         draft.sections["open_questions"] = [
             item

@@ -1,17 +1,10 @@
-"""Key facts: the exact-value patterns, what counts as tool-log noise, corrections, and rank.
-
-Identifiers, amounts, dates, paths, URLs, emails and names are copied out of a text with
-patterns, so they stay exact. Where a value comes from decides how much it is worth
-(docs/design.md §6): a correction's new value ranks highest, then what a person stated (the
-user, or the assistant in prose), then values read from a tool's call or output; tool-log
-noise (timestamps of log lines, table headers and cells, values repeated down a column, the
-rows of a dump) is not a fact at all.
-"""
+"""Key facts: exact values copied out of a text with patterns, tool-log noise left out,
+corrections, and how much each fact is worth (docs/design.md §6)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -41,8 +34,7 @@ _TIME = r"\d{1,2}:\d{2}(?:\s?(?:[ap]m|[AP]M|[ap]\.m\.))?"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _NUMBER = r"\d[\d,]*(?:\.\d+)?"
 _CURRENCY = r"(?:USD|EUR|GBP|JPY|CHF|CAD|AUD|INR|CNY)"
-# Earlier patterns win: their spans are masked before later patterns run (an id inside a path
-# or URL is not a second fact).
+# Earlier patterns win: their spans are masked before later patterns run.
 _FACT_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("url", re.compile(r"\b(?:https?|ftp)://[^\s<>\"'`)\]]+")),
     ("email", re.compile(r"\b[\w.%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")),
@@ -93,33 +85,25 @@ _NOT_NAME_WORDS_TEXT = """The This That These Those A An I We You He She They It
     Anytime Yo"""
 _NOT_NAME_WORDS = frozenset(_NOT_NAME_WORDS_TEXT.split())
 _GREETING = re.compile(r"(?<!.)[A-Z][a-z]+ [A-Z][a-z]+[,!]", re.S)
-"""A word and a name opening a message, then a comma or "!" ("Woah Sam!", "Anytime Alex,"):
-someone addressed, not a name stated."""
+"""A message opening "Woah Sam!": someone addressed, not a name stated."""
 
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|^\d{1,2}:\d{2}")
 _COLUMNS = re.compile(r"\s{2,}|\t|\s*\|\s*|,(?=\S)")
 DUMP_FACTS: Final = 12
-"""A tool output with more distinct candidate values than this is a dump (a listing, an
-export, a log): its rows are data, not facts anyone stated."""
+"""A tool output with more distinct values than this is a dump: no facts."""
 REPEATED: Final = 3
 """A value this many times in one tool output is a column's value, not a fact."""
 
 _TOOL_NAME = re.compile(r"[^\w.-]+")
 
 # Ranks of what a summary keeps (higher outlives lower; docs/design.md §6).
-RANK_CORRECTION: Final = 7
-"""A correction's new value (it names what it replaces)."""
-RANK_CORRECTED: Final = 6
-"""A correction as said: its quote, a constraint it supersedes."""
-RANK_TOLD: Final = 5
-"""A short message telling a value."""
-RANK_STATED: Final = 4
-"""A value, constraint, plan or personal event a person stated."""
+RANK_CORRECTION: Final = 7  # a correction's new value
+RANK_CORRECTED: Final = 6  # a correction's quote, a constraint it supersedes
+RANK_TOLD: Final = 5  # a short message telling a value
+RANK_STATED: Final = 4  # a value, constraint, plan or personal event a person stated
 RANK_GOAL: Final = 3
-RANK_TOOL: Final = 2
-"""A value read from a tool; a failed attempt, a decision."""
-RANK_LOW: Final = 1
-"""What was done, asked and planned next."""
+RANK_TOOL: Final = 2  # a value read from a tool; a failed attempt, a decision
+RANK_LOW: Final = 1  # what was done, asked and planned next
 
 
 def _fact_text(kind: str, text: str) -> str | None:
@@ -146,34 +130,23 @@ def _matches(text: str) -> Iterator[tuple[str, str, int]]:
             if value is None or (kind == "name" and _GREETING.match(text, match.start())):
                 continue
             yield kind, value, match.start()
-            # mask the span (same length, so later positions hold) for the patterns after this one
             text = text[: match.start()] + "\0" * len(match.group(0)) + text[match.end() :]
 
 
-def _first_seen(found: Sequence[tuple[str, str, int]]) -> list[tuple[str, str]]:
-    """Distinct (kind, value) pairs in the order they appear in the text."""
+def _first_seen(found: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str], int]:
+    """Distinct (kind, value) pairs and where first found, in the order they appear."""
     first: dict[tuple[str, str], int] = {}
     for kind, value, start in found:
         first.setdefault((kind, value), start)
-    return [key for key, _ in sorted(first.items(), key=lambda entry: entry[1])]
-
-
-def _day(event: HistoryEvent) -> str:
-    return day_label(event.created_at)
+    return dict(sorted(first.items(), key=lambda entry: entry[1]))
 
 
 def stated_facts(
     text: str, seq: int, day: str | None = None, event_id: str | None = None
 ) -> list[KeyFact]:
-    """The values a person states in ``text``, in the order they appear.
-
-    Examples:
-        >>> [(f.kind, f.text) for f in stated_facts("Refund INV-2023-0042 ($40.00) for Ann Lee", 3)]
-        [('id', 'INV-2023-0042'), ('amount', '$40.00'), ('name', 'Ann Lee')]
-    """
+    """The values a person states in ``text``, in the order they appear."""
     return [
-        KeyFact(value, seq, kind, event_id, day=day)
-        for kind, value in _first_seen(list(_matches(text)))
+        KeyFact(value, seq, kind, event_id, day=day) for kind, value in _first_seen(_matches(text))
     ]
 
 
@@ -182,8 +155,7 @@ def _line_of(text: str, start: int) -> str:
 
 
 def _is_noise(kind: str, value: str, line: str, count: int) -> bool:
-    """Tool-log noise: a timestamp, a value repeated down a column, a header or table cell
-    read as a name."""
+    """A timestamp, a value repeated down a column, a header or table cell read as a name."""
     if count >= REPEATED:
         return True
     if kind == "date" and _TIMESTAMP.search(value):
@@ -198,44 +170,21 @@ def _is_noise(kind: str, value: str, line: str, count: int) -> bool:
 def tool_facts(
     text: str, seq: int, tool: str, day: str | None = None, event_id: str | None = None
 ) -> list[KeyFact]:
-    """The values a tool's output shows, without log noise; none at all from a dump.
-
-    Examples:
-        >>> out = "2024-03-01T10:00:00Z INFO refund ORD-77 approved\\nName  City  Plan\\n"
-        >>> [(f.kind, f.text, f.tool) for f in tool_facts(out, 9, "run_command")]
-        [('id', 'ORD-77', 'run_command')]
-    """
-    found = list(_matches(text))
-    distinct = _first_seen(found)
-    if len(distinct) > DUMP_FACTS:
+    """The values a tool's output shows, without log noise; none at all from a dump."""
+    starts = _first_seen(_matches(text))
+    if len(starts) > DUMP_FACTS:
         return []
-    counts: dict[tuple[str, str], int] = {}
-    starts: dict[tuple[str, str], int] = {}
-    for kind, value, start in found:
-        counts[(kind, value)] = counts.get((kind, value), 0) + 1
-        starts.setdefault((kind, value), start)
     tool = _TOOL_NAME.sub("_", tool).strip("_") or "tool"
     return [
         KeyFact(value, seq, kind, event_id, day=day, tool=tool)
-        for kind, value in distinct
-        if not _is_noise(kind, value, _line_of(text, starts[(kind, value)]), text.count(value))
+        for (kind, value), start in starts.items()
+        if not _is_noise(kind, value, _line_of(text, start), text.count(value))
     ]
 
 
 def event_facts(event: HistoryEvent) -> list[KeyFact]:
-    """The facts of one event, ranked by where they come from: a person's words (a human
-    message, an assistant's prose) or a tool's call arguments and output (noise left out).
-
-    Examples:
-        >>> import datetime as dt
-        >>> from langchain_core.messages import ToolMessage, message_to_dict
-        >>> out = ToolMessage("ORD-5 | Ann Lee | shipped", tool_call_id="c1", name="search")
-        >>> event = HistoryEvent(4, "m4", "main", "tool", "search", message_to_dict(out),
-        ...     out.text, ("c1",), ("search",), 1, True, dt.datetime(2023, 5, 8))
-        >>> [(f.text, f.tool, f.day) for f in event_facts(event)]
-        [('ORD-5', 'search', 'Mon 8 May 2023')]
-    """
-    day = _day(event)
+    """The facts of one event: a person's words, or a tool's call arguments and output."""
+    day = day_label(event.created_at)
     if event.role == "tool":
         name = event.name or (event.tool_names[0] if event.tool_names else "tool")
         return tool_facts(event.text, event.seq, name, day, event.event_id)
@@ -251,10 +200,8 @@ def event_facts(event: HistoryEvent) -> list[KeyFact]:
 
 
 def extract_key_facts(event: HistoryEvent) -> list[KeyFact]:
-    """The exact identifiers, amounts, dates, paths, URLs, emails and names in an event's text.
-
-    Every value the patterns find, noise included (:func:`event_facts` gives the ranked facts a
-    summary keeps); each fact carries its source seq, event id and day.
+    """The exact identifiers, amounts, dates, paths, URLs, emails and names in an event's text,
+    each with its source seq, event id and day.
 
     Examples:
         >>> import datetime as dt
@@ -265,10 +212,8 @@ def extract_key_facts(event: HistoryEvent) -> list[KeyFact]:
         [('id', 'INV-2023-0042'), ('amount', '$1,250.00'), ('email', 'ann@example.com'),
          ('date', 'June 14, 2023'), ('path', '/srv/refunds.log')]
     """
-    return stated_facts(event.text, event.seq, _day(event), event.event_id)
+    return stated_facts(event.text, event.seq, day_label(event.created_at), event.event_id)
 
-
-# ----------------------------------------------------------------------------- corrections
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n+")
 _SPACES = re.compile(r"\s+")
@@ -283,26 +228,14 @@ _NEGATED = (
 
 
 def sentences(text: str) -> list[str]:
-    """The sentences of a text, each on one line.
-
-    Examples:
-        >>> sentences("Use Postgres. Not MySQL!\\nThanks")
-        ['Use Postgres.', 'Not MySQL!', 'Thanks']
-    """
+    """The sentences of a text, each on one line."""
     parts = (_SPACES.sub(" ", part).strip() for part in _SENTENCE_END.split(text))
     return [part for part in parts if part]
 
 
 def corrected(text: str, facts: list[KeyFact]) -> tuple[list[KeyFact], set[str]]:
-    """A correction ("my order id is B-2291, not A-1172"): the values it negates, and the
-    facts without them, each new value marked with the old value of its kind it replaces.
-
-    Examples:
-        >>> facts = stated_facts("Correction: the order is B-2291, not A-1172.", 5)
-        >>> kept, stale = corrected("Correction: the order is B-2291, not A-1172.", facts)
-        >>> [(f.text, f.replaces) for f in kept], stale
-        ([('B-2291', 'A-1172')], {'A-1172'})
-    """
+    """The facts without the values a correction negates (each new value marked with the old
+    value of its kind it replaces), and those negated values."""
     stale: set[str] = set()
     for sentence in sentences(text):
         if not CORRECTION.search(sentence):
@@ -317,33 +250,15 @@ def corrected(text: str, facts: list[KeyFact]) -> tuple[list[KeyFact], set[str]]
     return [replace(f, replaces=kinds.get(f.kind)) for f in kept], stale
 
 
-# ----------------------------------------------------------------------------- rank and merge
-
-
 def fact_rank(fact: KeyFact) -> int:
-    """How much a fact is worth keeping: a correction's new value, then a value a person
-    stated, then one read from a tool.
-
-    Examples:
-        >>> [fact_rank(f) for f in (KeyFact("B-2", 9, "id", replaces="A-1"),
-        ...     KeyFact("B-2", 9, "id"), KeyFact("B-2", 9, "id", tool="search"))]
-        [7, 4, 2]
-    """
+    """A correction's new value, then a value a person stated, then one read from a tool."""
     if fact.replaces:
         return RANK_CORRECTION
     return RANK_STATED if fact.tool is None else RANK_TOOL
 
 
 def merge_facts(facts: Sequence[KeyFact]) -> list[KeyFact]:
-    """One fact per (kind, text): its best-ranked mention, the earliest of those; in seq order
-    (ties keep input order).
-
-    Examples:
-        >>> merged = merge_facts([KeyFact("ORD-9", 2, "id", tool="search"),
-        ...     KeyFact("ORD-9", 5, "id"), KeyFact("ORD-9", 8, "id")])
-        >>> [(f.source_seq, f.tool) for f in merged]
-        [(5, None)]
-    """
+    """One fact per (kind, text): its best-ranked mention, the earliest of those; in seq order."""
     best: dict[tuple[str, str], tuple[int, KeyFact]] = {}
     for index, fact in enumerate(facts):
         key = (fact.kind, fact.text)
@@ -358,11 +273,6 @@ def merge_facts(facts: Sequence[KeyFact]) -> list[KeyFact]:
 
 
 def statement_facts(text: str, seq: int, day: str | None = None) -> list[KeyFact]:
-    """The facts a quoted statement holds: what :func:`stated_facts` finds, a correction's
-    new values marked with what they replace and its negated values left out.
+    """The facts a quoted statement holds, a correction's negated values left out."""
 
-    Examples:
-        >>> [(f.text, f.replaces) for f in statement_facts("Use B-2291, not A-1172.", 4)]
-        [('B-2291', 'A-1172')]
-    """
     return corrected(text, stated_facts(text, seq, day))[0]

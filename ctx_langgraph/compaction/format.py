@@ -1,37 +1,7 @@
-"""The versioned, structured summary format: a document, its markdown rendering, and a check.
+"""The versioned summary format: a document, its markdown rendering and reading, and a check.
 
-A summary is markdown with fixed headings, so a model can write it and a program can read it
-back. Items carry the seqs of the events they come from and the day those happened; a user
-correction names the value it replaced with ``(supersedes: ...)``; key statements quote short
-messages verbatim; every key fact carries its source seq. Example of the rendering
-(``SummaryDocument.render()``)::
-
-    # Context summary (format v3)
-
-    ## Goal
-    - Refund order ORD-1042
-
-    ## Constraints and preferences
-    - Use Postgres, not MySQL (supersedes: We must use MySQL) [seq 55, Tue 9 May 2023]
-    ...
-    ## Key statements
-    - user: "The refund for Ann Lee is on ORD-1042, not ORD-1041." [seq 61, Wed 10 May 2023]
-
-    ## Key facts
-    - id: ORD-1042 (replaces ORD-1041) [seq 61, Wed 10 May 2023]
-    - path (run_command): /srv/app/limits.yaml [seq 70]
-
-A day in a ``[seq ...]`` group holds for the items after it in the same section until another
-day is shown (``undated`` ends a run). A key fact read from a tool names the tool after its
-kind. A key fact quoted inside a key statement of the same seq is not repeated under
-``Key facts``: the statement implies it (:meth:`SummaryDocument.parse` restores it).
-
-A section with nothing in it is left out (format v3; the title is what says so). Texts are kept
-on one line (runs of whitespace collapse to one space). The format reserves a trailing
-``[seq ...]`` group and a ``(supersedes: ...)`` group on item lines, and ``kind:`` before a key
-fact's text. Format v2 (every section present, ``- (none)`` for an empty one; what a chat model
-is asked to write, and how a text without a title is read) and v1 (no days, no key statements,
-no tools) still parse; docs/design.md §6.
+Markdown with fixed headings; items and facts end with their ``[seq ..., day]`` group; a key
+fact a key statement quotes is not repeated. Formats v1 and v2 still parse (docs/design.md §6).
 """
 
 from __future__ import annotations
@@ -45,7 +15,6 @@ from typing import Final
 from ctx_langgraph.budget.counters import TokenCounter
 from ctx_langgraph.compaction.summary_lines import (
     NONE_MARKER,
-    SEQ_GROUP,
     STATEMENTS_HEADING,
     TOOL_NAME,
     KeyStatement,
@@ -79,8 +48,6 @@ SUMMARY_FORMAT_VERSION: Final = 3
 """The summary format written today (v1 and v2 summaries are still read and merged)."""
 READABLE_VERSIONS: Final = (1, 2, 3)
 _UNTITLED_VERSION: Final = 2
-"""A text without a title is read as this version: every section must be there."""
-
 LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("constraints", "Constraints and preferences"),
     ("done", "Done"),
@@ -89,8 +56,6 @@ LIST_SECTIONS: Final[tuple[tuple[str, str], ...]] = (
     ("open_questions", "Open questions"),
     ("next_steps", "Next steps"),
 )
-"""(field name, heading) of the item sections, in rendering order."""
-
 REQUIRED_SECTIONS: Final[tuple[str, ...]] = (
     "Goal",
     *(heading for _, heading in LIST_SECTIONS),
@@ -102,9 +67,7 @@ _V1_SECTIONS: Final = tuple(h for h in REQUIRED_SECTIONS if h != STATEMENTS_HEAD
 
 
 def required_sections(version: int = SUMMARY_FORMAT_VERSION) -> tuple[str, ...]:
-    """The headings a summary of format ``version`` must have, in rendering order (v1 had no
-    ``Key statements``; from v3 a section with nothing in it is left out, and the title says
-    the version).
+    """The headings a summary of format ``version`` must have (none from v3).
 
     Raises:
         ValueError: this version does not read that format.
@@ -138,18 +101,13 @@ _TITLE = re.compile(r"^#\s*context summary\s*\(format v(\d+)\)\s*$", re.I)
 _HEADING = re.compile(r"^#{1,6}\s*([A-Za-z].*?)\s*:?\s*$")
 _BOLD_HEADING = re.compile(r"^\*\*(.+?):?\*\*\s*:?\s*$")
 _BULLET = re.compile(r"^(?:[-*+\u2022]|\d+[.)])\s+")
-_SEQS = SEQ_GROUP  # (the name tests and older callers use)
 
 
 def _implied_facts(
     facts: Sequence[KeyFact], statements: Sequence[KeyStatement]
 ) -> tuple[tuple[KeyFact, ...], int]:
-    """The key facts in canonical order, and how many of them are listed: the facts no
-    statement implies (in their order), then those the statements imply (in statement order).
-
-    A fact is implied when a statement's own facts (:meth:`KeyStatement.facts`) hold it
-    exactly (its event id aside); an implied value already listed is not added twice.
-    """
+    """The key facts in canonical order (those no statement implies, then the implied ones),
+    and how many of them are listed."""
     derived: dict[tuple[str, str], KeyFact] = {}
     for statement in statements:
         for fact in statement.facts():
@@ -171,11 +129,10 @@ def _implied_facts(
 
 @dataclass(frozen=True)
 class SummaryDocument:
-    """A structured summary: what the user wants, what happened, who said what, and the exact
-    facts.
+    """A structured summary: the goal, what happened, who said what, and the exact facts.
 
-    ``key_facts`` holds every fact, those implied by a key statement included (they come last
-    and are not repeated in the rendering). Days are optional everywhere.
+    ``key_facts`` holds every fact; those a key statement implies come last and are not
+    repeated in the rendering.
 
     Examples:
         >>> from ctx_langgraph.history import KeyFact
@@ -231,7 +188,6 @@ class SummaryDocument:
     version: int = SUMMARY_FORMAT_VERSION
     statements: tuple[KeyStatement, ...] = ()
     _listed: int = field(default=0, init=False, repr=False, compare=False)
-    """How many of ``key_facts`` the rendering lists (set from the statements)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "goal", clean_text(self.goal))
@@ -263,11 +219,8 @@ class SummaryDocument:
         return items
 
     def with_event_ids(self, event_ids: Mapping[int, str]) -> SummaryDocument:
-        """The same summary with each key fact's ``source_event_id`` looked up by its seq.
-
-        The rendered text carries seqs only; use this after :meth:`parse` to restore event ids
-        (from the summarized events, and the previous checkpoint's key facts). Facts whose seq
-        is not in ``event_ids`` keep the id they have.
+        """The same summary with each key fact's ``source_event_id`` looked up by its seq (a
+        seq not in ``event_ids`` keeps its id).
 
         Examples:
             >>> doc = SummaryDocument(key_facts=(KeyFact("ORD-7", 4, "id"),))
@@ -281,9 +234,7 @@ class SummaryDocument:
         return replace(self, key_facts=facts)
 
     def render(self) -> str:
-        """The markdown text of the summary: fixed headings in a fixed order, deterministic, no
-        trailing newline. From format v3 a section with nothing in it is left out (up to v2 it
-        reads ``- (none)``)."""
+        """The markdown text: fixed headings in a fixed order (an empty one left out from v3)."""
         sections: list[tuple[str, list[str]]] = [("Goal", [f"- {self.goal}"] if self.goal else [])]
         for name, heading in LIST_SECTIONS:
             items = self.items(name)
@@ -303,18 +254,12 @@ class SummaryDocument:
 
     @classmethod
     def parse(cls, text: str) -> SummaryDocument:
-        """Read a summary back: the inverse of :meth:`render`, tolerant of model output.
-
-        Accepts extra whitespace and blank lines, ``*``/``+``/numbered bullets, lines without a
-        bullet, any heading level, a missing title (read as format v2: every section required),
-        unknown extra sections (ignored), items without ``[seq ...]``, format v3 (a section left
-        out is empty) and format v1 (no ``Key statements`` section). Key facts without a kind
-        get the kind ``"fact"``; a statement without quotes is taken whole, without a speaker.
+        """Read a summary back: the inverse of :meth:`render`, tolerant of model output (other
+        bullets and heading levels, no title: format v2, extra sections ignored).
 
         Raises:
-            SummaryFormatError: a required section heading is missing or repeated, a key fact
-                or key statement has no ``[seq N]``, or the title names a format this version
-                does not read.
+            SummaryFormatError: a required section is missing or repeated, a key fact or key
+                statement has no ``[seq N]``, or the title names a format not read.
 
         Examples:
             >>> doc = SummaryDocument.parse('''
@@ -353,7 +298,6 @@ class SummaryDocument:
 
 
 def _sections(text: str) -> tuple[int, dict[str, list[tuple[int, str]]]]:
-    """The format version and the (line number, body) lines of each known section."""
     version = _UNTITLED_VERSION
     sections: dict[str, list[tuple[int, str]]] = {}
     current: list[tuple[int, str]] | None = None
@@ -367,10 +311,10 @@ def _sections(text: str) -> tuple[int, dict[str, list[tuple[int, str]]]]:
             continue
         heading = _HEADING.match(line) or _BOLD_HEADING.match(line)
         if heading and line.startswith("#") and clean_text(heading.group(1)) == TRAIL_HEADING:
-            break  # the artifact trail, always last: not prose (its states are verbatim text)
+            break  # the artifact trail, always last, is not prose
         known = _ALIASES.get(clean_text(heading.group(1)).lower()) if heading else None
         if heading and known is None and line.startswith("#"):
-            current = None  # an extra section: its lines are ignored
+            current = None
             continue
         if known is not None:
             if known in sections:
@@ -403,12 +347,9 @@ def validate_summary(
     covered_through_seq: int,
     first_seq: int = 1,
 ) -> list[str]:
-    """The problems of a candidate summary; an empty list means it is valid.
+    """The problems of a candidate summary (none: valid): empty, over ``cap_tokens``, not
+    parsing, or a key fact or statement citing a seq outside ``first_seq..covered_through_seq``.
 
-    Checks: not empty; its real length (``counter.count_text``) within ``cap_tokens``; it parses
-    with every required section; every key fact's and key statement's source seq within
-    ``[first_seq, covered_through_seq]`` (a rolling summary covers everything from seq 1, so
-    ``first_seq`` stays 1 unless the history before it was deliberately discarded).
 
     Examples:
         >>> from ctx_langgraph.budget import ApproximateCounter

@@ -1,50 +1,17 @@
 """The ``ctx_compact`` node: summarize the oldest uncovered span and commit it atomically.
 
-Protocol (docs/design.md §6, the order matters for crash recovery):
-
-1. choose the cut in the working view (:func:`~ctx_langgraph.compaction.choose_cut`);
-2. take a fixed snapshot of the span from the store (active cursor + 1 .. the cut);
-3. summarize ``active summary + the whole span`` (in ordered batches when it does not fit the
-   summarizer's window), validate (real token length <= cap, sections, key-fact sources) and
-   retry within a bounded count and time; an invalid summary is never truncated and committed;
-4. create the candidate, commit it by compare-and-swap in the store;
-5. only then rewrite the graph state: the summary message (stable id) + the tail, the projection
-   epoch bumped, the baseline dropped.
-
-A compaction asked for (``context["compact"]``: the ``compact_context`` tool,
-:func:`~ctx_langgraph.compaction.compact_thread`, or a run's input) runs the same protocol below
-the trigger, keeping ``keep_recent_tokens``, with its instructions in every summarizer request and
-in the version's ``metadata``; any outcome clears it (it is served once).
-
-Every summary version this node stores says in its ``metadata["compaction"]`` how it came
-about: ``duration_ms`` (up to the candidate), ``attempts``, ``fallback``, ``cut``, ``trigger``
-(``budget``, ``request`` or ``precompact``) and ``estimate_before``.
-
-On failure the old summary stays active and nothing is removed; the store keeps the attempt as
-a ``failed`` summary version of the span (no text, the last problems as its ``error``; a store
-error there is only logged). A failure is never sticky: when
-the request still fits, the node proceeds and ``ctx_budget`` tries again after a backoff (by model
-calls and time, doubling per failure in a row: ``context["compaction"]`` shows the failures and
-when the next try is due); when it would not fit, the offline
-:class:`~ctx_langgraph.compaction.ExtractiveSummarizer` covers the span instead (``"fallback"`` in
-``context["compaction"]``, and a warning in the log), and the cut goes deeper than
-``keep_recent_tokens`` when the kept tail alone is too much. Only when the fallback fails too does
-the node raise :class:`~ctx_langgraph.errors.CompactionFailed`. On a conflict (another worker
-committed first) the state is rewritten to the winner's summary.
-
-The steps live in their own modules, each written once for sync and async graphs
-(:mod:`ctx_langgraph.core.effects`): :mod:`~ctx_langgraph.compaction.span` (steps 1-2: the
-cut and the span in the store's seqs), :mod:`~ctx_langgraph.compaction.summarize` (step 3),
-:mod:`~ctx_langgraph.compaction.commit` (step 4: snapshot, candidate, compare-and-swap) and
-:mod:`~ctx_langgraph.compaction.report` (step 5: the state update of each outcome).
+Protocol (docs/design.md §6): choose the cut, snapshot the span, summarize and validate it
+(retrying, with the offline fallback when the request would not fit), store the candidate and
+commit it by compare-and-swap, and only then rewrite the state. A failure keeps the old summary
+and is recorded as a ``failed`` version; the steps live in span, summarize, commit and report.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -106,10 +73,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CompactNode:
-    """The ``ctx_compact`` node (use :func:`make_compact_node`).
-
-    Shared by every thread of a compiled graph: it holds configuration only.
-    """
+    """The ``ctx_compact`` node (use :func:`make_compact_node`); configuration only, shared by
+    every thread of a compiled graph."""
 
     store: HistoryStore
     config: ContextConfig = field(default_factory=ContextConfig)
@@ -120,17 +85,14 @@ class CompactNode:
     ledger: UsageLedger | None = None
     """Where a provider compaction's usage is booked (purpose ``compaction``)."""
     fallback: Summarizer = field(init=False, default_factory=ExtractiveSummarizer)
-    """Takes over when the configured summarizer fails and the request would not fit."""
     budget: ResolvedBudget = field(init=False)
     cap: int = field(init=False)
-    """The summary's token cap."""
     trail_tokens: int = field(init=False)
-    """The artifact trail's token cap (beside the summary's)."""
     provider: str | None = field(init=False)
     backend: CompactionBackend | None = field(init=False)
     window: ProviderWindow = field(init=False)
     segments: SegmentBuilder | None = field(init=False)
-    """Builds the segment index after a commit (``segment_events``); None: no index."""
+    """Builds the segment index after a commit; None: no index."""
 
     def __post_init__(self) -> None:
         def derive(name: str, value: Any) -> None:
@@ -168,16 +130,14 @@ class CompactNode:
 
     @property
     def _counter(self) -> TokenCounter:
-        assert self.counter is not None  # set in __post_init__
+        assert self.counter is not None
         return self.counter
-
-    # ------------------------------------------------------------------ the flow (written once)
 
     def flow(
         self, state: dict[str, Any], config: RunnableConfig | None, *, commit: bool = True
     ) -> Flow[dict[str, Any]]:
-        """The compaction protocol; with ``commit=False`` it stops after storing the candidate
-        (the background pre-compaction) and returns ``{"candidate_id": ...}``."""
+        """The compaction protocol; with ``commit=False`` (the background pre-compaction) it
+        stops after storing the candidate and returns ``{"candidate_id": ...}``."""
         turn = read_turn(state, config, self.budget.usable, commit=commit)
         if turn.request_error is not None:
             return refused(turn.report())
@@ -191,7 +151,6 @@ class CompactNode:
 
     @property
     def _index_in_background(self) -> bool:
-        """The segment index is built after the turn, where ``precompact_at`` is set."""
         return self.config.precompact_at is not None
 
     def _index(self, scope: Scope, through: int) -> Flow[SegmentReport]:
@@ -201,7 +160,6 @@ class CompactNode:
     def _compact(self, turn: CompactionPass, commit: bool) -> Flow[dict[str, Any]]:
         started = time.monotonic()
         request = turn.request
-        # a requested compaction keeps its own (or the configured) tail: it does not fill the target
         fills = self.config.tail_fills_target and request is None
         cap = self.cap + self._trail_beside(turn) if fills else None
         keep = request.get("keep_recent_tokens") if request is not None else None
@@ -213,7 +171,7 @@ class CompactNode:
             return span
         deadline = time.monotonic() + self.config.compaction_timeout_s
         attempts = Attempts(turn.report(), deadline, started=started)
-        for _round in range(3):  # a conflict or a stale snapshot: start again from the new state
+        for _round in range(3):  # a conflict or a stale snapshot: start again
             outcome = yield from self._round(turn, span, attempts, commit)
             if outcome is not None:
                 return outcome
@@ -228,7 +186,7 @@ class CompactNode:
         if active is not None and active.covered_through_seq >= span.through_seq:
             active = yield from reconcile_with(turn, active, store, span)
             return self._report(turn, active, attempts, "reconciled")
-        if commit and turn.request is None:  # (a background candidate ignored the request)
+        if commit and turn.request is None:
             early = yield from commit_precomputed(
                 store, scope, turn.messages, active, attempts.problems
             )
@@ -241,9 +199,9 @@ class CompactNode:
         previous = (
             SummaryDocument.parse(active.summary_text) if active and active.summary_text else None
         )
-        # inside the summary's cap the trail takes its room first, and the prose gets the rest
+        # inside the summary's cap the trail takes its room first, the prose the rest
         room = self.trail_tokens
-        history = summarized_events(snapshot.events)  # (system messages are not history)
+        history = summarized_events(snapshot.events)
         merged = merged_trail(active, history) if room > 0 else ArtifactTrail()
         prose_cap = self.cap
         if self.config.trail_inside and room > 0:
@@ -289,10 +247,8 @@ class CompactNode:
     ) -> Flow[dict[str, Any]]:
         """The report of a commit, after pruning old summary versions."""
         info = attempts.info
-        info["attempts"], info["cut"], info["summarizer"] = (
-            attempts.count,
-            span.kind,
-            written.summarizer.id,
+        info.update(
+            {"attempts": attempts.count, "cut": span.kind, "summarizer": written.summarizer.id}
         )
         if attempts.problems:
             attempts.info["problems"] = attempts.problems[-5:]
@@ -308,11 +264,8 @@ class CompactNode:
     def _outcome(
         self, turn: CompactionPass, span: Span, attempts: Attempts, written: Written, commit: bool
     ) -> dict[str, Any]:
-        """``metadata["compaction"]`` of the version this attempt stores: its time from the
-        start of the node's work up to the version (the candidate is stored then, so the
-        compare-and-swap commit and the pruning after it are not in it), the summarizer calls,
-        whether the offline fallback wrote it, the cut, what asked for it, and the budget's
-        estimate of the request before it (None: no budget pass estimated it)."""
+        """``metadata["compaction"]`` of the version this attempt stores: time up to the
+        candidate, attempts, fallback, cut, trigger and the budget's estimate before it."""
         duration_ms = round((time.monotonic() - attempts.started) * 1000)
         attempts.info["duration_ms"] = duration_ms
         before = (turn.context.get("budget") or {}).get("input_tokens")
@@ -335,9 +288,8 @@ class CompactNode:
         written: Written,
         commit: bool,
     ) -> Flow[None]:
-        """Every try failed: a ``failed`` summary version of the span says so in the store
-        (no text; the last problems as its error; the same ``metadata["compaction"]``). A
-        store error here is logged and ignored: it never fails the turn."""
+        """Every try failed: a ``failed`` summary version of the span says so in the store (a
+        store error here is only logged)."""
         outcome = self._outcome(turn, span, attempts, written, commit)
         error = "\n".join(attempts.problems[-5:]) or "no summarizer attempt was made in time"
         try:
@@ -350,13 +302,11 @@ class CompactNode:
                 first_kept_event_id=span.first_kept_id,
                 metadata={**_recorded_request(turn), "compaction": outcome},
             )
-        except Exception as exc:  # recording the failure must not fail the turn
+        except Exception as exc:
             log.warning("ctx-langgraph: the failed compaction was not recorded: %s", exc)
 
     def _trail_beside(self, turn: CompactionPass) -> int:
-        """The room a trail beside the summary takes in the compacted request: the thread's
-        trail as the state last reported it (one compaction behind: a trail grows slowly, and
-        an empty one takes none)."""
+        """The room a trail beside the summary takes: the trail's tokens as last reported."""
         if self.config.trail_inside or not self.trail_tokens:
             return 0
         reported = turn.context.get("artifacts")
@@ -394,8 +344,6 @@ class CompactNode:
             turn.messages, checkpoint, self.provider, turn.epoch, attempts.info, status
         )
 
-    # ------------------------------------------------------------------ sync and async shells
-
     def _background_index(self, state: dict[str, Any], config: RunnableConfig, outcome: Any) -> Any:
         """The scope and seq a background build of the segment index runs for, if any."""
         if not self._index_in_background or not isinstance(outcome, dict):
@@ -408,28 +356,28 @@ class CompactNode:
     def invoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
         if started is not None:  # the candidate is built after the turn
-            _in_thread(lambda: run(self.flow(state, config, commit=False)), "ctx-precompact")
+            precompact = partial(run, self.flow(state, config, commit=False))
+            in_thread(precompact, "ctx-precompact", _background_done)
             return packed(started)
         outcome = run(self.flow(state, config))
-        if (job := self._background_index(state, config, outcome)) is not None:
-            _in_thread(lambda: run(self._index(*job)), "ctx-segments")
-        return keep_out_of_message_stream(
-            packed(outcome), config
-        )  # the summary is not a user's turn
+        if (index := self._background_index(state, config, outcome)) is not None:
+            in_thread(lambda: run(self._index(*index)), "ctx-segments", _background_done)
+        return keep_out_of_message_stream(packed(outcome), config)
 
     async def ainvoke(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         started = precompacting(state)
         if started is not None:
-            _in_task(arun(self.flow(state, config, commit=False)), "ctx-precompact")
+            in_task(
+                arun(self.flow(state, config, commit=False)), "ctx-precompact", _background_done
+            )
             return packed(started)
         outcome = await arun(self.flow(state, config))
         if (job := self._background_index(state, config, outcome)) is not None:
-            _in_task(arun(self._index(*job)), "ctx-segments")
+            in_task(arun(self._index(*job)), "ctx-segments", _background_done)
         return keep_out_of_message_stream(packed(outcome), config)
 
 
 def _recorded_request(turn: CompactionPass) -> dict[str, Any]:
-    """What a summary version records of the request it was made for (nothing: automatic)."""
     request = turn.request
     if request is None:
         return {}
@@ -440,7 +388,6 @@ def _recorded_request(turn: CompactionPass) -> dict[str, Any]:
 
 
 def _committed_through(outcome: dict[str, Any], segments: SegmentBuilder | None) -> int | None:
-    """What a new summary covers, when the segment index is on and one was committed."""
     context = outcome.get("context") or {}
     compaction = context.get("compaction") or {}
     if segments is None or compaction.get("status") not in ("committed", "committed_precomputed"):
@@ -451,14 +398,6 @@ def _committed_through(outcome: dict[str, Any], segments: SegmentBuilder | None)
 
 def _background_done(outcome: Any) -> None:
     log.debug("ctx-langgraph: background summary candidate: %s", outcome)
-
-
-def _in_thread(job: Callable[[], Any], name: str) -> None:
-    in_thread(job, name, _background_done)
-
-
-def _in_task(job: Awaitable[Any], name: str) -> None:
-    in_task(job, name, _background_done)
 
 
 def make_compact_node(
@@ -473,8 +412,7 @@ def make_compact_node(
 ) -> Runnable[Any, Any]:
     """The ``ctx_compact`` node, for ``builder.add_node("ctx_compact", make_compact_node(store, ...))``.
 
-    Route ``ctx_budget`` to it with :func:`~ctx_langgraph.budget.make_budget_router`, and from it
-    back to ``ctx_budget`` (the estimate is redone on the compacted view).
+    Route ``ctx_budget`` to it with :func:`~ctx_langgraph.budget.make_budget_router`, and back.
 
     Args:
         store: the history store (the same one ``ctx_budget`` records into).
@@ -495,5 +433,4 @@ def make_compact_node(
         counter,
         ledger=ledger,
     )
-    # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

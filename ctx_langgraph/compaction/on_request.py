@@ -1,19 +1,6 @@
-"""``compact_thread``: compact a thread now, from the app, a script or the command line.
-
-Two ways in, one protocol (docs/design.md §6):
-
-- **a compiled graph** with context management (:func:`~ctx_langgraph.add_context_management`,
-  :func:`~ctx_langgraph.create_context_agent`, or ``create_agent`` with
-  :class:`~ctx_langgraph.ContextManagementMiddleware`) and a checkpointer: the graph is invoked
-  with ``{"context": {"compact": request}}``; its ``ctx_budget`` routes to ``ctx_compact``, which
-  serves the request, rewrites the thread's state and ends the run without a model call;
-- **a history store** (no graph at hand, e.g. ``ctx-langgraph compact``): the thread's view is
-  rebuilt from the store (active summary + the events after it) and ``ctx_compact``'s own flow
-  runs on it; the graph's next ``ctx_budget`` pass applies the committed summary to its state.
-
-Either way the summary is committed by compare-and-swap, the instructions go to the summarizer
-and are recorded in the summary version's ``metadata``, and a failing summarizer keeps the old
-summary (the report says why).
+"""``compact_thread``: compact a thread now, from the app, a script or the command line: through
+a compiled graph with context management (its ``ctx_compact`` serves the request), or on a
+history store (the view rebuilt from it, ``ctx_compact``'s own flow run on it).
 """
 
 from __future__ import annotations
@@ -41,8 +28,7 @@ __all__ = ["acompact_thread", "compact_thread"]
 
 
 def _graph_input(graph: Any, config: RunnableConfig, request: CompactRequest) -> dict[str, Any]:
-    """The input that asks ``graph`` to compact the thread (checked: a context channel and a
-    checkpointer)."""
+    """The input that asks ``graph`` to compact the thread (checked)."""
     channels = getattr(graph, "channels", None) or {}
     if "context" not in channels:
         raise CompactRequestError(
@@ -100,6 +86,24 @@ def _store_flow(
     return _graph_report(update)
 
 
+def _flow(
+    target: Any,
+    config: RunnableConfig,
+    request: CompactRequest,
+    summarizer: Summarizer | None,
+    context_config: ContextConfig | None,
+    model: Any,
+    counter: TokenCounter | None,
+) -> Flow[CompactionReport]:
+    if isinstance(target, HistoryStore):
+        node = _store_node(target, context_config, summarizer, model, counter)
+        return (yield from _store_flow(node, config, request))
+    graph_input = _graph_input(target, config, request)
+    yield from call(target.invoke, target.ainvoke, graph_input, config)
+    state = yield from call(target.get_state, target.aget_state, config)
+    return _graph_report(state.values)
+
+
 def compact_thread(
     target: Any,
     config: RunnableConfig,
@@ -117,25 +121,18 @@ def compact_thread(
     Args:
         target: a compiled graph with context management and a checkpointer, or the
             :class:`~ctx_langgraph.history.HistoryStore` the graph records into.
-        config: the thread's run config (``{"configurable": {"thread_id": ...}}``; ``ctx_tenant``
-            and ``ctx_branch`` as the graph gets them).
-        instructions: what the summary must keep above all (``"keep the API design decisions"``):
-            in the LLM summarizer's prompt, weighting the extractive summarizer's choice, and
-            recorded in the summary version's ``metadata``.
+        config: the thread's run config (``{"configurable": {"thread_id": ...}}``).
+        instructions: what the summary must keep above all; recorded in the version's
+            ``metadata``.
         requested_by: ``app`` (default), ``user`` or ``model``: recorded with the version.
         keep_recent_tokens: the verbatim tail to keep (default: the configuration's).
-        summarizer: with a store only, the summarizer the graph's ``ctx_compact`` would use
-            (default: the extractive summarizer). A graph uses its own.
-        context_config: with a store only, the graph's configuration (default:
-            ``ContextConfig()``; give the graph's window). A graph uses its own.
-        model: with a store only, the graph's chat model (picks the token counter and the
-            window when the configuration has none). A graph uses its own.
+        summarizer: with a store only, the summarizer (default: the extractive one).
+        context_config: with a store only, the graph's configuration (give its window).
+        model: with a store only, the graph's chat model (for the counter and the window).
         counter: with a store only, the token counter (default: picked from ``model``).
 
     Returns:
-        The compaction report (``context["compaction"]``): ``status`` (``committed``,
-        ``failed``, ``nothing_to_cover``...), ``generation``, ``covered_through_seq``,
-        ``requested``, ``problems``.
+        The compaction report (``context["compaction"]``).
 
     Raises:
         CompactRequestError: malformed instructions, or a graph without context management, a
@@ -163,11 +160,7 @@ def compact_thread(
     request = compact_request(
         instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
     )
-    if isinstance(target, HistoryStore):
-        node = _store_node(target, context_config, summarizer, model, counter)
-        return run(_store_flow(node, config, request))
-    target.invoke(_graph_input(target, config, request), config)
-    return _graph_report(target.get_state(config).values)
+    return run(_flow(target, config, request, summarizer, context_config, model, counter))
 
 
 async def acompact_thread(
@@ -186,8 +179,4 @@ async def acompact_thread(
     request = compact_request(
         instructions, requested_by=requested_by, keep_recent_tokens=keep_recent_tokens
     )
-    if isinstance(target, HistoryStore):
-        node = _store_node(target, context_config, summarizer, model, counter)
-        return await arun(_store_flow(node, config, request))
-    await target.ainvoke(_graph_input(target, config, request), config)
-    return _graph_report((await target.aget_state(config)).values)
+    return await arun(_flow(target, config, request, summarizer, context_config, model, counter))

@@ -25,15 +25,10 @@ SUMMARY_TAG: Final = "ctx:summary"
 class SummaryRequest:
     """What to summarize: the previous summary and the uncovered span after it.
 
-    ``events`` are the visible events from the old cursor up to the new cut, in seq order, with
-    nothing skipped; the new summary covers everything through ``covered_through_seq``.
-    ``instructions`` steer what the summary keeps ("keep the API design decisions"): a chat
-    model reads them in its prompt, the extractive summarizer ranks the parts that share their
-    words one higher; they never replace the format or the cap.
-    ``view`` is what the agent's model would see at this compaction (the state's messages: the
-    summary message and the tail, the span included), when the compaction node has it: a
-    summarizer that summarizes inside the conversation (``LLMSummarizer(in_conversation=True)``)
-    sends it as its request's prefix, which the provider's prompt cache already holds.
+    ``events`` are the visible events after the old cursor, in seq order; the new summary
+    covers everything through ``covered_through_seq``. ``instructions`` steer what it keeps
+    (never the format or the cap); ``view`` is what the agent's model would see now (sent by
+    ``LLMSummarizer(in_conversation=True)`` as its prefix).
     """
 
     previous: SummaryDocument | None
@@ -80,6 +75,3 @@ class Summarizer(Protocol):
     def summarize(self, request: SummaryRequest) -> str: ...
 
     async def asummarize(self, request: SummaryRequest) -> str: ...
-
-
-# ----------------------------------------------------------------------------- key facts

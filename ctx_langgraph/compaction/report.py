@@ -1,9 +1,5 @@
-"""The report step of ``ctx_compact``: the state update each outcome leaves (docs/design.md §6).
-
-A commit rewrites the view (system prompt + summary message + the uncovered tail) and bumps the
-projection epoch; every other outcome only says in ``context["compaction"]`` what happened, so
-that ``ctx_budget`` does not send the same view back to a failed compaction at once.
-"""
+"""The report step of ``ctx_compact``: the state update each outcome leaves (a commit rewrites
+the view; the others only say what happened in ``context["compaction"]``)."""
 
 from __future__ import annotations
 
@@ -51,8 +47,7 @@ def refused(info: CompactionReport) -> dict[str, Any]:
 
 
 def served(update: dict[str, Any]) -> dict[str, Any]:
-    """Any outcome of a requested compaction clears the request: it is served once, committed
-    or not (a failure keeps the old summary and says why in ``context["compaction"]``)."""
+    """Any outcome of a requested compaction clears the request: it is served once."""
     context: dict[str, Any] = {**update.get("context", {}), "compact": None}
     return {**update, "context": context}
 
@@ -98,8 +93,7 @@ def rewritten(
 
 
 def next_backoff(context: FlatContext, backoff_s: float, summarizer_id: str) -> SummarizerBackoff:
-    """When the configured summarizer is tried again after one more failure in a row: after
-    a doubling number of model calls and seconds (``compaction_backoff_s``)."""
+    """When the summarizer is tried again after one more failure in a row (doubling)."""
     last = context.get("summarizer_backoff")
     failures = int((last.get("failures") if last else 0) or 0) + 1
     step = 2 ** min(failures - 1, 5)
@@ -126,7 +120,7 @@ def failed(run: Attempts, estimate: int, usable: int, backoff: FlatContext) -> d
     Raises:
         CompactionFailed: the request is over the usable window (the fallback failed too).
     """
-    if estimate > usable:  # the fallback failed too: nothing left to try
+    if estimate > usable:
         raise CompactionFailed(
             attempts=run.count, problems=run.problems, estimate=estimate, usable=usable
         )

@@ -1,15 +1,5 @@
-"""The segment index, built as history grows: one summary per separate range of history
-(events 1-100, 101-200, ..., or shorter at a pause between sessions), with the summarizer,
-the summary format and the key facts of the rolling summary, stored by the history store's
-compare-and-swap (:meth:`~ctx_langgraph.history.HistoryStore.put_segment`).
-
-Segments are made only of history the rolling summary covers (out of the verbatim tail), only
-of closed ranges (a range is closed when it is full or a later event starts after a pause),
-and never loaded into a prompt: the history lookup searches them
-(``make_history_lookup_tool(segments=True)``). An edit of an event makes its segment
-``invalid``; the next build summarizes the range again. A build that fails (the summarizer,
-the store, an edit racing it) leaves the range for the next one; it never fails the turn.
-"""
+"""The segment index, built as history grows: one summary per closed range of covered history
+(full, or ended by a pause), searched by the history lookup; a failed build is retried later."""
 
 from __future__ import annotations
 
@@ -35,16 +25,13 @@ __all__ = ["EMPTY_RANGE", "SegmentBuilder", "segment_ranges"]
 log = logging.getLogger(__name__)
 
 EMPTY_RANGE: Final = "No visible events in this range (deleted or hidden)."
-"""The summary of a range whose every event was deleted or hidden since it was indexed."""
 
 
 def segment_ranges(
     events: Sequence[HistoryEvent], *, size: int, gap_s: float | None, min_events: int
 ) -> list[tuple[int, int]]:
-    """The closed ranges of ``events`` (in seq order), as (first seq, last seq): a range
-    closes at ``size`` events, or before an event more than ``gap_s`` seconds after the one
-    before it once it holds ``min_events``. The last range is left open unless it is full
-    (8-11 below: four events, and nothing after them yet).
+    """The closed ranges of ``events`` as (first seq, last seq): a range closes at ``size``
+    events, or at a pause over ``gap_s`` once it holds ``min_events``; the last stays open.
 
     Examples:
         >>> import datetime as dt
@@ -76,20 +63,15 @@ def segment_ranges(
 
 @dataclass(frozen=True)
 class SegmentBuilder:
-    """Builds the pending segments of a branch, at most ``per_run`` per call (the rest wait
-    for the next compaction). One flow for sync and async (see :mod:`ctx_langgraph.core.effects`).
-    """
+    """Builds the pending segments of a branch, at most ``per_run`` per call."""
 
     store: HistoryStore
     summarizer: Summarizer
     fallback: Summarizer
     counter: TokenCounter
     size: int
-    """Events per segment (``ContextConfig.segment_events``)."""
     gap_s: float | None
-    """A pause that closes a segment early (``ContextConfig.segment_gap_s``)."""
     cap: int
-    """A segment summary's token cap."""
     attempts: int = 2
     timeout_s: float = 120.0
     per_run: int = 2
@@ -99,8 +81,7 @@ class SegmentBuilder:
         return max(2, self.size // 10)
 
     def pending(self, scope: Scope, through_seq: int) -> Flow[list[tuple[int, int]]]:
-        """The ranges to summarize: the invalid segments' ranges, then the closed ranges of
-        the history after the last segment, through ``through_seq``."""
+        """The invalid segments' ranges, then the closed ranges after the last segment."""
         known = yield from call(
             self.store.segments, self.store.asegments, scope, statuses=("active", "invalid")
         )
@@ -159,7 +140,7 @@ class SegmentBuilder:
                 summary_tokens=self.counter.count_text(text),
                 metadata={"events": len(snapshot.events)},
             )
-        except ContextManagementError as exc:  # a racing edit, a store that is down
+        except ContextManagementError as exc:
             log.warning("ctx-langgraph: segment %d-%d not built: %s", first, last, exc)
             report["error"] = str(exc)[:300]
             return False

@@ -1,11 +1,5 @@
-"""The first steps of ``ctx_compact``: read what the state asks for and find the span to cover.
-
-The span runs from the active summary's cursor + 1 through the event before the cut
-(docs/design.md §6). The cut is chosen in the working view
-(:func:`~ctx_langgraph.compaction.choose_cut`), or is where a provider's server-side compaction
-happened; when an edit took the summary away and the view is too short to cut, the span is the
-store's history before the view (a rebuild), and the whole view stays verbatim.
-"""
+"""The first steps of ``ctx_compact``: read what the state asks for and find the span to cover
+(the active summary's cursor + 1 through the event before the cut; docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -53,26 +47,19 @@ class CompactionPass:
     context: FlatContext
     scope: Scope
     epoch: int
-    """The projection epoch the view was built in."""
     estimate: int
     """The budget's estimate of the request (0: none)."""
     must_fit: bool
-    """The request is over the usable window: if the configured summarizer fails, the offline
-    one covers the span (at once while it is backing off)."""
+    """The request is over the usable window."""
     backing_off: bool
-    """The budget says the configured summarizer is backing off."""
     server: ServerCompaction | None
-    """``context["server_compaction"]``: where the provider compacted the conversation itself."""
     request: CompactRequest | None = None
-    """``context["compact"]``: a compaction asked for now, with its instructions."""
     request_error: str | None = None
-    """Why ``context["compact"]`` cannot be served (it is malformed)."""
+    """Why ``context["compact"]`` cannot be served."""
 
     def rounds_before(self, at_message_id: str | None) -> int:
-        """The rounds this request ran before this one: the last compaction's count when it was
-        for the same request (the view up to the same last message), else none. The count is
-        checkpointed with the state: a run resumed in the middle of a request's rounds goes on
-        counting, and the next request starts again from one."""
+        """The rounds this request ran before: the last compaction's count when it was for the
+        same view (up to the same last message), else none."""
         last = self.context.get("compaction") or {}
         rounds = last.get("rounds")
         if last.get("at_message_id") != at_message_id or not isinstance(rounds, int):
@@ -80,8 +67,7 @@ class CompactionPass:
         return rounds
 
     def report(self) -> CompactionReport:
-        """Where this attempt happened (the budget does not send the same view back to a
-        failed compaction), and the request it serves."""
+        """Where this attempt happened, and the request it serves."""
         at_message_id = self.messages[-1].id if self.messages else None
         report: CompactionReport = {
             "epoch": self.epoch,
@@ -103,10 +89,8 @@ class Span:
     through_seq: int
     first_kept_id: str
     kind: str
-    """The cut's kind (``user_turn``, ``assistant_boundary``, ``last_group``, ``server``), or
-    ``rebuild``."""
+    """The cut's kind, or ``rebuild``."""
     cut: CutPoint | None
-    """The cut in the view (None for a rebuild)."""
 
 
 def read_turn(
@@ -141,13 +125,8 @@ def choose_span_cut(
     summary_cap: int | None = None,
     keep_recent_tokens: int | None = None,
 ) -> CutPoint | None:
-    """The cut: where the provider compacted, else the one that keeps the recent tokens.
-
-    With ``summary_cap`` (the new summary's most tokens) and an estimate, the kept tail is the
-    larger of ``keep_recent_tokens`` and what fills the target beside the request's fixed part
-    (system prompt, tools, memory) and a summary at its cap: compaction lands at the target,
-    not below it, and every message it can afford stays verbatim. ``keep_recent_tokens``
-    overrides the configured tail (a compaction request's own)."""
+    """The cut: where the provider compacted, else the one that keeps the recent tokens (with
+    ``summary_cap``, at least what fills the target beside the fixed part and the summary)."""
     messages, server = turn.messages, turn.server
     counts = [cache.count(counter, m) for m in messages]
     keep_recent = budget.keep_recent_tokens if keep_recent_tokens is None else keep_recent_tokens
@@ -170,7 +149,6 @@ def choose_span_cut(
     )
     start = first_coverable(messages)
     if server_at is not None and server_at > start:
-        # the provider compacted everything before this reply: cover exactly that
         return CutPoint(start, server_at, "server", 0, 0)
     return choose_cut(messages, counts, keep_recent_tokens=keep_recent)
 
@@ -181,8 +159,7 @@ def locate_span(
     """The span in the store's seqs, or the report of why there is none."""
     messages, info = turn.messages, turn.report()
     if cut is None and turn.context.get("rebuild"):
-        # an edit took the summary away and the view is too short to cut: cover the store's
-        # history before the view, keeping the whole view verbatim
+        # a rebuild: cover the store's history before the view, keeping the whole view
         start = first_coverable(messages)
         first = messages[start] if start < len(messages) else None
         found: HistoryEvent | None = None
@@ -205,15 +182,10 @@ def locate_span(
 def reconcile_with(
     turn: CompactionPass, active: CompactionCheckpoint, store: HistoryStore, span: Span
 ) -> Flow[CompactionCheckpoint]:
-    """``active`` (a summary already covering the span) as this view takes it. Its first kept
-    message may not be in the view: the summary was committed by another run of the branch
-    from a later state (a question asked again from an earlier checkpoint, a fork inheriting a
-    summary whose tail lies past the fork). The view then keeps from its first message past
-    ``active``'s coverage, read by seq; without this the covered messages would stay, the
-    estimate too, and every pass would compact again. When ``active`` covers the whole view,
-    its newest message included (a run that died after compacting past the turn it is run
-    again for), the view keeps from ``span``'s cut: the summary, and the tail this compaction
-    would have kept verbatim (the model needs the request's newest messages as they are)."""
+    """``active`` (a summary already covering the span) as this view takes it: when its first
+    kept message is not in the view (committed by another run of the branch), the view keeps
+    from its first message past ``active``'s coverage, or from ``span``'s cut when ``active``
+    covers the whole view."""
     messages = turn.messages
     if any(message.id == active.first_kept_event_id for message in messages):
         return active

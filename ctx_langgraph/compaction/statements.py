@@ -1,11 +1,5 @@
-"""Key statements: the short messages a summary quotes verbatim, and how much each is worth.
-
-A person's short message (at most :data:`MAX_STATEMENT_CHARS` characters) is quoted whole when
-it states something worth keeping: a correction, a value (identifier, amount, date, path,
-name), a decision, a plan or a constraint, or a personal event ("I moved to Lisbon last
-week"). Relative times stay as written; the statement's day lets a reader resolve them
-(docs/design.md §6).
-"""
+"""Key statements: the short messages a summary quotes verbatim (a correction, a value, a
+decision, a plan, a constraint, a personal event), and how much each is worth."""
 
 from __future__ import annotations
 
@@ -29,9 +23,8 @@ from ctx_langgraph.core.dates import day_label
 from ctx_langgraph.history.types import HistoryEvent
 
 __all__ = ["MAX_STATEMENT_CHARS", "statement_of", "statement_rank"]
-
 MAX_STATEMENT_CHARS: Final = 300
-"""The longest message quoted as a key statement; a longer one is never cut to fit."""
+
 
 DECISION: Final = re.compile(
     r"\b(?:decided|decide to|will use|i[\u2019']ll use|chose|choose to|going with|opted|settled on)\b",
@@ -50,15 +43,13 @@ CONSTRAINT: Final = re.compile(
     r"|no later than)\b",
     re.I,
 )
-"""A sentence stating a rule or preference ("Never deploy on Fridays", "we must use MySQL");
-not an encouragement ("don't worry", "never give up")."""
+"""A rule or preference ("we must use MySQL"), not an encouragement ("don't worry")."""
 _PLAN = re.compile(
     r"\b(?:plan(?:ning)? to|planned|intend(?:ing)? to|tomorrow|next (?:week|weekend|month|year"
     r"|time|summer|winter|spring|fall)|this (?:weekend|summer|winter|spring|fall)|scheduled"
     r"|booked|sign(?:ed)? up)\b",
     re.I,
 )
-"""A plan with its time or booking ("we booked the venue for next month")."""
 _REMEMBER = re.compile(
     r"\b(?:keep (?:it|this|that|them) (?:for later|in mind|safe)|keep in mind"
     r"|(?:(?<![\w\s])\s*|^|please\s+)remember (?:this|it)\b|don[\u2019']t forget (?:this|it|that)\b"
@@ -66,7 +57,6 @@ _REMEMBER = re.compile(
     r"|note down|for the record|for later|save (?:it|this|that))\b",
     re.I,
 )
-"""A person asking for something to be kept ("please keep it for later")."""
 _FIRST_PERSON = re.compile(r"\b(?:I|I[\u2019'](?:m|ve|d|ll)|[Ww]e|[Mm]y|[Oo]ur|[Mm]e|[Uu]s)\b")
 _WHEN = re.compile(
     r"\b(?:yesterday|last (?:week|weekend|month|year|night|time|summer|winter|spring|fall"
@@ -74,40 +64,24 @@ _WHEN = re.compile(
     r"|weekend|morning|month|year|summer)|since)\b",
     re.I,
 )
-"""When a personal event happened, as people say it."""
 _DID = re.compile(
     r"\b(?:I|[Ww]e)(?:[\u2019']ve| have)?\s+(?:just\s+|finally\s+|recently\s+|also\s+|already\s+)?"
     r"(?:[a-z]{3,}ed|got|went|made|took|bought|met|won|lost|began|saw|ran|wrote|built|found"
     r"|joined|left|read|gave|sold|taught|caught|flew|drove|rode|became|brought|started"
     r"|finished|moved|adopted|visited|tried)\b(?![\u2019'])"
 )
-"""Something a person did ("I adopted a cat", "we finally moved")."""
 _ASKED = re.compile(
     r"\?$|^(?:\S+[!,:]\s+)?(?:please|pls|can|could|would|will) (?:you|we|someone)\b|^(?:\S+[!,:]\s+)?"
     r"(?:please|find|check|look|tell|show|pull|open|read|send)\b",
     re.I,
 )
-"""A sentence that asks (a question, a request) rather than tells."""
 _SPEAKERS = {"human": "user", "ai": "assistant"}
 
 
 @lru_cache(maxsize=4096)
 def statement_rank(statement: KeyStatement) -> int | None:
-    """How much a statement is worth quoting (None: not a key statement). A person's words
-    rank above the same words of an unnamed assistant (its prose mostly restates tool output).
-    Cached: a statement is ranked again at every trim step and every generation.
-
-    Examples:
-        >>> rank = lambda text: statement_rank(KeyStatement(text, 1, "user"))
-        >>> rank("Correction: the order is B-2291, not A-1172."), rank("We will use Postgres.")
-        (6, 4)
-        >>> rank("I went to a support group yesterday."), rank("Sounds good!")
-        (4, None)
-        >>> rank("Can you check where order ORD-7 is?"), rank("Where is it?")
-        (4, None)
-        >>> rank("My locker code is 4471, please keep it for later.")
-        5
-    """
+    """How much a statement is worth quoting (None: not a key statement); the assistant's
+    words rank one lower than a person's."""
     text = statement.text
     parts = sentences(text)
     told = [part for part in parts if not _ASKED.search(part)]
@@ -132,17 +106,8 @@ def statement_rank(statement: KeyStatement) -> int | None:
 
 def statement_of(event: HistoryEvent) -> tuple[KeyStatement, int] | None:
     """The event as a key statement with its rank, when a person said something short worth
-    keeping (a human message, or an assistant's prose).
+    keeping."""
 
-    Examples:
-        >>> import datetime as dt
-        >>> from langchain_core.messages import HumanMessage, message_to_dict
-        >>> said = HumanMessage("My order id is ORD-7, please keep it.", name="Ann")
-        >>> event = HistoryEvent(3, "m3", "main", "human", "Ann", message_to_dict(said),
-        ...     said.text, (), (), 1, True, dt.datetime(2023, 5, 8))
-        >>> statement_of(event)
-        (KeyStatement(text='My order id is ORD-7, please keep it.', source_seq=3, speaker='Ann', day='Mon 8 May 2023'), 5)
-    """
     if event.role not in _SPEAKERS:
         return None
     text = event.text

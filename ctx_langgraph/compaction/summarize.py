@@ -1,11 +1,5 @@
-"""The summarize step of ``ctx_compact``: the summary text of a span, validated, within bounds.
-
-The configured summarizer gets ``compaction_attempts`` tries within ``compaction_timeout_s``;
-each answer is validated (real token length <= cap, sections, key-fact sources) and an invalid
-one is never truncated and committed (docs/design.md §6). When it fails (or is backing off)
-and the request would not fit, the offline fallback covers the span. Every summarizer call
-runs with a timeout and tagged so that it is not streamed as the agent's reply.
-"""
+"""The summarize step of ``ctx_compact``: the configured summarizer's bounded, validated tries,
+then the offline fallback when they fail and the request would not fit (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -42,26 +36,23 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FALLBACK_MIN_S = 30.0
-"""The least time the offline fallback summarizer gets, whatever ``compaction_timeout_s`` is."""
+"""The least time the offline fallback summarizer gets."""
 
 
 @dataclass
 class Attempts:
-    """The bookkeeping of one compaction run (all its rounds): tries made, problems met, and
-    the report's fields so far (``epoch``, ``at_message_id``, ``fallback``, ``provider``...)."""
+    """The bookkeeping of one compaction run: tries made, problems met, the report so far."""
 
     info: CompactionReport
     deadline: float
     problems: list[str] = field(default_factory=list)
     count: int = 0
     started: float = field(default_factory=time.monotonic)
-    """When the compaction started (``time.monotonic``): its duration is measured from here."""
 
 
 @dataclass(frozen=True)
 class Written:
-    """What the summarize step produced: the valid text (None: every try failed), the
-    summarizer that wrote it, and the configured summarizer's failures in a row."""
+    """The valid text (None: every try failed) and the summarizer that wrote it."""
 
     text: str | None
     summarizer: Summarizer
@@ -71,18 +62,14 @@ class Written:
 
 @dataclass(frozen=True)
 class TimedSummarizer:
-    """A summarizer call bounded by ``timeout_s``, tagged not to be streamed, its model calls
-    booked under ``scope``."""
+    """A summarizer call bounded by ``timeout_s``, not streamed, booked under ``scope``."""
 
     summarizer: Summarizer
     timeout_s: float
     scope: Scope | None = None
-    """The thread's tenant, thread and branch: a ledger handler books the summarizer's model
-    calls there (None: as the run names it)."""
 
     @contextlib.contextmanager
     def _context(self) -> Iterator[None]:
-        """Not streamed, in the thread's scope."""
         with not_streamed(), calls_in(self.scope) if self.scope else contextlib.nullcontext():
             yield
 
@@ -93,9 +80,7 @@ class TimedSummarizer:
         # (not a `with` block: its exit would wait for a summarizer that hangs)
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         try:
-            # the run's context (its config and callbacks: the ledger handler) goes along,
-            # tagged so that the summary is not streamed as if it were the agent's reply
-            with self._context():
+            with self._context():  # the run's context (config, callbacks) goes along
                 run = contextvars.copy_context().run
             future = pool.submit(run, self.summarizer.summarize, request)
             try:
@@ -115,26 +100,14 @@ class TimedSummarizer:
 
 
 def summarized_events(events: Sequence[HistoryEvent]) -> list[HistoryEvent]:
-    """The events of a span that a summary folds in: its history, without system messages.
-    Those are rules, not history: the view keeps them (a leading one first), so no summarizer
-    sees them and no summary claims to cover them.
-
-    Examples:
-        >>> from langchain_core.messages import HumanMessage, SystemMessage
-        >>> from ctx_langgraph.history import SQLiteHistoryStore
-        >>> store = SQLiteHistoryStore.from_path(":memory:"); _ = store.setup()
-        >>> _ = store.append("t", [SystemMessage("You are the billing assistant.", id="s"),
-        ...                        HumanMessage("Refund ORD-7", id="h")])
-        >>> [(e.seq, e.role) for e in summarized_events(store.read_events("t"))]
-        [(2, 'human')]
-    """
+    """The events of a span that a summary folds in: no system messages (the view keeps them)."""
     return [event for event in events if event.role != "system"]
 
 
 def _batches(
     events: Sequence[HistoryEvent], tokens: Sequence[int], budget: int
 ) -> list[list[HistoryEvent]]:
-    """Ordered batches of events whose tokens fit ``budget`` each (a giant event gets its own)."""
+    """Ordered batches of events whose tokens fit ``budget`` each."""
     batches: list[list[HistoryEvent]] = [[]]
     used = 0
     for event, count in zip(events, tokens, strict=True):
@@ -153,7 +126,6 @@ def _span_batches(
     cap: int,
     counter: TokenCounter,
 ) -> list[list[HistoryEvent]]:
-    """The span in one batch, or in ordered batches that fit the summarizer's window."""
     window = getattr(summarizer, "window_tokens", None)
     if not window:
         return [events]
@@ -172,9 +144,8 @@ def summarize_span(
     instructions: str | None = None,
     view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str]:
-    """Previous summary + the whole span, in ordered batches when it exceeds the summarizer's
-    window; ``instructions`` (a compaction request's focus) go with every batch, the view (what
-    the model would see) with a span summarized in one call."""
+    """Previous summary + the whole span, in ordered batches beyond the summarizer's window (the
+    view goes only with a span summarized in one call)."""
     events = summarized_events(snapshot.events)
     batches = _span_batches(summarizer, previous, events, cap, counter)
     text = ""
@@ -190,29 +161,34 @@ def summarize_span(
         )
         timed = TimedSummarizer(summarizer, max(0.001, deadline - time.monotonic()), snapshot.scope)
         text = yield from call(timed.summarize, timed.asummarize, request)
-        if batch is not batches[-1]:  # the rolling summary carries into the next batch
+        if batch is not batches[-1]:
             previous = SummaryDocument.parse(text)
     return text
 
 
 def _attempt(
     summarizer: Summarizer,
+    plan: SummaryPlan,
     previous: SummaryDocument | None,
     snapshot: CoverageSnapshot,
-    cap: int,
-    counter: TokenCounter,
     deadline: float,
     problems: list[str],
-    instructions: str | None = None,
     view: Sequence[BaseMessage] | None = None,
 ) -> Flow[str | None]:
     """One summarizer attempt: its valid text, or None with the problem noted."""
     number = len(problems) + 1
     try:
         text: object = yield from summarize_span(
-            summarizer, previous, snapshot, cap, counter, deadline, instructions, view
+            summarizer,
+            previous,
+            snapshot,
+            plan.cap,
+            plan.counter,
+            deadline,
+            plan.instructions,
+            view,
         )
-    except Exception as exc:  # the summarizer raised or timed out: a failed attempt
+    except Exception as exc:
         problems.append(f"attempt {number} ({summarizer.id}): {type(exc).__name__}: {exc}"[:300])
         return None
     if not isinstance(text, str):
@@ -221,7 +197,10 @@ def _attempt(
         )
         return None
     found = validate_summary(
-        text, cap_tokens=cap, counter=counter, covered_through_seq=snapshot.covered_through_seq
+        text,
+        cap_tokens=plan.cap,
+        counter=plan.counter,
+        covered_through_seq=snapshot.covered_through_seq,
     )
     if found:
         problems.append(f"attempt {number} ({summarizer.id}): " + "; ".join(found)[:300])
@@ -231,27 +210,21 @@ def _attempt(
 
 @dataclass(frozen=True)
 class SummaryPlan:
-    """Who summarizes and within what: the configured summarizer and its bounds, the offline
-    fallback, and whether the fallback is called for (the request would not fit)."""
+    """Who summarizes and within what: the configured summarizer, its tries and bounds, the
+    offline fallback, and whether it is called for (``must_fit``: over the usable window)."""
 
     summarizer: Summarizer
     fallback: Summarizer
     attempts: int
-    """How many tries the configured summarizer gets (``compaction_attempts``)."""
     fallback_s: float
-    """The time the fallback gets (at least :data:`FALLBACK_MIN_S`)."""
     cap: int
     counter: TokenCounter
     backing_off: bool
-    """The configured summarizer failed lately: it is not tried now."""
     must_fit: bool
-    """The request is over the usable window: it cannot go on uncompacted."""
     estimate: int
     usable: int
     instructions: str | None = None
-    """A compaction request's focus, for every summarizer call (the fallback's too)."""
     view: Sequence[BaseMessage] | None = None
-    """What the model would see at this compaction (:attr:`SummaryRequest.view`)."""
 
 
 def write_summary(
@@ -261,25 +234,15 @@ def write_summary(
     run: Attempts,
     backoff: Callable[[], SummarizerBackoff],
 ) -> Flow[Written]:
-    """The configured summarizer's tries, then the fallback's when it failed and must.
-
-    ``backoff`` gives the configured summarizer's next backoff when all its tries failed.
-    """
+    """The configured summarizer's tries, then the fallback's when it failed and must
+    (``backoff``: the next backoff when all tries failed)."""
     text = None
-    written_backoff: FlatContext = {}  # the configured summarizer's failures in a row
+    written_backoff: FlatContext = {}
     if not plan.backing_off:
         while run.count < plan.attempts and time.monotonic() < run.deadline:
             run.count += 1
             text = yield from _attempt(
-                plan.summarizer,
-                previous,
-                snapshot,
-                plan.cap,
-                plan.counter,
-                run.deadline,
-                run.problems,
-                plan.instructions,
-                plan.view,
+                plan.summarizer, plan, previous, snapshot, run.deadline, run.problems, plan.view
             )
             if text is not None:
                 break
@@ -288,16 +251,13 @@ def write_summary(
         return Written(text, plan.summarizer, written_backoff)
     used = plan.fallback
     run.info["fallback"] = used.id
-    run.problems.append(  # why the fallback wrote it, in ``context["compaction"]["problems"]``
+    run.problems.append(
         f"{plan.summarizer.id} {'is backing off' if plan.backing_off else 'failed'} and the "
         f"request would not fit ({plan.estimate} tokens > {plan.usable} usable): the {used.id} "
         "summarizer covers the span"
     )
     log.warning("ctx-langgraph: the summarizer %s", run.problems[-1])
     run.count += 1
-    # (offline and bounded: only a loaded machine makes it slow, so it gets time)
     deadline = time.monotonic() + plan.fallback_s
-    text = yield from _attempt(
-        used, previous, snapshot, plan.cap, plan.counter, deadline, run.problems, plan.instructions
-    )
+    text = yield from _attempt(used, plan, previous, snapshot, deadline, run.problems)
     return Written(text, used, written_backoff)

@@ -1,14 +1,7 @@
 """Summarizers: the previous summary plus the uncovered span in, a new structured summary out.
 
-:class:`ExtractiveSummarizer` is offline and deterministic (no model): it keeps key facts exact by
-copying them out of the events with patterns. :class:`LLMSummarizer` asks any LangChain chat
-model for the same format. Neither validates its output; the caller checks it with
-:func:`~ctx_langgraph.compaction.validate_summary` and retries, and the extractive one takes
-over when it must (docs/design.md §6).
-
-:func:`default_summarizer` picks the summarizer the wiring uses when none is given: the agent's
-own chat model (or ``summary_model``) for a real model, the extractive one for an offline fake
-(:func:`is_offline_model`).
+:class:`ExtractiveSummarizer` is offline (patterns, no model); :class:`LLMSummarizer` asks a chat
+model for the same format; :func:`default_summarizer` picks one for the wiring.
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from ctx_langgraph.compaction.extractive import ExtractiveSummarizer, extract_ke
 from ctx_langgraph.compaction.protocol import SUMMARY_TAG, Summarizer, SummaryRequest
 from ctx_langgraph.config import ContextConfig
 from ctx_langgraph.core.dates import day_label
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import SummaryModelError
@@ -115,7 +109,6 @@ day from the event's header ("[seq 12, Mon 8 May 2023]") when it differs from th
 
 
 _INDEX_WORDS: Final = 8
-"""Words of each event the in-conversation index repeats (the model reads the rest above)."""
 _FENCED = re.compile(r"^\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
 
 
@@ -131,38 +124,30 @@ def _event_line(event: HistoryEvent) -> str:
     who = event.role + (f" ({event.name})" if event.name else "")
     if event.role == "tool" and event.content.get("data", {}).get("status") == "error":
         who += " [status: error]"
-    text = event.text.strip().replace("\n", "\n  ")  # continuation lines never look like headers
+    text = event.text.strip().replace("\n", "\n  ")
     return f"[seq {event.seq}, {day_label(event.created_at)}] {who}: {text}"
 
 
 class LLMSummarizer:
     """Summaries written by a LangChain chat model, in the structured format.
 
-    The output cap is bound to the call (``max_tokens``: ChatAnthropic sends it as
-    ``max_tokens``, ChatOpenAI as ``max_completion_tokens`` or ``max_output_tokens``), and the
-    call is tagged ``ctx:summary`` so the usage ledger books it as a summary (and ``nostream``, so
-    LangGraph does not stream it as if it were the agent's reply). The text is
-    returned as written (code fences removed); validate it with
-    :func:`~ctx_langgraph.compaction.validate_summary`.
+    The output cap is bound to the call as ``max_tokens``; the call is tagged ``ctx:summary``
+    (booked as a summary) and ``nostream``. The text is returned as written, code fences
+    removed; validate it with :func:`~ctx_langgraph.compaction.validate_summary`.
 
     Args:
         model: any chat model.
-        max_output_tokens: the model's own output limit; the bound cap is the smaller of it and
-            the request's ``cap_tokens``.
-        window_tokens: how many input tokens one call may take (``None``: unlimited); the caller
-            splits larger spans into ordered batches.
+        max_output_tokens: the model's own output limit (the cap is the smaller of it and the
+            request's ``cap_tokens``).
+        window_tokens: input tokens one call may take (``None``: unlimited); larger spans are
+            split into ordered batches.
         instructions: a system prompt to use instead of :data:`DEFAULT_INSTRUCTIONS`.
-        in_conversation: summarize inside the conversation: send the request's ``view`` (the
-            messages the agent's model would see now, previous summary included) and then one
-            last message with the instructions, an index of the span's events by seq and the
-            limit, so the provider's prompt cache, which holds the view from the agent's last
-            call, covers all but that message. Without a view (a span split in batches, a
-            rebuild) the call is the standalone prompt. The reply is validated as any other.
-        tools: with ``in_conversation``, the tools the agent's model is bound to: the request
-            carries their schemas first, as the agent's own calls do, so the cached prefix
-            matches from the first token (the instructions say not to call them).
-        system_prompt: with ``in_conversation``, a system prompt the agent's model node puts
-            before the view itself (it is not in the state), for the same reason.
+        in_conversation: send the request's ``view`` and then one message with the
+            instructions and an index of the span's events, so the provider's prompt cache
+            covers all but that message. Without a view the call is the standalone prompt.
+        tools: with ``in_conversation``, the agent's tools, bound so the cached prefix matches.
+        system_prompt: with ``in_conversation``, the system prompt the agent's model node puts
+            before the view.
 
     Examples:
         >>> from ctx_langgraph.budget import ApproximateCounter
@@ -217,15 +202,13 @@ class LLMSummarizer:
         return f"llm:{_model_name(self.model)}"
 
     def output_cap(self, request: SummaryRequest) -> int:
-        """The ``max_tokens`` bound to the call."""
         if self.max_output_tokens is None:
             return request.cap_tokens
         return min(request.cap_tokens, self.max_output_tokens)
 
     def messages_for(self, request: SummaryRequest) -> list[BaseMessage]:
-        """The prompt: fixed instructions, then the previous summary and the new events; in the
-        conversation (``in_conversation`` and a ``view``), the view and then one last message
-        with the instructions and an index of the span's events."""
+        """The prompt: instructions, previous summary and new events (in the conversation: the
+        view, then one message with the instructions and an index of the span's events)."""
         previous = (
             request.previous.render()
             if request.previous is not None
@@ -238,31 +221,30 @@ class LLMSummarizer:
                 f"the format, the rules or the limit):\n<focus>\n{request.instructions.strip()}"
                 "\n</focus>\n\n"
             )
+        previous = f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>"
+        ask = (
+            f"{focus}Write the updated summary covering everything through seq "
+            f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+        )
         if self.in_conversation and request.view:
-            return self._in_conversation(request, request.view, previous, focus)
+            return self._in_conversation(request, request.view, previous, ask)
         events = "\n".join(_event_line(event) for event in request.events) or "(no new events)"
         return [
             SystemMessage(self.instructions),
-            HumanMessage(
-                f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>\n\n"
-                f"New events:\n<events>\n{events}\n</events>\n\n"
-                f"{focus}Write the updated summary covering everything through seq "
-                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
-            ),
+            HumanMessage(f"{previous}\n\nNew events:\n<events>\n{events}\n</events>\n\n{ask}"),
         ]
 
     def _in_conversation(
-        self, request: SummaryRequest, view: Sequence[BaseMessage], previous: str, focus: str
+        self, request: SummaryRequest, view: Sequence[BaseMessage], previous: str, ask: str
     ) -> list[BaseMessage]:
-        """The view as the agent's model sees it, then the summarization request."""
         prefix: list[BaseMessage] = []
         if self.system_prompt and not (view and view[0].type == "system"):
-            prefix.append(SystemMessage(self.system_prompt))  # as the model node adds it
+            prefix.append(SystemMessage(self.system_prompt))
         in_view = any(is_summary(m) for m in view)
         carried = (
             "The previous summary is the summary message in the conversation above."
             if in_view or request.previous is None
-            else f"Previous summary:\n<previous_summary>\n{previous}\n</previous_summary>"
+            else previous
         )
         index = "\n".join(_index_line(event) for event in request.events) or "(no new events)"
         return [
@@ -275,47 +257,37 @@ class LLMSummarizer:
                 "The new events to merge into it are these messages of the conversation above, "
                 "by seq (the first words of each; read them in full above); messages after the "
                 f"last of them stay in the conversation verbatim, leave them out:\n<events>\n"
-                f"{index}\n</events>\n\n"
-                f"{focus}Write the updated summary covering everything through seq "
-                f"{request.covered_through_seq}, in at most {self.output_cap(request)} tokens."
+                f"{index}\n</events>\n\n{ask}"
             ),
         ]
 
-    def _bound(self, request: SummaryRequest) -> Any:
-        """The model with the output cap (and, in the conversation, the agent's tools), asking
-        for usage when it streams (:func:`~ctx_langgraph.core.stream_usage.asks_stream_usage`)."""
-        model: Any = asks_stream_usage(self.model)
-        if self.in_conversation and request.view and self.tools:
-            model = model.bind_tools(self.tools)
-        return model.bind(max_tokens=self.output_cap(request))
-
-    def _call_config(self, config: RunnableConfig | None) -> RunnableConfig:
+    def _flow(self, request: SummaryRequest, config: RunnableConfig | None) -> Flow[str]:
+        """The model call with the output cap (and, in the conversation, the agent's tools)."""
+        messages = self.messages_for(request)
         ours = RunnableConfig(tags=[SUMMARY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "summary"})
-        return merge_configs(ensure_config(config), ours)
-
-    def summarize(self, request: SummaryRequest, *, config: RunnableConfig | None = None) -> str:
-        messages, call_config = self.messages_for(request), self._call_config(config)
+        call_config = merge_configs(ensure_config(config), ours)
         try:
-            reply = self._bound(request).invoke(messages, config=call_config)
+            model: Any = asks_stream_usage(self.model)
+            if self.in_conversation and request.view and self.tools:
+                model = model.bind_tools(self.tools)
+            bound = model.bind(max_tokens=self.output_cap(request))
+            reply = yield from call(bound.invoke, bound.ainvoke, messages, config=call_config)
         except TypeError as exc:
             if "max_tokens" not in str(exc):
                 raise
             log.warning("%s does not take max_tokens; summarizing without an output cap", self.id)
-            reply = self.model.invoke(messages, config=call_config)
+            reply = yield from call(
+                self.model.invoke, self.model.ainvoke, messages, config=call_config
+            )
         return _reply_text(reply)
+
+    def summarize(self, request: SummaryRequest, *, config: RunnableConfig | None = None) -> str:
+        return run(self._flow(request, config))
 
     async def asummarize(
         self, request: SummaryRequest, *, config: RunnableConfig | None = None
     ) -> str:
-        messages, call_config = self.messages_for(request), self._call_config(config)
-        try:
-            reply = await self._bound(request).ainvoke(messages, config=call_config)
-        except TypeError as exc:
-            if "max_tokens" not in str(exc):
-                raise
-            log.warning("%s does not take max_tokens; summarizing without an output cap", self.id)
-            reply = await self.model.ainvoke(messages, config=call_config)
-        return _reply_text(reply)
+        return await arun(self._flow(request, config))
 
 
 def _index_line(event: HistoryEvent) -> str:
@@ -330,12 +302,9 @@ def _reply_text(reply: Any) -> str:
     return (fenced.group(1) if fenced else text).strip()
 
 
-# ----------------------------------------------------------------------------- the default
-
 OFFLINE_MODEL_MARKER: Final = "ctx_offline_model"
-"""A class attribute that, set to ``True`` on a chat model class (``ctx_offline_model:
-ClassVar[bool] = True``), marks it as an offline fake: the wiring keeps the extractive summarizer
-for it (``MeteringChatModel`` has it)."""
+"""A class attribute that, ``True`` on a chat model class, marks it as an offline fake (the
+wiring keeps the extractive summarizer for it)."""
 
 _FAKE_CHAT_MODELS: Final = (
     FakeChatModel,
@@ -344,8 +313,6 @@ _FAKE_CHAT_MODELS: Final = (
     GenericFakeChatModel,
     ParrotFakeChatModel,
 )
-"""langchain_core's own fake chat models: offline too, without our marker."""
-
 _API_KEYS: Final = {
     "anthropic": "ANTHROPIC_API_KEY",
     "cohere": "COHERE_API_KEY",
@@ -368,12 +335,10 @@ _INFERRED: Final = (
     (("grok",), "xai"),
     (("deepseek",), "deepseek"),
 )
-"""The provider ``init_chat_model`` infers from a model name without a ``provider:`` prefix."""
 
 
 def chat_model_of(model: Any) -> BaseChatModel | None:
-    """The chat model under ``model``: itself, or the one a ``bind``, ``bind_tools`` or
-    ``with_retry`` wraps (``None``: not a chat model).
+    """The chat model under ``model``: itself, or the one a binding wraps (``None``: none).
 
     Examples:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -381,7 +346,7 @@ def chat_model_of(model: Any) -> BaseChatModel | None:
         >>> chat_model_of(fake.bind(stop=["."])) is fake, chat_model_of("not a model")
         (True, None)
     """
-    for _depth in range(16):  # bindings of bindings; a cycle cannot be built, but stay bounded
+    for _depth in range(16):
         if not isinstance(model, RunnableBindingBase):
             break
         model = model.bound
@@ -389,13 +354,8 @@ def chat_model_of(model: Any) -> BaseChatModel | None:
 
 
 def is_offline_model(model: Any) -> bool:
-    """Whether ``model`` is an offline fake chat model, which keeps the extractive summarizer.
-
-    Offline are the chat models whose class sets :data:`OFFLINE_MODEL_MARKER`
-    (``ctx_offline_model: ClassVar[bool] = True``: this package's ``MeteringChatModel`` and its subclasses, the
-    evaluation's replay model) and langchain_core's fake chat models (``FakeListChatModel``,
-    ``GenericFakeChatModel``, ...). Any other chat model is taken for a real one. A binding
-    (``model.bind_tools(...)``) is judged by the chat model it wraps.
+    """Whether ``model`` (or the chat model a binding wraps) is an offline fake: its class sets
+    :data:`OFFLINE_MODEL_MARKER`, or it is one of langchain_core's fake chat models.
 
     Examples:
         >>> from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -414,7 +374,6 @@ def is_offline_model(model: Any) -> bool:
 
 
 def _provider_of(spec: str) -> str | None:
-    """The provider of an ``init_chat_model`` spec (``"openai:gpt-4o-mini"``), when known."""
     provider, colon, name = spec.partition(":")
     if colon:
         return provider.strip().lower()
@@ -426,13 +385,11 @@ def resolve_summary_model(
     spec: BaseChatModel | str, *, argument: str = "summary_model"
 ) -> BaseChatModel:
     """The chat model of a ``summary_model=`` argument: an instance as it is, a spec string
-    (``"openai:gpt-4o-mini"``, ``"anthropic:claude-3-5-haiku-latest"``) made by LangChain's
-    ``init_chat_model``, without a network call. ``argument`` names the parameter in errors.
+    (``"openai:gpt-4o-mini"``) made by ``init_chat_model``. ``argument`` names it in errors.
 
     Raises:
-        SummaryModelError: the spec's provider needs an API key that is not set in the
-            environment (named in the message), its integration package is not installed, or
-            the spec names no provider ``init_chat_model`` knows.
+        SummaryModelError: the provider's API key is not set, its package is not installed,
+            or the spec names no known provider.
         TypeError: ``spec`` is neither a chat model nor a string.
 
     Examples:
@@ -458,10 +415,10 @@ def resolve_summary_model(
             spec, f"{key} is not set in the environment", key=key, argument=argument
         )
     try:
-        from langchain.chat_models import init_chat_model  # (late: it loads the providers)
+        from langchain.chat_models import init_chat_model
 
         return init_chat_model(spec)
-    except Exception as exc:  # a missing package, an unknown provider, a client's own check
+    except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"[:400]
         raise SummaryModelError(spec, reason, argument=argument) from exc
 
@@ -469,15 +426,15 @@ def resolve_summary_model(
 def _summary_window(
     chat: BaseChatModel, own: bool, config: ContextConfig, model: Any
 ) -> int | None:
-    """How many input tokens one summary call may take: the agent's usable window when the
-    agent's own model summarizes, else the summary model's profile window (or the agent's)."""
+    """Input tokens one summary call may take: the agent's usable window for its own model,
+    else the summary model's profile window."""
     profile = getattr(chat, "profile", None) or {}
     window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
     if not own and isinstance(window, int) and window > 0:
         return window
     try:
         return config.resolve(model).usable
-    except ValueError:  # no window known: the summarizer takes the span in one call
+    except ValueError:
         return window if isinstance(window, int) and window > 0 else None
 
 
@@ -487,18 +444,11 @@ def default_summarizer(
     summary_model: BaseChatModel | str | None = None,
     config: ContextConfig | None = None,
 ) -> Summarizer:
-    """The summarizer the wiring uses when no ``summarizer=`` is given.
+    """The summarizer the wiring uses when no ``summarizer=`` is given: an
+    :class:`LLMSummarizer` on ``summary_model`` if given, else on ``model`` when it is a real
+    chat model (or a spec string), else the :class:`ExtractiveSummarizer`. One call takes at
+    most the agent's usable window, or a separate summary model's own window.
 
-    - ``summary_model`` given (a chat model, or an ``init_chat_model`` spec string): an
-      :class:`LLMSummarizer` on it;
-    - else ``model`` a real chat model (or a spec string, as ``create_agent`` takes): an
-      :class:`LLMSummarizer` on the agent's own model (unwrapped from ``bind_tools``);
-    - else (no model, or an offline fake: :func:`is_offline_model`): the
-      :class:`ExtractiveSummarizer`.
-
-    An LLM summary is validated like any other, and the extractive summarizer covers the span
-    when it fails and the request would not fit (docs/design.md §6). One call takes at most the
-    agent's usable window (``config``), or a separate summary model's own window.
 
     Raises:
         SummaryModelError: a spec string cannot be made into a chat model (a missing API key).

@@ -1,16 +1,11 @@
-"""The lines of a summary: items, key statements and key facts, each with its ``[seq ...]``
-group and day, rendered and read back one section at a time (docs/design.md §6).
-
-A line ends with the seqs it comes from and, where the day changes, that day:
-``[seq 12, 40, Mon 8 May 2023]``. A day holds for the following lines of the same section
-until another is shown; ``undated`` ends a run. :mod:`ctx_langgraph.compaction.format` puts
-the sections together.
-"""
+"""The lines of a summary: items, key statements and key facts with their ``[seq ..., day]``
+group (a day holds for the lines after it until another; ``undated`` ends a run), rendered
+and read back one section at a time."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -39,9 +34,7 @@ __all__ = [
 
 NONE_MARKER: Final = "(none)"
 UNDATED: Final = "undated"
-"""Shown instead of a day when an item's day is unknown after a dated item."""
 STATEMENTS_HEADING: Final = "Key statements"
-
 _DAY_TEXT = (
     r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{1,2} "
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
@@ -73,11 +66,8 @@ def clean_text(text: str) -> str:
 
 
 def check_day(day: str | None, what: str) -> str | None:
-    """``day`` when it is a day as summaries show it (``Mon 8 May 2023``) or None.
-
-    Raises:
-        ValueError: any other text, naming ``what`` carried it.
-    """
+    """``day`` when it is a day as summaries show it (``Mon 8 May 2023``) or None; else
+    ValueError naming ``what`` carried it."""
     if day is not None and not _DAY.match(day):
         raise ValueError(f"{what}: day {day!r} is not a day like 'Mon 8 May 2023'")
     return day
@@ -87,9 +77,8 @@ def check_day(day: str | None, what: str) -> str | None:
 class SummaryItem:
     """One line of a summary section, with the seqs of the events it comes from.
 
-    ``supersedes`` is the text of the earlier value a user correction replaced; ``day`` the
-    day of its latest source event (it needs source seqs). Texts are normalized to one line
-    (:func:`clean_text`); an empty text is an error.
+    ``supersedes``: the earlier value a user correction replaced; ``day``: the day of its
+    latest source event (it needs source seqs).
     """
 
     text: str
@@ -113,7 +102,7 @@ class SummaryItem:
         check_day(self.day, "summary item")
 
     def render(self, shown_day: str | None = None) -> str:
-        """The item's line; its day is left out when ``shown_day`` (the day in force) is it."""
+        """The item's line; its day left out when ``shown_day`` (the day in force) is it."""
         line = f"- {self.text}"
         if self.supersedes:
             line += f" (supersedes: {self.supersedes})"
@@ -147,18 +136,16 @@ class KeyStatement:
         check_day(self.day, "key statement")
 
     def render(self, shown_day: str | None = None) -> str:
-        """The statement's line; its day is left out when ``shown_day`` is it."""
         who = f"{self.speaker}: " if self.speaker else ""
         return f'- {who}"{self.text}"' + _seq_group((self.source_seq,), self.day, shown_day)
 
     def facts(self) -> list[KeyFact]:
-        """The key facts the statement states (:func:`~ctx_langgraph.compaction.facts.statement_facts`)."""
+        """The key facts the statement states."""
         return list(_implied(self.text, self.source_seq, self.day))
 
 
 @lru_cache(maxsize=4096)
 def _implied(text: str, seq: int, day: str | None) -> tuple[KeyFact, ...]:
-    """A statement's facts, cached: every summary built from the same statements asks again."""
     return tuple(statement_facts(text, seq, day))
 
 
@@ -177,9 +164,7 @@ def _fact_kind(kind: str) -> str:
 
 
 def render_fact(fact: KeyFact, shown_day: str | None = None) -> str:
-    """A key fact's summary line: ``- kind: text [seq N]``, ``- kind (tool): text [seq N]``
-    for a value read from a tool, ``(replaces old)`` before the seqs for a corrected value;
-    the day as for items."""
+    """A key fact's line: ``- kind (tool): text (replaces old) [seq N]``."""
     replaced = f" (replaces {clean_text(fact.replaces)})" if fact.replaces else ""
     tool = f" ({fact.tool})" if fact.tool else ""
     return f"- {_fact_kind(fact.kind)}{tool}: {clean_text(fact.text)}{replaced}" + _seq_group(
@@ -190,8 +175,7 @@ def render_fact(fact: KeyFact, shown_day: str | None = None) -> str:
 def dated_lines(
     entries: Iterable[tuple[bool, str | None, Callable[[str | None], str]]],
 ) -> list[str]:
-    """Lines of one section: (has seqs, day, render) per entry; a day is shown only where it
-    changes (an entry without seqs has no day and leaves the day in force alone)."""
+    """Lines of one section from (has seqs, day, render) per entry; a day shown where it changes."""
     shown: str | None = None
     lines = []
     for has_seqs, day, render in entries:
@@ -206,13 +190,12 @@ def _present(lines: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def excerpt(text: str, limit: int = 80) -> str:
-    """A bad line quoted in an error, cut so a runaway line does not flood logs."""
+    """A bad line quoted in an error, cut short."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _split_seqs(body: str) -> tuple[str, tuple[int, ...] | None, str | None]:
-    """The body without its ``[seq ...]`` group, the seqs, and the day written there (None:
-    no day written; ``undated`` when so written)."""
+    """The body without its ``[seq ...]`` group, the seqs, and the day written there."""
     match = SEQ_GROUP.search(body)
     if match is None:
         return body, None, None
@@ -249,18 +232,25 @@ def parse_items(lines: list[tuple[int, str]]) -> tuple[SummaryItem, ...]:
     return tuple(items)
 
 
-def parse_statements(lines: list[tuple[int, str]]) -> tuple[KeyStatement, ...]:
-    statements = []
+def _cited(
+    lines: list[tuple[int, str]], what: str, section: str
+) -> Iterator[tuple[int, str, str, tuple[int, ...], str | None]]:
+    """(line number, body, text, seqs, day) of each line, which must have a ``[seq N]``."""
     days = _Days()
     for number, body in _present(lines):
         text, seqs, written = _split_seqs(body)
         if not seqs:
             raise SummaryFormatError(
-                f"key statement {excerpt(body)!r} has no [seq N] naming its source event",
-                section=STATEMENTS_HEADING,
+                f"{what} {excerpt(body)!r} has no [seq N] naming its source event",
+                section=section,
                 line=number,
             )
-        day = days.of(seqs, written)
+        yield number, body, text, seqs, days.of(seqs, written)
+
+
+def parse_statements(lines: list[tuple[int, str]]) -> tuple[KeyStatement, ...]:
+    statements = []
+    for number, body, text, seqs, day in _cited(lines, "key statement", STATEMENTS_HEADING):
         quoted = _QUOTED.match(clean_text(text))
         speaker, said = (quoted.group(1) or "", quoted.group(2)) if quoted else ("", text)
         if not clean_text(said):
@@ -274,18 +264,10 @@ def parse_statements(lines: list[tuple[int, str]]) -> tuple[KeyStatement, ...]:
 
 
 def parse_facts(lines: list[tuple[int, str]]) -> tuple[KeyFact, ...]:
-    days = _Days()
-    facts = []
-    for number, body in _present(lines):
-        text, seqs, written = _split_seqs(body)
-        if not seqs:
-            raise SummaryFormatError(
-                f"key fact {excerpt(body)!r} has no [seq N] naming its source event",
-                section="Key facts",
-                line=number,
-            )
-        facts.append(_parse_fact(number, body, text, seqs[0], days.of(seqs, written)))
-    return tuple(facts)
+    return tuple(
+        _parse_fact(number, body, text, seqs[0], day)
+        for number, body, text, seqs, day in _cited(lines, "key fact", "Key facts")
+    )
 
 
 def _parse_fact(number: int, body: str, text: str, seq: int, day: str | None) -> KeyFact:

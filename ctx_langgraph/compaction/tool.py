@@ -1,10 +1,5 @@
-"""The ``compact_context`` tool: the model asks for a compaction of its own conversation.
-
-The tool only puts the request in the state (``context["compact"]``, checked by
-:func:`~ctx_langgraph.core.compact_request.compact_request`); ``ctx_budget`` and ``ctx_compact``
-(or :class:`~ctx_langgraph.ContextManagementMiddleware`) serve it before the model's next call,
-through the commit protocol of every compaction (docs/design.md §6).
-"""
+"""The ``compact_context`` tool: the model asks for a compaction of its own conversation (the
+request goes in ``context["compact"]``, served before the model's next call)."""
 
 from __future__ import annotations
 
@@ -57,13 +52,9 @@ def _compact_context(focus: str | None = None, *, tool_call_id: str) -> Command[
 
 
 def make_compact_tool(name: str = COMPACT_TOOL_NAME) -> BaseTool:
-    """The ``compact_context`` tool: the model asks for a compaction of the conversation, done at
-    the end of the current step (before its next call) with an optional focus.
-
-    The tool only puts the request in the state (``context["compact"]``); the graph's
-    ``ctx_budget`` and ``ctx_compact`` (or :class:`~ctx_langgraph.ContextManagementMiddleware`)
-    serve it through the commit protocol of every compaction. Give it to the model with the
-    graph's other tools (``create_context_agent(..., compact_tool=True)`` does).
+    """The ``compact_context`` tool: the model asks for a compaction of the conversation, done
+    before its next call, with an optional focus. It only puts the request in
+    ``context["compact"]``; ``create_context_agent(..., compact_tool=True)`` adds it.
 
     Examples:
         >>> tool = make_compact_tool()

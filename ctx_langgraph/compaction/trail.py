@@ -1,16 +1,8 @@
 """The artifact trail: per thread, the artifacts the conversation touched, kept across summaries.
 
-Each summary version carries a trail (docs/design.md §6, *Artifact trail*): for every file,
-URL, id or command its span touched (:mod:`~ctx_langgraph.compaction.artifacts`), the seqs
-where it was created, read, changed or mentioned, and its last known state (a verbatim
-excerpt). The compaction step computes it, whatever summarizer wrote the prose: the previous
-version's trail (:meth:`ArtifactTrail.from_checkpoint`) merged with the span's touches
-(:meth:`ArtifactTrail.merged`), then capped on its own (:meth:`ArtifactTrail.capped`,
-``ContextConfig.artifact_trail_tokens``): what was only read goes before what someone told of,
-before what was created or changed, and within each the entry touched longest ago first. It is
-stored structured in the checkpoint's ``metadata["artifact_trail"]`` and rendered as the
-summary text's last section (:data:`TRAIL_HEADING`), which the summary parser does not read
-as part of the prose; a summary cap never cuts it.
+Each summary version carries one (docs/design.md §6): the previous trail merged with the span's
+touches, capped on its own, stored in the checkpoint's ``metadata`` and rendered as the summary
+text's last section (:data:`TRAIL_HEADING`).
 
 Examples:
     >>> from ctx_langgraph.budget import ApproximateCounter
@@ -61,7 +53,6 @@ TRAIL_VERSION: Final = 1
 MAX_TOUCHES: Final = 6
 """The seqs an entry keeps: its first touch and the newest ones."""
 NEWEST_SHOWN: Final = 5
-"""The entries ``context["artifacts"]`` lists."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +64,7 @@ class ArtifactEntry:
     touches: tuple[tuple[int, str], ...]
     """(seq, action) in seq order: the first one and the newest (at most :data:`MAX_TOUCHES`)."""
     state: str | None = None
-    """The last known state, verbatim (the whole result or message when short, else the line
-    naming the artifact); None when nothing said more than its name."""
+    """The last known state, verbatim; None when nothing said more than its name."""
     state_seq: int | None = None
     state_via: str | None = None
     """Who gave the state: the tool's name, ``user`` or ``assistant``."""
@@ -89,10 +79,7 @@ class ArtifactEntry:
 
     @property
     def rank(self) -> int:
-        """What losing it costs (docs/design.md §6): 3 for an artifact created or changed here
-        (a side effect no reread brings back), 2 for one last heard of in what someone said or
-        what a result showed (where it is, what it holds), 1 for one last read or tried (a read
-        can be redone)."""
+        """What losing it costs: 3 created or changed, 2 last mentioned with a state, 1 read."""
         if any(action in ("created", "changed") for _, action in self.touches):
             return 3
         return 2 if self.touches[-1][1] == "mentioned" and self.state is not None else 1
@@ -102,26 +89,22 @@ class ArtifactEntry:
         return tuple(dict.fromkeys(seq for seq, _ in self.touches))
 
     def touched(self, touch: Touch) -> ArtifactEntry:
-        """This entry after ``touch`` (a newer sighting). What a call did replaces the state
-        (with none, when its result shows nothing of it); a mention only when it says
-        something."""
+        """This entry after a newer ``touch``: a call replaces the state, a mention only when it
+        says something."""
         touches = self.touches
         if (touch.seq, touch.action) not in touches:
             touches = (*touches, (touch.seq, touch.action))
             if len(touches) > MAX_TOUCHES:
                 touches = (touches[0], *touches[-(MAX_TOUCHES - 1) :])
         if touch.state is None and touch.action == "mentioned":
-            return replace(self, touches=touches)  # a name alone says nothing new
+            return replace(self, touches=touches)
         return replace(
             self, touches=touches, state=touch.state, state_seq=touch.seq, state_via=touch.via
         )
 
     def render(self, *, shown: str | None = None) -> str:
-        """One list item: ``- kind artifact: action seqs; ...; state (via, seq N): text`` (the
-        artifact left out when the state names it); a state of several lines follows indented
-        (whitespace kept, so it reads verbatim). ``shown``: where the same state is quoted
-        already (``above``: by an item above; ``in the summary above``: by the prose), so this
-        item points there."""
+        """One list item: ``- kind artifact: action seqs; ...; state (via, seq N): text``;
+        ``shown``: where the same state is quoted already, to point there instead."""
         actions: dict[str, list[str]] = {}
         for seq, action in self.touches:
             actions.setdefault(action, []).append(str(seq))
@@ -130,7 +113,6 @@ class ArtifactEntry:
             return f"- {self.kind} {self.artifact}: {done}"
         if shown:
             return f"- {self.kind} {self.artifact}: {done}; state (seq {self.state_seq}) quoted {shown}"
-        # a state naming the artifact names it once (paths are long)
         named = "" if self.artifact in self.state else f" {self.artifact}"
         head = f"- {self.kind}{named}: {done}; state ({self.state_via}, seq {self.state_seq}):"
         lines = self.state.splitlines()
@@ -166,8 +148,7 @@ class ArtifactTrail:
 
     entries: tuple[ArtifactEntry, ...] = ()
     evicted: int = 0
-    """Entries dropped by the cap over the thread's life (each of them for good, unless it is
-    touched again)."""
+    """Entries dropped by the cap over the thread's life."""
     tokens: int | None = field(default=None, compare=False)
     """The rendered section's token count, when :meth:`capped` counted it."""
 
@@ -207,13 +188,13 @@ class ArtifactTrail:
             entry = by_key.pop(key, None)
             if entry is None:
                 entry = ArtifactEntry(touch.artifact, touch.kind, ())
-            by_key[key] = entry.touched(touch)  # re-inserted: the newest last
+            by_key[key] = entry.touched(touch)
         entries = sorted(by_key.values(), key=lambda e: (e.last_seq, e.first_seq))
         return replace(self, entries=tuple(entries), tokens=None)
 
     def render(self, prose: str = "") -> str:
-        """The summary's section (empty text for an empty trail); a state the ``prose`` of the
-        summary quotes already (whitespace and case aside) is pointed to, not repeated."""
+        """The summary's section (empty for an empty trail); a state the ``prose`` quotes
+        already is pointed to, not repeated."""
         return self._render(self.entries, _folded(prose))
 
     @staticmethod
@@ -233,9 +214,8 @@ class ArtifactTrail:
         return "\n".join(lines)
 
     def capped(self, max_tokens: int, counter: TokenCounter, prose: str = "") -> ArtifactTrail:
-        """The trail within ``max_tokens`` (its section beside ``prose``, counted by
-        ``counter``): the lowest :attr:`~ArtifactEntry.rank` goes first, and within a rank the
-        entry touched longest ago."""
+        """The trail within ``max_tokens`` beside ``prose``: the lowest
+        :attr:`~ArtifactEntry.rank` goes first, and within a rank the oldest entry."""
         folded = _folded(prose)
         order = sorted(self.entries, key=lambda e: (e.rank, e.last_seq, e.first_seq))
 
@@ -247,7 +227,7 @@ class ArtifactTrail:
             entries = kept(drop)
             return counter.count_text(self._render(entries, folded)) if entries else 0
 
-        low, high = 0, len(order)  # the fewest evictions that fit (fewer never fit)
+        low, high = 0, len(order)  # the fewest evictions that fit
         while low < high:
             middle = (low + high) // 2
             if tokens(middle) <= max_tokens:
@@ -259,8 +239,8 @@ class ArtifactTrail:
         )
 
     def find(self, queries: Sequence[str]) -> list[ArtifactEntry]:
-        """The entries ``queries`` name, the most recently touched first: the artifact is in a
-        query, is a word of it, or holds a path-like word of it (``worker.yaml``, ``/srv/app``).
+        """The entries ``queries`` name (in a query, or holding a path-like word of one), the
+        most recently touched first.
 
         Examples:
             >>> from ctx_langgraph.compaction.artifacts import Touch
@@ -280,8 +260,7 @@ class ArtifactTrail:
         ]
 
     def report(self) -> ArtifactsReport:
-        """``context["artifacts"]``: how many entries, their tokens, what the cap dropped, and
-        the newest ones."""
+        """``context["artifacts"]``: count, tokens, evictions and the newest entries."""
         return {
             "count": len(self.entries),
             "tokens": self.tokens,
@@ -315,9 +294,7 @@ def next_trail(
     counter: TokenCounter,
     prose: str = "",
 ) -> ArtifactTrail:
-    """The trail of the summary that covers ``events`` next: ``active``'s trail merged with
-    their touches, capped to ``max_tokens`` beside the summary's ``prose`` (an empty trail
-    when 0)."""
+    """``active``'s trail merged with the touches of ``events``, capped (empty when 0)."""
     if max_tokens <= 0:
         return ArtifactTrail()
     return merged_trail(active, events).capped(max_tokens, counter, prose)
@@ -326,6 +303,5 @@ def next_trail(
 def merged_trail(
     active: CompactionCheckpoint | None, events: Iterable[HistoryEvent]
 ) -> ArtifactTrail:
-    """``active``'s trail merged with the touches of ``events``, before any cap (cap it with
-    :meth:`ArtifactTrail.capped`, as often as needed, without reading the events again)."""
+    """``active``'s trail merged with the touches of ``events``, before any cap."""
     return ArtifactTrail.from_checkpoint(active).merged(span_touches(events))
