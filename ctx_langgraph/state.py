@@ -11,7 +11,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin, get_type_hints
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -573,78 +573,51 @@ class ContextReport(TypedDict, total=False):
 
 class FlatContext(TypedDict, total=False):
     """The ``context`` channel as the nodes work with it, one key per fact (:func:`unpack`,
-    :func:`pack`); each fact is documented where :data:`LAYOUT` files it."""
+    :func:`pack`); ``Annotated`` with ``(key, field)``, where :data:`LAYOUT` files it (and it is
+    documented)."""
 
-    projection_epoch: int
+    projection_epoch: Annotated[int, ("view", "epoch")]
     branch: str
-    recorded_through_id: str | None
-    recorded_digest: RecordedDigest
-    record_error: str
-    record_warnings: int
-    edit_version: int
-    active_checkpoint_id: str | None
-    active_generation: int
-    covered_through_seq: int
-    artifacts: ArtifactsReport
-    rebuild: bool
-    recorded_reply: RecordedReply
-    server_compaction: ServerCompaction | None
-    projected_for: str | None
-    repairs: RepairTotals
-    shrink_tool_results: int
-    fingerprint: str
-    budget: BudgetReport
-    budget_passes: int
-    memory: MemoryReport
+    recorded_through_id: Annotated[str | None, ("recorded", "through_id")]
+    recorded_digest: Annotated[RecordedDigest, ("recorded", "digest")]
+    record_error: Annotated[str, ("report", "record_error")]
+    record_warnings: Annotated[int, ("report", "record_warnings")]
+    edit_version: Annotated[int, ("view", "edit_version")]
+    active_checkpoint_id: Annotated[str | None, ("summary", "checkpoint_id")]
+    active_generation: Annotated[int, ("summary", "generation")]
+    covered_through_seq: Annotated[int, ("summary", "covered_through_seq")]
+    artifacts: Annotated[ArtifactsReport, ("report", "artifacts")]
+    rebuild: Annotated[bool, ("summary", "rebuild")]
+    recorded_reply: Annotated[RecordedReply, ("recorded", "reply")]
+    server_compaction: Annotated[ServerCompaction | None, ("summary", "server")]
+    projected_for: Annotated[str | None, ("view", "provider")]
+    repairs: Annotated[RepairTotals, ("report", "repairs")]
+    shrink_tool_results: Annotated[int, ("view", "shrink_tool_results")]
+    fingerprint: Annotated[str, ("view", "fingerprint")]
+    budget: Annotated[BudgetReport, ("report", "budget")]
+    budget_passes: Annotated[int, ("backoff", "passes")]
+    memory: Annotated[MemoryReport, ("report", "memory")]
     request: PendingRequest
-    cache: CacheReport
+    cache: Annotated[CacheReport, ("report", "cache")]
     calibration: Calibration
-    calibrated_with: str | None
-    compaction: CompactionReport
-    summarizer_backoff: SummarizerBackoff | None
-    precompaction: Precompaction
-    provider_edits: ProviderEdits
-    index: IndexReport
-    provider_edits_total: ProviderEditTotals
+    calibrated_with: Annotated[str | None, ("recorded", "calibrated_id")]
+    compaction: Annotated[CompactionReport, ("report", "compaction")]
+    summarizer_backoff: Annotated[SummarizerBackoff | None, ("backoff", "summarizer")]
+    precompaction: Annotated[Precompaction, ("summary", "candidate")]
+    provider_edits: Annotated[ProviderEdits, ("report", "provider_edits")]
+    index: Annotated[IndexReport, ("report", "index")]
+    provider_edits_total: Annotated[ProviderEditTotals, ("report", "provider_edits_total")]
     baseline: Baseline | None
-    last_usage_message_id: str | None
-    last_usage: LastUsage
-    overflow: OverflowReport
+    last_usage_message_id: Annotated[str | None, ("recorded", "booked_id")]
+    last_usage: Annotated[LastUsage, ("report", "last_usage")]
+    overflow: Annotated[OverflowReport, ("report", "overflow")]
     compact: CompactRequest | None
 
 
 LAYOUT: dict[str, tuple[str, str]] = {
-    "projection_epoch": ("view", "epoch"),
-    "fingerprint": ("view", "fingerprint"),
-    "projected_for": ("view", "provider"),
-    "edit_version": ("view", "edit_version"),
-    "shrink_tool_results": ("view", "shrink_tool_results"),
-    "recorded_through_id": ("recorded", "through_id"),
-    "recorded_digest": ("recorded", "digest"),
-    "recorded_reply": ("recorded", "reply"),
-    "last_usage_message_id": ("recorded", "booked_id"),
-    "calibrated_with": ("recorded", "calibrated_id"),
-    "active_checkpoint_id": ("summary", "checkpoint_id"),
-    "active_generation": ("summary", "generation"),
-    "covered_through_seq": ("summary", "covered_through_seq"),
-    "rebuild": ("summary", "rebuild"),
-    "server_compaction": ("summary", "server"),
-    "precompaction": ("summary", "candidate"),
-    "budget_passes": ("backoff", "passes"),
-    "summarizer_backoff": ("backoff", "summarizer"),
-    "budget": ("report", "budget"),
-    "cache": ("report", "cache"),
-    "compaction": ("report", "compaction"),
-    "artifacts": ("report", "artifacts"),
-    "memory": ("report", "memory"),
-    "last_usage": ("report", "last_usage"),
-    "provider_edits": ("report", "provider_edits"),
-    "provider_edits_total": ("report", "provider_edits_total"),
-    "index": ("report", "index"),
-    "overflow": ("report", "overflow"),
-    "record_error": ("report", "record_error"),
-    "record_warnings": ("report", "record_warnings"),
-    "repairs": ("report", "repairs"),
+    fact: hint.__metadata__[0]
+    for fact, hint in get_type_hints(FlatContext, include_extras=True).items()
+    if get_origin(hint) is Annotated
 }
 """Where each fact of :class:`FlatContext` is filed: ``fact: (key, field)`` (others: top keys)."""
 

@@ -200,10 +200,8 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         >>> 'user: "Ship order ORD-1042 to Lisbon by Friday." [seq 1,' in summarizer.summarize(request)
         True
     """
-    from ctx_langgraph.budget.counters import TiktokenCounter
     from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
     from ctx_langgraph.compaction.format import SummaryDocument
-    from ctx_langgraph.compaction.protocol import SummaryRequest
     from ctx_langgraph.history.types import HistoryEvent
 
     prompt = str(messages[-1].text)
