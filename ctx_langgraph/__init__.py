@@ -1,15 +1,9 @@
 """ctx-langgraph: context management for LangGraph agents that does not forget, does not
 over-count, and recovers after a crash.
 
-The public API is what ``__all__`` lists: the three entry points, their configuration and the
-objects you pass them, and :func:`compact_thread` (compaction on request). Everything else is importable from its subpackage, which lists its own
-public names in its ``__all__``: the errors (:mod:`ctx_langgraph.errors`), the history records
-(:mod:`ctx_langgraph.history`), usage records and the ledger's callback handlers and node
-(:mod:`ctx_langgraph.usage`, ``.usage.callbacks``, ``.usage.node``), counters and the budget
-node (:mod:`ctx_langgraph.budget`), summary documents and the compaction node
-(:mod:`ctx_langgraph.compaction`), memory records and extractors (:mod:`ctx_langgraph.memory`),
-retention hooks and reports (:mod:`ctx_langgraph.retention`), provider-side compaction
-(:mod:`ctx_langgraph.providers`).
+``__all__`` lists the entry points, their configuration and the objects you pass them; every
+subpackage (:mod:`ctx_langgraph.errors`, :mod:`ctx_langgraph.history`, :mod:`ctx_langgraph.usage`,
+:mod:`ctx_langgraph.budget`, :mod:`ctx_langgraph.compaction`, ...) lists its own in its ``__all__``.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -78,8 +72,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # the middleware imports langchain's agent package, which a graph built with
-    # add_context_management or create_context_agent never needs: loaded on first use
+    # the middleware (langchain's agent package) is loaded on first use
     if name == "ContextManagementMiddleware":
         from ctx_langgraph.middleware import ContextManagementMiddleware
 

@@ -1,8 +1,5 @@
-"""The wiring's arguments checked at build time, the same way by every entry point
-(:func:`~ctx_langgraph.integration.add_context_management`,
-:func:`~ctx_langgraph.integration.create_context_agent`,
-:class:`~ctx_langgraph.middleware.ContextManagementMiddleware`): a wrong object is a
-``TypeError`` naming the argument, what it got and what to pass, before anything runs."""
+"""The wiring's arguments checked at build time, the same way by every entry point: a wrong
+object is a ``TypeError`` naming the argument, what it got and what to pass."""
 
 from __future__ import annotations
 
@@ -31,59 +28,47 @@ def _is_summarizer(value: object) -> bool:
     )
 
 
-def check_wiring_arguments(
-    where: str,
-    *,
-    store: object,
-    config: object = None,
-    ledger: object = None,
-    summarizer: object = None,
-    memory: object = None,
-    pinned_rules: object = None,
-) -> None:
-    """Raise a ``TypeError`` naming the first argument of ``where`` that is not what it takes."""
+_EXPECTED: dict[str, tuple[type | tuple[type, ...], str, str]] = {
+    "config": (
+        ContextConfig,
+        "a ContextConfig",
+        "pass ContextConfig(context_window=..., trigger=..., ...), or leave it unset",
+    ),
+    "ledger": (
+        UsageLedger,
+        "a UsageLedger",
+        "pass UsageLedger(store), or leave it unset to book on the history store",
+    ),
+    "summarizer": (
+        (),
+        "a Summarizer (an object with summarize() and asummarize())",
+        "pass ExtractiveSummarizer() or LLMSummarizer(chat_model); a chat model or a "
+        'spec such as "openai:gpt-4o-mini" goes to summary_model=...',
+    ),
+    "memory": (
+        LongTermMemory,
+        "a LongTermMemory",
+        "pass LongTermMemory(store=<a LangGraph BaseStore>, ...)",
+    ),
+    "pinned_rules": (
+        PinnedRules,
+        "a PinnedRules",
+        'pass PinnedRules(text="...") or PinnedRules.from_file(path)',
+    ),
+}
+"""What each optional wiring argument must be: ``(type, what it is, advice)``, in check order."""
+
+
+def check_wiring_arguments(where: str, *, store: object, **optional: object) -> None:
+    """Raise a ``TypeError`` naming the first argument of ``where`` that is not what it takes
+    (``store``, and the :data:`_EXPECTED` ones given)."""
     require_store(store, where=f"{where}(store=...)", expected=HistoryStore)
-    if config is not None:
-        require_instance(
-            config,
-            ContextConfig,
-            where=f"{where}(config=...)",
-            what="a ContextConfig",
-            advice="pass ContextConfig(context_window=..., trigger=..., ...), or leave it unset",
-        )
-    if ledger is not None:
-        require_instance(
-            ledger,
-            UsageLedger,
-            where=f"{where}(ledger=...)",
-            what="a UsageLedger",
-            advice="pass UsageLedger(store), or leave it unset to book on the history store",
-        )
-    if summarizer is not None and not _is_summarizer(summarizer):
-        require_instance(
-            summarizer,
-            (),
-            where=f"{where}(summarizer=...)",
-            what="a Summarizer (an object with summarize() and asummarize())",
-            advice="pass ExtractiveSummarizer() or LLMSummarizer(chat_model); a chat model or a "
-            'spec such as "openai:gpt-4o-mini" goes to summary_model=...',
-        )
-    if memory is not None:
-        require_instance(
-            memory,
-            LongTermMemory,
-            where=f"{where}(memory=...)",
-            what="a LongTermMemory",
-            advice="pass LongTermMemory(store=<a LangGraph BaseStore>, ...)",
-        )
-    if pinned_rules is not None:
-        require_instance(
-            pinned_rules,
-            PinnedRules,
-            where=f"{where}(pinned_rules=...)",
-            what="a PinnedRules",
-            advice='pass PinnedRules(text="...") or PinnedRules.from_file(path)',
-        )
+    for name, (expected, what, advice) in _EXPECTED.items():
+        value = optional.get(name)
+        if value is not None and not (name == "summarizer" and _is_summarizer(value)):
+            require_instance(
+                value, expected, where=f"{where}({name}=...)", what=what, advice=advice
+            )
 
 
 def require_chat_model(model: Any, *, where: str, tools: bool) -> None:
@@ -114,11 +99,8 @@ def _needs_tools(arguments: dict[str, Any]) -> bool:
 
 
 def checked_arguments(where: str, *, chat_model: bool = False) -> Callable[[F], F]:
-    """Check a builder's ``store``, ``config``, ``ledger``, ``summarizer``, ``memory`` and
-    ``pinned_rules`` (:func:`check_wiring_arguments`) before it runs; with ``chat_model``, its
-    ``model`` too: an ``init_chat_model`` spec (as ``create_agent`` takes) is made into a chat
-    model (:class:`~ctx_langgraph.errors.SummaryModelError` when it cannot be), anything else
-    must be one (:func:`require_chat_model`)."""
+    """Check a builder's arguments (:func:`check_wiring_arguments`) before it runs; with
+    ``chat_model``, its ``model`` too, an ``init_chat_model`` spec made into a chat model."""
 
     def decorate(function: F) -> F:
         signature = inspect.signature(function)
@@ -129,13 +111,7 @@ def checked_arguments(where: str, *, chat_model: bool = False) -> Callable[[F], 
             bound.apply_defaults()
             given = bound.arguments
             check_wiring_arguments(
-                where,
-                store=given.get("store"),
-                config=given.get("config"),
-                ledger=given.get("ledger"),
-                summarizer=given.get("summarizer"),
-                memory=given.get("memory"),
-                pinned_rules=given.get("pinned_rules"),
+                where, store=given.get("store"), **{name: given.get(name) for name in _EXPECTED}
             )
             if chat_model:
                 if isinstance(given["model"], str):

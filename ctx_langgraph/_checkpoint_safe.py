@@ -1,10 +1,5 @@
-"""Replies a checkpointer can store: integers beyond 64 bits in a model's tool-call arguments.
-
-LangGraph's checkpoint serializer (msgpack) cannot store an integer outside the 64-bit range and
-fails the whole run when a model's reply carries one (a tool call with ``max_seq=-10**30``). Such
-a number is kept as its decimal text instead: a tool's own argument parsing (pydantic) reads it
-back as the same integer, and the tool's checks answer it.
-"""
+"""Replies a checkpointer can store: an integer beyond 64 bits in a model's reply (which msgpack
+cannot store) is kept as its decimal text, which a tool's argument parsing reads back."""
 
 from __future__ import annotations
 
@@ -25,22 +20,16 @@ _LOW, _HIGH = -(2**63), 2**64 - 1
 
 def _storable(value: Any) -> tuple[Any, bool]:
     """``value`` with every integer msgpack cannot store as its text, and whether any was."""
-    if isinstance(value, bool):
-        return value, False
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return (value, False) if _LOW <= value <= _HIGH else (str(value), True)
     if isinstance(value, dict):
-        changed = False
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            out[key], hit = _storable(item)
-            changed |= hit
-        return (out, True) if changed else (value, False)
-    if isinstance(value, list | tuple):
+        pairs = {key: _storable(item) for key, item in value.items()}
+        if any(hit for _item, hit in pairs.values()):
+            return {key: item for key, (item, _hit) in pairs.items()}, True
+    elif isinstance(value, list | tuple):
         items = [_storable(item) for item in value]
         if any(hit for _item, hit in items):
             return type(value)(item for item, _hit in items), True
-        return value, False
     return value, False
 
 
@@ -94,9 +83,7 @@ def checkpoint_safe(result: Any) -> Any:
 
 
 def _is_model_response(value: Any) -> bool:
-    """``value`` is ``create_agent``'s ``ModelResponse``. Looked up only when langchain's agent
-    package is loaded (no ``ModelResponse`` exists before; importing it here would load the
-    package for every graph)."""
+    """``value`` is ``create_agent``'s ``ModelResponse`` (looked up, never imported)."""
     module = sys.modules.get("langchain.agents.middleware.types")
     response = getattr(module, "ModelResponse", None)
     return isinstance(response, type) and isinstance(value, response)

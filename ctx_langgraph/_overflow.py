@@ -1,24 +1,10 @@
 """After a provider's context-length error: a forced compaction, one retry (docs/design.md §6).
 
-The provider is the judge of what fits: when it rejects a request as too long (our estimate
-said it fit: the configured window is larger than the model's real one, or the counter is off),
-the view is compacted as if the budget had said so, ``ctx_budget`` runs again on the compacted
-view, and the model is called once more. A second rejection raises
-:class:`~ctx_langgraph.errors.ContextBudgetExceeded` chained from the provider's error.
-When no cut is left (the view is the summary and the step in progress), the tool results in the
-view are capped to a sixteenth of the usable window instead (their originals stay in the history
-store, reachable through the lookup's handle); with nothing to shorten either, the same request
-is sent once more, and a second rejection raises.
-
-The logic is written once, as a generator of steps (:func:`retry_on_overflow`), driven sync or
-async from the two places that call the model: the model node that
-:func:`~ctx_langgraph.integration.add_context_management` wraps, and the middleware's
-``wrap_model_call``. Each serves the same steps, each with a ``{"messages", "context"}`` state:
-
-- ``("call", state)``: the model call as it was asked for;
-- ``("compact", state)``: ``ctx_compact`` on the state, its budget decision forced to compact;
-- ``("budget", state)``: ``ctx_budget`` on the compacted state (``context["budget"]`` anew);
-- ``("retry", state)``: the model call again, on the compacted ``state["messages"]``.
+The view is compacted as if the budget had said so (or, with no cut left, its tool results are
+capped smaller), ``ctx_budget`` runs again and the model is called once more; a second rejection
+raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded`. Written once as a generator of
+``("call" | "compact" | "budget" | "retry", state)`` steps (:func:`retry_on_overflow`), served
+sync or async by the wrapped model node and by the middleware.
 """
 
 from __future__ import annotations
@@ -44,18 +30,12 @@ OverflowStep = tuple[Literal["call", "compact", "budget", "retry"], dict[str, An
 
 @dataclass(frozen=True)
 class Recovered:
-    """How a model call ended: its result, and what the recovery changed when there was one."""
+    """How a model call ended: its result, and the recovery's state update and
+    ``context["overflow"]`` when there was one."""
 
     result: Any
-    """What the last call returned."""
     update: dict[str, Any] | None = None
-    """None when the first call went through; else the state update of the recovery: the
-    messages rewritten to the compacted view, and the context of ``ctx_compact`` and
-    ``ctx_budget`` with ``overflow``."""
     overflow: OverflowReport | None = None
-    """``context["overflow"]`` after the recovery: ``retries`` (the thread's running count),
-    the provider's ``error`` text and its ``error_type``, the ``compaction`` status, the
-    message the rejected request ended with."""
 
 
 def apply_update(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +57,6 @@ def apply_update(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any
 def _exceeded(
     state: dict[str, Any], counter: TokenCounter, provider_error: str, what: str
 ) -> ContextBudgetExceeded:
-    """The error for a request the provider rejects that no compaction made acceptable."""
     budget = state["context"].get("budget") or {}
     largest = max((counter.count_message(m) for m in state["messages"]), default=0)
     return ContextBudgetExceeded(
@@ -94,14 +73,14 @@ def _exceeded(
 
 
 def _small_cap(budget: dict[str, Any]) -> int:
-    """The tool-result cap after a rejection with no cut left: a sixteenth of the usable window."""
+    """A sixteenth of the usable window."""
     usable = budget.get("usable")
     return max(64, int(usable) // 16) if isinstance(usable, int) and usable > 0 else 256
 
 
 def _forced(context: FlatContext) -> FlatContext:
     """The context with its budget decision forced to compact, as for a request over the
-    usable window (the provider says the request does not fit)."""
+    usable window."""
     budget = context.get("budget") or BudgetReport()
     forced: BudgetReport = {**budget, "decision": "compact"}
     usable = budget.get("usable")
@@ -113,16 +92,13 @@ def _forced(context: FlatContext) -> FlatContext:
 def _compact(
     view: dict[str, Any], error: Exception
 ) -> Generator[OverflowStep, Any, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]]:
-    """The forced compaction and the budget pass after it: the two node updates, and the
-    state after both."""
+    """The forced compaction and the budget pass after it: both updates, and the state after."""
     try:
         compacted = yield ("compact", {**view, "context": _forced(view["context"])})
         local = apply_update(view, compacted)
         if "messages" in compacted:
             refreshed = yield ("budget", local)
-        else:
-            # no cut is left (the view is the summary and the step in progress): the tool
-            # results in it are capped smaller (their originals stay in the store)
+        else:  # no cut is left: the tool results are capped smaller
             cap = _small_cap(view["context"].get("budget") or {})
             shrink = {**local["context"], "shrink_tool_results": cap}
             refreshed = yield ("budget", {**local, "context": shrink})
@@ -153,10 +129,7 @@ def _report(
         "compaction": compaction.get("status"),
         "shortened_tool_results": shortened,
         "at_message_id": view["messages"][-1].id if view["messages"] else None,
-        # nothing to cut and nothing to shorten: the same request is sent once more (the
-        # error may have been transient); a second rejection shows that no cut can make it fit
         "unchanged": "messages" not in compacted and "messages" not in refreshed,
-        # the budget pass on the compacted view says which epoch the retried request is of
         "retry_epoch": int(unpack(refreshed.get("context")).get("projection_epoch") or 0),
     }
 
@@ -168,7 +141,6 @@ def _rejected_again(
     overflow: OverflowReport,
     compacted: dict[str, Any],
 ) -> ContextBudgetExceeded:
-    """The error when the retry was rejected as too long too."""
     if not overflow["unchanged"]:
         return _exceeded(local, counter, again, "even after compaction")
     compaction = unpack(compacted.get("context")).get("compaction") or {}
@@ -185,17 +157,8 @@ def _rejected_again(
 def retry_on_overflow(
     state: dict[str, Any], counter: TokenCounter
 ) -> Generator[OverflowStep, Any, Recovered]:
-    """The model call, and after a context-length error one forced compaction and one retry.
-
-    Args:
-        state: ``{"messages": the view the call sends, "context": the state's context}``.
-        counter: the model's token counter (for the numbers of the error).
-
-    Raises:
-        ContextBudgetExceeded: from the provider's error, when the retry (after a compaction,
-            shorter tool results, or with nothing to change, the same request) was rejected as
-            too long again.
-    """
+    """The model call on ``state`` (``{"messages", "context"}``), and after a context-length
+    error one forced compaction and one retry (``counter`` gives the error's numbers)."""
     view: dict[str, Any] = {
         "messages": list(state.get("messages") or []),
         "context": unpack(state.get("context")),
@@ -239,9 +202,8 @@ def _merged(node_update: dict[str, Any], recovery: dict[str, Any]) -> dict[str, 
 
 
 def merge_recovery(result: Any, update: dict[str, Any] | None) -> Any:
-    """A model node's return with the recovery's update folded in: a dict update, or a
-    ``Command`` with a dict update; anything else as it is (the summary is committed in the
-    store, and ``ctx_budget`` applies it to the state on the next turn).
+    """A model node's return (a dict update, or a ``Command`` with one) with the recovery's
+    update folded in; anything else as it is (``ctx_budget`` applies the summary next turn).
 
     Examples:
         >>> from langchain_core.messages import AIMessage

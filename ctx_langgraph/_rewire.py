@@ -1,11 +1,6 @@
-"""How :func:`~ctx_langgraph.integration.add_context_management` changes an existing graph.
-
-Two things LangGraph's public graph API cannot do are done here: the model node is wrapped so a
-provider's context-length error compacts the view and calls the node once more
-(:class:`OverflowRetry`, one logic for sync and async on :mod:`ctx_langgraph.core.effects`), and
-the edges into and out of the model node are moved onto ``ctx_budget`` and ``ctx_usage``
-(:func:`splice`: the one function that writes the builder's own attributes).
-"""
+"""How :func:`~ctx_langgraph.integration.add_context_management` changes an existing graph: the
+model node wrapped in the overflow retry (:class:`OverflowRetry`), and its edges moved onto
+``ctx_budget`` and ``ctx_usage`` (:func:`splice`)."""
 
 from __future__ import annotations
 
@@ -47,41 +42,32 @@ __all__ = [
 log = logging.getLogger("ctx_langgraph.integration")
 
 CTX_BUDGET = "ctx_budget"
-"""The name of the budget node in a graph (``ctx_budget``)."""
+"""The name of the budget node in a graph."""
 CTX_COMPACT = "ctx_compact"
-"""The name of the compaction node in a graph (``ctx_compact``)."""
+"""The name of the compaction node in a graph."""
 CTX_USAGE = "ctx_usage"
-"""The name of the usage node in a graph (``ctx_usage``)."""
+"""The name of the usage node in a graph."""
 
 Builder = StateGraph[Any, Any, Any, Any]
 
 
 class ModelNode(NamedTuple):
-    """What replaces the model node: its runnable, and its input schema when that changes."""
+    """What replaces the model node: its runnable, and its input schema (None: the node's own)
+    and that schema's channels when that changes."""
 
     runnable: Runnable[Any, Any]
     input_schema: Any = None
-    """A schema of the node's channels plus ``context`` (None: the node's own schema)."""
     channels: dict[str, Any] | None = None
-    """The channels of ``input_schema``, as LangGraph keeps them per schema."""
 
 
 def splice(builder: Builder, model_node: str, replacement: ModelNode) -> None:
     """Route ``model_node``'s edges through ``ctx_budget`` (in) and ``ctx_usage`` (out), and
     put ``replacement`` in the node's place.
 
-    ``StateGraph`` has public methods to add nodes and edges but none to change them
-    (``add_node`` refuses a name already taken; an edge cannot be removed or redirected), so
-    this is the one function that writes the builder's own attributes: ``edges`` and
-    ``waiting_edges`` (sets of ``(start, end)`` and ``((start, ...), end)``), ``branches``
-    (``{source: {name: BranchSpec}}``, a NamedTuple whose ``ends`` maps a path's results to
-    nodes, or is None when ``path`` returns node names), ``nodes`` (``{name: StateNodeSpec}``, a
-    dataclass with ``runnable`` and ``input_schema``) and ``schemas`` (``{schema: {key:
-    channel}}``); the rest of the wiring only reads ``nodes``, ``channels`` and ``schemas``.
-    Checked against langgraph 1.2.24. If langgraph renames or reshapes one of these, adding
-    context management raises here (``AttributeError``, ``TypeError``) or the compiled graph
-    keeps the user's edges around our nodes: the wiring tests (tests/test_integration.py) and
-    the Mermaid snapshots (tests/test_graphs.py) fail.
+    ``StateGraph`` has no public way to change an edge or a node, so this is the one function
+    that writes the builder's own ``edges``, ``waiting_edges``, ``branches``, ``nodes`` and
+    ``schemas`` (checked against langgraph 1.2.24 by tests/test_integration.py and
+    tests/test_graphs.py).
     """
 
     def start(node: str) -> str:
@@ -116,20 +102,16 @@ def splice(builder: Builder, model_node: str, replacement: ModelNode) -> None:
 
 @dataclass(frozen=True)
 class OverflowRetry:
-    """The user's model node, compacting the view and calling the node once more when the
-    provider rejects the request as too long (one logic for sync and async:
-    :func:`~ctx_langgraph._overflow.retry_on_overflow`). Shared by every thread of the graph."""
+    """The user's model node under :func:`~ctx_langgraph._overflow.retry_on_overflow`."""
 
     node: Runnable[Any, Any]
     compact: Runnable[Any, Any]
     budget: Runnable[Any, Any]
     counter: TokenCounter
     own_context: bool
-    """The node's input has the ``context`` channel itself (else it is read for the recovery
-    only, and the node gets its input as before)."""
+    """The node's input has the ``context`` channel itself."""
     coerce: Callable[..., Any] | None
-    """Builds the node's input from the channel values, as LangGraph does for a pydantic or
-    dataclass state; None for a dict state."""
+    """Builds a pydantic or dataclass state from the channel values; None for a dict state."""
     wire: Wire = field(default_factory=Wire)  # as ContextSteps.wire
     booking: HoldingLedgerHandler | None = None  # as ContextSteps.booking
 
@@ -177,11 +159,9 @@ class _Step(Protocol):
 
 @dataclass(frozen=True)
 class ModelCall:
-    """One model call under the overflow recovery (the one path of both wirings): serves the
-    steps of :func:`~ctx_langgraph._overflow.retry_on_overflow`, the model's by ``send``
-    (awaited ``asend`` when run async), the compaction's and the budget's by those steps. The
-    model calls are the agent's answer, booked by ``booking``; when one fails its usage is
-    booked at once (no usage step comes after it)."""
+    """One model call under the overflow recovery (both wirings): serves the steps of
+    :func:`~ctx_langgraph._overflow.retry_on_overflow`, the model's by ``send``/``asend``, the
+    others by ``compact``/``budget``; a failed call's usage is booked at once."""
 
     send: Callable[[OverflowStep], Any]
     asend: Callable[[OverflowStep], Awaitable[Any]]
@@ -189,12 +169,10 @@ class ModelCall:
     budget: _Step
     config: RunnableConfig
     context: Mapping[str, Any]
-    """The state's context (the thread's scope is read from it and the config)."""
     booking: HoldingLedgerHandler | None
 
     def flow(self, steps: Generator[OverflowStep, Any, Recovered]) -> Flow[Recovered]:
-        """The recovery's ``steps`` as effects, each served by :meth:`serve` (awaited
-        :meth:`aserve` when run async); an error is thrown back into the steps where raised."""
+        """The recovery's ``steps`` as effects served by :meth:`serve`/:meth:`aserve`."""
         result: Any = None
         error: Exception | None = None
         try:
@@ -223,7 +201,7 @@ class ModelCall:
         with answering(), calls_in(scope), booked_by(self.booking):
             try:
                 return self.send(step)
-            except BaseException:  # the answer's usage is booked now: no usage step runs
+            except BaseException:
                 if self.booking is not None:
                     self.booking.release(scope)
                 raise
@@ -245,11 +223,11 @@ def with_context_schema(builder: Builder, model_node: str, channels: dict[str, A
     """A schema of the node's channels plus ``context``, made at run time."""
     try:
         hints = get_type_hints(builder.nodes[model_node].input_schema, include_extras=True)
-    except Exception:  # an unresolvable annotation: the channels are what matter
+    except Exception:
         hints = {}
     fields: dict[str, Any] = {name: hints.get(name, Any) for name in channels}
     fields.setdefault("context", Annotated[ContextReport, merge_context])
-    typed_dict: Any = TypedDict  # a schema made at run time
+    typed_dict: Any = TypedDict
     return typed_dict(f"{model_node}_input_with_context", fields, total=False)
 
 
@@ -264,9 +242,8 @@ def guarded_model_node(
     wire: Wire | None = None,
     booking: HoldingLedgerHandler | None = None,
 ) -> ModelNode:
-    """``runnable`` (the model node's) wrapped in :class:`OverflowRetry`. The wrapper reads the
-    node's channels as a dict, plus the ``context`` channel when the node does not read it (taken
-    out again, and the node's own state class built, before the node is called)."""
+    """``runnable`` (the model node's) wrapped in :class:`OverflowRetry`, reading the node's
+    channels plus ``context``."""
     schema = builder.nodes[model_node].input_schema
     channels = builder.schemas[schema]
     if "messages" not in channels:

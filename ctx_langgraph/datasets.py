@@ -1,8 +1,5 @@
-"""Long conversations to replay: the LoCoMo format and a seeded synthetic generator.
-
-Both give a :class:`Conversation`: LangChain messages with stable ids, when each was said, and
-questions whose answers are backed by evidence message ids.
-"""
+"""Long conversations to replay (:class:`Conversation`): the LoCoMo format and a seeded
+synthetic generator."""
 
 from __future__ import annotations
 
@@ -32,12 +29,11 @@ class QAItem:
     answer: str
     evidence: tuple[str, ...]
     category: int | str | None = None
-    """LoCoMo: 1-5 (5 = adversarial: ``answer`` is the wrong answer it baits); generated agent
-    sessions: ``identifier``, ``amount``, ``path`` or ``correction``."""
+    """LoCoMo: 1-5 (5: adversarial); generated sessions: ``identifier``, ``amount``, ..."""
     query: str | None = None
     """Keywords that find the evidence (synthetic data only)."""
     superseded: str | None = None
-    """Correction questions: the earlier value the answer replaced (must not read as current)."""
+    """Correction questions: the earlier value the answer replaced."""
 
     @property
     def answerable(self) -> bool:
@@ -47,21 +43,15 @@ class QAItem:
 
 TIME_KEY = "created_at"
 """Where a conversation's message carries its time: ``additional_kwargs["created_at"]`` (ISO
-8601), which ``ctx_budget`` records as the event's time. Provider converters leave it out of
-requests: langchain-openai sends only named keys of ``additional_kwargs`` (``name``,
-``tool_calls``, ``function_call``, ``audio``, ``type``, ...; Chat Completions and Responses),
-langchain-anthropic only each message's role and content."""
+8601), recorded as the event's time and never sent to a provider."""
 
 
 @dataclass(frozen=True)
 class Conversation:
     """A conversation to replay: messages with stable ids, when each was said, and questions.
 
-    Each message carries its time too (``additional_kwargs["created_at"]``, ISO 8601; see
-    :data:`TIME_KEY`), so a replay through the context-managed graph records the
-    conversation's own time, not the replay's. ``created_at`` is the truth: a message whose
-    own time differs is given a copy with the time of ``created_at``. A conversation given no
-    times at all (``created_at=[]``) leaves its messages as they are.
+    Each message is given its ``created_at`` time (:data:`TIME_KEY`), so a replay records the
+    conversation's own time; ``created_at=[]`` leaves the messages as they are.
 
     Examples:
         >>> conv = Conversation("c", [HumanMessage("hi", id="m1")],
@@ -100,16 +90,12 @@ class Conversation:
 
 
 def load_locomo(path: str | Path) -> Conversation:
-    """Load one LoCoMo conversation file (``sessions`` with date/times, ``qa`` with evidence).
-
-    ``speaker_a`` becomes the human side and ``speaker_b`` the AI side; message ids are the
-    dataset's dialog ids (``D3:12``), so QA evidence names messages directly. Image turns keep
-    their caption as ``[image: ...]``. Turns of a session are spaced 30 seconds apart.
+    """Load one LoCoMo conversation file: ``speaker_a`` is the human side, message ids are the
+    dialog ids (``D3:12``) the QA evidence names, turns are 30 seconds apart.
 
     Raises:
-        DatasetError: the file cannot be read or is not JSON, or is not one LoCoMo
-            conversation: a missing or mistyped field, a session date that does not parse, a
-            repeated ``dia_id``, or no turn at all. The message names the file and the field.
+        DatasetError: the file cannot be read, is not JSON or not one LoCoMo conversation (the
+            message names the file and the field).
     """
     path = Path(path)
     try:
@@ -281,11 +267,8 @@ _BOSSES = ("Priya Raman", "Elena Sousa", "Grace Okafor", "Hana Sato")
 def synthetic_conversation(
     seed: int = 0, *, sessions: int = 19, turns_per_session: int = 32
 ) -> Conversation:
-    """A LoCoMo-sized two-person conversation with planted facts and questions about them.
-
-    Deterministic for a seed. Each planted fact is said once, at a random turn, and its
-    question's ``evidence`` names that message; ``query`` holds keywords that find it.
-    Raises ``ValueError`` when ``sessions * turns_per_session`` leaves no turn for a fact.
+    """A LoCoMo-sized two-person conversation with planted facts and questions about them,
+    deterministic for a seed (``ValueError`` when there are fewer turns than facts).
 
     Examples:
         >>> conv = synthetic_conversation(seed=1, sessions=3, turns_per_session=10)

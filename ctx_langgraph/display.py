@@ -1,10 +1,5 @@
-"""Show what an agent does, offline: plain-text tables and a picture of a graph.
-
-:func:`format_table` aligns rows as text (numbers right, text left), as the CLI prints them.
-:func:`draw_graph` draws a LangGraph graph's nodes and edges with matplotlib, in layers from
-``__start__`` down, with no network and no Graphviz (LangGraph's ``draw_mermaid_png`` asks a web
-service by default, ``draw_png`` needs pygraphviz). Drawing needs matplotlib
-(``pip install 'ctx-langgraph[notebooks]'``); it is imported only when a graph is drawn.
+"""Show what an agent does, offline: plain-text tables (:func:`format_table`) and a picture of
+a graph drawn with matplotlib, no network and no Graphviz (:func:`draw_graph`).
 
 Examples:
     >>> print(format_table(["turn", "estimate"], [[1, 561], [2, 1204]]))
@@ -34,8 +29,8 @@ __all__ = ["draw_graph", "format_table"]
 
 _LAYER_HEIGHT = 1.0  # inches between the centres of two layers
 _GAP = 0.45  # inches between two boxes of one layer
-_NAME_CHAR = 0.085  # inches per character of a node name (10 pt)
-_NOTE_CHAR = 0.062  # inches per character of a node's metadata line (7.5 pt)
+_NAME_CHAR = 0.085  # inches per character of a node name
+_NOTE_CHAR = 0.062  # inches per character of a metadata line
 _MARGIN = 0.35
 
 
@@ -45,16 +40,15 @@ class _HasGraph(Protocol):
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where each node goes: its layer (row, from the top) and its order in that layer."""
+    """The nodes by layer (row, from the top), and the indices of the edges that close a cycle."""
 
     layers: list[list[str]]
-    back_edges: frozenset[int]  # indices into the edge list of edges that point up (cycles)
+    back_edges: frozenset[int]
 
 
 def _layout(nodes: Sequence[str], edges: Sequence[Edge]) -> _Layout:
-    """Layer a directed graph: a depth-first search from the entry points marks the edges that
-    close a cycle; every other edge points down, each node one layer below its lowest
-    predecessor; within a layer, nodes sit under the mean position of their predecessors."""
+    """Layer a directed graph: edges that close a cycle (found depth first) point up, each node
+    sits a layer below its lowest predecessor, under their mean position."""
     index = {node: i for i, node in enumerate(nodes)}
     outgoing: dict[str, list[int]] = {node: [] for node in nodes}
     has_incoming = set()
@@ -114,7 +108,7 @@ def _layout(nodes: Sequence[str], edges: Sequence[Edge]) -> _Layout:
 
 
 def _note(metadata: dict[str, Any] | None) -> str:
-    """A node's metadata as short lines (LangGraph puts a tool node's tools here)."""
+    """A node's metadata as short lines."""
     lines = []
     for key, value in (metadata or {}).items():
         shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
@@ -127,8 +121,7 @@ def _picture_class() -> type[Figure]:
     from matplotlib.figure import Figure
 
     class GraphFigure(Figure):
-        """A figure that shows itself as a PNG in IPython even when no matplotlib backend is
-        set up for inline display."""
+        """A figure that shows itself as a PNG in IPython."""
 
         def _repr_png_(self) -> bytes:
             buffer = BytesIO()
@@ -144,21 +137,17 @@ def draw_graph(
     highlight: Collection[str] = (),
     title: str | None = None,
 ) -> Figure:
-    """Draw a graph's nodes and edges as a picture, offline.
-
-    Nodes are laid out top-down in layers from the entry points; an edge that closes a cycle
-    curves back up. Conditional edges are dashed and carry their label when the graph has one;
-    a node's metadata (a tool node's tools) is written under its name.
+    """Draw a graph's nodes and edges as a picture, offline: top-down layers, conditional edges
+    dashed and labelled, a node's metadata under its name.
 
     Args:
         graph: A compiled LangGraph graph (anything with ``get_graph()``) or the
             ``langchain_core`` ``Graph`` it returns.
-        highlight: Node ids to fill in a second colour, e.g. the nodes a wiring step added.
+        highlight: Node ids to fill in a second colour.
         title: Written above the graph.
 
     Returns:
-        A matplotlib ``Figure`` (not registered with ``pyplot``). A notebook cell that ends with
-        it shows it as a PNG; ``figure.savefig(path)`` writes it to a file.
+        A matplotlib ``Figure`` (not registered with ``pyplot``), shown as a PNG in a notebook.
 
     Raises:
         ImportError: matplotlib is not installed.
@@ -228,12 +217,8 @@ class _Scene:
         return self.centre[node][0] + side * self.size[node][0] / 2
 
     def lanes(self) -> dict[int, tuple[int, float]]:
-        """The lane of each edge that closes a cycle: its side and x.
-
-        Such an edge leaves its source sideways, runs up a lane beside the layers it passes
-        and enters its target from the same side; the side is the one with fewer boxes to
-        cross in the two rows, each edge on its own lane.
-        """
+        """The lane (side, x) of each edge that closes a cycle: up beside the layers it passes,
+        on the side with fewer boxes to cross."""
         layers, depth = self.layout.layers, self.depth
         lanes: dict[int, tuple[int, float]] = {}
         used = {-1: 0, 1: 0}
@@ -260,7 +245,7 @@ class _Scene:
 def _scene(drawn: Graph, title: str | None) -> _Scene:
     names = {node_id: node.name or node_id for node_id, node in drawn.nodes.items()}
     notes = {node_id: _note(node.metadata) for node_id, node in drawn.nodes.items()}
-    for edge in drawn.edges:  # an edge to a node the graph does not list still gets a box
+    for edge in drawn.edges:
         for end in (edge.source, edge.target):
             names.setdefault(end, end)
             notes.setdefault(end, "")

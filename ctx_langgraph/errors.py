@@ -1,13 +1,8 @@
-"""Typed errors of ctx-langgraph.
-
-Every error says what happened, with the numbers, and what to do about it. All of them derive
-from :class:`ContextManagementError`, so one ``except`` catches everything the package raises
-on purpose.
+"""Typed errors of ctx-langgraph: each says what happened and what to do; all derive from
+:class:`ContextManagementError`.
 """
 
 from __future__ import annotations
-
-from typing import Protocol
 
 __all__ = [
     "CompactRequestError",
@@ -35,36 +30,18 @@ __all__ = [
 ]
 
 
-class _Scoped(Protocol):
-    """What an error needs of a :class:`~ctx_langgraph.core.scope.Scope` (named structurally, so
-    this bottom module imports nothing of the package)."""
-
-    @property
-    def thread_id(self) -> str: ...
-
-    @property
-    def tenant(self) -> str: ...
-
-    @property
-    def branch(self) -> str: ...
-
-
 class ContextManagementError(Exception):
     """Base class of every error raised on purpose by ctx-langgraph."""
 
 
 class HistoryStoreError(ContextManagementError):
-    """The history store cannot do its job: database unreachable, schema too old or too new,
-    or a database error that is not one of the more specific errors below.
-
-    The original driver exception, when there is one, is chained as ``__cause__``.
-    """
+    """The history store cannot do its job (database unreachable, schema too old or too new,
+    a database error); the driver's exception is chained as ``__cause__``."""
 
 
 class EmbeddingError(ContextManagementError):
-    """The history store's embedding model failed, timed out or returned something that is not
-    a vector of the index's dimensions. Never raised into a turn: the events stay pending (and
-    are embedded later) and a search falls back to words (docs/design.md §4)."""
+    """The history store's embedding model failed, timed out or returned no vector of the
+    index's dimensions. Never raised into a turn: a search falls back to words."""
 
 
 class ScopeError(ContextManagementError, ValueError):
@@ -72,10 +49,8 @@ class ScopeError(ContextManagementError, ValueError):
 
 
 class ThreadIdMissing(ScopeError):
-    """A run without ``config["configurable"]["thread_id"]``: there is no thread to record its
-    messages in, book its usage under or read its history from, and the messages of two
-    anonymous runs must never share one. Raised before anything is stored or sent (as LangGraph
-    raises for a graph compiled with a checkpointer); a ``ValueError`` too."""
+    """A run without ``config["configurable"]["thread_id"]``, raised before anything is stored
+    or sent; a ``ValueError`` too."""
 
     def __init__(self) -> None:
         super().__init__(
@@ -87,24 +62,17 @@ class ThreadIdMissing(ScopeError):
 
 
 class EventConflict(HistoryStoreError):
-    """An append or edit would rewrite an event that the scope does not own.
-
-    Raised when a branch tries to revise an event it inherited from its parent branch (the
-    event is shared, so rewriting it would change the parent's history as well).
-    """
+    """An append or edit would rewrite an event the scope does not own (a branch revising an
+    event it inherited from its parent)."""
 
 
 class CompactionConflict(ContextManagementError):
-    """Another worker committed a compaction checkpoint first.
-
-    The compare-and-swap on the active generation failed: ``expected_generation`` is the
-    generation the candidate was built on, ``actual_generation`` the one the store now holds.
-    Rebuild the candidate from the new active checkpoint and retry.
-    """
+    """Another worker committed a compaction checkpoint first: the candidate was built on
+    ``expected_generation``, the store now holds ``actual_generation``."""
 
     def __init__(
         self,
-        scope: _Scoped,
+        scope: object,
         *,
         candidate_id: str,
         expected_generation: int,
@@ -122,13 +90,10 @@ class CompactionConflict(ContextManagementError):
 
 
 class StaleCandidate(ContextManagementError):
-    """A candidate's covered range changed (revised, hidden or deleted events) after its snapshot.
+    """A candidate's covered range changed after its snapshot: it is marked ``failed`` and must
+    be rebuilt."""
 
-    Such a candidate summarizes history that no longer exists as it was; it is marked
-    ``failed`` and must be rebuilt from a new snapshot.
-    """
-
-    def __init__(self, scope: _Scoped, *, candidate_id: str, reason: str) -> None:
+    def __init__(self, scope: object, *, candidate_id: str, reason: str) -> None:
         self.scope = scope
         self.candidate_id = candidate_id
         self.reason = reason
@@ -139,18 +104,13 @@ class StaleCandidate(ContextManagementError):
 
 
 class CoverageUnavailable(ContextManagementError, ValueError):
-    """A summary cannot cover a branch through ``through_seq``: the thread has no events yet
-    (``covered_through_seq`` is None), or ``through_seq`` is not after what the active summary
-    covers and at most the branch head.
-
-    The usual cause is a race: another worker committed a summary covering the span since the
-    active summary was read. Read the active summary again; if it covers the span, use it.
-    (A ``ValueError`` too, for callers that caught the untyped error.)
-    """
+    """A summary cannot cover a branch through ``through_seq``: no events yet, or ``through_seq``
+    not between what the active summary covers and the branch head (usually another worker
+    committed first: read the active summary again). A ``ValueError`` too."""
 
     def __init__(
         self,
-        scope: _Scoped,
+        scope: object,
         *,
         through_seq: int,
         covered_through_seq: int | None = None,
@@ -171,10 +131,7 @@ class CoverageUnavailable(ContextManagementError, ValueError):
 
 
 class UsageParseError(ContextManagementError, ValueError):
-    """A usage payload is malformed or cannot be interpreted.
-
-    ``field`` names the offending field as a dotted path (``usage.prompt_tokens_details.cached_tokens``).
-    """
+    """A usage payload is malformed; ``field`` names the offending field as a dotted path."""
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
@@ -183,12 +140,8 @@ class UsageParseError(ContextManagementError, ValueError):
 
 
 class ContextBudgetExceeded(ContextManagementError):
-    """The next request cannot fit the model's window, and nothing we can do would make it fit.
-
-    Raised before the request is sent (a request that must fail is never sent). The numbers:
-    ``estimate`` (input tokens incl. the safety margin), ``usable`` (window minus the output
-    reserve), and ``largest`` (the largest single message that must stay verbatim).
-    """
+    """The next request cannot fit the model's window whatever is compacted; raised before it
+    is sent, with ``estimate``, ``usable`` and ``largest`` (the largest verbatim message)."""
 
     def __init__(
         self, *, estimate: int, usable: int, window: int, reserve: int, largest: int, advice: str
@@ -206,15 +159,8 @@ class ContextBudgetExceeded(ContextManagementError):
 
 
 class ProviderCountError(ContextManagementError):
-    """The provider could not count a request's input tokens.
-
-    Raised by the provider count hooks (:mod:`ctx_langgraph.providers.count`) on any
-    failure: an HTTP error reply, a timeout or lost connection, or a reply without a usable
-    ``input_tokens`` number. ``provider`` names the provider (``anthropic``, ``openai``),
-    ``status_code`` is the HTTP status when there was a reply, and ``reason`` says what went
-    wrong; the original exception, when there is one, is chained as ``__cause__``. Nothing was
-    counted, so the caller can fall back to its local estimate.
-    """
+    """The provider could not count a request's input tokens (HTTP error, timeout, no
+    ``input_tokens``); ``status_code`` is the HTTP status when there was a reply."""
 
     def __init__(self, provider: str, reason: str, *, status_code: int | None = None) -> None:
         self.provider = provider
@@ -228,9 +174,8 @@ class ProviderCountError(ContextManagementError):
 
 
 class CompactionFailed(ContextManagementError):
-    """Compaction could not produce a valid summary within its attempts and time budget, and the
-    request does not fit without it. The previous summary stays active and no message was removed.
-    """
+    """Compaction produced no valid summary within its attempts and time, and the request does
+    not fit without one; the previous summary stays active."""
 
     def __init__(self, *, attempts: int, problems: list[str], estimate: int, usable: int) -> None:
         self.attempts = attempts
@@ -246,10 +191,8 @@ class CompactionFailed(ContextManagementError):
 
 
 class CompactRequestError(ContextManagementError, ValueError):
-    """A compaction request cannot be served as given: its instructions are not text or are too
-    long, ``requested_by`` is unknown, ``keep_recent_tokens`` is not a count, or the graph given
-    to :func:`~ctx_langgraph.compaction.request.compact_thread` has no context management.
-    Nothing was compacted and nothing was lost."""
+    """A compaction request cannot be served as given (bad instructions, ``requested_by`` or
+    ``keep_recent_tokens``, or a graph without context management); nothing was compacted."""
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
@@ -257,13 +200,8 @@ class CompactRequestError(ContextManagementError, ValueError):
 
 
 class SummaryFormatError(ContextManagementError, ValueError):
-    """A summary text does not follow the structured summary format.
-
-    Raised by :meth:`~ctx_langgraph.compaction.SummaryDocument.parse` when a required section
-    heading is missing (``section`` names it) or a line cannot be read, such as a key fact
-    without its ``[seq N]`` source (``line`` is its 1-based line number). A summary that fails
-    to parse is never committed: regenerate it.
-    """
+    """A summary text does not follow the structured format: a missing ``section`` or an
+    unreadable ``line`` (1-based). Such a summary is never committed."""
 
     def __init__(
         self, problem: str, *, section: str | None = None, line: int | None = None
@@ -279,9 +217,8 @@ class SummaryFormatError(ContextManagementError, ValueError):
 
 
 class SummaryModelError(ContextManagementError, ValueError):
-    """A ``summary_model`` (or ``model``) spec string cannot be made into a chat model: its provider's API key
-    is not set (``key`` names the environment variable), its integration package is missing, or
-    ``init_chat_model`` does not know the provider."""
+    """A ``summary_model`` (or ``model``) spec string cannot be made into a chat model: no API
+    key (``key`` names the variable), no integration package, or an unknown provider."""
 
     def __init__(
         self, spec: str, reason: str, *, key: str | None = None, argument: str = "summary_model"
@@ -298,26 +235,17 @@ class SummaryModelError(ContextManagementError, ValueError):
 
 
 class RetentionError(ContextManagementError):
-    """Checkpoint retention cannot prune as asked: an unsupported checkpointer, a sync call on
-    an async saver, or a thread whose values are rebuilt from older checkpoints (a
-    ``DeltaChannel``). Nothing of the refused thread was deleted."""
+    """Checkpoint retention cannot prune as asked (an unsupported checkpointer, a sync call on an
+    async saver, a ``DeltaChannel`` thread); nothing of the thread was deleted."""
 
 
 class DatasetError(ContextManagementError, ValueError):
-    """An evaluation dataset (LoCoMo file, JSONL trace, generated session) is malformed.
-
-    The message names the file and, for line formats, the line number.
-    """
+    """An evaluation dataset (LoCoMo file, JSONL trace, generated session) is malformed."""
 
 
 class DocumentError(ContextManagementError, ValueError):
-    """A thread export document cannot be imported: it is not an export this version reads,
-    or one of its fields is missing, of the wrong type, or inconsistent with the rest.
-
-    ``path`` names the offending place in the document (``events[3].seq``) and ``reason`` says
-    what is wrong with it. The whole document is checked before anything is written, so
-    nothing was imported.
-    """
+    """A thread export document cannot be imported; ``path`` names the offending place
+    (``events[3].seq``). Nothing was written."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
@@ -329,10 +257,7 @@ class DocumentError(ContextManagementError, ValueError):
 
 
 class MemoryExtractionError(ContextManagementError):
-    """A memory extractor failed or answered something that is not a list of memories.
-
-    The conversation is not affected: the turn goes on without new memories.
-    """
+    """A memory extractor failed or answered no list of memories (the turn goes on)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"memory extraction failed: {reason}")
@@ -340,16 +265,11 @@ class MemoryExtractionError(ContextManagementError):
 
 
 class MemoryStoreError(ContextManagementError):
-    """The long-term memory's LangGraph store could not be read or written (down, refused,
-    or holding a record this version cannot read)."""
+    """The long-term memory's LangGraph store could not be read or written."""
 
 
 class ProviderCompactionError(ContextManagementError):
-    """A provider's own compaction failed (HTTP error, timeout, a reply without a window).
-
-    The readable summary of the same span is committed anyway; only the opaque window is
-    missing, and the next requests are built from the readable summary.
-    """
+    """A provider's own compaction failed; the readable summary of the span is used instead."""
 
     def __init__(self, provider: str, reason: str) -> None:
         super().__init__(f"{provider} compaction failed: {reason}")

@@ -1,6 +1,5 @@
-"""What the two indexes over a thread's history report in the ``context`` channel: the segment
-index (``context["compaction"]["segments"]``) and the vector index (``context["index"]``).
-Re-exported by :mod:`ctx_langgraph.state`, which types the whole channel."""
+"""What the segment index and the vector index report in the ``context`` channel (re-exported
+by :mod:`ctx_langgraph.state`)."""
 
 from __future__ import annotations
 
@@ -15,32 +14,27 @@ class SegmentReport(TypedDict):
     built: int
     """Segments summarized and stored."""
     failed: int
-    """Ranges tried and left for the next build (the summarizer or the store failed, or an
-    edit raced the build)."""
+    """Ranges tried and left for the next build."""
     pending: int
     """Ranges still waiting (at most two are built per compaction)."""
     error: NotRequired[str]
     """The last problem met."""
     background: NotRequired[bool]
-    """The build runs in the background (``precompact_at`` is set): its counts are not known
-    yet."""
+    """The build runs in the background: its counts are not known yet."""
 
 
 class IndexReport(TypedDict, total=False):
-    """``context["index"]``: the history store's vector index after the turn (``ctx_usage``
-    embeds the events that await a vector; docs/design.md §4)."""
+    """``context["index"]``: the history store's vector index after the turn (``ctx_usage``)."""
 
     embedded: int
     """Events embedded after this turn."""
     pending: int
-    """Events still without a vector (a failure, or more than one call embeds): they are
-    found by words only until embedded, on a later turn."""
+    """Events still without a vector (found by words only until embedded)."""
     tokens: int
-    """Tokens of this turn's embedding calls (booked in the usage ledger, purpose
-    ``embedding``)."""
+    """Tokens of this turn's embedding calls (booked as ``embedding``)."""
     error: str | None
-    """Why embedding stopped (the model failed or timed out, or the store did)."""
+    """Why embedding stopped."""
     seconds: float
     """Time spent embedding."""
     background: bool
-    """Embedding runs in the background (``precompact_at`` is set): counts not known yet."""
+    """Embedding runs in the background: counts not known yet."""

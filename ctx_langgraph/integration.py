@@ -8,15 +8,9 @@ around its model node, without touching your node code::
        over trigger  ▼  │
                   ctx_compact
 
-Every edge that led to the model node now leads to ``ctx_budget``; every edge (and conditional
-edge) that left the model node now leaves ``ctx_usage``; the state gets the ``context`` channel
-(:class:`~ctx_langgraph.state.ContextState`). The nodes are built by
-:func:`~ctx_langgraph.wiring.context_steps`, as the middleware's steps are. With
-``book_model_calls`` (the default) every chat-model call inside the model node, the summarizer
-and a model-backed memory extractor is booked as it streams; the answer is booked by
-``ctx_usage`` with the reply, never twice. A request the provider rejects as too long is
-compacted and sent once more (:mod:`ctx_langgraph._overflow`); ``context["overflow"]`` counts
-the thread's retries. :func:`create_context_agent` builds a tool-calling agent wired this way.
+Edges into the model node now lead to ``ctx_budget``, edges out of it leave ``ctx_usage``; the
+state gets the ``context`` channel. A request the provider rejects as too long is compacted and
+sent once more. :func:`create_context_agent` builds a tool-calling agent wired this way.
 """
 
 from __future__ import annotations
@@ -122,11 +116,9 @@ def _warn_goto(builder: Builder, model_node: str) -> None:
 def _wired(
     builder: Builder, model_node: str, runnable: Runnable[Any, Any], steps: ContextSteps
 ) -> Builder:
-    """The graph with our nodes added, the model node wrapped (booked, retried after an
-    overflow) and the routes between them: edges into the model node moved onto
-    ``ctx_budget``, edges out of it onto ``ctx_usage``."""
+    """The graph with our nodes added, the model node wrapped and its edges moved onto ours."""
     budget, compact, usage = steps.nodes()
-    try:  # the input schema adds the ``context`` channel to the graph
+    try:
         builder.add_node(CTX_BUDGET, budget, input_schema=ContextState)
     except ValueError as exc:
         raise ValueError(
@@ -179,10 +171,9 @@ def add_context_management(
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` around an existing graph's model node.
 
-    Your nodes are not changed: edges into ``model_node`` now go to ``ctx_budget`` (then to
-    ``ctx_compact`` first when the next request would be over the trigger), edges out of it leave
-    from ``ctx_usage``; the state gets the ``context`` channel. Compile as usual; a request the
-    provider rejects as too long is compacted and sent once more. Returns the same builder.
+    Edges into ``model_node`` now go to ``ctx_budget`` (then ``ctx_compact`` when the next
+    request would be over the trigger), edges out of it leave from ``ctx_usage``. Returns the
+    same builder, to compile as usual.
 
     Args:
         builder: the uncompiled graph; its state must have an ``add_messages`` ``messages`` key.
@@ -199,7 +190,7 @@ def add_context_management(
         ledger: where usage is booked (default: a ``UsageLedger`` on ``store``).
         counter: overrides the token counter picked from the model name.
         provider_count: a provider token-count hook asked near the limit.
-        book_model_calls: book the chat-model calls of the node, summarizer and memory as they stream.
+        book_model_calls: book every chat-model call (node, summarizer, memory) as it streams.
         pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept first in every view.
         memory: :class:`~ctx_langgraph.memory.LongTermMemory` recalled into the view.
 
@@ -239,9 +230,12 @@ def add_context_management(
     return _wired(builder, model_node, runnable, steps)
 
 
-def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
-    """``START → model → tools → model ...`` (``model → END`` without tools), uncompiled."""
-    model = asks_stream_usage(model)  # a streamed call reports its usage, where it can ask
+def _agent_graph(
+    model: Any, tools: list[Any], prompt: str | None
+) -> tuple[Builder, Runnable[Any, Any]]:
+    """``START → model → tools → model ...`` (``model → END`` without tools), uncompiled, and
+    the model node's runnable."""
+    model = asks_stream_usage(model)
     bound = model.bind_tools(tools) if tools else model
 
     def request(state: dict[str, Any]) -> list[BaseMessage]:
@@ -264,7 +258,7 @@ def _agent_graph(model: Any, tools: list[Any], prompt: str | None) -> Builder:
         builder.add_edge("tools", "model")
     else:
         builder.add_edge("model", END)
-    return builder
+    return builder, model_runnable
 
 
 @checked_arguments("create_context_agent", chat_model=True)
@@ -287,28 +281,23 @@ def create_context_agent(
 ) -> StateGraph[Any, Any, Any, Any]:
     """A tool-calling agent with context management, uncompiled (compile with your checkpointer).
 
-    The graph: ``START → ctx_budget → model → ctx_usage → tools → ctx_budget ...`` with
-    ``ctx_compact`` taken when the next request would be over the trigger. With ``lookup_tool``
-    the model also gets :func:`~ctx_langgraph.lookup.make_history_lookup_tool` to fetch exact
-    old messages the summary no longer holds.
+    The graph: ``START → ctx_budget → model → ctx_usage → tools → ctx_budget ...``, through
+    ``ctx_compact`` when the next request would be over the trigger.
 
     Args:
         model: a chat model supporting ``bind_tools``, or an ``init_chat_model`` spec string
-            (it writes the summaries too, unless ``summary_model``/``summarizer`` say otherwise
-            or it is an offline fake such as ``MeteringChatModel``).
+            (it writes the summaries too, unless ``summary_model``/``summarizer`` is given).
         tools: the agent's tools.
         prompt: a system prompt prepended to every request (not stored in the state).
         store: the history store, as :func:`add_context_management` takes it (so are
             ``config``, ``summarizer``, ``summary_model``, ``pinned_rules``, ``memory`` and
             ``provider_count``).
-        lookup_tool: give the model the history lookup tool (``True``: one with default
-            settings; or a tool made with :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
+        lookup_tool: give the model the history lookup tool (``True``, or a tool made with
+            :func:`~ctx_langgraph.lookup.make_history_lookup_tool`).
         ledger: where usage is booked (default: on ``store``).
         counter: overrides the token counter picked from the model name.
-        compact_tool: give the model the ``compact_context`` tool: it asks for a compaction
-            with an optional focus, done before its next step (the input
-            ``{"context": {"compact": {"instructions": "..."}}}`` and
-            :func:`~ctx_langgraph.compaction.compact_thread` ask without the model).
+        compact_tool: give the model the ``compact_context`` tool, to ask for a compaction
+            before its next step.
 
     Examples:
         >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -324,19 +313,19 @@ def create_context_agent(
     """
     own = context_tools(store, config, lookup_tool=lookup_tool, compact_tool=compact_tool)
     all_tools = [*tools, *own]
-    return add_context_management(
-        _agent_graph(model, all_tools, prompt),
-        model_node="model",
-        store=store,
+    builder, runnable = _agent_graph(model, all_tools, prompt)
+    steps = context_steps(
+        store,
         config=config,
-        summarizer=summarizer,
-        summary_model=summary_model,
+        ledger=ledger,
         model=model,
         tools=all_tools,
         system_prompt=prompt,
-        ledger=ledger,
+        summarizer=summarizer,
+        summary_model=summary_model,
         counter=counter,
+        provider_count=provider_count,
         pinned_rules=pinned_rules,
         memory=memory,
-        provider_count=provider_count,
-    )
+    )  # the arguments are checked already: wired directly, not through add_context_management
+    return _wired(builder, "model", runnable, steps)

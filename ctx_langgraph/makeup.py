@@ -1,16 +1,9 @@
 """The make-up of a request: its input tokens split into the parts the budget counts.
 
-``ctx_budget`` writes it for the request it lets through to the model
-(``context["request"]["makeup"]``, :mod:`ctx_langgraph.budget.prefix_step`); ``ctx_usage`` books
-it with the reply that answers that request, in the usage ledger's ``makeup`` column (JSON text,
-:class:`~ctx_langgraph.usage.booking.LedgerRecord` ``makeup``); a thread export carries it; a
-page that draws a call as one stacked bar against the window reads it. One format for all of
-them, defined here.
-
-The parts are counted as the prefix measure counts the request (the tool schemas and system
-prompt the model node adds, then each message of the view, :mod:`ctx_langgraph.budget.prefix`);
-``estimate`` is what the budget estimated for the same request, and ``adjustment`` the
-difference: ``sum(parts) + adjustment == estimate``, exactly.
+``ctx_budget`` writes it for the request it lets through (``context["request"]["makeup"]``),
+``ctx_usage`` books it in the usage ledger's ``makeup`` column, a thread export carries it. The
+parts are counted by the prefix measure (:mod:`ctx_langgraph.budget.prefix`);
+``sum(parts) + adjustment == estimate``, exactly.
 
 Examples:
     >>> makeup: RequestMakeup = {"system": 12, "pinned": 0, "tools": 90, "memory": 0,
@@ -54,9 +47,7 @@ MAKEUP_PARTS: Final = (
 MAKEUP_KEYS: Final = (*MAKEUP_PARTS, "adjustment", "estimate", "reserve", "window", "prefix")
 """Every key a make-up must have, in the order it is written."""
 HELD_KEYS: Final = ("generation", "covered_through", "trigger")
-"""Keys ``ctx_budget`` adds after :data:`MAKEUP_KEYS`: which summary the request held, where
-its raw tail starts, and the trigger the request was checked against (optional: a make-up
-written before them is still one)."""
+"""Optional keys ``ctx_budget`` adds after :data:`MAKEUP_KEYS`."""
 
 
 class RequestMakeup(TypedDict):
@@ -64,8 +55,7 @@ class RequestMakeup(TypedDict):
     against: plain ints, every key present (``sum(parts) + adjustment == estimate``)."""
 
     system: int
-    """System messages of the view that are neither pinned rules, memory nor the summary,
-    plus the system prompt the model node adds itself."""
+    """Other system messages of the view, plus the system prompt the model node adds."""
     pinned: int
     """The pinned-rule messages."""
     tools: int
@@ -73,8 +63,7 @@ class RequestMakeup(TypedDict):
     memory: int
     """The long-term memory message."""
     summary: int
-    """The summary message (a provider's own compacted window too), its artifact trail left
-    out."""
+    """The summary message (or a provider's compacted window), without its artifact trail."""
     trail: int
     """The artifact trail inside the summary message (0: none)."""
     lookup: int
@@ -82,33 +71,26 @@ class RequestMakeup(TypedDict):
     tail: int
     """Every other message: the verbatim conversation since the summary."""
     adjustment: int
-    """``estimate`` minus the parts above (may be negative): the measured-minus-counted
-    difference when the estimate started from the provider's measured input, the reply
-    priming of a recount, what the provider's own count or context editing changed."""
+    """``estimate`` minus the parts above (may be negative)."""
     estimate: int
-    """The budget's estimate of the request's input tokens, margin excluded
-    (``context["budget"]["input_tokens"]`` of the pass that let it through)."""
+    """The budget's estimate of the request's input tokens, margin excluded."""
     reserve: int
     """The output reserve (tokens kept free for the reply)."""
     window: int
     """The model's context window."""
     prefix: int
-    """Leading tokens identical to the thread's previous request: what a prompt cache can
-    read (``context["cache"]["prefix_tokens"]``)."""
+    """Leading tokens identical to the thread's previous request (prompt-cacheable)."""
     generation: NotRequired[int]
     """The generation of the active summary the request held (0: none yet)."""
     covered_through: NotRequired[int]
-    """The last seq that summary covers: the request's raw tail starts after it (0: none)."""
+    """The last seq that summary covers (0: none)."""
     trigger: NotRequired[int]
-    """The budget's trigger in tokens when the request was let through: compaction starts
-    when the estimate plus its safety margin is above it (a page draws it as a line)."""
+    """The budget's trigger in tokens when the request was let through."""
 
 
 def makeup_problem(value: object) -> str | None:
-    """What keeps ``value`` from being a make-up, or None when it is one: a mapping with every
-    key of :data:`MAKEUP_KEYS` (more keys are allowed), each an int (the parts, the estimate,
-    the reserve, the window and the prefix at least 0), whose parts and adjustment sum to the
-    estimate."""
+    """What keeps ``value`` from being a make-up (every key of :data:`MAKEUP_KEYS`, ints, all
+    but ``adjustment`` at least 0, summing to the estimate), or None when it is one."""
     if not isinstance(value, Mapping):
         return f"expected a mapping of token counts, got {type(value).__name__}"
     missing = [key for key in MAKEUP_KEYS if key not in value]
@@ -136,8 +118,7 @@ def makeup_json(makeup: Mapping[str, int]) -> str:
 
 
 def makeup_from_json(text: str | None) -> dict[str, int] | None:
-    """A stored make-up read back; None for none, and for text that is not a JSON object of
-    ints (a reader never fails on it)."""
+    """A stored make-up read back; None for none or for anything but a JSON object of ints."""
     if text is None:
         return None
     try:

@@ -1,11 +1,7 @@
 """``ContextManagementMiddleware``: the same context management for ``langchain.agents.create_agent``.
 
-The steps are the graph nodes' own (:func:`~ctx_langgraph.wiring.context_steps`):
 ``before_model`` runs the budget/compact rounds, ``wrap_model_call`` calls the model through the
-one overflow-retry path (a request the provider rejects as too long is compacted and sent once
-more; ``context["overflow"]`` counts the retries) with every chat-model call booked as it
-streams, and ``after_model`` records the reply and books its usage. The model, the tools and
-the system prompt are read from the model request.
+overflow retry, ``after_model`` records the reply and books its usage.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from ctx_langgraph.wiring import ContextSteps, compaction_rounds, context_steps,
 
 __all__ = ["ContextAgentState", "ContextManagementMiddleware"]
 
-# a model call's result with a state update (absent from the first langchain 1.x releases)
 _EXTENDED_RESPONSE: Any = getattr(langchain.agents.middleware.types, "ExtendedModelResponse", None)
 _KEPT = 8
 """Request shapes (model, tools, system prompt) whose steps a middleware keeps built."""
@@ -66,25 +61,17 @@ class ContextAgentState(AgentState[Any]):
 class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     """Budget, compaction, usage booking and history lookup for ``create_agent``.
 
-    The model, the tools and the system prompt are read from ``create_agent``'s model requests
-    (``ContextManagementMiddleware(store)`` is enough); the steps are built by
-    :func:`~ctx_langgraph.wiring.context_steps`, as :func:`~ctx_langgraph.add_context_management`
-    builds its nodes. ``store``, ``config``, ``summarizer``, ``summary_model``, ``ledger``,
-    ``counter``, ``provider_count``, ``pinned_rules`` and ``memory`` are as
-    :func:`~ctx_langgraph.add_context_management` takes them (the default summarizer is the
-    agent's model, unless it is an offline fake). ``model``, ``tools`` and ``system_prompt``
-    override what the model requests carry (``tools``: the agent's tools; this middleware's own
-    are added); they are not needed with ``create_agent``.
+    The model, the tools and the system prompt are read from the model requests
+    (``ContextManagementMiddleware(store)`` is enough). ``store``, ``config``, ``summarizer``,
+    ``summary_model``, ``ledger``, ``counter``, ``provider_count``, ``pinned_rules`` and
+    ``memory`` are as :func:`~ctx_langgraph.add_context_management` takes them; ``model``,
+    ``tools`` and ``system_prompt`` override what the model requests carry.
 
     Args:
         lookup_tool: give the agent :func:`~ctx_langgraph.lookup.make_history_lookup_tool`.
         compact_tool: give the agent the ``compact_context`` tool
-            (:func:`~ctx_langgraph.compaction.make_compact_tool`): the model asks for a
-            compaction, with an optional focus, done before its next call (the input
-            ``{"context": {"compact": {"instructions": "..."}}}`` asks without the model).
-        max_rounds: budget/compact rounds per model call: sets
-            ``config.max_compaction_rounds`` (None: as the config says, 3 by default). A
-            round that makes no progress is the last.
+            (:func:`~ctx_langgraph.compaction.make_compact_tool`).
+        max_rounds: sets ``config.max_compaction_rounds`` (None: as the config says).
 
     Examples:
         >>> from langchain.agents import create_agent
@@ -156,19 +143,16 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             memory=memory,
         )
         self._built: dict[tuple[Any, ...], ContextSteps] = {}
-        self._steps: ContextSteps | None = None
-        """The steps of the last request's model, tools and system prompt (None: no request
-        showed them yet, and this middleware was given none)."""
+        self._steps: ContextSteps | None = None  # the last request's (None: none seen yet)
         if self._given != (None, None, None):
             self._steps = self._steps_for(model, self._given[1] or tuple(self.tools), system_prompt)
-        self._unbudgeted: dict[Any, None] = {}
-        """Threads whose ``before_model`` came before any request: their model call budgets."""
+        self._unbudgeted: dict[Any, None] = {}  # threads whose model call must run the budget
 
     def _steps_for(
         self, model: Any, tools: tuple[Any, ...], system_prompt: str | None
     ) -> ContextSteps:
         """The steps for requests of this model, tools and system prompt (a few kept built)."""
-        key = (id(model), tuple(map(id, tools)), system_prompt)  # the steps keep them alive
+        key = (id(model), tuple(map(id, tools)), system_prompt)
         if key not in self._built:
             if len(self._built) >= _KEPT:
                 del self._built[next(iter(self._built))]
@@ -176,8 +160,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         return self._built[key]
 
     def _learn(self, request: ModelRequest[Any]) -> ContextSteps:
-        """The steps for ``request`` (what this middleware was not given, read from it); the
-        hooks use them from now on."""
+        """The steps for ``request`` (what this middleware was not given, read from it)."""
         model, tools, prompt = self._given
         self._steps = self._steps_for(
             request.model if model is None else model,
@@ -187,8 +170,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         return self._steps
 
     def _before_model(self, state: ContextAgentState) -> Flow[dict[str, Any]] | None:
-        """The budget/compact rounds; None before any request showed the model, the tools and
-        the system prompt (the model call runs them then)."""
+        """The budget/compact rounds; None before any request showed the model (the model call
+        runs them then)."""
         config = get_config()
         if self._steps is None:
             if len(self._unbudgeted) >= _KEPT * 128:
@@ -214,10 +197,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
     def _model_call(
         self, request: ModelRequest[Any], handler: Callable[..., Any]
     ) -> Flow[tuple[Recovered, dict[str, Any] | None]]:
-        """The model call with the overflow recovery, on the request's messages and context;
-        first the budget (and compaction) ``before_model`` could not run before the first
-        request showed the model, the tools and the system prompt. Returns the call's outcome
-        and that budget's state update (None: ``before_model`` ran it)."""
+        """The model call with the overflow recovery, after the budget ``before_model`` could not
+        run yet; returns the outcome and that budget's update (None: ``before_model`` ran it)."""
         steps, config = self._learn(request), get_config()
         context = unpack(cast("dict[str, Any]", request.state).get("context"))
         before: dict[str, Any] | None = None
@@ -227,14 +208,14 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
             if "messages" in before:
                 messages = add_messages(cast("Any", request.messages), before["messages"])
                 request = request.override(messages=cast("Any", messages))
-            if before.get("jump_to") == "end":  # a requested compaction, nothing to answer
+            if before.get("jump_to") == "end":
                 return Recovered(ModelResponse(result=[])), before
 
         def send(step: OverflowStep) -> Any:
             kind, view = step
             messages = request.messages if kind == "call" else view["messages"]
             sent = steps.wire.messages(messages, context if kind == "call" else view["context"])
-            model = asks_stream_usage(request.model)  # a stream reports its usage, if it can ask
+            model = asks_stream_usage(request.model)
             if sent is request.messages and model is request.model:
                 return handler(request)
             return handler(request.override(messages=cast("Any", list(sent)), model=model))
@@ -246,10 +227,8 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
 
     @staticmethod
     def _responded(outcome: Recovered, before: dict[str, Any] | None) -> Any:
-        """The model call's result; with the budget's update when it ran here (its messages
-        before the reply's), and after a recovery with ``context["overflow"]`` (its messages
-        are not rewritten here: ``ctx_budget`` applies the committed summary on the next
-        turn)."""
+        """The model call's result, with the budget's update when it ran here and
+        ``context["overflow"]`` after a recovery."""
         response = checkpoint_safe(outcome.result)
         update: dict[str, Any] = dict((before or {}).get("context") or {})
         if outcome.overflow is not None:
@@ -282,7 +261,7 @@ class ContextManagementMiddleware(AgentMiddleware[ContextAgentState, Any, Any]):
         return self._responded(outcome, before)
 
     def after_model(self, state: ContextAgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        if self._steps is None:  # no model call was made
+        if self._steps is None:
             return None
         return self._steps.usage.invoke(dict(state), get_config()) or None
 

@@ -1,11 +1,8 @@
 """Pinned rules: persistent instructions that stay in force after every compaction.
 
-A project's rules file (or a LangGraph store entry) is read on every turn by ``ctx_budget`` and
-kept as the first message of the working view, a system message with a stable id. It is never
-recorded in the history store, so it is never summarized and never covered by a summary; a
-compaction keeps leading system messages, so it survives every one; an edit to the file takes
-effect on the next turn. Like Claude Code's memory index, only the first ``max_lines`` lines and
-``max_bytes`` bytes are loaded (200 and 25 KB by default), with a note when more was cut.
+Read on every turn by ``ctx_budget`` (text, a file or a LangGraph store entry) and kept as the
+view's first message, never recorded nor summarized; only the first ``max_lines`` lines and
+``max_bytes`` bytes are loaded.
 """
 
 from __future__ import annotations

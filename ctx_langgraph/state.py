@@ -1,14 +1,6 @@
-"""The graph state our nodes read and write: messages plus a small ``context`` channel.
-
-``context`` holds plain JSON values only (no sets, no custom classes: they break
-``LANGGRAPH_STRICT_MSGPACK`` and bloat every checkpoint, docs/design.md §3) and stays small:
-:class:`ContextReport`'s ten keys are the control state the next turn needs plus one bounded
-report. Nodes work with the facts flat (:class:`FlatContext`, :func:`unpack`) and return the
-facts they change; :func:`merge_context` files each under its key (:data:`LAYOUT`).
-
-Who writes what: ``ctx_budget`` (the estimate, the decision, what it recorded, how it kept the
-view in step with the store), ``ctx_compact`` (the summary committed, or why not), ``ctx_usage``
-(the baseline, the usage booked), the overflow recovery (``overflow``, ``shrink_tool_results``).
+"""The graph state: messages plus a small ``context`` channel of plain JSON values
+(:class:`ContextReport`, docs/design.md §3). Nodes work with the facts flat (:class:`FlatContext`)
+and return those they change; :func:`merge_context` files each under its key (:data:`LAYOUT`).
 
 Examples:
     >>> report: ContextReport = {"view": {"epoch": 2}, "report": {"budget": {"decision": "proceed"}}}
@@ -19,7 +11,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin, get_type_hints
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -74,16 +66,12 @@ __all__ = [
 
 BudgetDecision = Literal["proceed", "compact", "precompact", "done"]
 """Where the router after ``ctx_budget`` sends the turn (``done``: a requested compaction was
-served and there is nothing for the model to answer, so the run ends)."""
+served, nothing for the model to answer)."""
 
 
 class CompactRequest(TypedDict, total=False):
-    """``context["compact"]``: a compaction asked for now, whatever the budget says.
-
-    Set it as graph input (``{"context": {"compact": {"instructions": "..."}}}``, from Studio or
-    the app), through :func:`~ctx_langgraph.compaction.request.compact_thread`, or by the model
-    with the ``compact_context`` tool. ``ctx_budget`` routes to ``ctx_compact``, which serves it
-    once (committed or not) and clears it."""
+    """``context["compact"]``: a compaction asked for now (graph input, ``compact_thread`` or the
+    ``compact_context`` tool), whatever the budget says; ``ctx_compact`` serves it once."""
 
     instructions: str | None
     """What the summary should keep above all (``"keep the API design decisions"``)."""
@@ -94,20 +82,16 @@ class CompactRequest(TypedDict, total=False):
 
 
 class BudgetReport(TypedDict, total=False):
-    """``context["budget"]``: the next request's estimate and the decision, written by
-    ``ctx_budget`` on every pass (docs/design.md §5); read by the router, ``ctx_compact`` and
-    the overflow recovery."""
+    """``context["budget"]``: the next request's estimate and the decision (``ctx_budget``)."""
 
     input_tokens: int
     """Estimated input tokens of the next request, margin excluded."""
     margin: int
     """The safety margin added to the estimate."""
     total: int
-    """``input_tokens + margin``: what the trigger and the usable window are compared with
-    (the overflow recovery raises it above ``usable`` to force a compaction)."""
+    """``input_tokens + margin``: what the trigger and the usable window are compared with."""
     method: Literal["baseline", "recount", "provider"]
-    """How the estimate was made: measured baseline + appended, a recount of the view, or
-    the provider's own count near the limit."""
+    """Measured baseline + appended, a recount of the view, or the provider's count."""
     measured_baseline: int | None
     """The measured input the estimate started from (baseline method)."""
     appended: int
@@ -145,31 +129,25 @@ class BudgetReport(TypedDict, total=False):
     generation: int
     """Generation of the active summary the view holds."""
     summarizer: Literal["fallback"]
-    """Present when the configured summarizer is backing off and the offline one must cover
-    a request that cannot wait."""
+    """The configured summarizer is backing off: the offline one covers the request."""
 
 
 class CacheReport(TypedDict, total=False):
-    """``context["cache"]``: how much of the request about to be sent a provider's prompt
-    cache can read, against the previous request sent on the thread (``ctx_budget``, on a pass
-    that proceeds to the model; :mod:`ctx_langgraph.budget.prefix`)."""
+    """``context["cache"]``: how much of the next request a provider's prompt cache can read,
+    against the thread's previous request (:mod:`ctx_langgraph.budget.prefix`)."""
 
     prefix_tokens: int
-    """Leading tokens identical to the previous request (tool schemas and system prompt,
-    then whole messages, in order)."""
+    """Leading tokens identical to the previous request."""
     input_tokens: int
     """The request's tokens, as the same measure counts them."""
     ratio: float | None
     """``prefix_tokens / input_tokens``."""
     moved_by: str | None
-    """The first part that differs from the previous request (``summary`` after a
-    compaction, ``memory``, ``pinned rules``, ``cleared tool result``, ``tools or system
-    prompt``, ``human message``, ...), None when the previous request is a prefix of this one."""
+    """The first part that differs (``summary``, ``memory``, ``tools or system prompt``, ...);
+    None when the previous request is a prefix of this one."""
     head: list[str]
-    """The digests (12 hex characters each) of the request's leading parts: the tool schemas
-    and prompt, then the messages before the conversation (system prompts, pinned rules,
-    memory, the summary). With ``messages`` and ``through``, what the next pass measures
-    against; it does not grow with the thread."""
+    """Digests of the request's leading parts (tools and prompt, the messages before the
+    conversation): what the next pass measures against."""
     messages: int
     """The request's messages."""
     through: str | None
@@ -179,8 +157,7 @@ class CacheReport(TypedDict, total=False):
 
 
 class PendingRequest(TypedDict, total=False):
-    """``context["request"]``: what ``ctx_budget`` estimated for the request about to be sent;
-    ``ctx_usage`` sets the baseline from it, ``ctx_budget`` calibrates against it."""
+    """``context["request"]``: what ``ctx_budget`` estimated for the request about to be sent."""
 
     epoch: int
     """The projection epoch the request was built in (a reply of another epoch is stale)."""
@@ -197,14 +174,12 @@ class PendingRequest(TypedDict, total=False):
     counted_word_chars: int
     """Word characters of what the approximate counter guessed (approximate counters only)."""
     makeup: RequestMakeup
-    """The request's tokens by part (:mod:`ctx_langgraph.makeup`; a pass that lets the request
-    through to the model): ``ctx_usage`` books it with the reply that answers this request."""
+    """The request's tokens by part (:mod:`ctx_langgraph.makeup`), booked with its reply."""
 
 
 class Baseline(TypedDict, total=False):
-    """``context["baseline"]``: the provider's measured input of the last request, written by
-    ``ctx_usage`` after a complete usage report, reset to None by ``ctx_compact``; the next
-    estimate starts from it while the projection epoch is unchanged (docs/design.md §5)."""
+    """``context["baseline"]``: the provider's measured input of the last request (``ctx_usage``;
+    None after a compaction); the next estimate starts from it within the same epoch."""
 
     measured_input_tokens: int
     """Input tokens the provider measured."""
@@ -221,8 +196,7 @@ class Baseline(TypedDict, total=False):
 
 
 class Calibration(TypedDict):
-    """``context["calibration"]``: the approximate counter's learned ratio for this thread,
-    written by ``ctx_budget`` on every pass when the counter is approximate."""
+    """``context["calibration"]``: the approximate counter's learned ratio for this thread."""
 
     chars_per_token: float
     """Characters of words per token."""
@@ -231,8 +205,7 @@ class Calibration(TypedDict):
 
 
 class RecordedDigest(TypedDict):
-    """``context["recorded_digest"]``: checksum of the recorded part of the state (written by
-    ``ctx_budget`` and extended by ``ctx_usage``): an edit by id is noticed against it."""
+    """``context["recorded_digest"]``: checksum of the recorded part of the state."""
 
     first: str | None
     """Id of the first recorded message."""
@@ -258,16 +231,14 @@ class RecordedReply(TypedDict, total=False):
 
 
 class ServerCompaction(TypedDict):
-    """``context["server_compaction"]``: a reply carrying a provider's server-side compaction
-    item, noticed by ``ctx_budget``; ``ctx_compact`` records the coverage and resets it."""
+    """``context["server_compaction"]``: a reply's server-side compaction item, to record."""
 
     message_id: str | None
     """The reply that carried the item."""
     item: dict[str, Any]
     """The provider's opaque compaction item."""
     provider: NotRequired[str]
-    """Who made it: ``"openai-responses"`` or ``"anthropic"`` (absent in a state saved before
-    Anthropic's compaction was supported: OpenAI's)."""
+    """``"openai-responses"`` or ``"anthropic"`` (absent: OpenAI's)."""
     item_tokens: NotRequired[int | None]
     """What the provider reported generating for it (Anthropic's compaction usage), if known."""
     model: NotRequired[str | None]
@@ -295,8 +266,7 @@ class MemoryChangeReport(TypedDict):
 
 
 class MemoryReport(TypedDict, total=False):
-    """``context["memory"]``: what long-term memory did this pass (``ctx_budget``, when a
-    memory is wired)."""
+    """``context["memory"]``: what long-term memory did this pass."""
 
     changes: list[MemoryChangeReport]
     """What it learned from the user's new messages."""
@@ -307,8 +277,7 @@ class MemoryReport(TypedDict, total=False):
     tokens: int
     """Tokens of the memory message."""
     query: str
-    """What the records are ranked by: the user's latest message when the summary last moved,
-    held until the next compaction so the memory message keeps the prompt prefix cacheable."""
+    """What the records are ranked by (held until the next compaction, for the prompt cache)."""
     generation: int
     """The summary generation ``query`` was taken at."""
 
@@ -344,10 +313,7 @@ class ArtifactSighting(TypedDict):
 
 
 class ArtifactsReport(TypedDict):
-    """``context["artifacts"]``: the artifact trail the active summary carries (docs/design.md
-    §6), written by ``ctx_compact``. The whole trail is in the summary message and in the
-    summary version's ``metadata["artifact_trail"]``; the history lookup finds an entry by
-    its artifact."""
+    """``context["artifacts"]``: the artifact trail the active summary carries (``ctx_compact``)."""
 
     count: int
     """Entries in the trail."""
@@ -360,16 +326,14 @@ class ArtifactsReport(TypedDict):
 
 
 class CompactionReport(TypedDict, total=False):
-    """``context["compaction"]``: the last compaction attempt, written by ``ctx_compact``
-    (docs/design.md §6); ``ctx_budget`` does not send the same view back after a failure."""
+    """``context["compaction"]``: the last compaction attempt (``ctx_compact``)."""
 
     epoch: int
     """The projection epoch of the attempt."""
     at_message_id: str | None
     """The view's last message at the attempt."""
     status: str
-    """``committed``, ``committed_precomputed``, ``reconciled``, ``failed``,
-    ``nothing_to_cover``, ``not_recorded``, or ``refused`` (a malformed request)."""
+    """``committed``, ``reconciled``, ``failed``, ``nothing_to_cover``, ``refused``, ..."""
     error: str
     """Why nothing was covered (``not_recorded``)."""
     fallback: str
@@ -411,8 +375,7 @@ class CompactionReport(TypedDict, total=False):
 
 
 class SummarizerBackoff(TypedDict):
-    """``context["summarizer_backoff"]``: when the configured summarizer is tried again after
-    failures in a row (``ctx_compact``; None after a success)."""
+    """``context["summarizer_backoff"]``: when the failing summarizer is tried again."""
 
     failures: int
     """Failures in a row."""
@@ -423,8 +386,7 @@ class SummarizerBackoff(TypedDict):
 
 
 class Precompaction(TypedDict):
-    """``context["precompaction"]``: a candidate summary built in the background
-    (``ctx_compact`` on a ``precompact`` decision)."""
+    """``context["precompaction"]``: a candidate summary built in the background."""
 
     epoch: int
     """The projection epoch it started in (``ctx_budget`` does not start another)."""
@@ -433,8 +395,7 @@ class Precompaction(TypedDict):
 
 
 class ProviderEdits(TypedDict, total=False):
-    """``context["provider_edits"]``: what the provider's own context editing cleared from the
-    last request (``ctx_usage``); a recount takes it off."""
+    """``context["provider_edits"]``: what the provider's context editing cleared last request."""
 
     message_id: str | None
     """The reply that reported the edits."""
@@ -477,8 +438,7 @@ class LastUsage(TypedDict, total=False):
 
 
 class OverflowReport(TypedDict, total=False):
-    """``context["overflow"]``: the recovery after a provider's context-length error (the
-    overflow retry around the model call, docs/design.md §6)."""
+    """``context["overflow"]``: the recovery after a provider's context-length error."""
 
     retries: int
     """The thread's running count of recoveries."""
@@ -495,16 +455,14 @@ class OverflowReport(TypedDict, total=False):
     unchanged: bool
     """Nothing could be compacted or shortened: the same request was sent again."""
     retry_epoch: int
-    """The projection epoch of the request sent again (a reply is of that request, not of a
-    ``context["request"]`` of another epoch)."""
+    """The projection epoch of the request sent again."""
 
 
 class ViewState(TypedDict, total=False):
     """``context["view"]``: what the working view was built for."""
 
     epoch: int
-    """Counts changes of the view's prefix (a compaction, an edit, cleared results, another
-    system prompt, tool set or model): a baseline of another epoch is not trusted."""
+    """Counts changes of the view's prefix: a baseline of another epoch is not trusted."""
     fingerprint: str
     """Hash of the system prompt, tools and model the baseline measured."""
     provider: str | None
@@ -512,8 +470,7 @@ class ViewState(TypedDict, total=False):
     edit_version: int
     """The store's edit version the view was last reconciled with."""
     shrink_tool_results: int
-    """A smaller tool-result cap for the next ``ctx_budget`` pass, set by the overflow recovery
-    when no cut was left; that pass consumes it."""
+    """A smaller tool-result cap for the next ``ctx_budget`` pass (overflow recovery)."""
 
 
 class RecordedState(TypedDict, total=False):
@@ -558,10 +515,7 @@ class Backoff(TypedDict, total=False):
 
 
 class TurnReport(TypedDict, total=False):
-    """``context["report"]``: what each step decided on its last pass, for Studio and notebooks.
-
-    Bounded: a fixed set of reports, each replaced whole by the step that writes it.
-    """
+    """``context["report"]``: what each step decided on its last pass (each replaced whole)."""
 
     budget: BudgetReport
     """The estimate and the decision of the last ``ctx_budget`` pass."""
@@ -592,12 +546,8 @@ class TurnReport(TypedDict, total=False):
 
 
 class ContextReport(TypedDict, total=False):
-    """The ``context`` channel: the control state the next turn needs, and the turn's report.
-
-    Ten keys, each bounded whatever the thread's length. Each node returns the facts it changes;
-    :func:`merge_context` files them under their key (``view``, ``recorded``, ``summary``,
-    ``backoff`` and ``report`` merge field by field; the others are replaced whole).
-    """
+    """The ``context`` channel: the control state the next turn needs, and the turn's report
+    (bounded; :func:`merge_context` merges the grouped keys field by field)."""
 
     view: ViewState
     """What the working view was built for: the projection epoch, fingerprint, provider."""
@@ -616,92 +566,60 @@ class ContextReport(TypedDict, total=False):
     backoff: Backoff
     """When the configured summarizer is tried again."""
     compact: CompactRequest | None
-    """A compaction asked for now (input, ``compact_thread`` or the ``compact_context`` tool);
-    ``ctx_compact`` serves it once and sets it to None."""
+    """A compaction asked for now; ``ctx_compact`` serves it once and sets it to None."""
     report: TurnReport
     """What each step decided on its last pass (budget, compaction, usage, overflow, ...)."""
 
 
 class FlatContext(TypedDict, total=False):
-    """The ``context`` channel as the nodes work with it: one flat key per fact.
+    """The ``context`` channel as the nodes work with it, one key per fact (:func:`unpack`,
+    :func:`pack`); ``Annotated`` with ``(key, field)``, where :data:`LAYOUT` files it (and it is
+    documented)."""
 
-    :func:`unpack` turns the channel into this, :func:`pack` files it back under the channel's
-    keys (:data:`LAYOUT`); each fact is documented where it is filed (:class:`ContextReport`).
-    """
-
-    projection_epoch: int
+    projection_epoch: Annotated[int, ("view", "epoch")]
     branch: str
-    recorded_through_id: str | None
-    recorded_digest: RecordedDigest
-    record_error: str
-    record_warnings: int
-    edit_version: int
-    active_checkpoint_id: str | None
-    active_generation: int
-    covered_through_seq: int
-    artifacts: ArtifactsReport
-    rebuild: bool
-    recorded_reply: RecordedReply
-    server_compaction: ServerCompaction | None
-    projected_for: str | None
-    repairs: RepairTotals
-    shrink_tool_results: int
-    fingerprint: str
-    budget: BudgetReport
-    budget_passes: int
-    memory: MemoryReport
+    recorded_through_id: Annotated[str | None, ("recorded", "through_id")]
+    recorded_digest: Annotated[RecordedDigest, ("recorded", "digest")]
+    record_error: Annotated[str, ("report", "record_error")]
+    record_warnings: Annotated[int, ("report", "record_warnings")]
+    edit_version: Annotated[int, ("view", "edit_version")]
+    active_checkpoint_id: Annotated[str | None, ("summary", "checkpoint_id")]
+    active_generation: Annotated[int, ("summary", "generation")]
+    covered_through_seq: Annotated[int, ("summary", "covered_through_seq")]
+    artifacts: Annotated[ArtifactsReport, ("report", "artifacts")]
+    rebuild: Annotated[bool, ("summary", "rebuild")]
+    recorded_reply: Annotated[RecordedReply, ("recorded", "reply")]
+    server_compaction: Annotated[ServerCompaction | None, ("summary", "server")]
+    projected_for: Annotated[str | None, ("view", "provider")]
+    repairs: Annotated[RepairTotals, ("report", "repairs")]
+    shrink_tool_results: Annotated[int, ("view", "shrink_tool_results")]
+    fingerprint: Annotated[str, ("view", "fingerprint")]
+    budget: Annotated[BudgetReport, ("report", "budget")]
+    budget_passes: Annotated[int, ("backoff", "passes")]
+    memory: Annotated[MemoryReport, ("report", "memory")]
     request: PendingRequest
-    cache: CacheReport
+    cache: Annotated[CacheReport, ("report", "cache")]
     calibration: Calibration
-    calibrated_with: str | None
-    compaction: CompactionReport
-    summarizer_backoff: SummarizerBackoff | None
-    precompaction: Precompaction
-    provider_edits: ProviderEdits
-    index: IndexReport
-    provider_edits_total: ProviderEditTotals
+    calibrated_with: Annotated[str | None, ("recorded", "calibrated_id")]
+    compaction: Annotated[CompactionReport, ("report", "compaction")]
+    summarizer_backoff: Annotated[SummarizerBackoff | None, ("backoff", "summarizer")]
+    precompaction: Annotated[Precompaction, ("summary", "candidate")]
+    provider_edits: Annotated[ProviderEdits, ("report", "provider_edits")]
+    index: Annotated[IndexReport, ("report", "index")]
+    provider_edits_total: Annotated[ProviderEditTotals, ("report", "provider_edits_total")]
     baseline: Baseline | None
-    last_usage_message_id: str | None
-    last_usage: LastUsage
-    overflow: OverflowReport
+    last_usage_message_id: Annotated[str | None, ("recorded", "booked_id")]
+    last_usage: Annotated[LastUsage, ("report", "last_usage")]
+    overflow: Annotated[OverflowReport, ("report", "overflow")]
     compact: CompactRequest | None
 
 
 LAYOUT: dict[str, tuple[str, str]] = {
-    "projection_epoch": ("view", "epoch"),
-    "fingerprint": ("view", "fingerprint"),
-    "projected_for": ("view", "provider"),
-    "edit_version": ("view", "edit_version"),
-    "shrink_tool_results": ("view", "shrink_tool_results"),
-    "recorded_through_id": ("recorded", "through_id"),
-    "recorded_digest": ("recorded", "digest"),
-    "recorded_reply": ("recorded", "reply"),
-    "last_usage_message_id": ("recorded", "booked_id"),
-    "calibrated_with": ("recorded", "calibrated_id"),
-    "active_checkpoint_id": ("summary", "checkpoint_id"),
-    "active_generation": ("summary", "generation"),
-    "covered_through_seq": ("summary", "covered_through_seq"),
-    "rebuild": ("summary", "rebuild"),
-    "server_compaction": ("summary", "server"),
-    "precompaction": ("summary", "candidate"),
-    "budget_passes": ("backoff", "passes"),
-    "summarizer_backoff": ("backoff", "summarizer"),
-    "budget": ("report", "budget"),
-    "cache": ("report", "cache"),
-    "compaction": ("report", "compaction"),
-    "artifacts": ("report", "artifacts"),
-    "memory": ("report", "memory"),
-    "last_usage": ("report", "last_usage"),
-    "provider_edits": ("report", "provider_edits"),
-    "provider_edits_total": ("report", "provider_edits_total"),
-    "index": ("report", "index"),
-    "overflow": ("report", "overflow"),
-    "record_error": ("report", "record_error"),
-    "record_warnings": ("report", "record_warnings"),
-    "repairs": ("report", "repairs"),
+    fact: hint.__metadata__[0]
+    for fact, hint in get_type_hints(FlatContext, include_extras=True).items()
+    if get_origin(hint) is Annotated
 }
-"""Where each fact of :class:`FlatContext` is filed in the channel: ``fact: (key, field)``;
-the facts not named here are keys of the channel themselves."""
+"""Where each fact of :class:`FlatContext` is filed: ``fact: (key, field)`` (others: top keys)."""
 
 _GROUPS = frozenset(group for group, _ in LAYOUT.values())
 _FLAT = {placed: fact for fact, placed in LAYOUT.items()}
@@ -763,10 +681,8 @@ def packed(update: dict[str, Any]) -> dict[str, Any]:
 def merge_context(
     left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Reducer of the ``context`` channel: the update's facts replace the old ones.
-
-    Both sides may be flat (:class:`FlatContext`, what nodes return) or packed; the result is
-    packed (:class:`ContextReport`).
+    """Reducer of the ``context`` channel: the update's facts (flat or packed) replace the old
+    ones; the result is packed.
 
     Examples:
         >>> merged = merge_context({"view": {"epoch": 1}, "baseline": {"measured_input_tokens": 10}}, {"projection_epoch": 2})
@@ -789,5 +705,4 @@ class ContextState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     """The working view: the summary message (once there is one) and the uncovered tail."""
     context: Annotated[ContextReport, merge_context]
-    """Plain JSON bookkeeping (:class:`ContextReport`): the control state the next turn needs
-    and ``report``, what each step decided on its last pass."""
+    """Plain JSON bookkeeping (:class:`ContextReport`)."""

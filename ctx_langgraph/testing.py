@@ -1,9 +1,4 @@
-"""Deterministic chat models for tests, demos and benchmarks.
-
-:class:`MeteringChatModel` replies from a script and reports, as its usage, the exact tiktoken
-count of the request it received (prompt-cache reads included), so the error of a budget estimate
-can be measured offline, turn by turn.
-"""
+"""Deterministic chat models and summarizers for tests, demos and benchmarks."""
 
 from __future__ import annotations
 
@@ -53,13 +48,9 @@ Reply = AIMessage | str | Callable[[list[BaseMessage]], AIMessage]
 
 
 class MeteringChatModel(BaseChatModel):
-    """Scripted replies with exact, offline usage metering.
-
-    ``usage_metadata.input_tokens`` is ``TiktokenCounter(counter_model).count_request(messages,
-    tools)`` of the request received; ``input_token_details.cache_read`` is its
-    :func:`~ctx_langgraph.budget.prefix.cacheable_prefix` against the previous request (the tool
-    schemas and leading messages it shares), as a provider's prompt cache would read.
-    Replies cycle when the script runs out.
+    """Scripted replies (cycling) with exact, offline usage metering: the request's tiktoken
+    count as its input tokens, and its cacheable prefix against the previous request as
+    ``cache_read``.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -70,13 +61,12 @@ class MeteringChatModel(BaseChatModel):
     """
 
     ctx_offline_model: ClassVar[bool] = True
-    """An offline fake: the wiring keeps the extractive summarizer for it
-    (:func:`~ctx_langgraph.compaction.summarizers.is_offline_model`)."""
+    """An offline fake: the wiring keeps the extractive summarizer for it."""
 
     replies: list[Any]
     counter_model: str = "gpt-4o"
     model_name: str = "gpt-4o"
-    """Reported as the model (and used to pick counters and prices), since it meters like it."""
+    """Reported as the model (picks counters and prices)."""
     simulate_cache: bool = True
 
     _calls: int = PrivateAttr(default=0)
@@ -134,7 +124,7 @@ class MeteringChatModel(BaseChatModel):
             **reply.response_metadata,
             "model_name": self.model_name,
             "model_provider": "openai",
-            "id": f"metered-{self._instance}-{self._calls}",  # unique, as a provider's would be
+            "id": f"metered-{self._instance}-{self._calls}",
         }
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
@@ -144,13 +134,9 @@ _ORDER_ID = re.compile(r"\b[A-Z]{2,5}-\d{3,}\b(?!-)")
 
 
 def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
-    """A deterministic tool-using policy, for offline agents (``MeteringChatModel(replies=[tool_agent_reply])``).
-
-    - after a tool result: answers with the head of that result (of a history lookup: the head
-      of the records' text);
-    - a user message "recall <words>" / "look up <words>": calls ``history_lookup`` with the words;
-    - a user message naming an order id (``ORD-1042``): calls ``get_order_status`` with it;
-    - anything else: acknowledges the message.
+    """A deterministic tool-using policy (``MeteringChatModel(replies=[tool_agent_reply])``):
+    quotes a tool result, calls ``history_lookup`` for "recall ..."/"look up ...",
+    ``get_order_status`` for an order id, else acknowledges the message.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -166,7 +152,7 @@ def tool_agent_reply(messages: list[BaseMessage]) -> AIMessage:
     last = messages[-1] if messages else None
     if isinstance(last, ToolMessage):
         result = str(last.text)
-        if last.name == "history_lookup":  # quote what the records say, not the page's frame
+        if last.name == "history_lookup":
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 result = " | ".join(str(r["text"]) for r in json.loads(result)["records"])
         return AIMessage(f"The {last.name or 'tool'} result says: {result[:200]}")
@@ -199,9 +185,7 @@ def _day(label: str) -> datetime.datetime | None:
 
 def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
     """An offline stand-in for an LLM summarizer: answers :class:`~ctx_langgraph.LLMSummarizer`'s
-    prompt with the extractive summary of the events it lists, so
-    ``LLMSummarizer(MeteringChatModel(replies=[scripted_summary_reply]))`` makes real, metered
-    summary calls (booked as ``summary`` in the ledger) that pass validation.
+    prompt with the extractive summary of the events it lists (metered, valid summaries).
 
     Examples:
         >>> from ctx_langgraph import LLMSummarizer, SQLiteHistoryStore
@@ -216,10 +200,8 @@ def scripted_summary_reply(messages: list[BaseMessage]) -> AIMessage:
         >>> 'user: "Ship order ORD-1042 to Lisbon by Friday." [seq 1,' in summarizer.summarize(request)
         True
     """
-    from ctx_langgraph.budget.counters import TiktokenCounter
     from ctx_langgraph.compaction.extractive import ExtractiveSummarizer
     from ctx_langgraph.compaction.format import SummaryDocument
-    from ctx_langgraph.compaction.protocol import SummaryRequest
     from ctx_langgraph.history.types import HistoryEvent
 
     prompt = str(messages[-1].text)
@@ -260,9 +242,8 @@ FAILURE_KINDS = ("raise", "empty", "garbage", "slow")
 
 
 class FlakySummarizer:
-    """A summarizer that fails ``rate`` of its calls (seeded), for load and failure tests: it
-    raises, returns nothing, returns text that is no summary, or answers after ``slow_s``
-    seconds (past a short ``compaction_timeout_s``). The other calls go to ``inner``.
+    """A summarizer that fails ``rate`` of its calls (seeded): it raises, returns nothing or
+    garbage, or answers after ``slow_s`` seconds. The other calls go to ``inner``.
 
     Examples:
         >>> from ctx_langgraph.compaction import ExtractiveSummarizer

@@ -1,7 +1,6 @@
-"""The one place that builds context management's steps around a model, for every wiring:
-:func:`~ctx_langgraph.integration.add_context_management` puts them into a graph as nodes,
-:class:`~ctx_langgraph.middleware.ContextManagementMiddleware` runs them from ``create_agent``'s
-hooks; the budget/compact rounds are one flow (:func:`compaction_rounds`) any caller can run."""
+"""The one place that builds context management's steps around a model, for every wiring (graph
+nodes, or the middleware's hooks), and the budget/compact rounds as one flow
+(:func:`compaction_rounds`)."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ __all__ = ["ContextSteps", "compaction_rounds", "context_steps", "context_tools"
 
 @dataclass(frozen=True)
 class ContextSteps:
-    """The budget, compaction and usage steps around one model (build with
-    :func:`context_steps`). Shared by every thread: they hold configuration only."""
+    """The budget, compaction and usage steps around one model (:func:`context_steps`)."""
 
     budget: BudgetNode
     compact: CompactNode
@@ -52,9 +50,7 @@ class ContextSteps:
     """Books every chat-model call, holding the answer's usage for the usage step (None: the
     usage step books the answer alone)."""
     wire: Wire
-    """What the model's wire protocol needs of the messages sent: no other provider's opaque
-    items, and a view the provider does not hold sent whole when requests are chained by
-    ``previous_response_id``."""
+    """What the model's wire protocol needs of the messages sent."""
 
     @property
     def counter(self) -> TokenCounter:
@@ -62,8 +58,7 @@ class ContextSteps:
         return self.budget.settings.counter
 
     def nodes(self) -> tuple[Runnable[Any, Any], Runnable[Any, Any], Runnable[Any, Any]]:
-        """The steps as the graph's ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` nodes: the
-        compaction's chat-model calls booked, and the budget's when memory calls a model."""
+        """The steps as the graph's ``ctx_budget``, ``ctx_compact`` and ``ctx_usage`` nodes."""
         budget: Runnable[Any, Any] = RunnableCallable(
             self.budget.invoke, self.budget.ainvoke, name=CTX_BUDGET
         )
@@ -83,9 +78,8 @@ def context_tools(
     lookup_tool: bool | BaseTool = True,
     compact_tool: bool = False,
 ) -> list[BaseTool]:
-    """The tools context management gives the model: the history lookup tool (searching the
-    segment index when ``config.segment_events`` builds one), and the ``compact_context`` tool
-    when asked for.
+    """The tools context management gives the model: the history lookup tool and, when asked
+    for, the ``compact_context`` tool.
 
     Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -120,13 +114,9 @@ def context_steps(
     pinned_rules: PinnedRules | None = None,
     memory: LongTermMemory | None = None,
 ) -> ContextSteps:
-    """The steps of context management around ``model`` (every wiring builds them here).
-
-    The arguments are :func:`~ctx_langgraph.integration.add_context_management`'s, with
-    ``tools`` every tool bound to the model and ``booking`` its ``book_model_calls`` (or the
-    :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` to share). Without
-    ``summarizer``, :func:`~ctx_langgraph.compaction.summarizers.default_summarizer` of
-    ``model`` or ``summary_model``.
+    """The steps of context management around ``model``; the arguments are
+    :func:`~ctx_langgraph.integration.add_context_management`'s, ``booking`` its
+    ``book_model_calls`` (or a :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler`).
 
     Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -173,14 +163,9 @@ def context_steps(
 def compaction_rounds(
     steps: ContextSteps, state: dict[str, Any], config: RunnableConfig
 ) -> Flow[dict[str, Any]]:
-    """The budget, then (compaction, budget) while the budget says so, as the graph's
-    ``ctx_budget`` -> ``ctx_compact`` loop runs them; returns the state update of them all.
-
-    The budget stops sending the request to compaction after
-    ``ContextConfig.max_compaction_rounds`` rounds, or after one that made no progress; the
-    loop ends there whatever it says. The update's ``jump_to`` is ``"end"`` when a requested
-    compaction was served and the model has nothing to answer.
-    """
+    """The budget, then (compaction, budget) while it says so, at most
+    ``max_compaction_rounds`` times; returns the state update of them all (``jump_to="end"``
+    when a requested compaction left the model nothing to answer)."""
     local: dict[str, Any] = {
         "messages": list(state.get("messages") or []),
         "context": unpack(state.get("context")),
