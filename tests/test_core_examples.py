@@ -70,3 +70,150 @@ def test_dates_examples():
     }
     assert resolve_relative("The report on the yesterdays of May", monday) == {}
     assert resolve_relative("tomorrow", dt.date(9999, 12, 31)) == {}
+
+
+def test_blocks_examples():
+    from ctx_langgraph.core.blocks import block_reference, payload_label
+
+    assert payload_label("aGVsbG8=") == "base64 5 bytes sha256:2cf24dba"
+    assert payload_label(b"hello") == "5 bytes sha256:2cf24dba"
+    assert payload_label("%%%%") == "4 chars sha256:9047d738"
+    url = {"type": "image_url", "image_url": {"url": "https://x.io/cat.png"}}
+    assert block_reference(url) == "[image_url https://x.io/cat.png]"
+    source = {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="}
+    image = block_reference({"type": "image", "source": source})
+    assert image == "[image image/png base64 5 bytes sha256:2cf24dba]"
+    file = {"type": "file", "file": {"file_id": "file-abc", "filename": "q3.pdf"}}
+    assert block_reference(file) == "[file q3.pdf file_id file-abc]"
+    assert block_reference({"type": "image"}) == "[image]"
+
+
+def test_timestamps_examples():
+    import pytest
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from ctx_langgraph.core.timestamps import batch_times, own_time, parse_time
+
+    utc = dt.timezone.utc
+    assert parse_time("2023-05-08T13:56:00+02:00") == dt.datetime(2023, 5, 8, 11, 56, tzinfo=utc)
+    assert parse_time("2023-05-08") == parse_time(dt.date(2023, 5, 8)) == parse_time(1683504000)
+    with pytest.raises(ValueError, match="'last tuesday' is not an ISO-8601 date or time"):
+        parse_time("last tuesday")
+    assert own_time(HumanMessage("hi", additional_kwargs={"created_at": "2023-05-08"})) == (
+        "2023-05-08"
+    )
+    assert own_time(HumanMessage("hi")) is None
+    tool_call = AIMessage(
+        "",
+        tool_calls=[{"name": "f", "args": {}, "id": "c1"}],
+        id="a1",
+        additional_kwargs={"created_at": "2023-05-08T13:56Z"},
+    )
+    got = batch_times(
+        [
+            ToolMessage("42", tool_call_id="c1", id="t1"),
+            HumanMessage("thanks", id="h2", additional_kwargs={"timestamp": True}),
+        ],
+        previous=tool_call,
+    )
+    assert [when.isoformat() if when else None for when in got.times] == [
+        "2023-05-08T13:56:00+00:00",
+        "2023-05-08T13:56:00+00:00",
+    ]
+    assert got.problems == [
+        "message h2: a time must be an ISO-8601 string, a datetime or epoch seconds, got bool"
+    ]
+    assert batch_times([HumanMessage("hi", id="h3")], previous=tool_call).times == [None]
+
+
+def test_arguments_examples():
+    import pytest
+
+    from ctx_langgraph.core.arguments import described, require_instance
+
+    assert (described("history.sqlite"), described(None), described(dict)) == (
+        "the string 'history.sqlite'",
+        "None",
+        "the class dict (not an instance)",
+    )
+    assert (described("postgresql://app:pw@db/app"), described(3.5), described(3)) == (
+        "a connection string",
+        "a float",
+        "an int",
+    )
+    require_instance(3, int, where="f(n=...)", what="an int")
+    with pytest.raises(TypeError) as raised:
+        require_instance("3", int, where="f(n=...)", what="an int", advice="pass 3")
+    assert str(raised.value) == "f(n=...) expects an int, got the string '3': pass 3"
+
+
+def test_call_scope_examples():
+    from ctx_langgraph.core.call_scope import calls_in, scope_of_call
+    from ctx_langgraph.core.scope import Scope
+
+    with calls_in(Scope("t", tenant="acme", branch="b2")):
+        assert scope_of_call({"thread_id": "t"}, None) == Scope("t", "acme", "b2")
+    assert scope_of_call({"thread_id": "t", "ctx_tenant": "acme"}, None) == Scope("t", "acme")
+    assert scope_of_call({}, Scope("fixed")) == Scope("fixed")
+
+
+def test_compact_request_examples():
+    import pytest
+
+    from ctx_langgraph.core.compact_request import compact_request, read_request
+    from ctx_langgraph.errors import CompactRequestError
+
+    assert compact_request("  keep the API design decisions ", requested_by="user") == {
+        "instructions": "keep the API design decisions",
+        "requested_by": "user",
+    }
+    with pytest.raises(CompactRequestError) as raised:
+        compact_request(42)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "compaction request not served: instructions must be text, got int"
+    )
+    assert read_request("keep the deploy steps") == (
+        {"instructions": "keep the deploy steps", "requested_by": "user"},
+        None,
+    )
+    assert read_request(None) == (None, None)
+    assert read_request(True)[0] == {"instructions": None, "requested_by": "user"}
+    assert read_request([1, 2]) == (
+        None,
+        "a compaction request is true, text or a mapping, got list",
+    )
+
+
+def test_cursor_stem_and_stopword_examples():
+    from ctx_langgraph.core.cursor import decode_cursor, encode_cursor
+    from ctx_langgraph.core.stem import stem
+    from ctx_langgraph.core.stopwords import STOPWORDS
+    from ctx_langgraph.core.text import query_terms
+
+    assert decode_cursor(encode_cursor({"v": 1, "seq": 7})) == {"v": 1, "seq": 7}
+    words = ["going", "goes", "went", "gone", "groups", "bought", "a1042"]
+    assert [stem(w) for w in words] == ["go", "go", "go", "go", "group", "buy", "a1042"]
+    assert [stem(w) for w in ("shipped", "children", "ate", "2024", "naïve")] == [
+        "ship",
+        "child",
+        "eat",
+        "2024",
+        "naïve",
+    ]
+    terms = query_terms("What is the order id of the user?")
+    assert [t for t in terms if t not in STOPWORDS] == ["order", "id", "user"]
+
+
+def test_asks_stream_usage_example():
+    from langchain_openai import ChatOpenAI
+
+    from ctx_langgraph.core.stream_usage import asks_stream_usage
+
+    model = ChatOpenAI(model="my-model", base_url="http://127.0.0.1:8000/v1", api_key="x")
+    assert (model.stream_usage, asks_stream_usage(model).stream_usage, model.stream_usage) == (
+        None,
+        True,
+        None,
+    )
+    told = ChatOpenAI(model="m", base_url="http://x/v1", api_key="x", stream_usage=False)
+    assert asks_stream_usage(told) is told
