@@ -217,3 +217,37 @@ def test_asks_stream_usage_example():
     )
     told = ChatOpenAI(model="m", base_url="http://x/v1", api_key="x", stream_usage=False)
     assert asks_stream_usage(told) is told
+
+
+def test_ranked_examples():
+    from types import SimpleNamespace as E
+
+    from ctx_langgraph.lookup._ranked import focus, fuse, passages
+
+    dump = "id,name,city\n" + "".join(f"A-{n},Ann {n},Oslo\n" for n in range(50))
+    dump += "A-77,Tomasz Ferreira,Porto\n"
+    start = focus(dump, ["tomasz", "ferreira", "porto"], 100)
+    assert dump[start:].splitlines()[0] == "A-77,Tomasz Ferreira,Porto"
+    assert focus(dump, ["ann"], 100) == 0
+    a, b, c = E(event_id="a", seq=1), E(event_id="b", seq=2), E(event_id="c", seq=3)
+    assert [e.event_id for e in fuse([[a, b], [c, b]])] == ["b", "a", "c"]  # type: ignore[list-item]
+    hits = [E(event=E(seq=s), score=x) for s, x in ((9, 3.0), (4, 2.8), (5, 2.0))]
+    assert [event.seq for event in passages(hits)] == [4, 9, 5]  # type: ignore[arg-type]
+
+
+def test_segments_and_page_cap_examples():
+    from ctx_langgraph.budget.counters import default_counter
+    from ctx_langgraph.history.types import Scope, Segment
+    from ctx_langgraph.lookup._segments import rank_segments
+    from ctx_langgraph.lookup._state import page_cap, useful_page
+
+    def seg(n: int, text: str) -> Segment:
+        return Segment(
+            str(n), Scope("t"), n, n + 9, 1, 0, "", text, (), None, None, "active", None,
+            dt.datetime(2024, 1, 1),
+        )  # fmt: skip
+
+    ranked = rank_segments("pottery class", [seg(1, "hiking"), seg(11, "a pottery class")])
+    assert [s.first_seq for s, _ in ranked] == [11]
+    assert page_cap(1500, None, "history_lookup", default_counter("gpt-4o")) == 1500
+    assert (useful_page(1000), useful_page(400)) == (500, 300)
