@@ -251,3 +251,18 @@ def test_segments_and_page_cap_examples():
     assert [s.first_seq for s, _ in ranked] == [11]
     assert page_cap(1500, None, "history_lookup", default_counter("gpt-4o")) == 1500
     assert (useful_page(1000), useful_page(400)) == (500, 300)
+
+
+def test_parse_candidates_examples():
+    import pytest
+
+    from ctx_langgraph.errors import MemoryExtractionError
+    from ctx_langgraph.memory.extract import parse_candidates
+
+    answer = '[{"key": "city", "content": "The user lives in Oslo.", "confidence": 0.8}]'
+    assert parse_candidates(answer, ("m1",), set())[0].key == "city"
+    with pytest.raises(MemoryExtractionError) as raised:
+        parse_candidates("I think the user likes tea", (), set())
+    assert str(raised.value) == (
+        "memory extraction failed: the answer is not JSON: 'I think the user likes tea'"
+    )
