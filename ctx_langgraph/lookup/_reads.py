@@ -1,5 +1,5 @@
-"""The lookup's reads of the history store, as effects of a flow (``search``, ``rank``,
-``get_event``): a store that fails becomes a message to the model, and a warning in the log."""
+"""The lookup's reads of the history store, as effects; a store that fails becomes a message
+to the model and a warning in the log."""
 
 from __future__ import annotations
 
@@ -18,13 +18,11 @@ from ctx_langgraph.usage.ledger import UsageLedger
 
 __all__ = ["CATCH_UP", "catch_up", "get_event", "next_turn", "rank", "search", "searched_note"]
 
-# the tool's logger (its package's name), whichever of its modules logs
 log = logging.getLogger("ctx_langgraph.lookup")
 
 
 def store_failed(exc: Exception, what: str) -> ToolException:
-    """What the model is told when the store fails (a refused value, a database error): a
-    message instead of the end of the run; the failure is logged."""
+    """What the model is told when the store fails (the failure is logged)."""
     log.warning("history lookup: the store failed on %s", what, exc_info=exc)
     if isinstance(exc, ValueError):
         return ToolException(
@@ -57,12 +55,11 @@ def rank(
 
 
 CATCH_UP = 64
-"""Events a lookup by meaning embeds first, when the thread has some awaiting a vector."""
 
 
 def catch_up(store: HistoryStore, scope: Scope) -> Flow[None]:
-    """Embed the thread's newest events that await a vector (at most :data:`CATCH_UP`) before a
-    search by meaning; a failure is logged, and the search goes on (by words for those)."""
+    """Embed the thread's newest events awaiting a vector before a search by meaning; a
+    failure is logged."""
     try:
         yield from call(
             store.embed_pending,
@@ -98,7 +95,6 @@ def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryE
 
 
 def next_turn(store: HistoryStore, scope: Scope, event: HistoryEvent) -> Flow[HistoryEvent | None]:
-    """The visible event just after ``event`` in the branch, whatever the lookup's filters (it
-    is its context: most often the answer to what matched)."""
+    """The visible event just after ``event`` in the branch, whatever the filters."""
     after = yield from search(store, scope, {"min_seq": event.seq + 1, "limit": 1})
     return after.hits[0] if after.hits else None
