@@ -51,22 +51,11 @@ _LONG_ASCII_WORD = re.compile(rf"[A-Za-z0-9]{{{MAX_WORD + 1}}}")
 # PostgreSQL's parser splits "1e5tku" into "1e5" and "tku": such text gets a search document.
 _SPLIT_BY_POSTGRES = re.compile(r"(?<![A-Za-z0-9])[0-9]+[eE][0-9]+[A-Za-z]")
 
+# Thai, Lao, Myanmar, Hangul Jamo, Khmer, ideographic marks, kana, Hangul, CJK ideographs
 _UNSPACED = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u1780-\u17ff"  # Khmer
-    "\u3005\u3006\u3007"  # ideographic iteration and closing marks, number zero
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3130-\u318f"  # Hangul compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\ua960-\ua97f"  # Hangul Jamo extended A
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uff9f"  # half-width Katakana
-    "\U00020000-\U0003134f"  # CJK extensions B to G
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005\u3006\u3007\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
 

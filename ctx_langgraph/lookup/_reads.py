@@ -4,21 +4,33 @@ to the model and a warning in the log."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from langchain_core.tools import ToolException
 
-from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.effects import Call, Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, SearchPage
 from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.lookup._args import plain_text
+from ctx_langgraph.lookup._page import Page, always
 from ctx_langgraph.usage.ledger import UsageLedger
 
-__all__ = ["CATCH_UP", "catch_up", "get_event", "next_turn", "rank", "search", "searched_note"]
+__all__ = [
+    "CATCH_UP",
+    "add_events",
+    "catch_up",
+    "get_event",
+    "next_turn",
+    "rank",
+    "search",
+    "searched_note",
+]
 
 log = logging.getLogger("ctx_langgraph.lookup")
+T = TypeVar("T")
 
 
 def store_failed(exc: Exception, what: str) -> ToolException:
@@ -35,23 +47,24 @@ def store_failed(exc: Exception, what: str) -> ToolException:
     )
 
 
-def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
+def _read(effect: Call[T], what: Callable[[], str]) -> Flow[T]:
     try:
-        page: SearchPage = yield from call(store.search, store.asearch, scope, **options)
+        return (yield from effect)
     except Exception as exc:
-        raise store_failed(exc, f"search {scope} {options!r}") from None
-    return page
+        raise store_failed(exc, what()) from None
+
+
+def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
+    effect = call(store.search, store.asearch, scope, **options)
+    return (yield from _read(effect, lambda: f"search {scope} {options!r}"))
 
 
 def rank(
     store: HistoryStore, scope: Scope, query: str, limit: int, options: dict[str, Any]
 ) -> Flow[RankedHits]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
-    try:
-        hits = yield from call(store.rank, store.arank, scope, query, limit=limit, **options)
-    except Exception as exc:
-        raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
-    return hits
+    effect = call(store.rank, store.arank, scope, query, limit=limit, **options)
+    return (yield from _read(effect, lambda: f"rank {scope} {query!r} {options!r}"))
 
 
 CATCH_UP = 64
@@ -85,13 +98,32 @@ def searched_note(hits: RankedHits) -> str | None:
 
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
-    try:
-        event = yield from call(
-            store.get_event, store.aget_event, scope, event_id, include_hidden=False
-        )
-    except Exception as exc:
-        raise store_failed(exc, f"get_event {scope} {event_id!r}") from None
-    return event
+    effect = call(store.get_event, store.aget_event, scope, event_id, include_hidden=False)
+    return (yield from _read(effect, lambda: f"get_event {scope} {event_id!r}"))
+
+
+def add_events(
+    store: HistoryStore,
+    scope: Scope,
+    page: Page,
+    seqs: list[int],
+    cursor: str | None,
+    source: str,
+    **how: Any,
+) -> Flow[None]:
+    """Add the events at ``seqs`` whole, unless the page or the current turn has them."""
+    for seq in seqs:
+        try:
+            found = yield from call(
+                store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
+            )
+        except Exception as exc:
+            log.warning("history lookup: event %d of %s not read: %s", seq, source, exc)
+            continue
+        for event in found:
+            if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
+                continue
+            page.add(event, 0, always(cursor), whole=True, **how)
 
 
 def next_turn(store: HistoryStore, scope: Scope, event: HistoryEvent) -> Flow[HistoryEvent | None]:

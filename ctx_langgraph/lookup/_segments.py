@@ -14,8 +14,8 @@ from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.rank import bm25_order, idf
 from ctx_langgraph.history.types import Segment
-from ctx_langgraph.lookup._page import Page, always
-from ctx_langgraph.lookup._reads import log
+from ctx_langgraph.lookup._page import Page
+from ctx_langgraph.lookup._reads import add_events, log
 
 __all__ = ["SHARE", "TOP_SEGMENTS", "rank_segments", "segment_flow", "segment_lines"]
 
@@ -112,29 +112,7 @@ def segment_flow(
             page.segments = None
             return
         for segment, _lines, seqs in chosen:
-            yield from _segment_events(store, scope, page, segment, seqs, cursor)
+            mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
+            yield from add_events(store, scope, page, seqs, cursor, "a segment", extra=mark)
     finally:
         page.max_tokens = cap
-
-
-def _segment_events(
-    store: HistoryStore,
-    scope: Scope,
-    page: Page,
-    segment: Segment,
-    seqs: list[int],
-    cursor: str | None,
-) -> Flow[None]:
-    mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
-    for seq in seqs:
-        try:
-            found = yield from call(
-                store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
-            )
-        except Exception as exc:
-            log.warning("history lookup: event %d of a segment not read: %s", seq, exc)
-            continue
-        for event in found:
-            if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
-                continue
-            page.add(event, 0, always(cursor), whole=True, extra=mark)

@@ -10,8 +10,8 @@ from ctx_langgraph.compaction.trail import ArtifactEntry, ArtifactTrail
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.lookup._page import Page, always
-from ctx_langgraph.lookup._reads import log
+from ctx_langgraph.lookup._page import Page
+from ctx_langgraph.lookup._reads import add_events, log
 
 __all__ = ["MAX_ENTRIES", "shown_entry", "trail_flow"]
 
@@ -58,15 +58,6 @@ def trail_flow(
         page.artifacts = None
         return
     for entry in entries:
-        for seq in _pointed_seqs(entry):
-            try:
-                found = yield from call(
-                    store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
-                )
-            except Exception as exc:
-                log.warning("history lookup: event %d of the trail not read: %s", seq, exc)
-                continue
-            for event in found:
-                if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
-                    continue
-                page.add(event, 0, always(cursor), hit=True, whole=True)
+        yield from add_events(
+            store, scope, page, _pointed_seqs(entry), cursor, "the trail", hit=True
+        )

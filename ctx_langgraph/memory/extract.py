@@ -119,51 +119,32 @@ class RuleExtractor:
     def _from_text(self, text: str, sources: tuple[str, ...]) -> list[MemoryCandidate]:
         hits: list[tuple[int, MemoryCandidate]] = []
 
-        def add(position: int, content: str, key: str | None, old: str | None, kind: str) -> None:
+        def add(
+            match: re.Match[str], content: str, kind: str = "profile", key: str | None = None
+        ) -> None:
             candidate = MemoryCandidate(
                 content, key=key, kind=kind, confidence=self.confidence, source_event_ids=sources
             )
-            if old:
+            if old := match.groupdict().get("old"):
                 candidate = replace(candidate, replaces_value=_clean(old))
-            hits.append((position, candidate))
+            hits.append((match.start(), candidate))
 
         for match in _MY_FACT.finditer(text):
             key, value = _key(match["key"]), _clean(match["value"])
             if key and value and value.lower() not in ("it", "this", "that"):
-                add(match.start(), f"The user's {key} is {value}.", key, match["old"], "profile")
+                add(match, f"The user's {key} is {value}.", key=key)
         for match in _I_FACT.finditer(text):
-            verb = match["verb"].lower()
-            key = {"am based": "based in", "live": "lives in"}.get(
-                verb
-            ) or f"{verb}s {match['prep']}"
+            verb, prep = match["verb"].lower(), match["prep"]
+            key = {"am based": "based in", "live": "lives in"}.get(verb) or f"{verb}s {prep}"
             phrase = {"am based": "is based"}.get(verb, f"{verb}s")
-            value = _clean(match["value"])
-            add(
-                match.start(),
-                f"The user {phrase} {match['prep'].lower()} {value}.",
-                key,
-                match["old"],
-                "profile",
-            )
+            add(match, f"The user {phrase} {prep.lower()} {_clean(match['value'])}.", key=key)
         for match in _PREFERENCE.finditer(text):
             value = _clean(_FILLER.sub("", match["value"]))
-            add(
-                match.start(),
-                f"The user {match['verb'].lower()}s {value}.",
-                None,
-                None,
-                "preference",
-            )
+            add(match, f"The user {match['verb'].lower()}s {value}.", "preference")
         for match in _CALL_ME.finditer(text):
-            add(
-                match.start(),
-                f"The user wants to be called {_clean(match['value'])}.",
-                "name",
-                None,
-                "profile",
-            )
+            add(match, f"The user wants to be called {_clean(match['value'])}.", key="name")
         for match in _REMEMBER.finditer(text):
-            add(match.start(), f"{_clean(match['value']).rstrip('.')}.", None, None, "note")
+            add(match, f"{_clean(match['value']).rstrip('.')}.", "note")
         return [candidate for _, candidate in sorted(hits, key=lambda hit: hit[0])]
 
 
