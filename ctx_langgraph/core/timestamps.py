@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-__all__ = ["TIME_KEYS", "BatchTimes", "TimestampSource", "batch_times", "own_time", "parse_time"]
+__all__ = [
+    "MAX_TIME_TEXT",
+    "TIME_KEYS",
+    "BatchTimes",
+    "TimestampSource",
+    "batch_times",
+    "iso_time",
+    "own_time",
+    "parse_time",
+]
 
 TIME_KEYS = ("created_at", "timestamp")
 """The keys a message's time is read from, in ``additional_kwargs`` then ``response_metadata``."""
@@ -19,7 +28,8 @@ TIME_KEYS = ("created_at", "timestamp")
 TimestampSource = Callable[[BaseMessage], "dt.datetime | None"]
 """A user's reader of a message's time (``ContextConfig(timestamp=...)``)."""
 
-_MAX_TEXT = 64
+MAX_TIME_TEXT = 64
+"""Longer text is not a time (refused before it is parsed)."""
 
 
 def parse_time(value: object) -> dt.datetime:
@@ -53,16 +63,21 @@ def parse_time(value: object) -> dt.datetime:
         raise ValueError(f"{when.isoformat()} is outside the years 1 to 9999 in UTC") from None
 
 
-def _from_text(value: str) -> dt.datetime:
+def iso_time(value: str) -> dt.datetime:
+    """``value`` read as ISO 8601 (``Z`` too); ValueError when it is not one, or too long."""
     text = value.strip()
     if text[-1:] in ("Z", "z"):
         text = text[:-1] + "+00:00"
+    if len(text) > MAX_TIME_TEXT:
+        raise ValueError("too long")
+    return dt.datetime.fromisoformat(text)
+
+
+def _from_text(value: str) -> dt.datetime:
     try:
-        if len(text) > _MAX_TEXT:
-            raise ValueError("too long")
-        return dt.datetime.fromisoformat(text)
+        return iso_time(value)
     except ValueError:
-        shown = value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "..."
+        shown = value if len(value) <= MAX_TIME_TEXT else value[:MAX_TIME_TEXT] + "..."
         raise ValueError(
             f"{shown!r} is not an ISO-8601 date or time (e.g. 2023-05-08 or 2023-05-08T13:56:00Z)"
         ) from None

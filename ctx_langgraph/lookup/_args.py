@@ -13,6 +13,7 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from ctx_langgraph.core.text import query_terms, rank_terms
+from ctx_langgraph.core.timestamps import MAX_TIME_TEXT, iso_time
 from ctx_langgraph.history.args import SEQ_MAX, seq_bound, shown
 
 MAX_QUERY_CHARS = 200
@@ -23,7 +24,7 @@ MAX_NAME_CHARS = 200
 """Longer tool names are refused."""
 MAX_HANDLE_CHARS = 1000
 """Longer handles are refused."""
-MAX_TIME_CHARS = 64
+MAX_TIME_CHARS = MAX_TIME_TEXT
 """Longer ``since``/``until`` values are refused before they are parsed."""
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 """Characters no database text can hold: NUL and lone surrogates."""
@@ -150,13 +151,8 @@ def _tool_name(value: str) -> str | None:
 
 def _parse_time(name: str, value: str) -> dt.datetime:
     """An ISO-8601 time in UTC (no offset means UTC); past the calendar's ends, that end."""
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
     try:
-        if len(text) > MAX_TIME_CHARS:
-            raise ValueError("too long")
-        moment = dt.datetime.fromisoformat(text)
+        moment = iso_time(value)
     except (ValueError, TypeError, OverflowError):
         raise ToolException(
             f"{name}={shown(value)} is not an ISO-8601 time: use e.g. 2024-05-01 or "
@@ -183,6 +179,14 @@ def event_id_of(handle: str) -> str:
     return _exact_name("handle", event_id, MAX_HANDLE_CHARS, hint)
 
 
+def _bounds(min_seq: int | None, max_seq: int | None) -> dict[str, int | None]:
+    """The seq bounds, clamped to what a store holds."""
+    return {
+        "min_seq": None if min_seq is None else seq_bound("min_seq", min_seq),
+        "max_seq": None if max_seq is None else seq_bound("max_seq", max_seq),
+    }
+
+
 def _given(value: object) -> bool:
     """Whether a filter was set (False, None and no query mean it was left out)."""
     return value is not None and value is not False and value != ()
@@ -204,8 +208,7 @@ class Filters:
     def rank_options(self) -> dict[str, Any]:
         """The filters of a store ranking (``HistoryStore.rank``): all but the query."""
         return {
-            "min_seq": None if self.min_seq is None else seq_bound("min_seq", self.min_seq),
-            "max_seq": None if self.max_seq is None else seq_bound("max_seq", self.max_seq),
+            **_bounds(self.min_seq, self.max_seq),
             "since": self.since,
             "until": self.until,
             "roles": self.role,
@@ -214,16 +217,14 @@ class Filters:
 
     def search_options(self, after_seq: int | None) -> dict[str, Any]:
         """The store search for the records past ``after_seq`` (in this lookup's seq order)."""
-        options = self.rank_options()
         min_seq, max_seq = self.min_seq, self.max_seq
         if after_seq is not None and self.newest_first:
             max_seq = after_seq - 1 if max_seq is None else min(max_seq, after_seq - 1)
         elif after_seq is not None:
             min_seq = after_seq + 1 if min_seq is None else max(min_seq, after_seq + 1)
         return {
-            **options,
-            "min_seq": None if min_seq is None else seq_bound("min_seq", min_seq),
-            "max_seq": None if max_seq is None else seq_bound("max_seq", max_seq),
+            **self.rank_options(),
+            **_bounds(min_seq, max_seq),
             "newest_first": self.newest_first,
             "limit": FETCH,
         }
@@ -290,8 +291,7 @@ def filters_of(args: LookupArgs) -> Filters:
             )
     return Filters(
         query=() if args.query is None else _queries(args.query),
-        min_seq=None if args.min_seq is None else seq_bound("min_seq", args.min_seq),
-        max_seq=None if args.max_seq is None else seq_bound("max_seq", args.max_seq),
+        **_bounds(args.min_seq, args.max_seq),
         since=None if args.since is None else _parse_time("since", args.since),
         until=None if args.until is None else _parse_time("until", args.until),
         role=role,

@@ -33,10 +33,8 @@ _STATUSES: tuple[str, ...] = get_args(MemoryStatus)
 def _time(value: Any) -> dt.datetime | None:
     if value is None or value == "":
         return None
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-    parsed = dt.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
