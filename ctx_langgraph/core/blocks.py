@@ -6,7 +6,7 @@ few levels deep. A block of an unexpected shape never raises.
 from __future__ import annotations
 
 import base64
-import binascii
+import contextlib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -56,15 +56,11 @@ def _decoded(text: str) -> bytes | None:
     packed = _SPACES.sub("", text)
     if not packed:
         return None
-    try:
+    with contextlib.suppress(ValueError):  # binascii.Error is a ValueError
         return base64.b64decode(packed, validate=True)
-    except (binascii.Error, ValueError):
-        pass
     if len(packed) % 4 == 0 and _URLSAFE.fullmatch(packed):
-        try:
+        with contextlib.suppress(ValueError):
             return base64.urlsafe_b64decode(packed)
-        except (binascii.Error, ValueError):
-            return None
     return None
 
 
@@ -90,10 +86,8 @@ class _Reference:
             mime = header.split(";")[0].strip()
             if mime:
                 self.mimes.append(_short(mime))
-            if ";base64" in header:
-                self.refs.append(payload_label(payload))
-            else:
-                self.refs.append(payload_label(payload.encode("utf-8", "surrogatepass")))
+            raw = payload if ";base64" in header else payload.encode("utf-8", "surrogatepass")
+            self.refs.append(payload_label(raw))
         elif len(value) <= LONGEST_URL:
             self.refs.append(value.strip())
         else:

@@ -57,10 +57,8 @@ def _message_streams(callbacks: Any) -> list[Any]:
     """The run's ``stream_mode="messages"`` handlers that keep the ids they have streamed."""
     if isinstance(callbacks, BaseCallbackManager):
         handlers = [*callbacks.handlers, *callbacks.inheritable_handlers]
-    elif isinstance(callbacks, list):
-        handlers = callbacks
     else:
-        return []
+        handlers = callbacks if isinstance(callbacks, list) else []
     unique = {id(handler): handler for handler in handlers if _streams_messages(handler)}
     return [h for h in unique.values() if isinstance(getattr(h, "seen", None), set)]
 
