@@ -266,3 +266,14 @@ def test_parse_candidates_examples():
     assert str(raised.value) == (
         "memory extraction failed: the answer is not JSON: 'I think the user likes tea'"
     )
+
+
+def test_format_table_example():
+    from ctx_langgraph.core.table import format_table
+
+    assert format_table(["name", "n"], [["a", 1200], ["bb", 3]]).splitlines() == [
+        "name |     n",
+        "-----+------",
+        "a    | 1,200",
+        "bb   |     3",
+    ]
