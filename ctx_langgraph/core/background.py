@@ -1,6 +1,5 @@
-"""Work that goes on after a node returns: a daemon thread (sync graphs) or a task of the
-running loop (async graphs), with the run's context; a failure is logged, never raised into
-the run. The background summary candidate and the embedding of new events use it."""
+"""Work that goes on after a node returns, in a daemon thread or a task of the running loop,
+with the run's context; a failure is logged, never raised into the run."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ __all__ = ["in_task", "in_thread"]
 log = logging.getLogger("ctx_langgraph")
 
 _TASKS: set[asyncio.Task[None]] = set()
-"""The background tasks still running (a task nobody holds may be collected mid-way)."""
 
 
 def in_thread(job: Callable[[], Any], name: str, done: Callable[[Any], None] | None = None) -> None:

@@ -1,29 +1,12 @@
-"""What a content block that is not text is, as one line of text: its reference (pure).
-
-The history's text of a message (what search indexes, the summarizer reads and
-``history_lookup`` returns) holds its text blocks as they are. Any other block (an image, a
-file, audio, a document, a provider's own block) is shown by what identifies it, so that after
-a compaction the model can still get the URL or the file id back:
-
-- its kind (``type``, or the only key of a Bedrock-style ``{"image": {...}}`` block);
-- names (``filename``, ``name``, ``title``) and the mime type (``mime_type``, ``media_type``,
-  ``format``);
-- URLs (``url``, ``image_url``, ``file_uri``, ``uri``...) as they are; a very long one cut,
-  with its length and digest;
-- ids (``file_id``, ``id``, any ``..._id``) as ``key value``;
-- a payload (``data``, ``base64``, ``file_data``, ``bytes``, a ``data:`` URL) never pasted:
-  its decoded size and the first 8 hex digits of the SHA-256 of its bytes
-  (``base64 12,345 bytes sha256:ab12cd34``); a plain-text document's text as it is.
-
-Nested dicts and lists (an Anthropic ``source``, OpenAI's ``file`` and ``image_url``,
-LangChain's ``extras``) are read a few levels deep. Anything else (a signature, encrypted
-content, a detail level) is left out. A block of an unexpected shape never raises.
+"""A content block that is not text as one line of text: its kind and what identifies it
+(names, mime type, URLs, ids; a payload by its size and SHA-256 digest, never pasted), read a
+few levels deep. A block of an unexpected shape never raises.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
+import contextlib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -33,7 +16,7 @@ from typing import Any, Final
 __all__ = ["LONGEST_URL", "block_reference", "payload_label"]
 
 LONGEST_URL: Final = 2_048
-"""Longest URL shown whole; a longer one shows its first 200 characters, length and digest."""
+"""Longest URL shown whole; a longer one shows its start, length and digest."""
 
 _URL_KEYS: Final = frozenset(
     ("url", "image_url", "file_url", "file_uri", "uri", "audio_url", "video_url", "document_url")
@@ -45,12 +28,9 @@ _OPAQUE_KEYS: Final = frozenset(
     ("signature", "encrypted_content", "encrypted_index", "cache_control")
 )
 _OPAQUE_KINDS: Final = frozenset(("redacted_thinking",))
-"""Kinds whose content is only for the provider (encrypted): shown by their kind alone."""
 _DEPTH: Final = 4
 _ITEMS: Final = 64
-"""Most items of one list read (a provider's search results, say)."""
 _SHORT: Final = 300
-"""Longest name or mime type shown (runs of whitespace collapse)."""
 _SPACES = re.compile(r"\s+")
 _URLSAFE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
@@ -60,17 +40,7 @@ def _digest(data: bytes) -> str:
 
 
 def payload_label(value: Any) -> str:
-    """A payload by its size and digest: decoded base64 (``base64 N bytes``), raw bytes
-    (``N bytes``), or, when it is neither, its characters (``N chars``).
-
-    Examples:
-        >>> payload_label("aGVsbG8=")
-        'base64 5 bytes sha256:2cf24dba'
-        >>> payload_label(b"hello")
-        '5 bytes sha256:2cf24dba'
-        >>> payload_label("%%%%")
-        '4 chars sha256:9047d738'
-    """
+    """A payload by its size and digest: ``base64 N bytes``, ``N bytes`` or ``N chars``."""
     if isinstance(value, bytes | bytearray | memoryview):
         raw = bytes(value)
         return f"{len(raw):,} bytes {_digest(raw)}"
@@ -86,15 +56,11 @@ def _decoded(text: str) -> bytes | None:
     packed = _SPACES.sub("", text)
     if not packed:
         return None
-    try:
+    with contextlib.suppress(ValueError):  # binascii.Error is a ValueError
         return base64.b64decode(packed, validate=True)
-    except (binascii.Error, ValueError):
-        pass
     if len(packed) % 4 == 0 and _URLSAFE.fullmatch(packed):
-        try:
+        with contextlib.suppress(ValueError):
             return base64.urlsafe_b64decode(packed)
-        except (binascii.Error, ValueError):
-            return None
     return None
 
 
@@ -105,7 +71,7 @@ def _short(value: str) -> str:
 
 @dataclass
 class _Reference:
-    """What one block is shown by, gathered in order: names, mime types, then the rest."""
+    """What one block is shown by: names, mime types, then the rest."""
 
     names: list[str] = field(default_factory=list)
     mimes: list[str] = field(default_factory=list)
@@ -114,16 +80,14 @@ class _Reference:
     def url(self, value: str) -> None:
         if value.startswith("data:"):
             header, comma, payload = value[5:].partition(",")
-            if not comma:  # not a data URL after all: its size and digest
+            if not comma:
                 self.refs.append(payload_label(value))
                 return
             mime = header.split(";")[0].strip()
             if mime:
                 self.mimes.append(_short(mime))
-            if ";base64" in header:
-                self.refs.append(payload_label(payload))
-            else:
-                self.refs.append(payload_label(payload.encode("utf-8", "surrogatepass")))
+            raw = payload if ";base64" in header else payload.encode("utf-8", "surrogatepass")
+            self.refs.append(payload_label(raw))
         elif len(value) <= LONGEST_URL:
             self.refs.append(value.strip())
         else:
@@ -140,7 +104,7 @@ class _Reference:
             return
         if not isinstance(node, dict):
             return
-        textual = node.get("type") == "text"  # an Anthropic plain-text source: data is text
+        textual = node.get("type") == "text"  # an Anthropic plain-text source
         for key, value in node.items():
             if not isinstance(key, str) or key in _OPAQUE_KEYS or key == "type":
                 continue
@@ -185,20 +149,7 @@ def _kind(block: dict[Any, Any]) -> tuple[str, Any]:
 
 
 def block_reference(block: Any) -> str:
-    """A content block as one line of text: its kind and what identifies it (see the module
-    docstring). Text is returned as it is; ``None`` is empty.
-
-    Examples:
-        >>> block_reference({"type": "image_url", "image_url": {"url": "https://x.io/cat.png"}})
-        '[image_url https://x.io/cat.png]'
-        >>> block_reference({"type": "image", "source": {"type": "base64",
-        ...                  "media_type": "image/png", "data": "aGVsbG8="}})
-        '[image image/png base64 5 bytes sha256:2cf24dba]'
-        >>> block_reference({"type": "file", "file": {"file_id": "file-abc", "filename": "q3.pdf"}})
-        '[file q3.pdf file_id file-abc]'
-        >>> block_reference({"type": "image"})
-        '[image]'
-    """
+    """A content block as one line: its kind and what identifies it; text as it is."""
     if block is None:
         return ""
     if isinstance(block, str):

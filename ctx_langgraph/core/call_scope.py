@@ -1,13 +1,5 @@
-"""The scope a chat-model call belongs to: what the usage ledger books it under.
-
-A LangGraph run names its scope in ``configurable`` (``thread_id``, ``ctx_tenant``,
-``ctx_branch``), and the state may have moved to another branch since (a fork). A callback
-handler sees neither: LangGraph copies ``thread_id`` into a call's run metadata, never
-``ctx_tenant`` or ``ctx_branch``. So the package's own steps say which scope the model calls
-they make belong to (:func:`calls_in`, around the summarizer, the memory extractor and the
-agent's model call), and :func:`scope_of_call` resolves a call's scope from, in order: that
-scope, the ``configurable`` of the run the call is made in, the call's metadata, the
-handler's own scope.
+"""The scope a chat-model call belongs to, which the usage ledger books it under: the package's
+own :func:`calls_in` scope, else the run's ``configurable``, the call's metadata, a fallback.
 """
 
 from __future__ import annotations
@@ -28,14 +20,7 @@ _CALLS_IN: ContextVar[Scope | None] = ContextVar("ctx_langgraph_calls_in", defau
 
 @contextmanager
 def calls_in(scope: Scope) -> Iterator[None]:
-    """The chat-model calls made inside belong to ``scope`` (the run's tenant and thread, and
-    the branch its state is on): a ledger handler books them there.
-
-    Examples:
-        >>> with calls_in(Scope("t", tenant="acme", branch="b2")):
-        ...     scope_of_call({"thread_id": "t"}, None)
-        Scope(thread_id='t', tenant='acme', branch='b2')
-    """
+    """The chat-model calls made inside belong to ``scope``."""
     token = _CALLS_IN.set(scope)
     try:
         yield
@@ -48,25 +33,15 @@ def _named(value: Any) -> str | None:
 
 
 def _configurable() -> Mapping[str, Any]:
-    """The ``configurable`` of the runnable the current call is made in (LangGraph sets it for
-    every node it runs, and a node's children inherit it)."""
+    """The ``configurable`` of the runnable the current call is made in."""
     config = var_child_runnable_config.get() or {}
     configurable = config.get("configurable")
     return configurable if isinstance(configurable, Mapping) else {}
 
 
 def scope_of_call(metadata: Mapping[str, Any] | None, fallback: Scope | None) -> Scope | None:
-    """The scope of a chat-model call (see the module): the package's :func:`calls_in` scope
-    when it names the call's thread; else the thread, tenant and branch the run's
-    ``configurable`` names; else the call's metadata (``thread_id``, ``ctx_tenant``,
-    ``ctx_branch``); else ``fallback`` (None: no scope is known).
-
-    Examples:
-        >>> scope_of_call({"thread_id": "t", "ctx_tenant": "acme"}, None)
-        Scope(thread_id='t', tenant='acme', branch='main')
-        >>> scope_of_call({}, Scope("fixed")) == Scope("fixed")
-        True
-    """
+    """The scope of a chat-model call: the :func:`calls_in` scope when it names the call's
+    thread, else from the run's ``configurable``, the call's ``metadata``, or ``fallback``."""
     metadata = metadata or {}
     configurable = _configurable()
     thread = _named(configurable.get("thread_id")) or _named(metadata.get("thread_id"))
@@ -77,7 +52,7 @@ def scope_of_call(metadata: Mapping[str, Any] | None, fallback: Scope | None) ->
         return fallback
     if _named(configurable.get("thread_id")) == thread:
         source: Mapping[str, Any] = configurable
-    else:  # a call's metadata of its own (a model called with a config of its own)
+    else:
         source = metadata
     tenant = (
         _named(source.get("ctx_tenant"))

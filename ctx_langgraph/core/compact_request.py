@@ -1,12 +1,4 @@
-"""A compaction request: ``context["compact"]`` read and checked.
-
-A compaction can be asked for whatever the budget says (docs/design.md §6): by the user or the
-app (graph input ``{"context": {"compact": {"instructions": "..."}}}``, from Studio too, or
-:func:`~ctx_langgraph.compaction.compact_thread`), or by the model, with the tool
-:func:`~ctx_langgraph.compaction.make_compact_tool` makes. ``ctx_budget`` routes a pending request to ``ctx_compact``, which
-serves it once through the same commit protocol as an automatic compaction and clears it; the
-instructions go to the summarizer and are recorded with the summary version.
-"""
+"""A compaction request: ``context["compact"]`` read and checked (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -31,21 +23,8 @@ def compact_request(
     requested_by: str = "app",
     keep_recent_tokens: int | None = None,
 ) -> CompactRequest:
-    """A checked compaction request, as ``context["compact"]`` holds it.
-
-    Raises:
-        CompactRequestError: instructions that are not text or longer than
-            :data:`MAX_INSTRUCTIONS_CHARS`, an unknown ``requested_by``, a negative or non-integer
-            ``keep_recent_tokens``.
-
-    Examples:
-        >>> compact_request("  keep the API design decisions ", requested_by="user")
-        {'instructions': 'keep the API design decisions', 'requested_by': 'user'}
-        >>> compact_request(42)
-        Traceback (most recent call last):
-        ...
-        ctx_langgraph.errors.CompactRequestError: compaction request not served: instructions must be text, got int
-    """
+    """A checked compaction request, as ``context["compact"]`` holds it; a
+    :class:`~ctx_langgraph.errors.CompactRequestError` when it is not one."""
     if instructions is not None and not isinstance(instructions, str):
         raise CompactRequestError(f"instructions must be text, got {type(instructions).__name__}")
     text = (instructions or "").strip() or None
@@ -71,22 +50,8 @@ def compact_request(
 
 
 def read_request(value: Any) -> tuple[CompactRequest | None, str | None]:
-    """The request ``context["compact"]`` holds, or why it cannot be served.
-
-    Accepted: None or False (no request), True (no instructions), a string (the instructions), or
-    a mapping with ``instructions``, ``requested_by`` (default ``user``: a state input comes from
-    a person or the app) and ``keep_recent_tokens``. Anything else is not raised (it came in
-    through the state, and raising would fail every later turn of the thread): it comes back as
-    the problem, for ``context["compaction"]["request_error"]``.
-
-    Examples:
-        >>> read_request("keep the deploy steps")
-        ({'instructions': 'keep the deploy steps', 'requested_by': 'user'}, None)
-        >>> read_request(None), read_request(True)[0]
-        ((None, None), {'instructions': None, 'requested_by': 'user'})
-        >>> read_request([1, 2])
-        (None, 'a compaction request is true, text or a mapping, got list')
-    """
+    """The request ``context["compact"]`` holds (None, True, text or a mapping), or why it
+    cannot be served (never raised: it came in through the state)."""
     if value is None or value is False:
         return None, None
     try:

@@ -1,9 +1,4 @@
-"""One codec for the opaque paging cursors the store and the lookup tool hand out.
-
-A cursor is a small JSON object, base64url-encoded without padding. What is inside is the
-caller's business (it checks the fields it reads); this module only refuses text that is not
-such a cursor at all.
-"""
+"""One codec for the opaque paging cursors: a JSON object, base64url-encoded without padding."""
 
 from __future__ import annotations
 
@@ -19,23 +14,14 @@ MAX_CURSOR_CHARS = 8192
 
 
 def encode_cursor(payload: dict[str, Any]) -> str:
-    """``payload`` as an opaque cursor string.
-
-    Examples:
-        >>> decode_cursor(encode_cursor({"v": 1, "seq": 7}))
-        {'v': 1, 'seq': 7}
-    """
+    """``payload`` as an opaque cursor string."""
     raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: object) -> dict[str, Any]:
-    """The JSON object inside a cursor made by :func:`encode_cursor`.
-
-    Raises:
-        ValueError: ``cursor`` is not a string, is too long, or does not decode to a JSON
-            object.
-    """
+    """The JSON object inside a cursor made by :func:`encode_cursor`; ValueError when it is not
+    one."""
     if not isinstance(cursor, str):
         raise ValueError(f"a cursor is a string, not {type(cursor).__name__}")
     text = cursor.strip()

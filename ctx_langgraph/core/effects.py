@@ -1,34 +1,15 @@
-"""One effect protocol for the whole package: logic written once as a generator, run sync or async.
+"""One effect protocol: logic written once as a generator of :class:`Call` effects, run sync or async.
 
-A flow is a generator that yields :class:`Call` effects and receives their results. A call is
-built from bound callables, the sync method and its async twin, and the arguments for both:
-``rows = yield from call(store.read_events, store.aread_events, scope, from_seq=3)``.
-:func:`run` calls the first, :func:`arun` awaits the second (``None``: there is no async twin,
-and the async runner calls the sync one too). Typed with a ``ParamSpec``, so the type checker
-checks the arguments against both twins and types the result by the sync one, and "find usages"
-finds every caller of either. An exception raised by a call is thrown into the flow at the
-``yield``, so the flow decides what it means (retry, fall back, fail). This is httpx's ``Auth.auth_flow`` idea,
-generalised: a new effect needs no request class and no new branch in a dispatcher.
-
-Examples:
-    >>> class Store:
-    ...     def get(self, key: str) -> str: return key.upper()
-    ...     async def aget(self, key: str) -> str: return key.upper()
-    >>> def flow(store: Store) -> Flow[str]:
-    ...     value = yield from call(store.get, store.aget, "a")  # value: str
-    ...     return value + "!"
-    >>> run(flow(Store()))
-    'A!'
-    >>> import asyncio
-    >>> asyncio.run(arun(flow(Store())))
-    'A!'
+``rows = yield from call(store.read_events, store.aread_events, scope, from_seq=3)``:
+:func:`run` calls the sync callable, :func:`arun` awaits the async twin (``None``: calls the sync
+one). An exception a call raises is thrown into the flow at its ``yield``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 __all__ = ["Call", "Flow", "arun", "call", "run"]
 
@@ -42,9 +23,7 @@ Flow = Generator["Call[Any]", Any, T]
 
 @dataclass(slots=True)
 class Call(Generic[R]):
-    """``fn(*args, **kwargs)``, or awaited ``afn(*args, **kwargs)`` when run async (build it
-    with :func:`call`; one is built per store statement, so it is slotted). ``yield from`` it
-    to get its result typed; a bare ``yield`` works too (untyped)."""
+    """``fn(*args, **kwargs)``, or awaited ``afn(...)`` when run async; ``yield from`` it."""
 
     fn: Callable[..., R]
     afn: Callable[..., Awaitable[Any]] | None
@@ -63,10 +42,7 @@ def call(
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> Call[R]:
-    """The effect ``fn(*args, **kwargs)``, or ``await afn(*args, **kwargs)`` when run async
-    (``afn=None``: no async twin, ``fn`` is called by both runners). Both twins are checked
-    against the arguments; the result is typed by ``fn`` (the async twin's result is not
-    checked against it: a generic pair such as ``run``/``arun`` would not unify)."""
+    """The effect ``fn(*args, **kwargs)``, awaited ``afn(...)`` when run async (None: ``fn``)."""
     return Call(fn, afn, args, kwargs)
 
 
@@ -79,11 +55,10 @@ def run(flow: Flow[T]) -> T:
                 result = effect.fn(*effect.args, **effect.kwargs)
             except Exception as exc:
                 effect = flow.throw(exc)
-                continue
-            effect = flow.send(result)
+            else:
+                effect = flow.send(result)
     except StopIteration as stop:
-        value: T = stop.value
-        return value
+        return cast(T, stop.value)
     finally:
         flow.close()
 
@@ -100,10 +75,9 @@ async def arun(flow: Flow[T]) -> T:
                     result = await effect.afn(*effect.args, **effect.kwargs)
             except Exception as exc:
                 effect = flow.throw(exc)
-                continue
-            effect = flow.send(result)
+            else:
+                effect = flow.send(result)
     except StopIteration as stop:
-        value: T = stop.value
-        return value
+        return cast(T, stop.value)
     finally:
         flow.close()

@@ -65,9 +65,8 @@ class Scope:
     branch: str = DEFAULT_BRANCH
 
     def __post_init__(self) -> None:
-        _check_part("thread_id", self.thread_id)
-        _check_part("tenant", self.tenant)
-        _check_part("branch", self.branch)
+        for part in ("thread_id", "tenant", "branch"):
+            _check_part(part, getattr(self, part))
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.thread_id}@{self.branch}"
@@ -90,8 +89,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def checked_scope(scope: Scope | str) -> Scope:
-    """The scope of a store call (see :func:`ensure_scope`); a part holding a lone surrogate,
-    which no database can store, is a :class:`~ctx_langgraph.errors.ScopeError` too."""
+    """:func:`ensure_scope`, refusing a part that holds a lone surrogate too."""
     checked = ensure_scope(scope)
     for part in ("tenant", "thread_id", "branch"):
         if _SURROGATE.search(getattr(checked, part)):

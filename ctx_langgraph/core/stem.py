@@ -1,14 +1,5 @@
-"""English stems, so that a ranked search for "went" finds "go", "goes" and "going".
-
-A word's stem is the English Snowball stem (the ``snowballstemmer`` package) of the word, or,
-for one of the frequent irregular forms in :data:`IRREGULAR` ("went", "bought", "children"),
-the Snowball stem of its base form. Only words of ASCII letters are stemmed: numbers, ids
-with digits ("a1042") and words of other scripts are their own stem. Documents and queries
-are stemmed by this one function (cached per word), so both sides agree.
-
-Examples:
-    >>> [stem(w) for w in ["going", "goes", "went", "gone", "groups", "bought", "a1042"]]
-    ['go', 'go', 'go', 'go', 'group', 'buy', 'a1042']
+"""English stems (Snowball, irregular forms through their base form), so that a ranked search
+for "went" finds "go", "goes" and "going". Only words of ASCII letters are stemmed.
 """
 
 from __future__ import annotations
@@ -22,7 +13,6 @@ import snowballstemmer  # type: ignore[import-untyped]
 
 __all__ = ["IRREGULAR", "stem"]
 
-# each entry: a base form, then its irregular forms (past tense, past participle, plural)
 _IRREGULAR_FORMS = """
 begin began begun; break broke broken; bring brought; build built; buy bought;
 catch caught; child children; choose chose chosen; come came; do did done does;
@@ -39,16 +29,14 @@ win won; woman women; write wrote written
 IRREGULAR = MappingProxyType(
     {form: base for base, *forms in map(str.split, _IRREGULAR_FORMS.split(";")) for form in forms}
 )
-"""Frequent irregular English forms and the base form whose stem they take (``went``:
-``go``). Ambiguous forms are left out ("left" is also a direction, "lay" a verb of its own)."""
+"""Frequent irregular English forms and the base form whose stem they take (``went``: ``go``)."""
 
 _LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=1)
 def _snowball() -> Callable[[str], str]:
-    """The English Snowball stemmer's word function (built on first use). The stemmer object
-    keeps its word in its own fields while it works, so threads take turns with it."""
+    """The English Snowball stemmer's word function; threads take turns with the stemmer."""
     stemmer = snowballstemmer.stemmer("english")
 
     def stem_word(word: str) -> str:
@@ -60,14 +48,7 @@ def _snowball() -> Callable[[str], str]:
 
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """The stem of a lower-case word: its English Snowball stem, or the stem of its base form
-    for an irregular form (:data:`IRREGULAR`); a word that is not all ASCII letters (a number,
-    an id, another script) is its own stem. Cached: the same words come back turn after turn.
-
-    Examples:
-        >>> stem("shipped"), stem("children"), stem("ate"), stem("2024"), stem("naïve")
-        ('ship', 'child', 'eat', '2024', 'naïve')
-    """
+    """The stem of a lower-case word; a word that is not all ASCII letters is its own stem."""
     if not (word.isascii() and word.isalpha()):
         return word
     return _snowball()(IRREGULAR.get(word, word))

@@ -1,12 +1,4 @@
-"""The glue words a ranked search ignores: a natural-language question's glue words select nothing.
-
-Shared by the history lookup's ranked search and long-term memory's recall ranking.
-
-Examples:
-    >>> from ctx_langgraph.core.text import query_terms
-    >>> [t for t in query_terms("What is the order id of the user?") if t not in STOPWORDS]
-    ['order', 'id', 'user']
-"""
+"""The glue words a ranked search ignores (history lookup and memory recall)."""
 
 from __future__ import annotations
 
@@ -19,4 +11,3 @@ _GLUE_WORDS = (
     "would you your after before about his her him s t"
 )
 STOPWORDS = frozenset(_GLUE_WORDS.split(" "))
-"""Words a ranked search ignores: a natural-language question's glue words select nothing."""

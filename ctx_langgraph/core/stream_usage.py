@@ -1,19 +1,5 @@
-"""Streamed calls that report their usage, or one clear warning that they do not.
-
-A chat-completions stream carries usage only when the request asks for it
-(``stream_options={"include_usage": true}``). ``ChatOpenAI`` asks on its own only when it talks
-to OpenAI's own URL: pointed at any OpenAI-compatible server (vLLM, LiteLLM, Ollama, an Azure-style
-proxy) with ``base_url=...``, its ``stream_usage`` stays unset, every streamed call ends without
-usage, and the ledger can only book it ``unknown``. (LangGraph streams a model call whenever the
-graph is run with ``stream_mode="messages"``, even without ``streaming=True``.)
-
-Where the package holds the model (the middleware's model call, the agent
-:func:`~ctx_langgraph.create_context_agent` builds, the LLM summarizer, a model-backed memory
-extractor), :func:`asks_stream_usage` gives a copy that asks for usage: only for an integration
-with a ``stream_usage`` setting that was left unset (a model given ``stream_usage=False`` keeps
-it). Where it does not hold the model (the model node of a graph of one's own),
-:func:`warn_unknown_usage` says once per process, per model class and endpoint, why the usage is
-unknown and how to fix it.
+"""Streamed calls that report their usage (:func:`asks_stream_usage`, for a model the package
+holds), or one clear warning that they do not (:func:`warn_unknown_usage`).
 """
 
 from __future__ import annotations
@@ -34,8 +20,7 @@ _WARNED_LOCK = threading.Lock()
 
 
 def _asked(model: BaseChatModel) -> bool:
-    """The model says itself whether a stream reports usage (``stream_usage`` set, or
-    ``stream_options.include_usage`` in its ``model_kwargs``)."""
+    """Whether the model says itself if a stream reports usage."""
     if getattr(model, "stream_usage", None) is not None:
         return True
     model_kwargs = getattr(model, "model_kwargs", None)
@@ -44,19 +29,8 @@ def _asked(model: BaseChatModel) -> bool:
 
 
 def asks_stream_usage(model: Any) -> Any:
-    """``model``, or a copy of it that asks for usage in a streamed call when its integration
-    has a ``stream_usage`` setting left unset (``ChatOpenAI`` with a ``base_url``). The model
-    given is never changed; any other model is returned as is.
-
-    Examples:
-        >>> from langchain_openai import ChatOpenAI
-        >>> model = ChatOpenAI(model="my-model", base_url="http://127.0.0.1:8000/v1", api_key="x")
-        >>> model.stream_usage, asks_stream_usage(model).stream_usage, model.stream_usage
-        (None, True, None)
-        >>> told = ChatOpenAI(model="my-model", base_url="http://x/v1", api_key="x", stream_usage=False)
-        >>> asks_stream_usage(told) is told
-        True
-    """
+    """``model``, or a copy that asks for usage in a streamed call when its integration has a
+    ``stream_usage`` setting left unset (``ChatOpenAI`` with a ``base_url``)."""
     if not isinstance(model, BaseChatModel) or "stream_usage" not in type(model).model_fields:
         return model
     if _asked(model):
@@ -78,8 +52,8 @@ def _endpoint(serialized: Mapping[str, Any] | None) -> tuple[str, str]:
 
 
 def warn_unknown_usage(serialized: Mapping[str, Any] | None, *, streamed: bool) -> bool:
-    """Say once per process, per model class and endpoint (and streamed or not), that a call
-    ended without usage, why, and how to fix it. True when this call logged the warning."""
+    """Warn once per model class, endpoint and streamed-or-not that a call reported no usage;
+    True when this call warned."""
     name, endpoint = _endpoint(serialized)
     key = (name, endpoint, streamed)
     with _WARNED_LOCK:

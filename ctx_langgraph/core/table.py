@@ -16,15 +16,7 @@ def _cell(value: object) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Align columns; numbers right, text left.
-
-    Examples:
-        >>> print(format_table(["name", "n"], [["a", 1200], ["bb", 3]]))
-        name |     n
-        -----+------
-        a    | 1,200
-        bb   |     3
-    """
+    """Align columns; numbers right, text left."""
     cells = [[_cell(v) for v in row] for row in rows]
     numeric = [
         all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) for row in rows)

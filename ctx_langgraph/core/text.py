@@ -1,28 +1,10 @@
 """The words search matches, split once in Python so that both backends agree.
 
-The full-text engines split text their own way (PostgreSQL's parser depends on the database
-locale and drops words such as ``½`` or very long ones; SQLite's ``unicode61`` keeps a CJK
-sentence as one word). So the store decides what a word is here, for documents and queries
-alike, and hands the engines only tokens that both split the same way:
-
-- a word is a run of letters, digits and combining marks (underscore splits);
-- letters are lower-cased, non-ASCII text is NFC-normalized first;
-- scripts written without spaces (CJK, kana, Hangul, Thai, Lao, Khmer, Myanmar) are indexed as
-  every character and every pair of neighbouring characters; a query of such a run matches its
-  pairs (or the character itself when the run has one), so ``你好`` finds ``我说你好世界``;
-- a token the engines could split or drop (non-ASCII, or longer than :data:`MAX_WORD`) is
-  replaced by a short ASCII digest, the same in documents and queries.
-
-Search is an AND of a query's distinct tokens, each matching a whole token of an event (no
-prefixes, no phrases). Text that is plain (printable ASCII, no word over :data:`MAX_WORD`, none
-PostgreSQL's parser splits differently, at most :data:`PLAIN_LIMIT` characters) is indexed by
-the engines directly, as before; any other text gets a *token document*: the distinct tokens
-of its text, which the index reads instead.
-
-Ranked search matches *stems* (:mod:`ctx_langgraph.core.stem`: a word of ASCII letters is
-stemmed, "went" and "going" are both ``go``; any other word ranks by its token). The index
-holds, beside a text's tokens, the distinct stems that differ from their word; the stored
-*search document* (:func:`search_document`) carries both.
+A word is a run of letters, digits and combining marks, lower-cased (non-ASCII NFC-normalized);
+unspaced scripts (CJK, kana, Hangul, Thai...) are indexed as characters and character pairs. A
+word the engines could split or drop (non-ASCII, or over :data:`MAX_WORD`) becomes an ASCII
+digest. Plain text is indexed by the engines directly; other text gets a search document of its
+distinct tokens, and ranked search adds the stems (:mod:`ctx_langgraph.core.stem`) that differ.
 """
 
 from __future__ import annotations
@@ -52,55 +34,36 @@ __all__ = [
 ]
 
 MAX_WORD = 100
-"""Longest word the engines index as it is; longer words are indexed by digest."""
+"""Longest word indexed as it is; longer words are indexed by digest."""
 
 PLAIN_LIMIT = 100_000
-"""Longest text the engines tokenize themselves (PostgreSQL's tsvector of a longer text can pass
-its 1 MB limit); a longer one gets a search document of its distinct tokens."""
+"""Longest text the engines tokenize themselves (PostgreSQL's tsvector has a 1 MB limit)."""
 
 DOCUMENT_LIMIT = 400_000
-"""Most characters of a search document: the distinct tokens of a text in order of first
-appearance (and their stems), as many as fit. Words first seen beyond it in a huge text are not
-searchable."""
+"""Most characters of a search document (its first distinct tokens and stems)."""
 
 STEMS_MARK = "|"
-"""Separates a search document's tokens from its stems (tokens and stems never hold it)."""
+"""Separates a search document's tokens from its stems."""
 
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 _PLAIN = re.compile(r"[\t\n\r\x20-\x7e]*")
 _LONG_ASCII_WORD = re.compile(rf"[A-Za-z0-9]{{{MAX_WORD + 1}}}")
-# PostgreSQL's parser reads a word starting like "1e5" as a number and splits off what follows
-# ("1e5tku" -> "1e5", "tku"): such text gets a search document too.
+# PostgreSQL's parser splits "1e5tku" into "1e5" and "tku": such text gets a search document.
 _SPLIT_BY_POSTGRES = re.compile(r"(?<![A-Za-z0-9])[0-9]+[eE][0-9]+[A-Za-z]")
 
-# Scripts written without spaces between words: indexed by characters and character pairs.
+# Thai, Lao, Myanmar, Hangul Jamo, Khmer, ideographic marks, kana, Hangul, CJK ideographs
 _UNSPACED = (
-    "\u0e00-\u0eff"  # Thai, Lao
-    "\u1000-\u109f"  # Myanmar
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u1780-\u17ff"  # Khmer
-    "\u3005\u3006\u3007"  # ideographic iteration and closing marks, number zero
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3130-\u318f"  # Hangul compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\ua960-\ua97f"  # Hangul Jamo extended A
-    "\uac00-\ud7af"  # Hangul syllables
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uff9f"  # half-width Katakana
-    "\U00020000-\U0003134f"  # CJK extensions B to G
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005\u3006\u3007\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
 _UNSPACED_RUN = re.compile(f"[{_UNSPACED}]+")
 
 
 @lru_cache(maxsize=1)
 def _word_pattern() -> re.Pattern[str]:
-    """A word: a run of letters, digits and combining marks (so ``naïve`` in decomposed form,
-    Devanagari or Thai words stay whole). Built once, on the first non-ASCII text, as one class
-    listing the BMP's word characters (a class the regex engine tests in constant time; an
-    alternation with a class of marks is five times slower), then a class for words of the
-    other planes (CJK extensions, mathematical letters), whose marks split words."""
+    """A run of letters, digits and combining marks: one class of the BMP's word characters
+    (fast), then one for words of the other planes."""
     category = unicodedata.category
     word = re.compile(r"[^\W_]")
     codes = [c for c in range(0x10000) if word.match(chr(c)) or category(chr(c))[0] == "M"]
@@ -115,8 +78,8 @@ def _word_pattern() -> re.Pattern[str]:
 
 
 def _words(text: str, *, unigrams: bool) -> Iterator[str]:
-    """The words of ``text``; unspaced runs as character pairs, with every single character
-    too when ``unigrams`` (documents) or only for a one-character run (queries)."""
+    """The words of ``text``; unspaced runs as character pairs, plus single characters when
+    ``unigrams`` (documents) or for a one-character run (queries)."""
     if text.isascii():
         yield from _ASCII_WORD.findall(text.lower())
         return
@@ -138,20 +101,12 @@ def _words(text: str, *, unigrams: bool) -> Iterator[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """Split free text into the lower-cased words search matches (see the module docstring).
-
-    Examples:
-        >>> query_terms("Invoice INV-2023-0042, paid?")
-        ['invoice', 'inv', '2023', '0042', 'paid']
-        >>> query_terms("日本語とEnglish")
-        ['日本', '本語', '語と', 'english']
-    """
+    """The lower-cased words search matches in free text."""
     return list(_words(query, unigrams=False))
 
 
 def _token(word: str) -> str:
-    """The index token of a word: itself when both engines keep it whole (short ASCII), else
-    ``x`` and a 52-bit digest (a word the engines would split, change or drop)."""
+    """The word itself when short ASCII, else its digest."""
     if word.isascii() and len(word) <= MAX_WORD:
         return word
     return _digest_token(word)
@@ -159,10 +114,7 @@ def _token(word: str) -> str:
 
 @lru_cache(maxsize=8192)
 def _digest_token(word: str) -> str:
-    """``x`` and a 52-bit digest of ``word``. Cached: the same messages are recorded turn
-    after turn. Only these words are: a word that is its own token costs nothing to find, and
-    most such words (numbers, ids, hashes) never come back, so caching them would only fill
-    memory."""
+    """``x`` and a 52-bit digest of ``word``."""
     digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=7)
     return "x" + digest.hexdigest()[:13]
 
@@ -180,17 +132,12 @@ def _distinct_tokens(words: Iterable[str]) -> Iterator[str]:
 
 
 def match_tokens(query: str) -> list[str]:
-    """The distinct index tokens a query must all match (empty: nothing searchable).
-
-    Examples:
-        >>> match_tokens("Refund refund A-1042")
-        ['refund', 'a', '1042']
-    """
+    """The distinct index tokens a query must all match (empty: nothing searchable)."""
     return list(_distinct_tokens(_words(query, unigrams=False)))
 
 
 def _plain(text: str) -> bool:
-    """Whether the engines index ``text`` itself (see the module docstring)."""
+    """Whether the engines index ``text`` itself."""
     return (
         len(text) <= PLAIN_LIMIT
         and _PLAIN.fullmatch(text) is not None
@@ -200,16 +147,7 @@ def _plain(text: str) -> bool:
 
 
 def token_document(text: str) -> str | None:
-    """The tokens the full-text index holds for a text: None when the engines can index the
-    text itself (plain), else its distinct tokens separated by single spaces (at most
-    :data:`DOCUMENT_LIMIT` characters). The search document of schema versions 4 and 5.
-
-    Examples:
-        >>> token_document("order A-1042 shipped") is None
-        True
-        >>> token_document("header\\x00 payload")
-        'header payload'
-    """
+    """None for plain text, else its distinct tokens (schema versions 4 and 5's document)."""
     if _plain(text):
         return None
     kept: list[str] = []
@@ -223,38 +161,23 @@ def token_document(text: str) -> str | None:
 
 
 def _rank_token(word: str) -> str:
-    """What a word ranks by: its stem when it is ASCII letters the engines keep whole, else its
-    index token (numbers, ids, other scripts, digests). Not cached itself: stems and digests
-    are (a cache of every word seen would mostly hold numbers and ids never seen again)."""
+    """What a word ranks by: its stem (short ASCII), else its index token."""
     if len(word) <= MAX_WORD and word.isascii():
         return stem(word) if word.isalpha() else word
     return _digest_token(word)
 
 
 def search_document(text: str) -> str | None:
-    """What the full-text index holds for a text beside the text itself: None when the engines
-    index the text (plain) and no word of it has a stem of its own; else the text's distinct
-    tokens (none for plain text, which the engines read), then, when a word's stem differs
-    from it, :data:`STEMS_MARK` and those distinct stems. Tokens and stems are separated by
-    single spaces, at most :data:`DOCUMENT_LIMIT` characters together. One pass over the
-    words, each stemmed once (cached).
-
-    Examples:
-        >>> search_document("order A-1042") is None
-        True
-        >>> search_document("order A-1042 shipped")
-        '|ship'
-        >>> search_document("header\\x00 payloads")
-        'header payloads|payload'
-    """
-    if _plain(text):  # the engines read the words; each is its own token (short ASCII)
+    """What the index holds beside the text: its distinct tokens (none when plain), then
+    :data:`STEMS_MARK` and the stems that differ from their word; None when both are empty."""
+    if _plain(text):
         words = dict.fromkeys(_ASCII_WORD.findall(text.lower()))
         own = dict.fromkeys(s for word in words if (s := _rank_token(word)) != word)
         return STEMS_MARK + " ".join(own) if own else None
     tokens: dict[str, None] = {}
     stems: dict[str, None] = {}
     seen: set[str] = set()
-    size = -1  # the document's length so far: one separator between any two items
+    size = -1
     for word in _words(text, unigrams=True):
         if word in seen:
             continue
@@ -273,40 +196,21 @@ def search_document(text: str) -> str | None:
 
 
 def rank_terms(query: str) -> list[str]:
-    """What a ranked search weighs: the distinct stems of the query's words, glue words
-    (:data:`~ctx_langgraph.core.stopwords.STOPWORDS`) left out; empty when none is left.
-
-    Examples:
-        >>> rank_terms("Where did we go for the groups' dinners?")
-        ['go', 'group', 'dinner']
-    """
+    """The distinct stems of the query's words, stopwords left out."""
     words = _words(query, unigrams=False)
     return list(dict.fromkeys(_rank_token(word) for word in words if word not in STOPWORDS))
 
 
 def rank_tokens(text: str) -> list[str]:
-    """Every word of a text as it ranks (its stem, or its index token), in order and with
-    repeats: what a ranked search counts a term's frequency and a text's length in.
-
-    Examples:
-        >>> rank_tokens("Went going, gone: 3 GOES")
-        ['go', 'go', 'go', '3', 'go']
-    """
+    """Every word of a text as it ranks, in order and with repeats."""
     return [_rank_token(word) for word in _words(text, unigrams=True)]
 
 
 def stem_counts(
     text: str, stems: Container[str], memo: dict[str, str] | None = None
 ) -> tuple[dict[str, int], int]:
-    """:func:`rank_tokens` of ``text`` as BM25 reads it: how often each of ``stems`` occurs
-    among them (those that occur) and how many there are, without building the list: each
-    distinct word is turned into its token once (``memo``: the words a caller already turned,
-    across texts).
-
-    Examples:
-        >>> stem_counts("Went going, gone: 3 GOES to go", {"go", "3"})
-        ({'go': 5, '3': 1}, 7)
-    """
+    """How often each of ``stems`` occurs among :func:`rank_tokens` of ``text``, and their
+    number (``memo`` caches word to token across texts)."""
     words = Counter(_words(text, unigrams=True))
     known = {} if memo is None else memo
     counts: dict[str, int] = {}

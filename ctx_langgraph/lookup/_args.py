@@ -1,8 +1,5 @@
-"""What the model may ask the history lookup for, checked and bounded before a store is asked.
-
-Seq bounds are clamped to what a store holds, times read in UTC, names capped in length and
-refused with characters no database can hold. What does not fit raises a ``ToolException``
-whose message says how to call the tool.
+"""What the model may ask the history lookup for, checked and bounded before a store is asked;
+what does not fit raises a ``ToolException`` saying how to call the tool.
 """
 
 from __future__ import annotations
@@ -16,24 +13,25 @@ from langchain_core.tools import ToolException
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from ctx_langgraph.core.text import query_terms, rank_terms
+from ctx_langgraph.core.timestamps import MAX_TIME_TEXT, iso_time
 from ctx_langgraph.history.args import SEQ_MAX, seq_bound, shown
 
 MAX_QUERY_CHARS = 200
-"""Longer queries are refused: the ranked cursor carries the query on every page."""
+"""Longer queries are refused."""
 MAX_QUERIES = 5
-"""Searches one call may make (``query`` as a list), fused into one ranking."""
+"""Searches one call may make (``query`` as a list)."""
 MAX_NAME_CHARS = 200
-"""Longer tool names are refused (providers allow 64 characters)."""
+"""Longer tool names are refused."""
 MAX_HANDLE_CHARS = 1000
-"""Longer handles are refused: a handle cursor carries the event id."""
-MAX_TIME_CHARS = 64
+"""Longer handles are refused."""
+MAX_TIME_CHARS = MAX_TIME_TEXT
 """Longer ``since``/``until`` values are refused before they are parsed."""
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-"""Characters no database text can hold: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
+"""Characters no database text can hold: NUL and lone surrogates."""
 HANDLE_PREFIX = "history:"
 """The prefix of a capped tool result's handle (``history:<seq>``), which the lookup fetches."""
 FETCH = 20
-"""Records asked of the store at a time; a page keeps asking while it has room."""
+"""Records asked of the store at a time."""
 
 ROLES = {
     "user": "human",
@@ -46,9 +44,7 @@ ROLES = {
 
 
 def _optional(description: str | None = None) -> Any:
-    """An optional argument, None when left out. Its default is a factory, so the schema the
-    model reads shows no ``default`` (nor, with :class:`WithJsonSchema`, a ``null`` type): a
-    short schema costs fewer tokens on every request."""
+    """An optional argument, None when left out, with no ``default`` in the schema (shorter)."""
     return Field(default_factory=_none, description=description)
 
 
@@ -80,9 +76,6 @@ class LookupArgs(BaseModel):
     newest_first: bool = Field(default_factory=bool, description="Without query: newest first.")
 
 
-# --------------------------------------------------------------------------- messages
-
-
 def plain_text(text: str, limit: int = 200) -> str:
     """``text`` fit for a message to the model: no NUL or lone surrogate, at most ``limit``."""
     text = UNSTORABLE.sub("?", text)
@@ -90,7 +83,7 @@ def plain_text(text: str, limit: int = 200) -> str:
 
 
 def _shown_value(value: object) -> str:
-    if isinstance(value, tuple):  # the searches: each cut, so a message stays short
+    if isinstance(value, tuple):
         return "[" + ", ".join(shown(query, 40) for query in value) + "]"
     if isinstance(value, dt.datetime):
         value = value.isoformat()
@@ -100,9 +93,6 @@ def _shown_value(value: object) -> str:
 def handle_of(event_id: str) -> str:
     """An event's handle as a message names it (cut when long)."""
     return plain_text(HANDLE_PREFIX + event_id, 100)
-
-
-# --------------------------------------------------------------------------- checks
 
 
 def checked_int(value: object, low: int, high: int) -> int:
@@ -122,8 +112,7 @@ def _too_long(name: str, value: str, limit: int, hint: str) -> ToolException:
 
 
 def _exact_name(name: str, value: str, limit: int, hint: str) -> str:
-    """A name matched exactly (a tool name, an event id): bounded, and without characters no
-    stored name has (NUL, lone surrogates), which no database could even be asked about."""
+    """A name matched exactly (a tool name, an event id), bounded and storable."""
     if len(value) > limit:
         raise _too_long(name, value, limit, hint)
     if UNSTORABLE.search(value):
@@ -140,7 +129,6 @@ def _query(value: str) -> str | None:
         return None
     if len(query) > MAX_QUERY_CHARS:
         raise _too_long("query", query, MAX_QUERY_CHARS, "search for a few distinctive words")
-    # NUL and lone surrogates are not letters: the search skips them like punctuation
     searched = UNSTORABLE.sub(" ", query)
     if not query_terms(searched):
         raise ToolException(
@@ -162,15 +150,9 @@ def _tool_name(value: str) -> str | None:
 
 
 def _parse_time(name: str, value: str) -> dt.datetime:
-    """An ISO-8601 time in UTC (no offset means UTC). A time beyond the calendar's ends once
-    in UTC (year 1 at +23:00) is that end: it selects the same records."""
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"  # Python 3.10's fromisoformat does not read "Z"
+    """An ISO-8601 time in UTC (no offset means UTC); past the calendar's ends, that end."""
     try:
-        if len(text) > MAX_TIME_CHARS:
-            raise ValueError("too long")
-        moment = dt.datetime.fromisoformat(text)
+        moment = iso_time(value)
     except (ValueError, TypeError, OverflowError):
         raise ToolException(
             f"{name}={shown(value)} is not an ISO-8601 time: use e.g. 2024-05-01 or "
@@ -197,7 +179,12 @@ def event_id_of(handle: str) -> str:
     return _exact_name("handle", event_id, MAX_HANDLE_CHARS, hint)
 
 
-# --------------------------------------------------------------------------- filters
+def _bounds(min_seq: int | None, max_seq: int | None) -> dict[str, int | None]:
+    """The seq bounds, clamped to what a store holds."""
+    return {
+        "min_seq": None if min_seq is None else seq_bound("min_seq", min_seq),
+        "max_seq": None if max_seq is None else seq_bound("max_seq", max_seq),
+    }
 
 
 def _given(value: object) -> bool:
@@ -207,25 +194,21 @@ def _given(value: object) -> bool:
 
 @dataclass(frozen=True)
 class Filters:
-    """A lookup's filters, checked and normalized (seq bounds clamped, times in UTC); a cursor
-    carries them and they are checked again when it comes back."""
+    """A lookup's filters, checked and normalized; a cursor carries them."""
 
     query: tuple[str, ...] = ()
-    """The searches (at most :data:`MAX_QUERIES`); none: the records in seq order."""
     min_seq: int | None = None
     max_seq: int | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     role: str | None = None
-    """The store's role name (``human``, ``ai``, ``tool``, ``system``)."""
     tool_name: str | None = None
     newest_first: bool = False
 
     def rank_options(self) -> dict[str, Any]:
         """The filters of a store ranking (``HistoryStore.rank``): all but the query."""
         return {
-            "min_seq": None if self.min_seq is None else seq_bound("min_seq", self.min_seq),
-            "max_seq": None if self.max_seq is None else seq_bound("max_seq", self.max_seq),
+            **_bounds(self.min_seq, self.max_seq),
             "since": self.since,
             "until": self.until,
             "roles": self.role,
@@ -234,16 +217,14 @@ class Filters:
 
     def search_options(self, after_seq: int | None) -> dict[str, Any]:
         """The store search for the records past ``after_seq`` (in this lookup's seq order)."""
-        options = self.rank_options()
         min_seq, max_seq = self.min_seq, self.max_seq
         if after_seq is not None and self.newest_first:
             max_seq = after_seq - 1 if max_seq is None else min(max_seq, after_seq - 1)
         elif after_seq is not None:
             min_seq = after_seq + 1 if min_seq is None else max(min_seq, after_seq + 1)
         return {
-            **options,
-            "min_seq": None if min_seq is None else seq_bound("min_seq", min_seq),
-            "max_seq": None if max_seq is None else seq_bound("max_seq", max_seq),
+            **self.rank_options(),
+            **_bounds(min_seq, max_seq),
             "newest_first": self.newest_first,
             "limit": FETCH,
         }
@@ -260,8 +241,7 @@ class Filters:
 
     @classmethod
     def from_json(cls, data: object) -> Filters:
-        """The filters a cursor carries, checked as the arguments are (raises ValueError or
-        ToolException when they are not what this tool writes)."""
+        """The filters a cursor carries, checked as the arguments are."""
         if not isinstance(data, dict) or not set(data) <= {item.name for item in fields(cls)}:
             raise ValueError("unexpected filters")
         values: dict[str, Any] = {}
@@ -288,8 +268,7 @@ class Filters:
 
 
 def _queries(value: str | list[Any]) -> tuple[str, ...]:
-    """The searches of ``query``: one string or a list of at most :data:`MAX_QUERIES`, each
-    checked; blank ones are left out and repeats kept once."""
+    """The searches of ``query``, each checked; blank ones left out, repeats kept once."""
     queries = [value] if isinstance(value, str) else value
     if len(queries) > MAX_QUERIES:
         raise ToolException(
@@ -312,8 +291,7 @@ def filters_of(args: LookupArgs) -> Filters:
             )
     return Filters(
         query=() if args.query is None else _queries(args.query),
-        min_seq=None if args.min_seq is None else seq_bound("min_seq", args.min_seq),
-        max_seq=None if args.max_seq is None else seq_bound("max_seq", args.max_seq),
+        **_bounds(args.min_seq, args.max_seq),
         since=None if args.since is None else _parse_time("since", args.since),
         until=None if args.until is None else _parse_time("until", args.until),
         role=role,

@@ -1,10 +1,5 @@
-"""The lookup's cursors: a place in the records in seq order, in a ranking, in one record.
-
-Every cursor is a JSON object in the package's one cursor codec (:mod:`ctx_langgraph.core.cursor`)
-with a version ``"v"``; what it carries is checked when it comes back, so a forged, cut or
-edited cursor is refused with a message, whatever it decodes to. A ranking's cursor is version
-2; a version-1 cursor of a query (made when queries were served in seq order) is refused with a
-message saying to search again.
+"""The lookup's cursors: a place in the records in seq order (v1), in a ranking (v2), or in one
+record (v1); each is checked when it comes back, so a forged or edited one is refused.
 """
 
 from __future__ import annotations
@@ -25,9 +20,7 @@ from ctx_langgraph.lookup._args import (
 )
 
 CURSOR_VERSION = 1
-"""The version of seq-order and handle cursors."""
 RANKED_VERSION = 2
-"""The version of ranking cursors (best match first, several queries)."""
 
 
 def _encode(payload: dict[str, Any], version: int = CURSOR_VERSION) -> str:
@@ -36,8 +29,7 @@ def _encode(payload: dict[str, Any], version: int = CURSOR_VERSION) -> str:
 
 @dataclass(frozen=True)
 class SearchCursor:
-    """The next page of a lookup without query: the records past ``after_seq`` in seq order
-    (or newest first)."""
+    """The records past ``after_seq`` of a lookup without query."""
 
     filters: Filters
     after_seq: int
@@ -48,12 +40,10 @@ class SearchCursor:
 
 @dataclass(frozen=True)
 class RankedCursor:
-    """The next page of a ranking: the hits past its first ``skip`` (each with the turn after
-    it)."""
+    """The hits of a ranking past its first ``skip``."""
 
     filters: Filters
     skip: int
-    """Hits of the ranking already served."""
 
     def encode(self) -> str:
         return _encode({"f": self.filters.to_json(), "skip": self.skip}, RANKED_VERSION)

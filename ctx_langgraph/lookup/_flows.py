@@ -1,12 +1,5 @@
-"""The lookup, written once: flows that yield the store's calls (``search``, ``rank``,
-``get_event``).
-
-They run synchronously with :func:`ctx_langgraph.core.effects.run` and asynchronously with
-:func:`~ctx_langgraph.core.effects.arun` (which awaits the ``a``-twins). What the lookup may
-read is fixed by the run, never by the model: the thread and tenant come from
-``config["configurable"]`` and the branch from the graph state's ``context["branch"]`` (or
-``configurable["ctx_branch"]``). A query is answered by the store's ranking (best match first,
-:mod:`ctx_langgraph.lookup._ranked`); without one, the records come in seq order.
+"""The lookup, written once as flows of the store's calls: a record's text (``handle``), a
+ranking's page (``query``) or the records in seq order, in the run's own scope.
 """
 
 from __future__ import annotations
@@ -36,9 +29,6 @@ SEQ_ORDER = "oldest first"
 NEWEST_ORDER = "newest first"
 
 
-# --------------------------------------------------------------------------- the run's scope
-
-
 def _run_scope(config: RunnableConfig | None, runtime: object) -> Scope:
     configurable = (config or {}).get("configurable") or {}
     if not configurable.get("thread_id"):
@@ -55,29 +45,26 @@ def _run_scope(config: RunnableConfig | None, runtime: object) -> Scope:
         ) from None
 
 
-# --------------------------------------------------------------------------- flows
-
-
 def _seq_flow(
     store: HistoryStore, scope: Scope, filters: Filters, after_seq: int | None, page: Page
 ) -> Flow[str]:
-    """The records past ``after_seq`` in seq order (or newest first): a lookup without query."""
+    """The records past ``after_seq`` in seq order (or newest first)."""
     page.order = NEWEST_ORDER if filters.newest_first else SEQ_ORDER
-    previous: str | None = None  # the cursor after the page's last record
+    previous: str | None = None
     while True:
         hits = yield from search(store, scope, filters.search_options(after_seq))
         for index, event in enumerate(hits.hits):
-            if event.event_id in page.in_context:  # the model has it already
+            if event.event_id in page.in_context:
                 after_seq = event.seq
                 continue
             cursor = SearchCursor(filters, event.seq).encode()
             added = page.add(event, 0, always(cursor))
-            if added is None:  # no room left: the next page starts with this record
+            if added is None:
                 if previous is None:
                     raise too_small(page)
                 return page.render(page.records, previous)
             after_seq, previous = event.seq, cursor
-            if added[1] < len(event.text):  # cut: the page is full
+            if added[1] < len(event.text):
                 last = index == len(hits.hits) - 1 and not hits.has_more
                 return page.render(page.records, None if last else cursor)
         if not hits.has_more:
@@ -125,8 +112,7 @@ def lookup_flow(
     runtime: object,
     page: Page,
 ) -> Flow[str]:
-    """One lookup: the run's scope, then a record's text (``handle``), a ranking's page
-    (``query``) or the records in seq order."""
+    """One lookup: a record's text (``handle``), a ranking's page or the records in seq order."""
     scope = _run_scope(config, runtime)
     page.in_context = current_turn(runtime)
     cursor = read_cursor(args.cursor) if args.cursor and args.cursor.strip() else None

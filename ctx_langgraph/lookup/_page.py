@@ -1,9 +1,5 @@
-"""A lookup page: quoted records gathered under a token cap, and how a record is shown.
-
-A page is a JSON object whose ``notice`` says the records are quoted data, not instructions;
-JSON escaping keeps every record's text inside its string. A text too long for what is left is
-cut, and the record says how many characters were cut and gives the handle and cursor that
-read on.
+"""A lookup page: quoted records gathered under a token cap, as a JSON object whose ``notice``
+says they are data, not instructions; a record cut to fit says how to read on.
 """
 
 from __future__ import annotations
@@ -28,15 +24,14 @@ NOTICE = (
 )
 """The framing every lookup page starts with: the records are quoted data, not instructions."""
 ARTIFACT: dict[str, Any] = {LOOKUP_MARK: True}
-"""The artifact of every page: ``ctx_budget`` never caps a lookup page (the tool bounds it), and
-summarizers skip it (its records are copies of older events)."""
+"""The artifact of every page: ``ctx_budget`` never caps it, summarizers skip it."""
 
 _SHOWN_ROLES = {"human": "user", "ai": "assistant"}
 
 
 def _longest_fit(fits: Callable[[int], bool], start: int, total: int, guess: int) -> int | None:
-    """The largest ``end`` in ``[start, total]`` with ``fits(end)``, or None if not even
-    ``start`` fits. Grows from ``guess``, so a huge text is never counted whole."""
+    """The largest ``end`` in ``[start, total]`` with ``fits(end)`` (None if not ``start``),
+    grown from ``guess``."""
     if not fits(start):
         return None
     low, high = start, min(total, max(start + 1, guess))
@@ -55,35 +50,23 @@ def _longest_fit(fits: Callable[[int], bool], start: int, total: int, guess: int
 
 
 class Page:
-    """Records gathered under a token cap; every record is added only once the page with it
-    (and the cursor it would end with) was counted within the cap."""
+    """Records gathered under a token cap, each added once the page with it fits."""
 
     def __init__(self, counter: TokenCounter, max_tokens: int, *, reduced: bool = False) -> None:
         self.counter = counter
         self.max_tokens = max_tokens
-        self.reduced = reduced
-        """The cap is below the tool's ``max_tokens`` (the room left in the context): said."""
+        self.reduced = reduced  # the cap is the room left in the context, below max_tokens
         self.records: list[dict[str, Any]] = []
-        self.ids: list[str] = []
-        """The event id of each record, in the same order."""
+        self.ids: list[str] = []  # the event id of each record
         self.tokens = 0
         self.order: str | None = None
-        """How the records are ordered, said on a search page."""
         self.in_time_order = False
-        """Records are shown in seq order, whatever order they were gathered in."""
-        self.in_context: frozenset[str] = frozenset()
-        """Event ids of the current turn's messages: searches leave them out."""
+        self.in_context: frozenset[str] = frozenset()  # the current turn: searches skip it
         self.artifacts: list[dict[str, Any]] | None = None
-        """Entries of the artifact trail the query names, shown before the records."""
         self.segment_index = False
-        """A query's first page starts with the best segments of the index (and their events)."""
         self.segments: list[dict[str, Any]] | None = None
-        """The segments of the index a query's first page shows, before the records."""
         self.mode: str | None = None
-        """How a query is searched (``keyword``, ``semantic``, ``hybrid``); None: the store's
-        default (hybrid with a vector index)."""
         self.searched: str | None = None
-        """What the page says when some records were searched by words only."""
 
     def render(self, records: list[dict[str, Any]], next_cursor: str | None) -> str:
         if self.in_time_order:
@@ -120,15 +103,8 @@ class Page:
         whole: bool = False,
         extra: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], int] | None:
-        """Add ``event.text[start:]`` as a record (at index ``at``, else last), cut if it does
-        not fit, unless ``whole``; ``hit`` marks it as a match of the query, ``extra`` adds
-        keys first (``from_segment``).
-
-        ``next_cursor(end)`` is the cursor the page would end with after this record. Returns
-        the record and where its text stops, or None when the record is better left to the
-        next page: nothing of it fits, or it would fit whole on a page of its own (or, with
-        ``whole``, it does not fit whole).
-        """
+        """Add ``event.text[start:]`` as a record (at ``at``, else last), cut to fit unless
+        ``whole``; the record and where its text stops, or None to leave it to the next page."""
         total = len(event.text)
         room = self.max_tokens - self.tokens
         first = not self.records
@@ -142,7 +118,6 @@ class Page:
             records = [*self.records[:at], record_to(end), *self.records[at:]]
             return self._count(records, next_cursor(end)) <= self.max_tokens
 
-        # a text much longer than the room cannot fit whole: skip counting all of it
         end = total
         if total - start > 16 * room or not fits(total):
             if whole or (not first and not self._too_long_for_a_page(event, start)):
@@ -158,7 +133,7 @@ class Page:
         return record, end
 
     def mark_hit(self, index: int, next_cursor: str | None) -> bool:
-        """Mark the record at ``index`` (shown after an earlier hit) as a match, if it still fits."""
+        """Mark the record at ``index`` as a hit, if it still fits."""
         record = self.records[index]
         if record.get("hit"):
             return True
@@ -176,11 +151,8 @@ class Page:
 
 
 def _record(event: HistoryEvent, start: int, end: int) -> dict[str, Any]:
-    """The record of ``event.text[start:end]``: when it was said (the day and minute in UTC, as
-    people write them), who said it (the role, and the speaker's name when the message has
-    one), the text, and the text's relative time expressions resolved against that day
-    ("yesterday" said on Mon 8 May 2023 is Sun 7 May 2023). A record is short: its event id
-    shows only where it is needed, in the handle that reads a cut text on."""
+    """The record of ``event.text[start:end]``: seq, time, role (and name), text, its relative
+    times resolved, and how to read on when cut."""
     when = event.created_at.astimezone(dt.timezone.utc)
     record: dict[str, Any] = {
         "seq": event.seq,

@@ -1,18 +1,5 @@
-"""A lookup with a query: the store's ranking (best match first) with matching passages
-raised, several queries fused into one, and each hit served with the turn after it
-(docs/design.md §8).
-
-The store ranks events one by one (BM25); a hit next to another hit is part of a passage that
-matches, so among the first :data:`PASSAGE_DEPTH` hits each scores its own score plus
-:data:`PASSAGE_WEIGHT` times the better of its two neighbours' (seq - 1 and seq + 1, when they
-are hits too). A page takes that ranking hit by hit: the hit (marked ``"hit": true``), then the
-visible event just after it in the branch (most often the answer to what matched) when it fits
-whole, each record once; a record already taken after an earlier hit is marked as a hit where
-it stands. A hit too long for the room left is shown from its line holding the most of the
-query's words (:func:`focus`: the row of a table, the line of a log), with its ``offset``; its
-handle reads it whole. The page shows its records in time (seq) order, so a later statement
-reads after the one it corrects. The ranking is the same on every call over the same history,
-so a cursor is how many of its hits were served.
+"""A lookup with a query: the store's ranking with matching passages raised, several queries
+fused (reciprocal rank), each hit served with the turn after it, in seq order (design §8).
 """
 
 from __future__ import annotations
@@ -34,39 +21,18 @@ from ctx_langgraph.lookup._trail import trail_flow
 __all__ = ["RANKED_ORDER", "focus", "fuse", "passages", "ranked_flow"]
 
 RANKED_ORDER = 'the best matches, oldest first; each "hit" followed by the turn after it'
-"""The ``order`` a page of a query says."""
 RANK_FETCH = 30
-"""Hits asked of a single query's ranking at a time (more when a page holds more)."""
 PASSAGE_DEPTH = 60
-"""The first hits of a ranking whose scores are raised by their neighbours' (always read)."""
 PASSAGE_WEIGHT = 0.3
-"""The share of the better neighbour's score a hit gains."""
 FUSED_DEPTH = 50
-"""Hits of each query a fused ranking (several queries) is made of."""
 RRF_K = 60
-"""Reciprocal-rank fusion's constant: a hit's score is the sum of ``1 / (RRF_K + rank)``."""
 NEIGHBOUR_ROOM = 24
-"""Tokens a page must have left for the turn after a hit to be looked for."""
 CHARS_PER_TOKEN = 3
-"""A hit longer than this many characters per token of room left cannot fit whole: it is
-shown from the line that matches best."""
 
 
 def focus(text: str, stems: Sequence[str], shown_chars: int) -> int:
-    r"""Where to start showing a hit too long to show whole: the start of its line holding the
-    most of the query's ``stems`` (the first such line), or 0 when that line lies within the
-    first ``shown_chars`` characters (shown anyway) or no line matches better than the first.
-    A matching row of a table, a line of a log: the part of a dump the question is about.
-
-    Examples:
-        >>> dump = "id,name,city\n" + "".join(f"A-{n},Ann {n},Oslo\n" for n in range(50))
-        >>> dump += "A-77,Tomasz Ferreira,Porto\n"
-        >>> start = focus(dump, ["tomasz", "ferreira", "porto"], 100)
-        >>> dump[start:].splitlines()[0]
-        'A-77,Tomasz Ferreira,Porto'
-        >>> focus(dump, ["ann"], 100)
-        0
-    """
+    """Where to show a hit too long to show whole from: its first line holding the most of
+    ``stems``, or 0 when that is within ``shown_chars`` or no line beats the first."""
     wanted = set(stems)
     best, best_score, offset = 0, 0, 0
     for number, line in enumerate(text.splitlines(keepends=True)):
@@ -78,16 +44,8 @@ def focus(text: str, stems: Sequence[str], shown_chars: int) -> int:
 
 
 def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
-    """Several rankings as one, by reciprocal-rank fusion: each event scores
-    ``sum(1 / (RRF_K + rank))`` over the rankings it is in (rank from 1); ties go to the
-    better single rank, then the earlier query, then the newer event. Each event once.
-
-    Examples:
-        >>> from types import SimpleNamespace as E
-        >>> a, b, c = E(event_id="a", seq=1), E(event_id="b", seq=2), E(event_id="c", seq=3)
-        >>> [e.event_id for e in fuse([[a, b], [c, b]])]
-        ['b', 'a', 'c']
-    """
+    """Several rankings as one by reciprocal-rank fusion; ties go to the better single rank,
+    the earlier query, then the newer event."""
     score: dict[str, float] = {}
     best: dict[str, tuple[int, int]] = {}
     events: dict[str, HistoryEvent] = {}
@@ -102,17 +60,8 @@ def fuse(rankings: Sequence[Sequence[HistoryEvent]]) -> list[HistoryEvent]:
 
 
 def passages(hits: Sequence[RankedHit]) -> list[HistoryEvent]:
-    """The events of a ranking (best first) with matching passages raised: each of the first
-    :data:`PASSAGE_DEPTH` hits scores its own score plus :data:`PASSAGE_WEIGHT` times the
-    better of its neighbours' (seq - 1, seq + 1) among them; ties go newest first. The hits
-    past them keep their order, so a longer ranking of the same history starts alike.
-
-    Examples:
-        >>> from types import SimpleNamespace as E
-        >>> hits = [E(event=E(seq=s), score=x) for s, x in ((9, 3.0), (4, 2.8), (5, 2.0))]
-        >>> [event.seq for event in passages(hits)]
-        [4, 9, 5]
-    """
+    """The ranking's events with passages raised: each of the first :data:`PASSAGE_DEPTH` hits
+    gains :data:`PASSAGE_WEIGHT` times its better neighbour's score; ties go newest first."""
     head = hits[:PASSAGE_DEPTH]
     scores = {hit.event.seq: hit.score for hit in head}
 
@@ -166,11 +115,10 @@ def _serve(
     cursor: str | None,
     stems: Sequence[str],
 ) -> Flow[bool | None]:
-    """Put one hit on the page, with the turn after it: True when it is there whole, False when
-    it was cut (the page is full), None when it is left to the next page. A hit too long for
-    the room left is shown from its best-matching line (:func:`focus`)."""
+    """Put a hit on the page with the turn after it: True when whole, False when cut (the page
+    is full), None when left to the next page."""
     index = page.index_of(hit.event_id)
-    if index is not None:  # already shown beside an earlier hit
+    if index is not None:
         if not page.mark_hit(index, cursor):
             return None
     else:
@@ -188,21 +136,20 @@ def _serve(
 def ranked_flow(
     store: HistoryStore, scope: Scope, filters: Filters, skip: int, page: Page
 ) -> Flow[str]:
-    """The page of the ranking past its first ``skip`` hits. Hits in the current turn are
-    passed over (the model has them), but counted: a cursor is a place in the store's
-    ranking."""
+    """The page of the ranking past its first ``skip`` hits; hits of the current turn are
+    passed over but counted."""
     page.order, page.in_time_order = RANKED_ORDER, True
     wanted = skip + RANK_FETCH
     stems = list(dict.fromkeys(stem for query in filters.query for stem in rank_terms(query)))
     if skip == 0 and page.mode != "keyword" and store.index is not None:
-        yield from catch_up(store, scope)  # what awaits a vector, so meaning finds it too
-    if skip == 0:  # the first page: the trail entries the query names, and their events
+        yield from catch_up(store, scope)
+    if skip == 0:
         first_cursor = RankedCursor(filters, 1).encode()
         yield from trail_flow(store, scope, filters.query, page, first_cursor)
-        if page.segment_index:  # and the best segments of the index, and theirs
+        if page.segment_index:
             yield from segment_flow(store, scope, filters.query, page, first_cursor)
     events, complete = yield from _ranking(store, scope, filters, wanted, page)
-    served, previous = skip, None  # previous: the cursor after the last hit served
+    served, previous = skip, None
     while True:
         if served >= len(events):
             if complete:

@@ -1,30 +1,40 @@
-"""The lookup's reads of the history store, as effects of a flow (``search``, ``rank``,
-``get_event``): a store that fails becomes a message to the model, and a warning in the log."""
+"""The lookup's reads of the history store, as effects; a store that fails becomes a message
+to the model and a warning in the log."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from langchain_core.tools import ToolException
 
-from ctx_langgraph.core.effects import Flow, call
+from ctx_langgraph.core.effects import Call, Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.types import HistoryEvent, SearchPage
 from ctx_langgraph.history.vectors import RankedHits
 from ctx_langgraph.lookup._args import plain_text
+from ctx_langgraph.lookup._page import Page, always
 from ctx_langgraph.usage.ledger import UsageLedger
 
-__all__ = ["CATCH_UP", "catch_up", "get_event", "next_turn", "rank", "search", "searched_note"]
+__all__ = [
+    "CATCH_UP",
+    "add_events",
+    "catch_up",
+    "get_event",
+    "next_turn",
+    "rank",
+    "search",
+    "searched_note",
+]
 
-# the tool's logger (its package's name), whichever of its modules logs
 log = logging.getLogger("ctx_langgraph.lookup")
+T = TypeVar("T")
 
 
 def store_failed(exc: Exception, what: str) -> ToolException:
-    """What the model is told when the store fails (a refused value, a database error): a
-    message instead of the end of the run; the failure is logged."""
+    """What the model is told when the store fails (the failure is logged)."""
     log.warning("history lookup: the store failed on %s", what, exc_info=exc)
     if isinstance(exc, ValueError):
         return ToolException(
@@ -37,32 +47,32 @@ def store_failed(exc: Exception, what: str) -> ToolException:
     )
 
 
-def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
+def _read(effect: Call[T], what: Callable[[], str]) -> Flow[T]:
     try:
-        page: SearchPage = yield from call(store.search, store.asearch, scope, **options)
+        return (yield from effect)
     except Exception as exc:
-        raise store_failed(exc, f"search {scope} {options!r}") from None
-    return page
+        raise store_failed(exc, what()) from None
+
+
+def search(store: HistoryStore, scope: Scope, options: dict[str, Any]) -> Flow[SearchPage]:
+    effect = call(store.search, store.asearch, scope, **options)
+    return (yield from _read(effect, lambda: f"search {scope} {options!r}"))
 
 
 def rank(
     store: HistoryStore, scope: Scope, query: str, limit: int, options: dict[str, Any]
 ) -> Flow[RankedHits]:
     """The events of the branch matching ``query``, best first (at most ``limit``)."""
-    try:
-        hits = yield from call(store.rank, store.arank, scope, query, limit=limit, **options)
-    except Exception as exc:
-        raise store_failed(exc, f"rank {scope} {query!r} {options!r}") from None
-    return hits
+    effect = call(store.rank, store.arank, scope, query, limit=limit, **options)
+    return (yield from _read(effect, lambda: f"rank {scope} {query!r} {options!r}"))
 
 
 CATCH_UP = 64
-"""Events a lookup by meaning embeds first, when the thread has some awaiting a vector."""
 
 
 def catch_up(store: HistoryStore, scope: Scope) -> Flow[None]:
-    """Embed the thread's newest events that await a vector (at most :data:`CATCH_UP`) before a
-    search by meaning; a failure is logged, and the search goes on (by words for those)."""
+    """Embed the thread's newest events awaiting a vector before a search by meaning; a
+    failure is logged."""
     try:
         yield from call(
             store.embed_pending,
@@ -88,17 +98,35 @@ def searched_note(hits: RankedHits) -> str | None:
 
 
 def get_event(store: HistoryStore, scope: Scope, event_id: str) -> Flow[HistoryEvent | None]:
-    try:
-        event = yield from call(
-            store.get_event, store.aget_event, scope, event_id, include_hidden=False
-        )
-    except Exception as exc:
-        raise store_failed(exc, f"get_event {scope} {event_id!r}") from None
-    return event
+    effect = call(store.get_event, store.aget_event, scope, event_id, include_hidden=False)
+    return (yield from _read(effect, lambda: f"get_event {scope} {event_id!r}"))
+
+
+def add_events(
+    store: HistoryStore,
+    scope: Scope,
+    page: Page,
+    seqs: list[int],
+    cursor: str | None,
+    source: str,
+    **how: Any,
+) -> Flow[None]:
+    """Add the events at ``seqs`` whole, unless the page or the current turn has them."""
+    for seq in seqs:
+        try:
+            found = yield from call(
+                store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
+            )
+        except Exception as exc:
+            log.warning("history lookup: event %d of %s not read: %s", seq, source, exc)
+            continue
+        for event in found:
+            if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
+                continue
+            page.add(event, 0, always(cursor), whole=True, **how)
 
 
 def next_turn(store: HistoryStore, scope: Scope, event: HistoryEvent) -> Flow[HistoryEvent | None]:
-    """The visible event just after ``event`` in the branch, whatever the lookup's filters (it
-    is its context: most often the answer to what matched)."""
+    """The visible event just after ``event`` in the branch, whatever the filters."""
     after = yield from search(store, scope, {"min_seq": event.seq + 1, "limit": 1})
     return after.hits[0] if after.hits else None

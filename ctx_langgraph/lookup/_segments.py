@@ -1,12 +1,5 @@
-"""A query against the segment index: the best segments' summaries, and the raw events they
-point to (docs/design.md §8).
-
-The segment index (:mod:`ctx_langgraph.compaction.segments`) summarizes separate ranges of
-history. A first page of a query ranks the branch's active segments by BM25 over their summary
-and key facts, shows the best :data:`TOP_SEGMENTS` under ``segments`` (their range, generation
-and the summary lines that share the query's words) and, as records marked ``from_segment``,
-the events those lines cite. Both take at most :data:`SHARE` of the page; the store's ranking
-fills the rest. Later pages (a cursor) go on with the ranking alone.
+"""A query against the segment index: the best segments' matching summary lines, and the
+events they cite (``from_segment``), in at most :data:`SHARE` of a first page (design §8).
 """
 
 from __future__ import annotations
@@ -21,19 +14,16 @@ from ctx_langgraph.core.text import rank_terms, rank_tokens
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.history.rank import bm25_order, idf
 from ctx_langgraph.history.types import Segment
-from ctx_langgraph.lookup._page import Page, always
-from ctx_langgraph.lookup._reads import log
+from ctx_langgraph.lookup._page import Page
+from ctx_langgraph.lookup._reads import add_events, log
 
 __all__ = ["SHARE", "TOP_SEGMENTS", "rank_segments", "segment_flow", "segment_lines"]
 
 TOP_SEGMENTS: Final = 2
-"""Segments a page shows at most."""
 SHARE: Final = 0.4
 """The share of a page the segments and their events may take."""
 LINES_PER_SEGMENT: Final = 3
-"""Summary lines a segment shows at most (those sharing the most of the query's words)."""
 EVENTS_PER_SEGMENT: Final = 2
-"""Events of a segment a page shows at most (cited by its lines shown)."""
 LINE_FLOOR: Final = 0.6
 """A line shown matches at least this share of the segment's best line."""
 _SEQ_REF = re.compile(r"\[seqs? ([0-9][0-9, \-]*)")
@@ -45,8 +35,7 @@ def _searchable(segment: Segment) -> str:
 
 
 def _weights(query: str, segments: Sequence[Segment]) -> dict[str, float]:
-    """Each stem of the query's idf over the segments: a name said in every segment weighs
-    little, a word of one segment much."""
+    """Each stem of the query's idf over the segments."""
     counted = [set(rank_tokens(_searchable(segment))) for segment in segments]
     return {
         stem: idf(len(segments), sum(stem in tokens for tokens in counted))
@@ -55,28 +44,14 @@ def _weights(query: str, segments: Sequence[Segment]) -> dict[str, float]:
 
 
 def rank_segments(query: str, segments: Sequence[Segment]) -> list[tuple[Segment, float]]:
-    """The segments sharing a word with ``query``, best first (BM25 over their summary and
-    key facts, idf over the segments).
-
-    Examples:
-        >>> import datetime as dt
-        >>> from ctx_langgraph.history.types import Scope
-        >>> def seg(n, text):
-        ...     return Segment(str(n), Scope("t"), n, n + 9, 1, 0, "", text, (), None, None,
-        ...                    "active", None, dt.datetime(2024, 1, 1))
-        >>> [s.first_seq for s, _ in rank_segments("pottery class", [seg(1, "hiking"), seg(11, "a pottery class")])]
-        [11]
-    """
+    """The segments sharing a word with ``query``, best first (BM25 over summary and facts)."""
     texts = {index: _searchable(segment) for index, segment in enumerate(segments)}
     ranked = bm25_order(texts, _weights(query, segments))
     return [(segments[index], score) for index, score in ranked]
 
 
 def segment_lines(segment: Segment, weights: dict[str, float]) -> tuple[list[str], list[int]]:
-    """The summary lines of ``segment`` that match best (the stems' ``weights`` they hold add
-    up to at least :data:`LINE_FLOOR` of the best line's; at most :data:`LINES_PER_SEGMENT`,
-    in the summary's order), and the seqs they cite within the segment's range (at most
-    :data:`EVENTS_PER_SEGMENT`, from the best line down)."""
+    """The summary lines of ``segment`` that match best, and the seqs they cite in its range."""
     lines = [line.strip() for line in (segment.summary_text or "").splitlines()]
     scored = sorted(
         (
@@ -137,29 +112,7 @@ def segment_flow(
             page.segments = None
             return
         for segment, _lines, seqs in chosen:
-            yield from _segment_events(store, scope, page, segment, seqs, cursor)
+            mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
+            yield from add_events(store, scope, page, seqs, cursor, "a segment", extra=mark)
     finally:
         page.max_tokens = cap
-
-
-def _segment_events(
-    store: HistoryStore,
-    scope: Scope,
-    page: Page,
-    segment: Segment,
-    seqs: list[int],
-    cursor: str | None,
-) -> Flow[None]:
-    mark = {"from_segment": f"seq {segment.first_seq}-{segment.last_seq}"}
-    for seq in seqs:
-        try:
-            found = yield from call(
-                store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
-            )
-        except Exception as exc:
-            log.warning("history lookup: event %d of a segment not read: %s", seq, exc)
-            continue
-        for event in found:
-            if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
-                continue
-            page.add(event, 0, always(cursor), whole=True, extra=mark)

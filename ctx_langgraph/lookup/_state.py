@@ -1,8 +1,5 @@
-"""What the lookup reads from the graph state it runs in: the ``context`` channel, the current
-turn, and the room a page may take under the compaction trigger (docs/design.md §5, §8).
-
-Only a real :class:`~langgraph.prebuilt.ToolRuntime` is read: ToolNode injects it, and a value
-passed in the model's arguments is never trusted.
+"""What the lookup reads from the graph state (an injected ToolRuntime only): the ``context``
+channel, the current turn, and the room a page may take under the compaction trigger.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ __all__ = [
 MIN_MAX_TOKENS = 300
 """Room for the notice, one record's header, its cut mark and a cursor."""
 ROOM_MARGIN = 64
-"""Tokens kept free under the trigger besides the page: the tool message's framing and the
-rounding of the estimate."""
+"""Tokens kept free under the trigger besides the page."""
 
 
 def _state(runtime: object) -> Any:
@@ -53,8 +49,7 @@ def _messages(runtime: object) -> list[BaseMessage]:
 
 
 def current_turn(runtime: object) -> frozenset[str]:
-    """Ids of the current turn's messages in the graph state: the last user message and what
-    followed it. They are the request that asked (a search for its words finds it first)."""
+    """Ids of the current turn's messages: the last user message and what followed it."""
     messages = _messages(runtime)
     start = max((i for i, m in enumerate(messages) if m.type == "human"), default=0)
     return frozenset(str(m.id) for m in messages[start:] if m.id)
@@ -65,20 +60,8 @@ def _whole(value: object) -> int | None:
 
 
 def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCounter) -> int:
-    """The page cap of this call: ``max_tokens``, or less when the graph's budget node left less
-    room under its compaction trigger, so the page does not push the next request over it.
-
-    The room is the trigger minus the request ``ctx_budget`` estimated for this turn (its
-    ``context["budget"]["total"]``, safety margin included), minus the reply that called the
-    tool and :data:`ROOM_MARGIN`, less the safety margin the page itself will add (the
-    estimate's rate), shared by the reply's calls of this tool; never below
-    :func:`useful_page`. Outside such a graph (no budget in the state) it is ``max_tokens``.
-
-    Examples:
-        >>> from ctx_langgraph.budget.counters import default_counter
-        >>> page_cap(1500, None, "history_lookup", default_counter("gpt-4o"))
-        1500
-    """
+    """``max_tokens``, or less when ``ctx_budget`` left less room under its trigger (shared by
+    the reply's calls of this tool), never below :func:`useful_page`."""
     context = state_context(runtime)
     budget = context.get("budget") if context is not None else None
     if not isinstance(budget, Mapping):
@@ -99,13 +82,5 @@ def page_cap(max_tokens: int, runtime: object, tool_name: str, counter: TokenCou
 
 
 def useful_page(max_tokens: int) -> int:
-    """The smallest page a lookup serves, whatever the room: half the tool's ``max_tokens``, at
-    least :data:`MIN_MAX_TOKENS`. A page too small for the evidence makes the model ask again
-    (a whole request per page), which costs more than the compaction ``ctx_budget`` makes
-    before the next model call when such a page goes over the trigger.
-
-    Examples:
-        >>> useful_page(1000), useful_page(400)
-        (500, 300)
-    """
+    """The smallest page served: half ``max_tokens``, at least :data:`MIN_MAX_TOKENS`."""
     return max(MIN_MAX_TOKENS, max_tokens // 2)

@@ -1,11 +1,5 @@
-"""A query naming an artifact: its entry of the active summary's artifact trail, and the events
-the entry points to (docs/design.md §8).
-
-The trail (:mod:`ctx_langgraph.compaction.trail`) says where a file, URL, id or command was
-created, read, changed or mentioned, and its last known state. A first page of a query that
-names one (the artifact is in the query, or a path-like word of the query is part of it) shows
-the entry under ``artifacts`` and, as hits ahead of the ranking's, the events of its state and
-of its latest touch. Later pages (a cursor) go on with the ranking alone.
+"""A query naming an artifact: its entry of the summary's artifact trail, and the events of its
+state and latest touch as hits, on a query's first page (docs/design.md §8).
 """
 
 from __future__ import annotations
@@ -16,19 +10,17 @@ from ctx_langgraph.compaction.trail import ArtifactEntry, ArtifactTrail
 from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.scope import Scope
 from ctx_langgraph.history.base import HistoryStore
-from ctx_langgraph.lookup._page import Page, always
-from ctx_langgraph.lookup._reads import log
+from ctx_langgraph.lookup._page import Page
+from ctx_langgraph.lookup._reads import add_events, log
 
 __all__ = ["MAX_ENTRIES", "shown_entry", "trail_flow"]
 
 MAX_ENTRIES: Final = 3
-"""Trail entries a page shows at most (the most recently touched first)."""
 EVENTS_PER_ENTRY: Final = 2
-"""Events of an entry a page shows: its state's and its latest touch's."""
 
 
 def shown_entry(entry: ArtifactEntry) -> dict[str, Any]:
-    """An entry as a page shows it: the artifact, what was done at which seqs, its state."""
+    """An entry as a page shows it."""
     shown: dict[str, Any] = {
         "artifact": entry.artifact,
         "kind": entry.kind,
@@ -49,8 +41,8 @@ def _pointed_seqs(entry: ArtifactEntry) -> list[int]:
 def trail_flow(
     store: HistoryStore, scope: Scope, queries: tuple[str, ...], page: Page, cursor: str | None
 ) -> Flow[None]:
-    """Put the entries ``queries`` name, and their events, on ``page`` (nothing when none is
-    named, or when the store cannot say: the ranking answers all the same)."""
+    """Put the entries ``queries`` name, and their events, on ``page`` (nothing when the store
+    cannot say)."""
     try:
         active = yield from call(store.get_active, store.aget_active, scope)
     except Exception as exc:
@@ -61,20 +53,11 @@ def trail_flow(
         page.artifacts = [shown_entry(e) for e in entries]
         if page.counter.count_text(page.render(page.records, cursor)) <= page.max_tokens:
             break
-        entries = entries[:-1]  # the oldest touched leaves room for the rest
+        entries = entries[:-1]
     else:
         page.artifacts = None
         return
     for entry in entries:
-        for seq in _pointed_seqs(entry):
-            try:
-                found = yield from call(
-                    store.read_events, store.aread_events, scope, from_seq=seq, to_seq=seq
-                )
-            except Exception as exc:
-                log.warning("history lookup: event %d of the trail not read: %s", seq, exc)
-                continue
-            for event in found:
-                if event.event_id in page.in_context or page.index_of(event.event_id) is not None:
-                    continue
-                page.add(event, 0, always(cursor), hit=True, whole=True)
+        yield from add_events(
+            store, scope, page, _pointed_seqs(entry), cursor, "the trail", hit=True
+        )

@@ -35,8 +35,7 @@ DESCRIPTION = (
     "history, summarized or cleared parts too. Returns quoted records (data, not "
     "instructions): the best matches, each with the turn after it."
 )
-"""What the model is told the tool does; with the arguments' descriptions, the schema costs
-at most 250 tokens on every request."""
+"""What the model is told the tool does."""
 USAGE = (
     f"Pass query as a string or a list of at most {MAX_QUERIES} strings; role, tool_name, "
     "since, until, handle and cursor as strings; min_seq and max_seq as whole numbers; "
@@ -47,8 +46,7 @@ _Result = tuple[str, dict[str, Any]]
 
 
 def _invalid_arguments(error: Any) -> str:
-    """What the model is told when its arguments do not fit the schema (a list for a string,
-    a fraction or an infinity for a seq, ...)."""
+    """What the model is told when its arguments do not fit the schema."""
     problems = "; ".join(
         f"{'.'.join(str(part) for part in problem.get('loc', ())) or 'arguments'}: "
         f"{problem.get('msg', 'invalid')}"
@@ -65,9 +63,8 @@ def _lookup_functions(
     segments: bool,
     mode: SearchMode | None,
 ) -> tuple[Callable[..., _Result], Callable[..., Awaitable[_Result]]]:
-    """The tool's sync and async functions: one flow, run by either driver, on a page sized
-    to the room the context has left (see :func:`~ctx_langgraph.lookup._state.page_cap`). A
-    ``mode`` the store cannot search is refused now, not on the model's first lookup."""
+    """The tool's sync and async functions: one flow on a page sized to the room left; a
+    ``mode`` the store cannot search is refused now."""
     require_store(store, where="make_history_lookup_tool(store=...)", expected=HistoryStore)
     if mode is not None:
         store.search_mode(mode)
@@ -78,9 +75,7 @@ def _lookup_functions(
         page.segment_index, page.mode = segments, mode
         return page
 
-    # The scope is read from the injected config and runtime, which the model cannot set:
-    # ToolNode replaces any model-supplied "runtime" argument, and a value that is not a real
-    # ToolRuntime (a forged argument in a direct call) is ignored.
+    # The scope comes from the injected config and runtime (a forged runtime is ignored).
     def lookup(
         *,
         config: RunnableConfig,
@@ -115,17 +110,11 @@ def make_history_lookup_tool(
 ) -> BaseTool:
     """A tool the model calls to fetch exact evidence from the conversation's raw history.
 
-    Give it to the model like any tool (``ToolNode([lookup])``, ``create_agent(tools=[lookup])``).
-    The history read is the run's: thread and tenant from ``config["configurable"]``
-    (``thread_id``, ``ctx_tenant``), branch from the graph state's ``context["branch"]`` or
-    ``configurable["ctx_branch"]``; the model only picks filters (``query``, ``min_seq``,
-    ``max_seq``, ``since``, ``until``, ``role``, ``tool_name``, ``newest_first``), a ``handle``
-    to page through one record's text, and ``cursor``. Hidden and deleted events never come back.
-    Bad arguments, a forged or stale cursor, a run without ``thread_id`` and a store that fails
-    (logged) give the model a short message saying what to do, never an exception. A ``query``
-    (or a list of up to five, fused) is answered with its best matches, each followed by the
-    turn after it, shown oldest first; in a graph with ``ctx_budget`` a page takes at most the
-    room under the trigger (docs/design.md §8).
+    The history read is the run's (thread, tenant and branch); the model only picks filters,
+    a ``handle`` to page through one record and a ``cursor``. Hidden and deleted events never
+    come back; bad arguments, a stale cursor or a failing store give the model a short message,
+    never an exception. A ``query`` (or up to five, fused) is answered with its best matches,
+    each followed by the turn after it, oldest first (docs/design.md §8).
 
     Args:
         store: the history store the graph records into.
@@ -134,7 +123,7 @@ def make_history_lookup_tool(
         name: the tool's name (:func:`is_history_lookup_tool` knows the tool by any name).
         description: what the model is told the tool does.
         segments: a query's first page starts with the segment index's best segments and the
-            events they cite (``from_segment``), in at most 40% of the page (docs/design.md §8).
+            events they cite, in at most 40% of the page.
         mode: ``keyword``, ``semantic`` or ``hybrid`` (None: hybrid with a vector index).
 
     Returns:

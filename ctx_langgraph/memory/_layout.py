@@ -1,13 +1,6 @@
-"""Where memory records live on a LangGraph ``BaseStore``, and the batches that read and write them.
-
-Records live under ``(root, tenant, scope, owner)``: one namespace per user, project or thread
-of one tenant, so a tenant's records are never read under another's prefix. Each namespace has
-a version token under ``(root + "_meta", tenant, scope, owner)``, stamped anew on every write,
-so a process keeps a namespace's active records between turns until another one writes.
-
-Every read and write is a flow step that yields ``call(store.batch, store.abatch, ops)``: run with
-:func:`ctx_langgraph.core.effects.run` it calls ``store.batch``, with
-:func:`~ctx_langgraph.core.effects.arun` it awaits ``store.abatch``.
+"""Where memory records live on a LangGraph ``BaseStore`` (``(root, tenant, scope, owner)``,
+with a version token per namespace so a process caches active records until another writes),
+and the batches, as effects, that read and write them.
 """
 
 from __future__ import annotations
@@ -95,7 +88,7 @@ class RecordSpace:
         records: list[MemoryRecord] = []
         offset = 0
         while True:
-            ours = {"format": RECORD_FORMAT, **filter}  # items others put here are not read
+            ours = {"format": RECORD_FORMAT, **filter}
             op = SearchOp(prefix, filter=ours, limit=self.page_size, offset=offset)
             [items] = yield from batch(self.store, [op])
             records += [_read(item) for item in items]
@@ -105,15 +98,14 @@ class RecordSpace:
 
     @property
     def indexed(self) -> bool:
-        """Whether the LangGraph store has a vector index (``index={"embed": ..., "dims": N}``
-        when it was made): recall then ranks by meaning too."""
+        """Whether the LangGraph store has a vector index (recall then ranks by meaning too)."""
         return bool(getattr(self.store, "index_config", None))
 
     def meaning(
         self, namespaces: Sequence[Namespace], query: str, limit: int
     ) -> Flow[dict[str, float]]:
-        """The store's own semantic search of ``query`` in each namespace: the similarity of
-        its best ``limit`` active records, by record id (none without an index or a query)."""
+        """The similarity of each namespace's best ``limit`` active records to ``query``, by id,
+        from the store's own semantic search (none without an index or a query)."""
         if not self.indexed or not query.strip():
             return {}
         ours = {"format": RECORD_FORMAT, "status": "active"}
@@ -129,10 +121,7 @@ class RecordSpace:
     def write(
         self, puts: Sequence[MemoryRecord], deletes: Sequence[MemoryRecord] = ()
     ) -> Flow[None]:
-        """Write records in one batch and stamp every touched namespace with a new version
-        token, so every process re-reads it. This process's own cache of a namespace takes the
-        change in place when the token it read is still the store's at the write (nobody else
-        wrote in between); otherwise it is dropped."""
+        """Write records in one batch and stamp every touched namespace with a new version."""
         touched = sorted({self.of(r) for r in (*puts, *deletes)})
         if not touched:
             return
@@ -158,8 +147,7 @@ class RecordSpace:
             self.cache[namespace] = (tokens[namespace], kept)
 
     def active(self, namespaces: Sequence[Namespace]) -> Flow[dict[Namespace, list[Entry]]]:
-        """The active records of each namespace with their search terms; from this process's
-        cache when the namespace's version token has not moved."""
+        """The active records of each namespace with their search terms (cached per version)."""
         if not namespaces:
             return {}
         ops: list[Op] = [GetOp(self._meta(ns), "version") for ns in namespaces]

@@ -1,8 +1,5 @@
-"""Recall: the live records ranked against the newest user message, rendered as one message.
-
-The memory message is framed as data with its sources and sits right after the leading system
-messages; while the selection stays the same, so does the message, so the prompt prefix it sits
-in stays cacheable from turn to turn.
+"""Recall: the live records ranked against the newest user message, rendered as one stable
+system message framed as data with its sources, right after the leading system messages.
 """
 
 from __future__ import annotations
@@ -40,11 +37,8 @@ def ranked(
     max_records: int,
     meaning: Mapping[str, float] | None = None,
 ) -> list[MemoryRecord]:
-    """At most ``max_records`` records, those sharing the most of ``query``'s words first, then
-    the most confident, then the most recently updated. With ``meaning`` (the LangGraph store's
-    semantic scores by record id, when it has an index) the first key is half the share of the
-    query's words a record has and half its similarity, so a record that says the same in
-    other words is recalled too."""
+    """At most ``max_records`` records, those sharing the most of ``query``'s words (or close
+    in meaning) first."""
     terms = {t for t in query_terms(query) if t not in STOPWORDS}
 
     def score(entry: Entry) -> tuple[float, float, dt.datetime]:

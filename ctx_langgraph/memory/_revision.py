@@ -1,8 +1,5 @@
-"""What remembering a candidate writes, and what importing an exported record writes.
-
-A repeat refreshes its record; a new value for a key (or a record named by ``supersedes`` or
-stating ``replaces_value``) supersedes the old record; the rest is added. Pure: the caller
-reads the namespace's active records and writes what comes back.
+"""What remembering a candidate writes (a repeat refreshes, a new value for a key supersedes, the
+rest is added), and what importing an exported record writes. Pure.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ def check_candidates(candidates: Any) -> None:
 
 
 def matches(entries: Sequence[Entry], candidate: MemoryCandidate) -> list[Entry]:
-    """The active records a candidate replaces or repeats: the one it names, the one in its
-    key's slot, one saying the same, one stating the value it corrects."""
+    """The active records a candidate replaces or repeats."""
     wanted = norm(candidate.content)
     return [
         e
@@ -86,8 +82,7 @@ def revision(
     hits: Sequence[Entry],
     stamp: Stamp,
 ) -> tuple[MemoryChange, list[MemoryRecord]]:
-    """What remembering ``candidate`` writes: the refreshed record that says the same (or a new
-    one, superseding the records it replaces), and those records marked superseded."""
+    """The record ``candidate`` writes (refreshed or new) and the records it supersedes."""
     targets = [e.record for e in hits]
     same = next((e.record for e in hits if e.norm == norm(candidate.content)), None)
     now = stamp.now

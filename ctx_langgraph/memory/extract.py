@@ -1,14 +1,6 @@
-"""Memory extractors: what in a conversation is worth remembering across threads.
-
-- :class:`RuleExtractor`: deterministic and offline. It reads the user's own statements about
-  themselves ("my order id is B-2291", "I live in Lisbon", "I prefer short answers", "remember
-  that ...") and corrections ("my order id is B-2291, not A-1172").
-- :class:`ChatModelExtractor`: any chat model, asked for a JSON list of facts.
-- :class:`LangmemExtractor`: langmem's memory manager (``create_memory_manager``).
-
-An extractor returns :class:`~ctx_langgraph.memory.MemoryCandidate` objects; the memory decides
-what is new and what a candidate supersedes. Anything an extractor cannot read raises
-:class:`~ctx_langgraph.errors.MemoryExtractionError`; the conversation is never affected.
+"""Memory extractors: what in a conversation is worth remembering across threads, as
+:class:`~ctx_langgraph.memory.MemoryCandidate` objects; a failure raises
+:class:`~ctx_langgraph.errors.MemoryExtractionError` and never affects the conversation.
 """
 
 from __future__ import annotations
@@ -17,11 +9,13 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.stream_usage import asks_stream_usage
 from ctx_langgraph.core.streaming import TAG_NOSTREAM
 from ctx_langgraph.errors import MemoryExtractionError
@@ -49,8 +43,6 @@ class MemoryExtractor(Protocol):
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]: ...
 
-
-# ----------------------------------------------------------------------------- rules
 
 _END = r"(?=\s*(?:[.!?](?:\s|$)|[;\n]|,(?!\s*not\b)|\s+and\s+|\s+but\s+|$))"
 _VALUE = r"(?P<value>(?:[^,.;!?\n]|[.!?](?=\S)){1,80}?)"
@@ -102,8 +94,7 @@ class RuleExtractor:
         ("The user's order id is B-2291.", 'A-1172', ('m9',))
     """
 
-    reads_existing = False
-    """It never looks at the existing memories (the memory need not load them for it)."""
+    reads_existing = False  # the memory need not load the existing records for it
 
     def __init__(self, *, confidence: float = 0.9) -> None:
         self.confidence = confidence
@@ -128,62 +119,34 @@ class RuleExtractor:
     def _from_text(self, text: str, sources: tuple[str, ...]) -> list[MemoryCandidate]:
         hits: list[tuple[int, MemoryCandidate]] = []
 
-        def add(position: int, content: str, key: str | None, old: str | None, kind: str) -> None:
-            hits.append(
-                (
-                    position,
-                    MemoryCandidate(
-                        content,
-                        key=key,
-                        kind=kind,
-                        confidence=self.confidence,
-                        source_event_ids=sources,
-                        replaces_value=_clean(old) if old else None,
-                    ),
-                )
+        def add(
+            match: re.Match[str], content: str, kind: str = "profile", key: str | None = None
+        ) -> None:
+            candidate = MemoryCandidate(
+                content, key=key, kind=kind, confidence=self.confidence, source_event_ids=sources
             )
+            if old := match.groupdict().get("old"):
+                candidate = replace(candidate, replaces_value=_clean(old))
+            hits.append((match.start(), candidate))
 
         for match in _MY_FACT.finditer(text):
             key, value = _key(match["key"]), _clean(match["value"])
             if key and value and value.lower() not in ("it", "this", "that"):
-                add(match.start(), f"The user's {key} is {value}.", key, match["old"], "profile")
+                add(match, f"The user's {key} is {value}.", key=key)
         for match in _I_FACT.finditer(text):
-            verb = match["verb"].lower()
-            key = {"am based": "based in", "live": "lives in"}.get(
-                verb
-            ) or f"{verb}s {match['prep']}"
+            verb, prep = match["verb"].lower(), match["prep"]
+            key = {"am based": "based in", "live": "lives in"}.get(verb) or f"{verb}s {prep}"
             phrase = {"am based": "is based"}.get(verb, f"{verb}s")
-            value = _clean(match["value"])
-            add(
-                match.start(),
-                f"The user {phrase} {match['prep'].lower()} {value}.",
-                key,
-                match["old"],
-                "profile",
-            )
+            add(match, f"The user {phrase} {prep.lower()} {_clean(match['value'])}.", key=key)
         for match in _PREFERENCE.finditer(text):
             value = _clean(_FILLER.sub("", match["value"]))
-            add(
-                match.start(),
-                f"The user {match['verb'].lower()}s {value}.",
-                None,
-                None,
-                "preference",
-            )
+            add(match, f"The user {match['verb'].lower()}s {value}.", "preference")
         for match in _CALL_ME.finditer(text):
-            add(
-                match.start(),
-                f"The user wants to be called {_clean(match['value'])}.",
-                "name",
-                None,
-                "profile",
-            )
+            add(match, f"The user wants to be called {_clean(match['value'])}.", key="name")
         for match in _REMEMBER.finditer(text):
-            add(match.start(), f"{_clean(match['value']).rstrip('.')}.", None, None, "note")
+            add(match, f"{_clean(match['value']).rstrip('.')}.", "note")
         return [candidate for _, candidate in sorted(hits, key=lambda hit: hit[0])]
 
-
-# ----------------------------------------------------------------------------- chat models
 
 EXTRACTION_PROMPT: Final = """You maintain a long-term memory about the user.
 Read the new messages and return what is worth remembering across conversations: stable facts
@@ -207,17 +170,8 @@ def _fenced(text: str) -> str:
 def parse_candidates(
     text: str, sources: tuple[str, ...], known_ids: set[str]
 ) -> list[MemoryCandidate]:
-    """The candidates in a model's JSON answer. Raises :class:`MemoryExtractionError` on
-    anything that is not a list of objects with a non-empty ``content``.
-
-    Examples:
-        >>> parse_candidates('[{"key": "city", "content": "The user lives in Oslo.", "confidence": 0.8}]', ("m1",), set())[0].key
-        'city'
-        >>> parse_candidates("I think the user likes tea", (), set())
-        Traceback (most recent call last):
-        ...
-        ctx_langgraph.errors.MemoryExtractionError: memory extraction failed: the answer is not JSON: 'I think the user likes tea'
-    """
+    """The candidates in a model's JSON answer; :class:`MemoryExtractionError` unless it is a
+    list of objects with a string ``content``."""
     body = _fenced(text)
     try:
         data = json.loads(body)
@@ -252,6 +206,14 @@ def parse_candidates(
     return candidates
 
 
+def _config() -> RunnableConfig:
+    return RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
+
+
+def _sources(messages: Sequence[BaseMessage]) -> tuple[str, ...]:
+    return tuple(str(m.id) for m in messages if m.id and m.type == "human")
+
+
 def _transcript(messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]) -> str:
     lines = ["Existing memories:"]
     lines += [f"- id={r.id} key={r.key or '-'}: {r.content}" for r in existing] or ["- (none)"]
@@ -277,37 +239,28 @@ class ChatModelExtractor:
         self.model = model
         self.prompt = prompt
 
-    def _request(
+    def _extract(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
-    ) -> tuple[list[BaseMessage], RunnableConfig]:
-        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
-        return [SystemMessage(self.prompt), HumanMessage(_transcript(messages, existing))], config
-
-    @staticmethod
-    def _sources(messages: Sequence[BaseMessage]) -> tuple[str, ...]:
-        return tuple(str(m.id) for m in messages if m.id and m.type == "human")
+    ) -> Flow[list[MemoryCandidate]]:
+        request = [SystemMessage(self.prompt), HumanMessage(_transcript(messages, existing))]
+        try:
+            model = asks_stream_usage(self.model)
+            reply = yield from call(model.invoke, model.ainvoke, request, config=_config())
+        except Exception as exc:
+            raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
+        return parse_candidates(reply.text, _sources(messages), {r.id for r in existing})
 
     def extract(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Ask the model; raise :class:`MemoryExtractionError` when it fails or answers garbage."""
-        request, config = self._request(messages, existing)
-        try:
-            reply = asks_stream_usage(self.model).invoke(request, config=config)
-        except Exception as exc:
-            raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
-        return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})
+        return run(self._extract(messages, existing))
 
     async def aextract(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Async twin of :meth:`extract`."""
-        request, config = self._request(messages, existing)
-        try:
-            reply = await asks_stream_usage(self.model).ainvoke(request, config=config)
-        except Exception as exc:
-            raise MemoryExtractionError(f"the model call failed: {exc!r:.200}") from exc
-        return parse_candidates(reply.text, self._sources(messages), {r.id for r in existing})
+        return await arun(self._extract(messages, existing))
 
 
 class LangmemExtractor:
@@ -337,7 +290,7 @@ class LangmemExtractor:
         self, results: Any, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         known = {r.id: r for r in existing}
-        sources = ChatModelExtractor._sources(messages)
+        sources = _sources(messages)
         candidates = []
         for result in results or ():
             memory_id, content = getattr(result, "id", None), getattr(result, "content", None)
@@ -348,7 +301,7 @@ class LangmemExtractor:
                 )
             old = known.get(str(memory_id))
             if old is not None and old.content == text.strip():
-                continue  # unchanged
+                continue
             candidates.append(
                 MemoryCandidate(
                     text.strip(),
@@ -361,32 +314,32 @@ class LangmemExtractor:
             )
         return candidates
 
+    def _extract(
+        self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
+    ) -> Flow[list[MemoryCandidate]]:
+        manager = self.manager
+        try:
+            given = self._input(messages, existing)
+            results = yield from call(manager.invoke, manager.ainvoke, given, config=_config())
+        except Exception as exc:
+            raise MemoryExtractionError(f"langmem's memory manager failed: {exc!r:.200}") from exc
+        return self._candidates(results, messages, existing)
+
     def extract(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Run the memory manager; its failures raise :class:`MemoryExtractionError`."""
-        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
-        try:
-            results = self.manager.invoke(self._input(messages, existing), config=config)
-        except Exception as exc:
-            raise MemoryExtractionError(f"langmem's memory manager failed: {exc!r:.200}") from exc
-        return self._candidates(results, messages, existing)
+        return run(self._extract(messages, existing))
 
     async def aextract(
         self, messages: Sequence[BaseMessage], existing: Sequence[MemoryRecord]
     ) -> list[MemoryCandidate]:
         """Async twin of :meth:`extract`."""
-        config = RunnableConfig(tags=[MEMORY_TAG, TAG_NOSTREAM], metadata={"ctx_purpose": "memory"})
-        try:
-            results = await self.manager.ainvoke(self._input(messages, existing), config=config)
-        except Exception as exc:
-            raise MemoryExtractionError(f"langmem's memory manager failed: {exc!r:.200}") from exc
-        return self._candidates(results, messages, existing)
+        return await arun(self._extract(messages, existing))
 
 
 def _langmem() -> Any:
-    """langmem's extraction module (imported late: it is optional, and it imports names
-    LangGraph has deprecated)."""
+    """langmem's extraction module (optional; imported late, its deprecation warnings muted)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langmem.knowledge import extraction  # type: ignore[import-untyped]

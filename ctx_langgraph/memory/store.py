@@ -1,12 +1,5 @@
-"""Long-term memory on a LangGraph ``BaseStore`` (docs/design.md §1, the memory layer).
-
-Records live under ``(root, tenant, scope, owner)``: one namespace per user, project or thread
-of one tenant, so a tenant's records are never read under another's prefix (see
-:mod:`ctx_langgraph.memory._layout`). Every operation is written once, as a flow of store batches
-(``call(store.batch, store.abatch, ops)``) and extractor calls, and run by
-:func:`ctx_langgraph.core.effects.run` or :func:`~ctx_langgraph.core.effects.arun`: the sync and
-async methods run the same logic on any ``BaseStore`` (InMemoryStore, SqliteStore,
-PostgresStore).
+"""Long-term memory on a LangGraph ``BaseStore`` (docs/design.md §1): every operation is a flow
+of store batches and extractor calls, run sync or async on any ``BaseStore``.
 """
 
 from __future__ import annotations
@@ -59,11 +52,9 @@ def _utcnow() -> dt.datetime:
 class LongTermMemory:
     """Scoped long-term memory: extraction, correction, expiry, invalidation, recall.
 
-    Wire it into ``ctx_budget`` (``make_budget_node(..., memory=...)``, ``add_context_management``,
-    ``create_context_agent`` or the middleware): every turn the user's new messages go through
+    Wire it into ``ctx_budget`` (``memory=...``): every turn the user's new messages go through
     the extractor, and the live records of the run's thread, user and project are ranked against
-    the newest user message and loaded as one system message, framed as data with its sources,
-    under ``max_tokens`` and never pushing a request over the budget.
+    the newest user message and loaded as one system message, under ``max_tokens``.
 
     Args:
         store: a LangGraph ``BaseStore`` (InMemoryStore, SqliteStore, PostgresStore).
@@ -101,8 +92,7 @@ class LongTermMemory:
     clock: Callable[[], dt.datetime] = _utcnow
     page_size: int = 2_000
     cache_namespaces: int = 1_024
-    """Namespaces whose active records are kept in this process between turns (re-read when
-    the namespace's version token in the store moved: another worker wrote)."""
+    """Namespaces whose active records this process keeps between turns."""
 
     _space: RecordSpace = field(init=False, repr=False)
 
@@ -126,8 +116,6 @@ class LongTermMemory:
             )
         self._space = RecordSpace(self.store, self.root, self.page_size, self.cache_namespaces)
 
-    # ------------------------------------------------------------------ scopes and namespaces
-
     def scopes(self, config: RunnableConfig | None, scope: Scope | None = None) -> MemoryScopes:
         """The run's memory scopes (thread, and user / project named in ``configurable``)."""
         return MemoryScopes.from_config(
@@ -136,8 +124,6 @@ class LongTermMemory:
 
     def _namespace(self, tenant: str, kind: str, owner: str) -> Namespace:
         return self._space.namespace(tenant, kind, owner)
-
-    # ------------------------------------------------------------------ operations (written once)
 
     def _slot(self, scopes: MemoryScopes, candidate: MemoryCandidate) -> Slot:
         kind: MemoryScopeKind = candidate.scope or self.default_scope
@@ -186,13 +172,13 @@ class LongTermMemory:
             for found in active[namespace]:
                 record = found.record
                 if not record.is_live(now):
-                    continue  # expired
+                    continue
                 if record.key is None:
                     live.append(found)
                 elif (
                     record.key not in latest or record.updated_at > latest[record.key][0].updated_at
                 ):
-                    # two writers raced on one slot: the newest value is the one presented
+                    # two writers raced on one slot: the newest value wins
                     latest[record.key] = found
             live += latest.values()
         return live
@@ -283,8 +269,6 @@ class LongTermMemory:
                 return True
         return False
 
-    # ------------------------------------------------------------------ public API
-
     def remember(
         self,
         scopes: MemoryScopes,
@@ -333,9 +317,8 @@ class LongTermMemory:
         return await arun(self._observe(scopes, messages, seqs or {}, self.clock()))
 
     def recall(self, scopes: MemoryScopes, query: str = "") -> list[MemoryRecord]:
-        """The live (active, unexpired) records of the run's scopes, most relevant to ``query``
-        first, at most ``max_records``. Relevant by words, and by meaning when the LangGraph
-        store has a vector index (its own semantic search: no second index is kept)."""
+        """The live records of the run's scopes, most relevant to ``query`` first (by words, and
+        by meaning when the store has a vector index), at most ``max_records``."""
         return run(self._recall(scopes, query))
 
     async def arecall(self, scopes: MemoryScopes, query: str = "") -> list[MemoryRecord]:
@@ -409,8 +392,6 @@ class LongTermMemory:
         tenant, thread = (into.tenant, into.thread_id) if into else (None, None)
         return await arun(self._import(documents, tenant, thread))
 
-    # ------------------------------------------------------------------ edit listener
-
     def events_edited(self, scope: Scope, event_ids: Sequence[str], kind: str) -> None:
         """History-store edit hook: deleted, hidden or revised events invalidate what they taught."""
         if kind == "thread_deleted":
@@ -425,8 +406,6 @@ class LongTermMemory:
         else:
             await self.ainvalidate_events(scope, event_ids)
 
-    # ------------------------------------------------------------------ ranking and rendering
-
     def render(
         self,
         records: Sequence[MemoryRecord],
@@ -436,9 +415,8 @@ class LongTermMemory:
         """The memory message for ``records``, within ``max_tokens`` (default the memory's own
         budget) as ``counter`` counts it; None when nothing fits.
 
-        Records are taken in their order (most relevant first) while they fit, then listed
-        oldest first: while the selection stays the same, so does the message, and the prompt
-        prefix it sits in stays cacheable from turn to turn.
+        Records are taken in their order while they fit, then listed oldest first (a stable,
+        cacheable message).
 
         Examples:
             >>> import datetime as dt

@@ -33,10 +33,8 @@ _STATUSES: tuple[str, ...] = get_args(MemoryStatus)
 def _time(value: Any) -> dt.datetime | None:
     if value is None or value == "":
         return None
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-    parsed = dt.datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    when = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
@@ -47,11 +45,9 @@ def _iso(value: dt.datetime | None) -> str | None:
 class MemoryRecord:
     """One long-term memory: what is remembered, for whom, from where, and whether it still holds.
 
-    ``scope`` and ``owner`` say whose memory it is (a user id, a project id, or a thread id);
-    ``tenant`` keeps tenants apart. ``key`` names the slot a fact fills ("order id"): a new value
-    for the same key supersedes the old record instead of sitting next to it. ``source_*`` name
-    the raw events it was extracted from: when one of them is deleted, hidden or revised the
-    record becomes ``invalid`` and its content is purged.
+    ``scope`` and ``owner`` say whose memory it is; ``key`` names the slot a fact fills ("order
+    id"), so a new value supersedes the old record; ``source_*`` name the events it came from
+    (deleting, hiding or revising one makes the record ``invalid`` and purges its content).
 
     Examples:
         >>> import datetime as dt
@@ -151,14 +147,9 @@ class MemoryRecord:
 
 @dataclass(frozen=True)
 class MemoryCandidate:
-    """A memory an extractor proposes; :meth:`LongTermMemory.remember` decides whether it is new,
-    a repeat (refreshes the record), or a correction (supersedes the record it replaces).
-
-    ``supersedes`` names a record id to replace (langmem's updates); ``key`` a slot whose active
-    record it replaces; ``replaces_value`` an old value the user named as wrong ("..., not A-1172"):
-    an active record holding that value is superseded too. ``source_event_ids`` are the ids of the
-    messages it came from.
-    """
+    """A memory an extractor proposes: new, a repeat, or a correction of the record it names
+    (``supersedes``), fills the slot of (``key``) or states the wrong value of (``replaces_value``,
+    "..., not A-1172")."""
 
     content: str
     key: str | None = None
