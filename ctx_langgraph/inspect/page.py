@@ -18,8 +18,8 @@ from importlib import resources
 from urllib.parse import quote
 
 from ctx_langgraph.history import CompactionCheckpoint
-from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY
-from ctx_langgraph.inspect.reads import CallRow, ThreadData, ThreadRow
+from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY, ThreadRow
+from ctx_langgraph.inspect.reads import CallRow, ThreadData
 from ctx_langgraph.inspect.svg import call_bar, calls_plot, coverage_bar, fallback_of
 from ctx_langgraph.inspect.timeline import Links, cut, seq_link
 from ctx_langgraph.makeup import MAKEUP_PARTS
