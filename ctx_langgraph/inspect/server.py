@@ -25,7 +25,14 @@ from urllib.parse import parse_qs, quote, urlsplit
 from ctx_langgraph.errors import ContextManagementError, ScopeError
 from ctx_langgraph.history import DEFAULT_BRANCH, DEFAULT_TENANT, HistoryStore, Scope
 from ctx_langgraph.history.sqlite import SQLiteHistoryStore
-from ctx_langgraph.inspect.page import CSP, document, thread_list_page, thread_sections
+from ctx_langgraph.inspect.page import (
+    CSP,
+    Links,
+    document,
+    render_events,
+    thread_list_page,
+    thread_sections,
+)
 from ctx_langgraph.inspect.reads import (
     PAGE_SIZE,
     ThreadData,
@@ -35,7 +42,6 @@ from ctx_langgraph.inspect.reads import (
     read_thread,
     read_timeline,
 )
-from ctx_langgraph.inspect.timeline import Links, render_events
 
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
