@@ -228,17 +228,13 @@ def _coverage(data: ThreadData, links: Links) -> str:
         lambda v: _version_href(data, v),
         links.seq,
     )
-    legend = _legend(
-        [
-            ("active", "active summary"),
-            ("superseded", "earlier generation"),
-            ("failed", "failed compaction"),
-            ("fallback", "fallback summarizer"),
-            ("segment", "segment"),
-            ("tail", "raw tail"),
-        ]
+    classes = ("active", "superseded", "failed", "fallback", "segment", "tail")
+    labels = ("active summary", "earlier generation", "failed compaction", "fallback summarizer")
+    return _section(
+        "coverage",
+        "Coverage",
+        svg + _legend(zip(classes, (*labels, "segment", "raw tail"), strict=True)),
     )
-    return _section("coverage", "Coverage", svg + legend)
 
 
 def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
@@ -267,14 +263,10 @@ def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
     parts = ", ".join(f"{p} {int(makeup[p]):,}" for p in _PARTS if makeup.get(p))
     prefix = call.cacheable_prefix if call.cacheable_prefix is not None else makeup.get("prefix")
     numbers = (makeup.get("estimate"), call.input_total, call.cache_read, prefix, call.output)
-    cells = [
-        escape(_when(call.created_at, "%H:%M:%S")),
-        escape(call.purpose),
-        escape(call.model or call.provider),
-    ]
+    cells = (_when(call.created_at, "%H:%M:%S"), call.purpose, call.model or call.provider)
     return (
         f'<tr class="call" id="call-{n}" data-call-key="{escape(call.call_key)}" '
-        f'{attrs}><td class="num">{n}</td>{"".join(f"<td>{c}</td>" for c in cells)}'
+        f'{attrs}><td class="num">{n}</td>{"".join(f"<td>{escape(c)}</td>" for c in cells)}'
         + "".join(f'<td class="num">{_number(value)}</td>' for value in numbers)
         + f'<td class="num">{DASH if call.cost is None else f"${call.cost:,.5f}"}</td>'
         f'<td>{bar}<div class="note parts">{escape(parts)}</div></td></tr>'
@@ -291,16 +283,8 @@ def _calls(data: ThreadData, links: Links) -> str:
         if len(calls) > len(shown)
         else ""
     )
-    numeric = (
-        "#",
-        "estimate",
-        "measured input",
-        "cache read",
-        "cacheable prefix",
-        "output",
-        "cost",
-    )
-    columns = ("#", "time", "purpose", "model", *numeric[1:], "make-up")
+    counts = ("estimate", "measured input", "cache read", "cacheable prefix", "output", "cost")
+    columns = ("#", "time", "purpose", "model", *counts, "make-up")
     return _section(
         "calls",
         f"Model calls ({len(calls):,})",
@@ -310,7 +294,7 @@ def _calls(data: ThreadData, links: Links) -> str:
         "at the input the provider measured. <em>adjustment</em> is the estimate's part the "
         "counted parts do not explain (the measured baseline over the count).</p>"
         f"{_legend((f'part-{p}', p) for p in (*_PARTS, 'reserve'))}{older}"
-        f"{_table(columns, rows, numeric)}",
+        f"{_table(columns, rows, ('#', *counts))}",
     )
 
 
@@ -394,6 +378,9 @@ def _version_facts(
         and (since is None or c.created_at > since)
     ]
     cost = sum(c.cost or 0.0 for c in calls)
+    took = DASH
+    if "duration_ms" in compaction:
+        took = f"{compaction['duration_ms']:,} ms, {compaction.get('attempts', '?')} attempts"
     first, through = version.first_seq, version.covered_through_seq
     rows = [
         ("status", version.status + (" (fallback summarizer)" if fallback_of(version) else "")),
@@ -402,12 +389,7 @@ def _version_facts(
         ("summary tokens", _number(version.summary_tokens)),
         ("created", _when(version.created_at)),
         ("committed", _when(version.committed_at)),
-        (
-            "took",
-            f"{compaction['duration_ms']:,} ms, {compaction.get('attempts', '?')} attempts"
-            if "duration_ms" in compaction
-            else DASH,
-        ),
+        ("took", took),
         (
             "cost",
             f"{len(calls)} summarizer calls, ${cost:,.5f}"
@@ -515,16 +497,11 @@ def _memory(data: ThreadData, links: Links) -> str:
 
 def thread_sections(data: ThreadData, links: Links, timeline: str) -> str:
     """The body of one thread's page: every section, ``timeline`` (already drawn) last."""
-    nav = (
-        ("overview", "Overview"),
-        ("coverage", "Coverage"),
-        ("calls", "Model calls"),
-        ("summaries", "Summaries"),
-        ("lookups", "Lookups"),
-        ("memory", "Memory"),
-        ("timeline", "Timeline"),
+    keys = ("overview", "coverage", "calls", "summaries", "lookups", "memory", "timeline")
+    labels = ("Overview", "Coverage", "Model calls", "Summaries", "Lookups", "Memory", "Timeline")
+    links_to = "".join(
+        f'<a href="#{key}">{label}</a>' for key, label in zip(keys, labels, strict=True)
     )
-    links_to = "".join(f'<a href="#{key}">{label}</a>' for key, label in nav)
     return (
         f'<nav class="sections">{links_to}</nav><main>'
         f"{_overview(data)}{_coverage(data, links)}{_calls(data, links)}"
