@@ -365,46 +365,6 @@ def _changes(
     )
 
 
-def _version_facts(
-    data: ThreadData, version: CompactionCheckpoint, since: dt.datetime | None
-) -> str:
-    compaction = version.metadata.get("compaction")
-    compaction = compaction if isinstance(compaction, dict) else {}
-    calls = [
-        c
-        for c in data.summary_points
-        if c.created_at is not None
-        and c.created_at <= version.created_at
-        and (since is None or c.created_at > since)
-    ]
-    cost = sum(c.cost or 0.0 for c in calls)
-    took = DASH
-    if "duration_ms" in compaction:
-        took = f"{compaction['duration_ms']:,} ms, {compaction.get('attempts', '?')} attempts"
-    first, through = version.first_seq, version.covered_through_seq
-    rows = [
-        ("status", version.status + (" (fallback summarizer)" if fallback_of(version) else "")),
-        ("covers", f"seqs 1{DASH}{through} (added {first}{DASH}{through})"),
-        ("summarizer", version.summarizer_id or DASH),
-        ("summary tokens", _number(version.summary_tokens)),
-        ("created", _when(version.created_at)),
-        ("committed", _when(version.committed_at)),
-        ("took", took),
-        (
-            "cost",
-            f"{len(calls)} summarizer calls, ${cost:,.5f}"
-            if calls
-            else "no summarizer call in the ledger",
-        ),
-    ]
-    if version.error:
-        rows.append(("error", version.error))
-    if version.metadata.get("requested_by"):
-        instructions = version.metadata.get("instructions") or "no instructions"
-        rows.append(("asked for by", f"{version.metadata['requested_by']}: {instructions}"))
-    return _facts((k, cut(str(v), 2000)) for k, v in rows)
-
-
 def _version(
     data: ThreadData,
     version: CompactionCheckpoint,
@@ -412,6 +372,7 @@ def _version(
     since: dt.datetime | None,
     links: Links,
 ) -> str:
+    """A summary version's card (``since``: when the version before it was created)."""
     status = "active" if version.id == data.info.active_checkpoint_id else version.status
     badge = escape("fallback" if fallback_of(version) and status != "failed" else status)
     kept = {v.generation for v in _committed(data.versions) if v.generation < version.generation}
@@ -421,12 +382,44 @@ def _version(
         if version.summary_text
         else '<p class="note">no summary text</p>'
     )
+    compaction = version.metadata.get("compaction")
+    compaction = compaction if isinstance(compaction, dict) else {}
+    took = DASH
+    if "duration_ms" in compaction:
+        took = f"{compaction['duration_ms']:,} ms, {compaction.get('attempts', '?')} attempts"
+    calls = [
+        c
+        for c in data.summary_points
+        if c.created_at is not None
+        and c.created_at <= version.created_at
+        and (since is None or c.created_at > since)
+    ]
+    spent = "no summarizer call in the ledger"
+    if calls:
+        spent = f"{len(calls)} summarizer calls, ${sum(c.cost or 0.0 for c in calls):,.5f}"
+    first, through = version.first_seq, version.covered_through_seq
+    rows = [
+        ("status", version.status + (" (fallback summarizer)" if fallback_of(version) else "")),
+        ("covers", f"seqs 1{DASH}{through} (added {first}{DASH}{through})"),
+        ("summarizer", version.summarizer_id or DASH),
+        ("summary tokens", _number(version.summary_tokens)),
+        ("created", _when(version.created_at)),
+        ("committed", _when(version.committed_at)),
+        ("took", took),
+        ("cost", spent),
+    ]
+    if version.error:
+        rows.append(("error", version.error))
+    if version.metadata.get("requested_by"):
+        instructions = version.metadata.get("instructions") or "no instructions"
+        rows.append(("asked for by", f"{version.metadata['requested_by']}: {instructions}"))
+    facts = _facts((k, cut(str(v), 2000)) for k, v in rows)
     return (
         f'<article class="version status-{escape(status)}" id="{escape(version_anchor(version))}" '
         f'data-generation="{version.generation}" '
         f'data-status="{escape(status)}"><h3>generation {version.generation}'
         f'<span class="badge {badge}">{badge}</span></h3>'
-        f"{_version_facts(data, version, since)}{text}{_key_facts(version, links)}"
+        f"{facts}{text}{_key_facts(version, links)}"
         f"{_trail(version, links)}{changes if version.status != 'failed' else ''}"
         "</article>"
     )
