@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from ctx_langgraph.history import CompactionCheckpoint, HistoryEvent
 from ctx_langgraph.history.types import ARTIFACT_TRAIL_KEY, ThreadRow
-from ctx_langgraph.inspect.reads import CallRow, ThreadData
+from ctx_langgraph.inspect.reads import CallRow, ThreadData, Timeline
 from ctx_langgraph.inspect.svg import call_bar, calls_plot, coverage_bar, fallback_of
 from ctx_langgraph.makeup import MAKEUP_PARTS
 
@@ -219,15 +219,7 @@ def _version_href(data: ThreadData, version: CompactionCheckpoint) -> str | None
 
 
 def _coverage(data: ThreadData, links: Links) -> str:
-    svg = coverage_bar(
-        data.info.head_seq,
-        data.versions,
-        data.segments,
-        data.info.active_checkpoint_id,
-        data.active.covered_through_seq if data.active else 0,
-        lambda v: _version_href(data, v),
-        links.seq,
-    )
+    svg = coverage_bar(data, lambda v: _version_href(data, v), links.seq)
     classes = ("active", "superseded", "failed", "fallback", "segment", "tail")
     labels = ("active summary", "earlier generation", "failed compaction", "fallback summarizer")
     return _section(
@@ -248,13 +240,8 @@ def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
         (v for v in data.versions if v.generation == generation and v.status != "failed"), None
     )
     summary = _version_href(data, held) if held is not None else "#summaries"
-    targets = {
-        "summary": summary,
-        "trail": summary,
-        "tail": links.seq(through + 1) if through is not None else "#timeline",
-        "lookup": "#lookups",
-        "memory": "#memory",
-    }
+    tail = links.seq(through + 1) if through is not None else "#timeline"
+    targets = dict(summary=summary, trail=summary, tail=tail, lookup="#lookups", memory="#memory")
     bar = (
         call_bar(call, part_href=targets.get)
         if makeup
@@ -450,12 +437,9 @@ def _summaries(data: ThreadData, links: Links) -> str:
 
 def _lookups(data: ThreadData, links: Links) -> str:
     if not data.lookups:
-        return _section(
-            "lookups",
-            "History lookups",
-            f'<p class="muted">The model made no <code>{escape(data.lookup_tool)}</code> call on '
-            "this branch.</p>",
-        )
+        tool = escape(data.lookup_tool)
+        body = f'<p class="muted">The model made no <code>{tool}</code> call on this branch.</p>'
+        return _section("lookups", "History lookups", body)
     rows = "".join(
         f"<tr><td>{seq_link(lookup.call_seq, links) if lookup.call_seq else DASH}</td>"
         f"<td><code>{cut(json.dumps(lookup.arguments, ensure_ascii=False), 600)}</code></td>"
@@ -508,67 +492,56 @@ def _calls_of(event: HistoryEvent) -> list[dict[str, Any]]:
     return [call for call in calls if isinstance(call, dict)]
 
 
-def _event(
-    event: HistoryEvent,
-    results: dict[str, int],
-    callers: dict[str, int],
-    covered_through: int,
-    links: Links,
-) -> str:
-    classes = f"event role-{escape(event.role)}" + ("" if event.visible else " is-hidden")
-    name = f" <code>{escape(event.name)}</code>" if event.name else ""
-    caller = (
-        callers.get(event.tool_call_ids[0])
-        if event.role == "tool" and event.tool_call_ids
-        else None
-    )
-    answered = (
-        f' <span class="note">result of {seq_link(caller, links)}</span>'
-        if caller is not None
-        else ""
-    )
-    badges = "" if event.visible else '<span class="badge hidden">hidden</span>'
-    if event.revision > 1:
-        badges += f'<span class="badge revised">revised (revision {event.revision})</span>'
-    if event.seq <= covered_through:
-        badges += '<span class="badge covered">covered by the summary</span>'
-    else:
-        badges += '<span class="badge tail">raw tail</span>'
-    items = []
-    for call in _calls_of(event):
-        args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
-        seq = results.get(str(call.get("id")))
-        answer = (
-            f" → result {seq_link(seq, links)}"
-            if seq is not None
-            else ' <span class="note">(no result nearby)</span>'
-        )
-        items.append(
-            f"<li><code>{escape(str(call.get('name')))}</code>"
-            f"(<code>{cut(args, 600)}</code>){answer}</li>"
-        )
-    calls = f'<ul class="toolcalls">{"".join(items)}</ul>' if items else ""
-    return (
-        f'<li class="{classes}" id="seq-{event.seq}" data-seq="{event.seq}">'
-        f'<a class="seq" href="#seq-{event.seq}">#{event.seq}</a> '
-        f"<time>{escape(_when(event.created_at))}</time> <strong>{escape(event.role)}</strong>"
-        f'{name}{answered}{badges}<pre class="text">{cut(event.text)}</pre>{calls}</li>'
-    )
-
-
-def render_events(
-    events: Sequence[HistoryEvent],
-    deleted: dict[int, int],
-    covered_through: int,
-    links: Links,
-    neighbours: Iterable[HistoryEvent] = (),
-) -> str:
-    """The events and the deleted seqs among them as an ordered list, in seq order; a tool call
-    and its result are paired across the page's edge when the other is among ``neighbours``."""
-    around = [*events, *neighbours]
+def render_events(timeline: Timeline, data: ThreadData, links: Links) -> str:
+    """A timeline page's events and deleted seqs as an ordered list, in seq order; a tool call
+    and its result are paired across the page's edge when the other is among its neighbours."""
+    covered_through = data.active.covered_through_seq if data.active else 0
+    around = [*timeline.events, *timeline.neighbours]
     results = {e.tool_call_ids[0]: e.seq for e in around if e.role == "tool" and e.tool_call_ids}
     callers = {str(c.get("id")): e.seq for e in around if e.role == "ai" for c in _calls_of(e)}
-    items = [(e.seq, _event(e, results, callers, covered_through, links)) for e in events]
+
+    def _event(event: HistoryEvent) -> str:
+        classes = f"event role-{escape(event.role)}" + ("" if event.visible else " is-hidden")
+        name = f" <code>{escape(event.name)}</code>" if event.name else ""
+        caller = (
+            callers.get(event.tool_call_ids[0])
+            if event.role == "tool" and event.tool_call_ids
+            else None
+        )
+        answered = (
+            f' <span class="note">result of {seq_link(caller, links)}</span>'
+            if caller is not None
+            else ""
+        )
+        badges = "" if event.visible else '<span class="badge hidden">hidden</span>'
+        if event.revision > 1:
+            badges += f'<span class="badge revised">revised (revision {event.revision})</span>'
+        if event.seq <= covered_through:
+            badges += '<span class="badge covered">covered by the summary</span>'
+        else:
+            badges += '<span class="badge tail">raw tail</span>'
+        items = []
+        for call in _calls_of(event):
+            args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
+            seq = results.get(str(call.get("id")))
+            answer = (
+                f" → result {seq_link(seq, links)}"
+                if seq is not None
+                else ' <span class="note">(no result nearby)</span>'
+            )
+            items.append(
+                f"<li><code>{escape(str(call.get('name')))}</code>"
+                f"(<code>{cut(args, 600)}</code>){answer}</li>"
+            )
+        calls = f'<ul class="toolcalls">{"".join(items)}</ul>' if items else ""
+        return (
+            f'<li class="{classes}" id="seq-{event.seq}" data-seq="{event.seq}">'
+            f'<a class="seq" href="#seq-{event.seq}">#{event.seq}</a> '
+            f"<time>{escape(_when(event.created_at))}</time> <strong>{escape(event.role)}</strong>"
+            f'{name}{answered}{badges}<pre class="text">{cut(event.text)}</pre>{calls}</li>'
+        )
+
+    items = [(event.seq, _event(event)) for event in timeline.events]
     items += [
         (
             seq,
@@ -576,7 +549,7 @@ def render_events(
             f'<a class="seq" href="#seq-{seq}">#{seq}</a><span class="badge deleted">deleted</span> '
             f'<span class="note">(edit version {version}; its text is gone)</span></li>',
         )
-        for seq, version in deleted.items()
+        for seq, version in timeline.deleted.items()
     ]
     items.sort(key=lambda item: item[0])
     return f'<ol class="timeline">{"".join(html for _, html in items)}</ol>'

@@ -102,11 +102,6 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
     )
 
 
-def _events(timeline: Timeline, data: ThreadData, links: Links) -> str:
-    through = data.active.covered_through_seq if data.active else 0
-    return render_events(timeline.events, timeline.deleted, through, links, timeline.neighbours)
-
-
 def _thread_page(
     store: HistoryStore,
     scope: Scope,
@@ -157,7 +152,7 @@ def thread_html(
 
         links = Links(seq=seq_href, page=lambda p: f"{base}&page={p}#timeline")
         pager = _pager(timeline, links, scope)
-        return f"{pager}{_events(timeline, data, links)}{pager}", links
+        return f"{pager}{render_events(timeline, data, links)}{pager}", links
 
     return _thread_page(store, scope, memory, lookup_tool, draw, home="/")
 
@@ -209,7 +204,7 @@ def export_html(
             timeline = read_timeline(store, data, page)
             pager = _pager(timeline, links) if last_page > 1 else ""
             css = "page last" if page == last_page else "page"
-            events = _events(timeline, data, links)
+            events = render_events(timeline, data, links)
             pages.append(f'<div class="{css}" id="page-{page}">{pager}{events}</div>')
         note = (
             f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the '
@@ -249,9 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: HTTPStatus, html: str, *, body: bool = True) -> None:
         data = html.encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in _HEADERS.items():
+        headers = {"Content-Type": "text/html; charset=utf-8", "Content-Length": str(len(data))}
+        for name, value in {**headers, **_HEADERS}.items():
             self.send_header(name, value)
         self.end_headers()
         if body:
@@ -283,18 +277,15 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.BAD_REQUEST, _message("Bad request", str(exc))
         return HTTPStatus.OK, html
 
-    def _get(self, body: bool) -> None:
+    def do_GET(self, body: bool = True) -> None:
         try:
             status, html = self._page()
         except ContextManagementError as exc:  # the database went away: say so, keep serving
             status, html = HTTPStatus.SERVICE_UNAVAILABLE, _message("Store unavailable", str(exc))
         self._send(status, html, body=body)
 
-    def do_GET(self) -> None:
-        self._get(True)
-
     def do_HEAD(self) -> None:
-        self._get(False)
+        self.do_GET(body=False)
 
     def _refuse(self) -> None:
         self._send(

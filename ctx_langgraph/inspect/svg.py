@@ -10,8 +10,7 @@ from collections.abc import Callable, Sequence
 from html import escape
 
 from ctx_langgraph.history import CompactionCheckpoint
-from ctx_langgraph.history.types import Segment
-from ctx_langgraph.inspect.reads import CallPoint, CallRow
+from ctx_langgraph.inspect.reads import CallPoint, CallRow, ThreadData
 from ctx_langgraph.makeup import MAKEUP_PARTS
 
 LANES_SHOWN = 24
@@ -65,16 +64,14 @@ def _status_class(version: CompactionCheckpoint, active_id: str | None) -> str:
 
 
 def coverage_bar(
-    head_seq: int,
-    versions: Sequence[CompactionCheckpoint],
-    segments: Sequence[Segment],
-    active_id: str | None,
-    active_through: int,
+    data: ThreadData,
     version_href: Callable[[CompactionCheckpoint], str | None],
     seq_href: Callable[[int], str | None],
 ) -> str:
     """Each summary generation's covered range (the newest :data:`LANES_SHOWN`), the segments,
-    the raw tail after the active summary, and the active pointer, over seqs 1..``head_seq``."""
+    the raw tail after the active summary, and the active pointer, over the thread's seqs."""
+    head_seq, active_id = data.info.head_seq, data.info.active_checkpoint_id
+    active_through = data.active.covered_through_seq if data.active else 0
 
     def x(seq: float) -> float:
         return max(0.0, min(_W, (seq - 1) / max(head_seq, 1) * _W))
@@ -84,7 +81,7 @@ def coverage_bar(
 
     parts: list[str] = []
     y = 18.0
-    for version in list(versions)[-LANES_SHOWN:]:
+    for version in data.versions[-LANES_SHOWN:]:
         cls = _status_class(version, active_id)
         first, through = version.first_seq, version.covered_through_seq
         label = f"generation {version.generation} ({cls}): seqs {first}-{through}"
@@ -94,14 +91,14 @@ def coverage_bar(
             parts.append(_rect(0, y, x(first), _LANE - 3, f"cov carried {cls}", carried, href))
         parts.append(bar(first, through, f"cov {cls}", label, href))
         y += _LANE
-    for s in segments:
+    for s in data.segments:
         title = f"segment {s.first_seq}-{s.last_seq} ({s.status})"
         parts.append(
             bar(
                 s.first_seq, s.last_seq, f"cov segment seg-{s.status}", title, seq_href(s.first_seq)
             )
         )
-    y += _LANE if segments else 0
+    y += _LANE if data.segments else 0
     tail = active_through + 1
     if head_seq > active_through:
         parts.append(
