@@ -130,11 +130,9 @@ def thread_list_page(rows: Sequence[ThreadRow], tenant: str, thread_href: str) -
     )
     numeric = ("events", "active generation", "branches")
     columns = ("thread", *numeric, "created")
-    table = (
-        _table(columns, body, numeric, ' id="threads"')
-        if rows
-        else '<p class="muted">No thread in this store for this tenant.</p>'
-    )
+    table = '<p class="muted">No thread in this store for this tenant.</p>'
+    if rows:
+        table = _table(columns, body, numeric, ' id="threads"')
     header = f'<span class="scope">tenant <code>{escape(tenant)}</code></span>'
     main = f"<main>{_section('threads-list', f'Threads ({len(rows)})', table)}</main>"
     return document(f"threads · {tenant}", main, header=header)
@@ -150,8 +148,7 @@ def _overview(data: ThreadData) -> str:
     failed = sum(v.status == "failed" for v in data.versions)
     pruned = generations - len({v.generation for v in committed})
     kept = f"; {pruned} older ones pruned (summary_versions_keep)" if pruned > 0 else ""
-    active = data.active
-    through = active.covered_through_seq if active else 0
+    active, through = data.active, data.covered_through
     purposes = collections.Counter(point.purpose for point in data.points)
     by_purpose = ", ".join(f"{n} {escape(p)}" for p, n in sorted(purposes.items()))
     active_text = (
@@ -242,11 +239,9 @@ def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
     summary = _version_href(data, held) if held is not None else "#summaries"
     tail = links.seq(through + 1) if through is not None else "#timeline"
     targets = dict(summary=summary, trail=summary, tail=tail, lookup="#lookups", memory="#memory")
-    bar = (
-        call_bar(call, part_href=targets.get)
-        if makeup
-        else '<span class="note">not prepared by ctx_budget</span>'
-    )
+    bar = '<span class="note">not prepared by ctx_budget</span>'
+    if makeup:
+        bar = call_bar(call, part_href=targets.get)
     parts = ", ".join(f"{p} {int(makeup[p]):,}" for p in _PARTS if makeup.get(p))
     prefix = call.cacheable_prefix if call.cacheable_prefix is not None else makeup.get("prefix")
     numbers = (makeup.get("estimate"), call.input_total, call.cache_read, prefix, call.output)
@@ -340,11 +335,9 @@ def _changes(
         for line in lines[:DIFF_LINES]
         if line[:1] in "+-"
     )
-    more = (
-        f'<p class="note">{len(lines) - DIFF_LINES} more lines</p>'
-        if len(lines) > DIFF_LINES
-        else ""
-    )
+    more = ""
+    if len(lines) > DIFF_LINES:
+        more = f'<p class="note">{len(lines) - DIFF_LINES} more lines</p>'
     return (
         f'<h4>changes from generation {previous.generation}</h4><p class="note">'
         f"{len(after - before)} key facts added, {len(before - after)} dropped</p>"
@@ -364,11 +357,9 @@ def _version(
     badge = escape("fallback" if fallback_of(version) and status != "failed" else status)
     kept = {v.generation for v in _committed(data.versions) if v.generation < version.generation}
     changes = _changes(version, previous, max(0, version.generation - 1 - len(kept)))
-    text = (
-        f'<pre class="summary-text">{cut(version.summary_text, 20000)}</pre>'
-        if version.summary_text
-        else '<p class="note">no summary text</p>'
-    )
+    text = '<p class="note">no summary text</p>'
+    if version.summary_text:
+        text = f'<pre class="summary-text">{cut(version.summary_text, 20000)}</pre>'
     compaction = version.metadata.get("compaction")
     compaction = compaction if isinstance(compaction, dict) else {}
     took = DASH
@@ -495,7 +486,6 @@ def _calls_of(event: HistoryEvent) -> list[dict[str, Any]]:
 def render_events(timeline: Timeline, data: ThreadData, links: Links) -> str:
     """A timeline page's events and deleted seqs as an ordered list, in seq order; a tool call
     and its result are paired across the page's edge when the other is among its neighbours."""
-    covered_through = data.active.covered_through_seq if data.active else 0
     around = [*timeline.events, *timeline.neighbours]
     results = {e.tool_call_ids[0]: e.seq for e in around if e.role == "tool" and e.tool_call_ids}
     callers = {str(c.get("id")): e.seq for e in around if e.role == "ai" for c in _calls_of(e)}
@@ -503,20 +493,14 @@ def render_events(timeline: Timeline, data: ThreadData, links: Links) -> str:
     def _event(event: HistoryEvent) -> str:
         classes = f"event role-{escape(event.role)}" + ("" if event.visible else " is-hidden")
         name = f" <code>{escape(event.name)}</code>" if event.name else ""
-        caller = (
-            callers.get(event.tool_call_ids[0])
-            if event.role == "tool" and event.tool_call_ids
-            else None
-        )
-        answered = (
-            f' <span class="note">result of {seq_link(caller, links)}</span>'
-            if caller is not None
-            else ""
-        )
+        caller = callers.get(event.tool_call_ids[0]) if event.tool_call_ids else None
+        answered = ""
+        if event.role == "tool" and caller is not None:
+            answered = f' <span class="note">result of {seq_link(caller, links)}</span>'
         badges = "" if event.visible else '<span class="badge hidden">hidden</span>'
         if event.revision > 1:
             badges += f'<span class="badge revised">revised (revision {event.revision})</span>'
-        if event.seq <= covered_through:
+        if event.seq <= data.covered_through:
             badges += '<span class="badge covered">covered by the summary</span>'
         else:
             badges += '<span class="badge tail">raw tail</span>'
@@ -524,11 +508,9 @@ def render_events(timeline: Timeline, data: ThreadData, links: Links) -> str:
         for call in _calls_of(event):
             args = json.dumps(call.get("args") or {}, ensure_ascii=False, sort_keys=True)
             seq = results.get(str(call.get("id")))
-            answer = (
-                f" → result {seq_link(seq, links)}"
-                if seq is not None
-                else ' <span class="note">(no result nearby)</span>'
-            )
+            answer = ' <span class="note">(no result nearby)</span>'
+            if seq is not None:
+                answer = f" → result {seq_link(seq, links)}"
             items.append(
                 f"<li><code>{escape(str(call.get('name')))}</code>"
                 f"(<code>{cut(args, 600)}</code>){answer}</li>"

@@ -53,26 +53,22 @@ class CallRow:
     cache_read: int | None
     output: int | None
     cost: float | None
-    """USD, None when unknown."""
     cacheable_prefix: int | None
     makeup: dict[str, int] | None
-    """The request's parts as ``ctx_budget`` counted them, None for a call it did not prepare."""
     created_at: dt.datetime | None
 
 
 @dataclass(frozen=True)
 class CallPoint:
-    """One call as the plot and the totals need it (every call of the thread is read so)."""
+    """One call as the plot and the totals need it: its booking time for summarizer calls only,
+    the window and trigger its make-up names (None when not recorded)."""
 
     purpose: str
     input_total: int | None
     cost: float | None
     created_at: dt.datetime | None
-    """When it was booked (read for summarizer calls only)."""
     window: int | None = None
-    """The context window in the call's make-up (None: not prepared by ``ctx_budget``)."""
     trigger: int | None = None
-    """The compaction trigger in the call's make-up (None: not recorded)."""
 
 
 @dataclass(frozen=True)
@@ -88,18 +84,16 @@ class LookupRow:
 
 @dataclass(frozen=True)
 class Timeline:
-    """One page of a thread's raw history."""
+    """One page of a thread's raw history: its events, its deleted seqs (with the edit version
+    that deleted them) and the events within :data:`PAIR_REACH` seqs around it."""
 
     page: int
     pages: int
     first_seq: int
     last_seq: int
-    """The thread's head on the last page (below ``first_seq`` when it has no event yet)."""
     events: list[HistoryEvent]
     deleted: dict[int, int]
-    """Deleted seqs on this page, with the edit version that deleted them."""
     neighbours: list[HistoryEvent]
-    """The events within :data:`PAIR_REACH` seqs around the page (to pair calls and results)."""
 
 
 @dataclass
@@ -135,6 +129,11 @@ class ThreadData:
     def active(self) -> CompactionCheckpoint | None:
         """The active summary version, if any."""
         return next((v for v in self.versions if v.id == self.info.active_checkpoint_id), None)
+
+    @property
+    def covered_through(self) -> int:
+        """The last seq the active summary covers (0: none)."""
+        return self.active.covered_through_seq if self.active else 0
 
 
 def check_schema(store: HistoryStore) -> None:

@@ -86,11 +86,9 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
         if scope is not None
         else ""
     )
-    seqs = (
-        f"seqs {timeline.first_seq}\u2013{timeline.last_seq}"
-        if timeline.last_seq >= timeline.first_seq
-        else "no events yet"
-    )
+    seqs = "no events yet"
+    if timeline.last_seq >= timeline.first_seq:
+        seqs = f"seqs {timeline.first_seq}\u2013{timeline.last_seq}"
     previous, following = (
         go(timeline.page - 1, "\u2039 previous"),
         go(timeline.page + 1, "next \u203a"),

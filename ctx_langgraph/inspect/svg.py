@@ -71,7 +71,7 @@ def coverage_bar(
     """Each summary generation's covered range (the newest :data:`LANES_SHOWN`), the segments,
     the raw tail after the active summary, and the active pointer, over the thread's seqs."""
     head_seq, active_id = data.info.head_seq, data.info.active_checkpoint_id
-    active_through = data.active.covered_through_seq if data.active else 0
+    active_through = data.covered_through
 
     def x(seq: float) -> float:
         return max(0.0, min(_W, (seq - 1) / max(head_seq, 1) * _W))
