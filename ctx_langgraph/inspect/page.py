@@ -259,12 +259,10 @@ def _calls(data: ThreadData, links: Links) -> str:
     calls, shown = data.points, data.calls
     first = len(calls) - len(shown) + 1
     rows = "".join(_call_row(first + i, call, data, links) for i, call in enumerate(shown))
-    older = (
-        f'<p class="note">{len(calls) - len(shown):,} older calls are in the plot only '
-        "(ctx-langgraph export lists them all).</p>"
-        if len(calls) > len(shown)
-        else ""
-    )
+    older = ""
+    if len(calls) > len(shown):
+        older = f'<p class="note">{len(calls) - len(shown):,} older calls are in the plot only '
+        older += "(ctx-langgraph export lists them all).</p>"
     counts = ("estimate", "measured input", "cache read", "cacheable prefix", "output", "cost")
     columns = ("#", "time", "purpose", "model", *counts, "make-up")
     return _section(
@@ -444,11 +442,9 @@ def _lookups(data: ThreadData, links: Links) -> str:
 
 def _memory(data: ThreadData, links: Links) -> str:
     if data.memories is None:
+        how = "--memory-sqlite / --memory-postgres, or memory= in Python"
         return _section(
-            "memory",
-            "Long-term memory",
-            '<p class="muted">No memory store given (--memory-sqlite / --memory-postgres, or '
-            "memory= in Python).</p>",
+            "memory", "Long-term memory", f'<p class="muted">No memory store given ({how}).</p>'
         )
     rows = "".join(
         f"<tr><td>{cut(str(m.get('content')), 800)}</td><td>{escape(str(m.get('key') or DASH))}</td>"

@@ -194,14 +194,9 @@ def _call(record: LedgerRecord) -> CallRow:
 
 
 def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
-    """The seqs whose last hide or show in the edit log was a hide."""
-    hidden: set[int] = set()
-    for _, _, seq, kind in edits:
-        if kind == "hide":
-            hidden.add(seq)
-        elif kind in ("show", "delete"):
-            hidden.discard(seq)
-    return hidden
+    """The seqs whose last hide, show or delete in the edit log was a hide."""
+    last = {seq: kind for _, _, seq, kind in edits if kind in ("hide", "show", "delete")}
+    return {seq for seq, kind in last.items() if kind == "hide"}
 
 
 def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:

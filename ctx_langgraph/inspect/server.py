@@ -198,20 +198,19 @@ def export_html(
             page=lambda p: f"#page-{p}",
         )
         pages = []
+        if first_seq > 1:
+            earlier = f"{first_seq - 1:,} earlier ones are covered by the summaries above"
+            pages.append(
+                f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the {earlier} '
+                "(ctx-langgraph export has them all).</p>"
+            )
         for page in range(first_page, last_page + 1):
             timeline = read_timeline(store, data, page)
             pager = _pager(timeline, links) if last_page > 1 else ""
             css = "page last" if page == last_page else "page"
             events = render_events(timeline, data, links)
             pages.append(f'<div class="{css}" id="page-{page}">{pager}{events}</div>')
-        note = (
-            f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the '
-            f"{first_seq - 1:,} earlier ones are covered by the summaries above (ctx-langgraph "
-            "export has them all).</p>"
-            if first_seq > 1
-            else ""
-        )
-        return note + "".join(pages), links
+        return "".join(pages), links
 
     scope = Scope(thread_id, tenant=tenant, branch=branch)
     out = Path(path)
