@@ -55,14 +55,6 @@ def _text(x: float, y: float, text: str, cls: str = "axis", anchor: str = "") ->
     return f'<text class="{cls}" x="{_num(x)}" y="{_num(y)}"{anchor}>{text}</text>'
 
 
-def _status_class(version: CompactionCheckpoint, active_id: str | None) -> str:
-    if version.id == active_id:
-        return "active"
-    if version.status == "failed":
-        return "failed"
-    return "fallback" if fallback_of(version) else version.status
-
-
 def coverage_bar(
     data: ThreadData,
     version_href: Callable[[CompactionCheckpoint], str | None],
@@ -82,7 +74,9 @@ def coverage_bar(
     parts: list[str] = []
     y = 18.0
     for version in data.versions[-LANES_SHOWN:]:
-        cls = _status_class(version, active_id)
+        cls = "active" if version.id == active_id else version.status
+        if version.id != active_id and version.status != "failed" and fallback_of(version):
+            cls = "fallback"
         first, through = version.first_seq, version.covered_through_seq
         label = f"generation {version.generation} ({cls}): seqs {first}-{through}"
         href = version_href(version)
@@ -92,18 +86,13 @@ def coverage_bar(
         parts.append(bar(first, through, f"cov {cls}", label, href))
         y += _LANE
     for s in data.segments:
-        title = f"segment {s.first_seq}-{s.last_seq} ({s.status})"
-        parts.append(
-            bar(
-                s.first_seq, s.last_seq, f"cov segment seg-{s.status}", title, seq_href(s.first_seq)
-            )
-        )
+        title, href = f"segment {s.first_seq}-{s.last_seq} ({s.status})", seq_href(s.first_seq)
+        parts.append(bar(s.first_seq, s.last_seq, f"cov segment seg-{s.status}", title, href))
     y += _LANE if data.segments else 0
     tail = active_through + 1
     if head_seq > active_through:
-        parts.append(
-            bar(tail, head_seq, "cov tail", f"raw tail: seqs {tail}-{head_seq}", seq_href(tail))
-        )
+        title = f"raw tail: seqs {tail}-{head_seq}"
+        parts.append(bar(tail, head_seq, "cov tail", title, seq_href(tail)))
     y += _LANE
     said = f"active summary covers through seq {active_through}"
     parts.append(_line("pointer", x(tail), 12, x(tail), y, said))
