@@ -74,7 +74,7 @@ def coverage_bar(
     parts: list[str] = []
     y = 18.0
     for version in data.versions[-LANES_SHOWN:]:
-        cls = "active" if version.id == active_id else version.status
+        cls: str = "active" if version.id == active_id else version.status
         if version.id != active_id and version.status != "failed" and fallback_of(version):
             cls = "fallback"
         first, through = version.first_seq, version.covered_through_seq
