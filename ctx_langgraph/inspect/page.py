@@ -320,14 +320,8 @@ def _changes(
         return '<h4>changes</h4><p class="note">the first generation</p>'
     before = {f.text for f in previous.key_facts}
     after = {f.text for f in version.key_facts}
-    lines = list(
-        difflib.unified_diff(
-            (previous.summary_text or "").splitlines(),
-            (version.summary_text or "").splitlines(),
-            lineterm="",
-            n=0,
-        )
-    )[2:]
+    old, new = (previous.summary_text or "").splitlines(), (version.summary_text or "").splitlines()
+    lines = list(difflib.unified_diff(old, new, lineterm="", n=0))[2:]
     shown = "".join(
         f'<div class="{"diff-add" if line.startswith("+") else "diff-del"}">{cut(line, 400)}</div>'
         for line in lines[:DIFF_LINES]
