@@ -9,7 +9,6 @@ import logging
 import sqlite3
 import threading
 import warnings
-from collections.abc import Callable
 from html import escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,17 +99,9 @@ def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
     )
 
 
-def _thread_page(
-    store: HistoryStore,
-    scope: Scope,
-    memory: LongTermMemory | None,
-    lookup_tool: str,
-    draw: Callable[[ThreadData], tuple[str, Links]],
-    home: str = "",
-) -> str:
-    """One thread's whole page, its timeline and links as ``draw`` makes them."""
-    data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
-    timeline, links = draw(data)
+def _thread_page(data: ThreadData, timeline: str, links: Links, home: str = "") -> str:
+    """One thread's whole page around its drawn timeline."""
+    scope = data.scope
     back = f'<a href="{home}">all threads</a>' if home else ""
     header = (
         f'<span class="scope">thread <code id="thread-id">{escape(scope.thread_id)}</code> · '
@@ -140,19 +131,16 @@ def thread_html(
     """
     scope = Scope(thread_id, tenant=tenant, branch=branch)
     base = f"/thread?id={quote(scope.thread_id, safe='')}&branch={quote(scope.branch, safe='')}"
+    data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
+    timeline = read_timeline(store, data, page_of(seq) if seq is not None else page)
 
-    def draw(data: ThreadData) -> tuple[str, Links]:
-        timeline = read_timeline(store, data, page_of(seq) if seq is not None else page)
+    def seq_href(n: int) -> str:
+        shown = timeline.first_seq <= n <= timeline.last_seq
+        return f"#seq-{n}" if shown else f"{base}&seq={n}#seq-{n}"
 
-        def seq_href(n: int) -> str:
-            shown = timeline.first_seq <= n <= timeline.last_seq
-            return f"#seq-{n}" if shown else f"{base}&seq={n}#seq-{n}"
-
-        links = Links(seq=seq_href, page=lambda p: f"{base}&page={p}#timeline")
-        pager = _pager(timeline, links, scope)
-        return f"{pager}{render_events(timeline, data, links)}{pager}", links
-
-    return _thread_page(store, scope, memory, lookup_tool, draw, home="/")
+    links = Links(seq=seq_href, page=lambda p: f"{base}&page={p}#timeline")
+    pager = _pager(timeline, links, scope)
+    return _thread_page(data, f"{pager}{render_events(timeline, data, links)}{pager}", links, "/")
 
 
 def export_html(
@@ -185,36 +173,32 @@ def export_html(
         >>> "&lt;script&gt;alert(1)&lt;/script&gt;" in text, "<script>alert" in text
         (True, False)
     """
-
-    def draw(data: ThreadData) -> tuple[str, Links]:
-        """Every page of the newest ``max_events`` seqs, one ``div`` each, shown by CSS when it
-        (or an anchor inside it) is the target, the last page otherwise."""
-        head = data.info.head_seq
-        last_page = page_of(max(head, 1))
-        first_page = max(1, last_page - max(1, max_events // PAGE_SIZE) + 1)
-        first_seq = (first_page - 1) * PAGE_SIZE + 1
-        links = Links(
-            seq=lambda n: f"#seq-{n}" if first_seq <= n <= head else None,
-            page=lambda p: f"#page-{p}",
-        )
-        pages = []
-        if first_seq > 1:
-            earlier = f"{first_seq - 1:,} earlier ones are covered by the summaries above"
-            pages.append(
-                f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the {earlier} '
-                "(ctx-langgraph export has them all).</p>"
-            )
-        for page in range(first_page, last_page + 1):
-            timeline = read_timeline(store, data, page)
-            pager = _pager(timeline, links) if last_page > 1 else ""
-            css = "page last" if page == last_page else "page"
-            events = render_events(timeline, data, links)
-            pages.append(f'<div class="{css}" id="page-{page}">{pager}{events}</div>')
-        return "".join(pages), links
-
     scope = Scope(thread_id, tenant=tenant, branch=branch)
+    data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
+    head = data.info.head_seq
+    last_page = page_of(max(head, 1))
+    first_page = max(1, last_page - max(1, max_events // PAGE_SIZE) + 1)
+    first_seq = (first_page - 1) * PAGE_SIZE + 1
+    links = Links(
+        seq=lambda n: f"#seq-{n}" if first_seq <= n <= head else None,
+        page=lambda p: f"#page-{p}",
+    )
+    pages = []
+    if first_seq > 1:
+        earlier = f"{first_seq - 1:,} earlier ones are covered by the summaries above"
+        pages.append(
+            f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the {earlier} '
+            "(ctx-langgraph export has them all).</p>"
+        )
+    # one div a page, shown by CSS when it (or an anchor inside it) is the target, else the last
+    for page in range(first_page, last_page + 1):
+        timeline = read_timeline(store, data, page)
+        pager = _pager(timeline, links) if last_page > 1 else ""
+        css = "page last" if page == last_page else "page"
+        events = render_events(timeline, data, links)
+        pages.append(f'<div class="{css}" id="page-{page}">{pager}{events}</div>')
     out = Path(path)
-    out.write_text(_thread_page(store, scope, memory, lookup_tool, draw), encoding="utf-8")
+    out.write_text(_thread_page(data, "".join(pages), links), encoding="utf-8")
     return out
 
 
