@@ -193,21 +193,13 @@ def _level_lines(values: Sequence[int | None], top: float, name: str) -> tuple[s
             runs.append((i, i, value))
     if not runs:
         return "", ""
-    lines = "".join(
-        _line(
-            f"plot-{name}",
-            _PLOT_X if n == 0 else _plot_x(first, len(values)),
-            _plot_y(value, top),
-            _PLOT_X + _PLOT_W if n == len(runs) - 1 else _plot_x(last, len(values)),
-            _plot_y(value, top),
-            f"{name} {value:,} tokens, calls {first + 1}-{last + 1}",
-        )
-        for n, (first, last, value) in enumerate(runs)
-    )
-    value = runs[-1][2]
-    label = f"{name} {value:,} tokens"
-    y = _plot_y(value, top) - 4
-    return lines, _text(_PLOT_X + _PLOT_W - 4, y, label, f"axis plot-{name}-label", "end")
+    lines = ""
+    for n, (first, last, value) in enumerate(runs):
+        x1 = _PLOT_X if n == 0 else _plot_x(first, len(values))
+        x2 = _PLOT_X + _PLOT_W if n == len(runs) - 1 else _plot_x(last, len(values))
+        y, label = _plot_y(value, top), f"{name} {value:,} tokens"
+        lines += _line(f"plot-{name}", x1, y, x2, y, f"{label}, calls {first + 1}-{last + 1}")
+    return lines, _text(_PLOT_X + _PLOT_W - 4, y - 4, label, f"axis plot-{name}-label", "end")
 
 
 def calls_plot(calls: Sequence[CallPoint]) -> str:
