@@ -233,10 +233,8 @@ def _call_row(n: int, call: CallRow, data: ThreadData, links: Links) -> str:
         parts = " ".join(f'data-part-{p}="{int(makeup.get(p) or 0)}"' for p in _PARTS)
         attrs = f'data-estimate="{int(makeup.get("estimate") or 0)}" {parts}'
     generation, through = makeup.get("generation"), makeup.get("covered_through")
-    held = next(
-        (v for v in data.versions if v.generation == generation and v.status != "failed"), None
-    )
-    summary = _version_href(data, held) if held is not None else "#summaries"
+    held = [v for v in data.versions if v.generation == generation and v.status != "failed"]
+    summary = _version_href(data, held[0]) if held else "#summaries"
     tail = links.seq(through + 1) if through is not None else "#timeline"
     targets = dict(summary=summary, trail=summary, tail=tail, lookup="#lookups", memory="#memory")
     bar = '<span class="note">not prepared by ctx_budget</span>'

@@ -200,11 +200,9 @@ def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
 
 
 def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:
-    results = store.search(
-        scope, roles="tool", tool_name=tool, limit=LOOKUPS_SHOWN, newest_first=True
-    ).hits
+    page = store.search(scope, roles="tool", tool_name=tool, limit=LOOKUPS_SHOWN, newest_first=True)
     lookups = []
-    for result in results:
+    for result in page.hits:
         call_id = result.tool_call_ids[0] if result.tool_call_ids else None
         asked = store.read_events(
             scope, from_seq=max(1, result.seq - 40), to_seq=result.seq, include_hidden=True
