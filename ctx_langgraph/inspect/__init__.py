@@ -1,10 +1,7 @@
-"""The context inspector: one thread's history, summaries, model calls, lookups and memories,
-as a page in the browser.
-
-``ctx-langgraph inspect --sqlite FILE`` serves it on loopback; :func:`serve` does the same from
-Python (``background=True`` in a notebook), :func:`export_html` writes one thread's page as a
-single self-contained file for a bug report, and :func:`thread_html` returns the page as text.
-Everything here only reads the stores.
+"""The context inspector: one thread's history, summaries, model calls, lookups and memories as
+a page in the browser, read only. :func:`serve` serves it on loopback (as ``ctx-langgraph
+inspect`` does; ``background=True`` in a notebook), :func:`export_html` writes it as one
+self-contained file for a bug report, :func:`thread_html` returns it as text.
 
 Examples:
     >>> from langchain_core.messages import HumanMessage

@@ -1,11 +1,6 @@
-"""What the inspector reads from the stores: read-only, and bounded by what one page shows.
-
-A thread's page never loads the whole thread: the timeline is read one page of seqs at a time
-(:func:`read_timeline`), the history lookups are the newest :data:`LOOKUPS_SHOWN`, and a long
-event's text is cut to :data:`TEXT_SHOWN` characters when the page is drawn. What is read whole
-is small per thread: its summary versions, segments, usage ledger rows (one per model call) and
-long-term memory records.
-"""
+"""What the inspector reads from the stores: read-only, and bounded by what one page shows (one
+page of the timeline, the newest lookups; per thread its summaries, segments, ledger rows and
+memories)."""
 
 from __future__ import annotations
 
@@ -32,33 +27,17 @@ from ctx_langgraph.usage.ledger import UsageLedger
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
 
-__all__ = [
-    "CALLS_SHOWN",
-    "LOOKUPS_SHOWN",
-    "PAGE_SIZE",
-    "CallPoint",
-    "CallRow",
-    "LookupRow",
-    "ThreadData",
-    "ThreadRow",
-    "Timeline",
-    "check_schema",
-    "list_threads",
-    "read_thread",
-    "read_timeline",
-]
-
 PAGE_SIZE = 200
 """Seqs on one page of the timeline."""
 
 LOOKUPS_SHOWN = 50
 """The newest history lookups a thread's page shows."""
 
+CALLS_SHOWN = 50
+"""The newest calls a thread's page shows whole (the plot and the totals count them all)."""
+
 PAIR_REACH = 40
 """Seqs read beyond each edge of a timeline page, to pair a call with its result there."""
-
-THREADS_SHOWN = 500
-"""The newest threads the thread list shows."""
 
 
 @dataclass(frozen=True)
@@ -74,60 +53,47 @@ class CallRow:
     cache_read: int | None
     output: int | None
     cost: float | None
-    """USD, None when unknown."""
     cacheable_prefix: int | None
     makeup: dict[str, int] | None
-    """The request's parts as ``ctx_budget`` counted them (:mod:`ctx_langgraph.makeup`), None
-    for a call it did not prepare."""
     created_at: dt.datetime | None
-    """When it was booked (None: not known)."""
 
 
 @dataclass(frozen=True)
 class CallPoint:
-    """One call as the plot and the totals need it (every call of the thread is read so)."""
+    """One call as the plot and the totals need it: its booking time for summarizer calls only,
+    the window and trigger its make-up names (None when not recorded)."""
 
     purpose: str
     input_total: int | None
     cost: float | None
     created_at: dt.datetime | None
-    """When it was booked (read for summarizer calls only)."""
     window: int | None = None
-    """The context window the request was budgeted against (its make-up's ``window``), None
-    for a call ``ctx_budget`` did not prepare."""
     trigger: int | None = None
-    """The compaction trigger in tokens at that request (its make-up's ``trigger``), None
-    when not recorded."""
 
 
 @dataclass(frozen=True)
 class LookupRow:
-    """One history lookup the model made: its arguments and the result it got."""
+    """One history lookup: the seq of its result, of the reply that asked (when found), its
+    arguments and its result."""
 
     seq: int
-    """The seq of the result (a tool message)."""
     call_seq: int | None
-    """The seq of the model reply that asked for it, when found."""
     arguments: dict[str, Any]
     result: str
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """One page of a thread's raw history."""
+    """One page of a thread's raw history: its events, its deleted seqs (with the edit version
+    that deleted them) and the events within :data:`PAIR_REACH` seqs around it."""
 
     page: int
     pages: int
     first_seq: int
     last_seq: int
-    """The page's last seq: the thread's head on the last page (below ``first_seq`` when the
-    thread has no event yet)."""
     events: list[HistoryEvent]
     deleted: dict[int, int]
-    """Seqs on this page whose event was deleted, with the edit version that deleted them."""
     neighbours: list[HistoryEvent]
-    """The events within :data:`PAIR_REACH` seqs before and after the page (tool calls and
-    results are paired across its edges with them)."""
 
 
 @dataclass
@@ -159,6 +125,16 @@ class ThreadData:
         """The summarizer's calls (purpose ``summary``), oldest first."""
         return [point for point in self.points if point.purpose == "summary"]
 
+    @functools.cached_property
+    def active(self) -> CompactionCheckpoint | None:
+        """The active summary version, if any."""
+        return next((v for v in self.versions if v.id == self.info.active_checkpoint_id), None)
+
+    @property
+    def covered_through(self) -> int:
+        """The last seq the active summary covers (0: none)."""
+        return self.active.covered_through_seq if self.active else 0
+
 
 def check_schema(store: HistoryStore) -> None:
     """Check the store is at the schema this version reads (the inspector never migrates it).
@@ -182,19 +158,12 @@ def check_schema(store: HistoryStore) -> None:
         )
 
 
-def list_threads(store: HistoryStore, tenant: str, limit: int = THREADS_SHOWN) -> list[ThreadRow]:
+def list_threads(store: HistoryStore, tenant: str, limit: int = 500) -> list[ThreadRow]:
     """The tenant's threads, newest first (at most ``limit``)."""
     return store.list_threads(tenant, limit=limit)
 
 
-CALLS_SHOWN = 50
-"""The newest calls a thread's page shows whole (the plot and the totals count them all)."""
-
-
 def _point(record: LedgerRecord) -> CallPoint:
-    """A call as the plot needs it: the time only of summarizer calls, which the page
-    attributes to the summary version they wrote, and the window and trigger its make-up names
-    (the plot's reference lines)."""
     makeup = record.makeup or {}
     return CallPoint(
         record.purpose,
@@ -225,47 +194,38 @@ def _call(record: LedgerRecord) -> CallRow:
 
 
 def _hidden(edits: Sequence[tuple[int, str, int, str]]) -> set[int]:
-    """The seqs whose last hide or show in the edit log was a hide."""
-    hidden: set[int] = set()
-    for _, _, seq, kind in edits:
-        if kind == "hide":
-            hidden.add(seq)
-        elif kind in ("show", "delete"):
-            hidden.discard(seq)
-    return hidden
+    """The seqs whose last hide, show or delete in the edit log was a hide."""
+    last = {seq: kind for _, _, seq, kind in edits if kind in ("hide", "show", "delete")}
+    return {seq for seq, kind in last.items() if kind == "hide"}
 
 
 def _lookups(store: HistoryStore, scope: Scope, tool: str) -> list[LookupRow]:
-    results = store.search(
-        scope, roles="tool", tool_name=tool, limit=LOOKUPS_SHOWN, newest_first=True
-    ).hits
+    page = store.search(scope, roles="tool", tool_name=tool, limit=LOOKUPS_SHOWN, newest_first=True)
     lookups = []
-    for result in results:
+    for result in page.hits:
         call_id = result.tool_call_ids[0] if result.tool_call_ids else None
         asked = store.read_events(
             scope, from_seq=max(1, result.seq - 40), to_seq=result.seq, include_hidden=True
         )
-        call_seq, arguments = None, {}
-        for event in reversed(asked):
-            for call in event.content.get("data", {}).get("tool_calls") or []:
-                if call.get("id") == call_id:
-                    call_seq, arguments = event.seq, dict(call.get("args") or {})
-                    break
-            if call_seq is not None:
-                break
+        call_seq, arguments = next(
+            (
+                (event.seq, dict(call.get("args") or {}))
+                for event in reversed(asked)
+                for call in event.content.get("data", {}).get("tool_calls") or []
+                if call.get("id") == call_id
+            ),
+            (None, {}),
+        )
         lookups.append(LookupRow(result.seq, call_seq, arguments, result.text))
     return lookups
 
 
-def _lineage_names(branches: Sequence[BranchInfo], name: str) -> set[str]:
+def _lineage_names(branches: Sequence[BranchInfo], name: str | None) -> set[str]:
     by_name = {b.scope.branch: b for b in branches}
     names: set[str] = set()
-    while name in by_name and name not in names:
+    while name is not None and name in by_name and name not in names:
         names.add(name)
-        parent = by_name[name].parent_branch
-        if parent is None:
-            break
-        name = parent
+        name = by_name[name].parent_branch
     return names
 
 
@@ -287,16 +247,15 @@ def read_thread(
             f"no history for thread {scope.thread_id!r} (tenant {scope.tenant!r}, "
             f"branch {scope.branch!r}) in this store"
         )
-    versions = sorted(store.list_versions(scope), key=lambda v: (v.generation, v.created_at))
     branches = store.list_branches(scope)
     lineage = _lineage_names(branches, scope.branch)
     edits = [edit for edit in store.edits_since(scope, 0) if edit[1] in lineage]
     records = UsageLedger(store).records(scope, branch=scope.branch)
-    data = ThreadData(
+    return ThreadData(
         scope=scope,
         info=info,
         branches=branches,
-        versions=versions,
+        versions=sorted(store.list_versions(scope), key=lambda v: (v.generation, v.created_at)),
         segments=store.segments(scope, statuses=("active", "invalid", "superseded")),
         points=[_point(record) for record in records],
         calls=[_call(record) for record in records[-CALLS_SHOWN:]],
@@ -307,40 +266,28 @@ def read_thread(
         edits=edits,
         lookup_tool=lookup_tool,
     )
-    return data
 
 
-def page_of(seq: int, page_size: int = PAGE_SIZE) -> int:
+def page_of(seq: int) -> int:
     """The timeline page that holds ``seq`` (pages count from 1)."""
-    return max(1, math.ceil(seq / page_size))
+    return max(1, math.ceil(seq / PAGE_SIZE))
 
 
-def read_timeline(
-    store: HistoryStore,
-    data: ThreadData,
-    page: int | None = None,
-    *,
-    page_size: int = PAGE_SIZE,
-) -> Timeline:
+def read_timeline(store: HistoryStore, data: ThreadData, page: int | None = None) -> Timeline:
     """One page of the thread's raw history (hidden events included), the last page by default."""
-    pages = max(1, page_of(data.info.head_seq, page_size))
+    pages = page_of(data.info.head_seq)
     page = pages if page is None else min(max(1, page), pages)
-    first = (page - 1) * page_size + 1
-    last = min(page * page_size, data.info.head_seq)  # the last page ends at the real head
-    events = store.read_events(data.scope, from_seq=first, to_seq=last, include_hidden=True)
+    first = (page - 1) * PAGE_SIZE + 1
+    last = min(page * PAGE_SIZE, data.info.head_seq)
+
+    def read(start: int, end: int) -> list[HistoryEvent]:
+        return store.read_events(data.scope, from_seq=start, to_seq=end, include_hidden=True)
+
     deleted = {
         seq: version
         for version, _, seq, kind in data.edits
         if kind == "delete" and first <= seq <= last
     }
-    before = (
-        store.read_events(
-            data.scope, from_seq=max(1, first - PAIR_REACH), to_seq=first - 1, include_hidden=True
-        )
-        if first > 1
-        else []
-    )
-    after = store.read_events(
-        data.scope, from_seq=last + 1, to_seq=last + PAIR_REACH, include_hidden=True
-    )
-    return Timeline(page, pages, first, last, events, deleted, [*before, *after])
+    before = read(max(1, first - PAIR_REACH), first - 1) if first > 1 else []
+    neighbours = [*before, *read(last + 1, last + PAIR_REACH)]
+    return Timeline(page, pages, first, last, read(first, last), deleted, neighbours)

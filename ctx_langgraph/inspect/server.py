@@ -1,12 +1,6 @@
-"""Serve the inspector on loopback, or write one thread's page as a single file.
-
-The server is the standard library's :class:`~http.server.ThreadingHTTPServer`: the pages are
-read-only GETs drawn on the server, so nothing more is needed (no framework, no template
-engine, no script). It answers ``GET /`` (the tenant's threads) and ``GET /thread?id=...``
-(one thread: ``page=N`` or ``seq=S`` picks the timeline's page); every other path is 404 and
-every other method 405, so nothing it serves can change a store. Each response carries the
-page's Content-Security-Policy (no script at all), ``nosniff`` and ``no-store``.
-"""
+"""Serve the inspector on loopback with the stdlib's ``ThreadingHTTPServer`` (``GET /``: the
+tenant's threads, ``GET /thread?id=...``: one thread; nothing else, no other method), or write
+one thread's page as a single file."""
 
 from __future__ import annotations
 
@@ -25,7 +19,14 @@ from urllib.parse import parse_qs, quote, urlsplit
 from ctx_langgraph.errors import ContextManagementError, ScopeError
 from ctx_langgraph.history import DEFAULT_BRANCH, DEFAULT_TENANT, HistoryStore, Scope
 from ctx_langgraph.history.sqlite import SQLiteHistoryStore
-from ctx_langgraph.inspect.page import CSP, document, thread_list_page, thread_sections
+from ctx_langgraph.inspect.page import (
+    CSP,
+    Links,
+    document,
+    render_events,
+    thread_list_page,
+    thread_sections,
+)
 from ctx_langgraph.inspect.reads import (
     PAGE_SIZE,
     ThreadData,
@@ -35,19 +36,9 @@ from ctx_langgraph.inspect.reads import (
     read_thread,
     read_timeline,
 )
-from ctx_langgraph.inspect.timeline import Links, render_events
 
 if TYPE_CHECKING:
     from ctx_langgraph.memory import LongTermMemory
-
-__all__ = [
-    "FILE_EVENTS",
-    "InspectorServer",
-    "export_html",
-    "open_sqlite_readonly",
-    "serve",
-    "thread_html",
-]
 
 log = logging.getLogger(__name__)
 
@@ -77,58 +68,48 @@ def open_sqlite_readonly(path: str | Path) -> SQLiteHistoryStore:
     return SQLiteHistoryStore(conn)
 
 
-def _served_links(scope: Scope, timeline: Timeline) -> Links:
-    base = f"/thread?id={quote(scope.thread_id, safe='')}&branch={quote(scope.branch, safe='')}"
-
-    def seq(n: int) -> str:
-        if timeline.first_seq <= n <= timeline.last_seq:
-            return f"#seq-{n}"
-        return f"{base}&seq={n}#seq-{n}"
-
-    return Links(seq=seq, page=lambda p: f"{base}&page={p}#timeline")
-
-
 def _pager(timeline: Timeline, links: Links, scope: Scope | None = None) -> str:
+    """Links to the first, previous, next and last pages; served, a form to go to a seq."""
+
     def go(page: int, label: str) -> str:
         if page == timeline.page or not 1 <= page <= timeline.pages:
             return f'<span class="muted">{label}</span>'
         return f'<a href="{links.page(page)}">{label}</a>'
 
-    jump = ""
-    if scope is not None:  # served: a form that asks for the page of a seq
-        jump = (
-            '<form method="get" action="/thread">'
-            f'<input type="hidden" name="id" value="{escape(scope.thread_id)}">'
-            f'<input type="hidden" name="branch" value="{escape(scope.branch)}">'
-            '<label>go to seq <input name="seq" size="8" inputmode="numeric"></label> '
-            '<button type="submit">go</button></form>'
-        )
-    previous, following = "\u2039 previous", "next \u203a"
-    seqs = (
-        f"seqs {timeline.first_seq}\u2013{timeline.last_seq}"
-        if timeline.last_seq >= timeline.first_seq
-        else "no events yet"
+    jump = (
+        '<form method="get" action="/thread">'
+        f'<input type="hidden" name="id" value="{escape(scope.thread_id)}">'
+        f'<input type="hidden" name="branch" value="{escape(scope.branch)}">'
+        '<label>go to seq <input name="seq" size="8" inputmode="numeric"></label> '
+        '<button type="submit">go</button></form>'
+        if scope is not None
+        else ""
+    )
+    seqs = "no events yet"
+    if timeline.last_seq >= timeline.first_seq:
+        seqs = f"seqs {timeline.first_seq}\u2013{timeline.last_seq}"
+    previous, following = (
+        go(timeline.page - 1, "\u2039 previous"),
+        go(timeline.page + 1, "next \u203a"),
     )
     return (
-        f'<div class="pager">{go(1, "« first")}{go(timeline.page - 1, previous)}'
+        f'<div class="pager">{go(1, "« first")}{previous}'
         f"<span>page {timeline.page} of {timeline.pages} ({seqs})</span>"
-        f"{go(timeline.page + 1, following)}"
-        f"{go(timeline.pages, 'last »')}{jump}</div>"
+        f"{following}{go(timeline.pages, 'last »')}{jump}</div>"
     )
 
 
-def _covered_through(data: ThreadData) -> int:
-    active = next((v for v in data.versions if v.id == data.info.active_checkpoint_id), None)
-    return active.covered_through_seq if active else 0
-
-
-def _header(data: ThreadData, home: str | None) -> str:
+def _thread_page(data: ThreadData, timeline: str, links: Links, home: str = "") -> str:
+    """One thread's whole page around its drawn timeline."""
+    scope = data.scope
     back = f'<a href="{home}">all threads</a>' if home else ""
-    return (
-        f'<span class="scope">thread <code id="thread-id">{escape(data.scope.thread_id)}</code> · '
-        f"tenant <code>{escape(data.scope.tenant)}</code> · branch "
-        f"<code>{escape(data.scope.branch)}</code></span>{back}"
+    header = (
+        f'<span class="scope">thread <code id="thread-id">{escape(scope.thread_id)}</code> · '
+        f"tenant <code>{escape(scope.tenant)}</code> · branch "
+        f"<code>{escape(scope.branch)}</code></span>{back}"
     )
+    body = thread_sections(data, links, timeline)
+    return document(f"{scope.thread_id} · ctx-langgraph inspector", body, header=header)
 
 
 def thread_html(
@@ -149,49 +130,17 @@ def thread_html(
         ScopeError: the store has no history for the thread.
     """
     scope = Scope(thread_id, tenant=tenant, branch=branch)
+    base = f"/thread?id={quote(scope.thread_id, safe='')}&branch={quote(scope.branch, safe='')}"
     data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
-    if seq is not None:
-        page = page_of(seq)
-    timeline = read_timeline(store, data, page)
-    links = _served_links(scope, timeline)
-    events = render_events(
-        timeline.events, timeline.deleted, _covered_through(data), links, timeline.neighbours
-    )
+    timeline = read_timeline(store, data, page_of(seq) if seq is not None else page)
+
+    def seq_href(n: int) -> str:
+        shown = timeline.first_seq <= n <= timeline.last_seq
+        return f"#seq-{n}" if shown else f"{base}&seq={n}#seq-{n}"
+
+    links = Links(seq=seq_href, page=lambda p: f"{base}&page={p}#timeline")
     pager = _pager(timeline, links, scope)
-    body = thread_sections(data, links, f"{pager}{events}{pager}")
-    return document(f"{thread_id} · ctx-langgraph inspector", body, header=_header(data, "/"))
-
-
-def _file_pages(store: HistoryStore, data: ThreadData, max_events: int) -> tuple[str, Links]:
-    """Every page of the newest ``max_events`` seqs, one hidden ``div`` each, shown by CSS
-    when its anchor (or an anchor inside it) is the target, the last page otherwise."""
-    last_page = page_of(max(data.info.head_seq, 1))
-    first_page = max(1, last_page - max(1, max_events // PAGE_SIZE) + 1)
-    first_seq = (first_page - 1) * PAGE_SIZE + 1
-
-    def seq(n: int) -> str | None:
-        return f"#seq-{n}" if first_seq <= n <= data.info.head_seq else None
-
-    links = Links(seq=seq, page=lambda p: f"#page-{p}")
-    covered = _covered_through(data)
-    pages = []
-    for page in range(first_page, last_page + 1):
-        timeline = read_timeline(store, data, page)
-        pager = _pager(timeline, links) if last_page > 1 else ""
-        css = "page last" if page == last_page else "page"
-        pages.append(
-            f'<div class="{css}" id="page-{page}">{pager}'
-            f"{render_events(timeline.events, timeline.deleted, covered, links, timeline.neighbours)}"
-            "</div>"
-        )
-    note = (
-        f'<p class="note">This file holds seqs {first_seq}\u2013{data.info.head_seq}; the '
-        f"{first_seq - 1:,} earlier ones are covered by the summaries above (ctx-langgraph "
-        "export has them all).</p>"
-        if first_seq > 1
-        else ""
-    )
-    return note + "".join(pages), links
+    return _thread_page(data, f"{pager}{render_events(timeline, data, links)}{pager}", links, "/")
 
 
 def export_html(
@@ -226,12 +175,44 @@ def export_html(
     """
     scope = Scope(thread_id, tenant=tenant, branch=branch)
     data = read_thread(store, scope, memory=memory, lookup_tool=lookup_tool)
-    timeline, links = _file_pages(store, data, max_events)
-    body = thread_sections(data, links, timeline)
-    html = document(f"{thread_id} · ctx-langgraph inspector", body, header=_header(data, None))
+    head = data.info.head_seq
+    last_page = page_of(max(head, 1))
+    first_page = max(1, last_page - max(1, max_events // PAGE_SIZE) + 1)
+    first_seq = (first_page - 1) * PAGE_SIZE + 1
+    links = Links(
+        seq=lambda n: f"#seq-{n}" if first_seq <= n <= head else None,
+        page=lambda p: f"#page-{p}",
+    )
+    pages = []
+    if first_seq > 1:
+        earlier = f"{first_seq - 1:,} earlier ones are covered by the summaries above"
+        pages.append(
+            f'<p class="note">This file holds seqs {first_seq}\u2013{head}; the {earlier} '
+            "(ctx-langgraph export has them all).</p>"
+        )
+    # one div a page, shown by CSS when it (or an anchor inside it) is the target, else the last
+    for page in range(first_page, last_page + 1):
+        timeline = read_timeline(store, data, page)
+        pager = _pager(timeline, links) if last_page > 1 else ""
+        css = "page last" if page == last_page else "page"
+        events = render_events(timeline, data, links)
+        pages.append(f'<div class="{css}" id="page-{page}">{pager}{events}</div>')
     out = Path(path)
-    out.write_text(html, encoding="utf-8")
+    out.write_text(_thread_page(data, "".join(pages), links), encoding="utf-8")
     return out
+
+
+def _positive(value: str | None) -> int | None:
+    if not value:
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"expected a positive whole number, got {value[:40]!r}")
+    return int(value)
+
+
+def _message(title: str, text: str) -> str:
+    body = f'<main><h2>{escape(title)}</h2><p>{escape(text)}</p><p><a href="/">all threads</a></p></main>'
+    return document(title, body)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -244,9 +225,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: HTTPStatus, html: str, *, body: bool = True) -> None:
         data = html.encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in _HEADERS.items():
+        headers = {"Content-Type": "text/html; charset=utf-8", "Content-Length": str(len(data))}
+        for name, value in {**headers, **_HEADERS}.items():
             self.send_header(name, value)
         self.end_headers()
         if body:
@@ -255,23 +235,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self) -> tuple[HTTPStatus, str]:
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        server = self.server
         if url.path == "/":
-            rows = list_threads(self.server.store, self.server.tenant)
-            return HTTPStatus.OK, thread_list_page(rows, self.server.tenant, "/thread?id=")
+            rows = list_threads(server.store, server.tenant)
+            return HTTPStatus.OK, thread_list_page(rows, server.tenant, "/thread?id=")
         if url.path != "/thread" or "id" not in query:
             return HTTPStatus.NOT_FOUND, _message("Not found", "No such page.")
         try:
-            page = _positive(query.get("page"))
-            seq = _positive(query.get("seq"))
             html = thread_html(
-                self.server.store,
+                server.store,
                 query["id"],
-                tenant=self.server.tenant,
+                tenant=server.tenant,
                 branch=query.get("branch") or DEFAULT_BRANCH,
-                memory=self.server.memory,
-                page=page,
-                seq=seq,
-                lookup_tool=self.server.lookup_tool,
+                memory=server.memory,
+                page=_positive(query.get("page")),
+                seq=_positive(query.get("seq")),
+                lookup_tool=server.lookup_tool,
             )
         except ScopeError as exc:
             return HTTPStatus.NOT_FOUND, _message("No such thread", str(exc))
@@ -279,18 +258,15 @@ class _Handler(BaseHTTPRequestHandler):
             return HTTPStatus.BAD_REQUEST, _message("Bad request", str(exc))
         return HTTPStatus.OK, html
 
-    def _get(self, body: bool) -> None:
+    def do_GET(self, body: bool = True) -> None:
         try:
             status, html = self._page()
         except ContextManagementError as exc:  # the database went away: say so, keep serving
             status, html = HTTPStatus.SERVICE_UNAVAILABLE, _message("Store unavailable", str(exc))
         self._send(status, html, body=body)
 
-    def do_GET(self) -> None:
-        self._get(True)
-
     def do_HEAD(self) -> None:
-        self._get(False)
+        self.do_GET(body=False)
 
     def _refuse(self) -> None:
         self._send(
@@ -298,19 +274,6 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _refuse
-
-
-def _positive(value: str | None) -> int | None:
-    if value is None or value == "":
-        return None
-    if not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"expected a positive whole number, got {value[:40]!r}")
-    return int(value)
-
-
-def _message(title: str, text: str) -> str:
-    body = f'<main><h2>{escape(title)}</h2><p>{escape(text)}</p><p><a href="/">all threads</a></p></main>'
-    return document(title, body)
 
 
 class InspectorServer(ThreadingHTTPServer):
@@ -336,8 +299,7 @@ class InspectorServer(ThreadingHTTPServer):
         """The address to open (``http://127.0.0.1:PORT/``)."""
         host, port = self.server_address[:2]
         host = host.decode() if isinstance(host, bytes) else str(host)
-        shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{port}/"
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
     def thread_url(self, thread_id: str, branch: str = DEFAULT_BRANCH) -> str:
         """The address of one thread's page."""
@@ -361,18 +323,6 @@ class InspectorServer(ThreadingHTTPServer):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __enter__(self) -> InspectorServer:
-        return self
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(
@@ -403,7 +353,11 @@ def serve(
         >>> 'id="seq-1"' in page
         True
     """
-    if not _loopback(host):
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
         warnings.warn(
             f"the inspector is listening on {host}, beyond this machine: anyone who reaches "
             "it reads these conversations (it has no login)",
