@@ -46,13 +46,49 @@ def convert(text: str, obj: griffe.Object) -> str:
     return ROLE.sub(link, text)
 
 
+TWIN = re.compile(r"async_twin\((?P<sync>\w+)\)")
+
+
+def _flow_methods(cls: griffe.Class) -> None:
+    """Show a store's flow methods as what users call: ``@flow_method def m(...) -> Flow[R]``
+    returns ``R``, and ``am = async_twin(m)`` is the async method with ``m``'s parameters."""
+    for name, member in list(cls.members.items()):
+        if member.is_alias:
+            continue
+        if isinstance(member, griffe.Function) and any(
+            str(d.value) == "flow_method" for d in member.decorators
+        ):
+            returns = member.returns
+            if isinstance(returns, griffe.ExprSubscript) and str(returns.left) == "Flow":
+                member.returns = returns.slice
+        elif isinstance(member, griffe.Attribute) and (twin := TWIN.fullmatch(str(member.value))):
+            sync = cls.members.get(twin["sync"])
+            if not isinstance(sync, griffe.Function):
+                continue
+            method = griffe.Function(
+                name,
+                lineno=member.lineno,
+                endlineno=member.endlineno,
+                parameters=sync.parameters,
+                returns=sync.returns,
+                parent=cls,
+                docstring=griffe.Docstring(f"Async twin of :meth:`{sync.name}`."),
+            )
+            method.labels.add("async")
+            method.docstring.parent = method  # type: ignore[union-attr]
+            cls.set_member(name, method)
+
+
 class SphinxRoles(griffe.Extension):
-    """Rewrites the Sphinx roles of every docstring of a loaded package."""
+    """Rewrites the Sphinx roles of every docstring of a loaded package, and shows flow
+    methods as the methods users call."""
 
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         self._walk(pkg)
 
     def _walk(self, obj: griffe.Object) -> None:
+        if isinstance(obj, griffe.Class):
+            _flow_methods(obj)
         if obj.docstring is not None:
             obj.docstring.value = convert(obj.docstring.value, obj)
         for member in obj.members.values():

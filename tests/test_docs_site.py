@@ -468,3 +468,18 @@ def test_the_drop_in_page_reads_the_context_channel_where_it_is():
     blocks = "\n".join(re.findall(r"```python\n(.*?)```", page, flags=re.S))
     assert re.search(r"\.get_state\(run\)\.values\[\"context\"\]", blocks)
     assert re.search(r'assert "context" not in state', blocks)
+
+
+def test_the_reference_shows_a_store_flow_method_and_its_async_twin_as_methods():
+    """``@flow_method def append(...) -> Flow[R]`` is documented as returning ``R``, and
+    ``aappend = async_twin(append)`` as an async method with ``append``'s parameters."""
+    griffe = pytest.importorskip("griffe")
+    extensions = griffe.load_extensions(f"{ROOT}/scripts/docs_griffe.py:SphinxRoles")
+    package = griffe.load("ctx_langgraph", extensions=extensions, search_paths=[str(ROOT)])
+    store = package["history.base.HistoryStore"]
+    append, aappend = store.members["append"], store.members["aappend"]
+    assert str(append.returns) == "list[AppendResult]"
+    assert isinstance(aappend, griffe.Function) and "async" in aappend.labels
+    assert [p.name for p in aappend.parameters] == [p.name for p in append.parameters]
+    assert str(aappend.returns) == "list[AppendResult]"
+    assert "Async twin of" in aappend.docstring.value
