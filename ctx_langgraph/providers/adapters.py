@@ -160,6 +160,8 @@ _OVERFLOW_TEXT: Final = re.compile(
     ),
     re.IGNORECASE | re.DOTALL,
 )
+_CODE_ATTRS: Final = ("code", "type", "error_code", "status")
+_ERROR_ATTRS: Final = (*_CODE_ATTRS, "message", "api_message")
 _CONTEXT_OVERFLOW_TYPE: Final = getattr(langchain_core.exceptions, "ContextOverflowError", None)
 
 
@@ -192,16 +194,9 @@ def _overflow_text(exc: BaseException) -> str | None:
     if isinstance(exc, ContextManagementError):
         return None
     status = _status_of(exc)
-    codes: set[str] = set()
-    texts: list[str] = []
-    for name in ("code", "type", "error_code", "status"):
-        value = getattr(exc, name, None)
-        if isinstance(value, str):
-            codes.add(value.lower())
-    for name in ("message", "api_message"):
-        value = getattr(exc, name, None)
-        if isinstance(value, str) and value:
-            texts.append(value)
+    attrs = {name: getattr(exc, name, None) for name in _ERROR_ATTRS}
+    codes = {v.lower() for k, v in attrs.items() if k in _CODE_ATTRS and isinstance(v, str)}
+    texts = [v for k, v in attrs.items() if k not in _CODE_ATTRS and isinstance(v, str) and v]
     for name in ("body", "details", "response_json"):
         for error in _error_objects(getattr(exc, name, None)):
             for key in ("code", "type", "status"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from typing_extensions import TypedDict
 
@@ -72,14 +72,7 @@ class NormalizedUsage:
 
     def counts(self) -> UsageCounts:
         """The token counts by field name."""
-        return UsageCounts(
-            input_total=self.input_total,
-            input_uncached=self.input_uncached,
-            cache_read=self.cache_read,
-            cache_write=self.cache_write,
-            output=self.output,
-            reasoning=self.reasoning,
-        )
+        return cast(UsageCounts, {name: getattr(self, name) for name in COUNT_FIELDS})
 
     @property
     def known(self) -> bool:
@@ -98,11 +91,10 @@ class NormalizedUsage:
     def merged_over(self, older: NormalizedUsage) -> NormalizedUsage:
         """This value with the fields it does not know taken from ``older`` (missing is not zero)."""
         updates: dict[str, Any] = {
-            name: getattr(older, name) for name in COUNT_FIELDS if getattr(self, name) is None
+            name: getattr(older, name)
+            for name in (*COUNT_FIELDS, "model", "response_id")
+            if getattr(self, name) is None
         }
-        for name in ("model", "response_id"):
-            if getattr(self, name) is None:
-                updates[name] = getattr(older, name)
         if self.provider == "unknown":
             updates["provider"] = older.provider
         return replace(self, **updates) if updates else self
@@ -116,8 +108,7 @@ class NormalizedUsage:
 
 
 def embedding_usage(model: str, tokens: int, texts: int, estimated: bool) -> NormalizedUsage:
-    """The usage of one embedding call: ``tokens`` of input (``estimated`` when the model
-    could not count them), none cached, no output."""
+    """The usage of one embedding call: ``tokens`` of input, none cached, no output."""
     return NormalizedUsage(
         input_total=tokens,
         input_uncached=tokens,
