@@ -234,10 +234,9 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         ledger: where the calls are booked.
         scope: the thread of calls whose run metadata has no ``thread_id``.
         default_purpose: the purpose of a call with no ``ctx_purpose`` metadata or tag.
-        counter: counts the request's parts for its ``cacheable_prefix`` (default: picked by
-            each call's model name).
+        counter: counts the request's parts for its ``cacheable_prefix`` (default: by model).
         measure_prefix: measure each call's ``cacheable_prefix`` against the thread's previous
-            request (one small read-and-write of the ledger's database when a call starts).
+            request.
 
     Examples:
         .. code-block:: python

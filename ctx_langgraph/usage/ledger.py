@@ -292,8 +292,7 @@ class UsageLedger:
         require_store(store, where="UsageLedger(store=...)", expected=HistoryStore)
         self.store = store
         self.db = store.db
-        """The database of the ledger's tables: the store's, so a booking can share the
-        transaction that writes the reply it is for (``HistoryStore.append_then``)."""
+        """The store's database, so a booking can share the reply's transaction."""
         self.prices = prices if prices is not None else PriceTable.default()
 
     def _cost_nano(self, usage: NormalizedUsage) -> int | None:

@@ -21,9 +21,8 @@ __all__ = [
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
-"""How complete a usage record is: ``complete`` (final, its input and output known),
-``partial`` (some counts known, or not final yet, as in a stream; the unknown ones are None),
-``unknown`` (no count known; the ledger counts the call in ``unknown_calls``)."""
+"""``complete`` (final, input and output known), ``partial`` (some counts known, or not final
+yet) or ``unknown`` (no count known; counted in the ledger's ``unknown_calls``)."""
 
 COUNT_FIELDS = COUNT_COLUMNS
 """The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""
@@ -42,13 +41,9 @@ class UsageCounts(TypedDict):
 
 @dataclass(frozen=True)
 class NormalizedUsage:
-    """Token usage of one model call, in provider-independent terms.
-
-    A count that the provider did not report is ``None``, never 0. Cached input is counted once:
-    ``input_total = input_uncached + cache_read + cache_write`` whenever all four are known, and
-    ``input_total`` is what the request occupied in the context window. ``output`` includes
-    ``reasoning`` (thinking) tokens.
-    """
+    """Token usage of one model call, in provider-independent terms: a count the provider did
+    not report is ``None``, never 0; ``input_total = input_uncached + cache_read + cache_write``
+    when all are known; ``output`` includes ``reasoning``."""
 
     input_total: int | None = None
     """Every input token of the request, cached or not: the context the call occupied."""
