@@ -1,11 +1,12 @@
-"""The provider adapters: which protocol a model speaks, its "too long" errors, server-side
-compaction backends and Anthropic's context editing (see :mod:`ctx_langgraph.providers`)."""
+"""The provider adapters: a model's wire protocol, its "too long" errors, server-side
+compaction backends and Anthropic's context editing."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -37,7 +38,6 @@ __all__ = [
 CONTEXT_MANAGEMENT_BETA: Final = "context-management-2025-06-27"
 COMPACTION_BETA: Final = "compact-2026-01-12"
 ANTHROPIC_DEFAULT_TRIGGER: Final = 150_000
-"""Anthropic's compaction trigger when the edit names none (input tokens)."""
 
 
 def provider_key(model: Any) -> str:
@@ -64,9 +64,8 @@ def provider_key(model: Any) -> str:
 
 
 def chains_responses(model: Any) -> bool:
-    """Whether ``model`` (or the model under ``bind_tools``) speaks the Responses API chained by
-    ``previous_response_id`` (``ChatOpenAI(use_previous_response_id=True)``): it then sends only
-    the messages after the last reply, and the provider keeps the rest.
+    """Whether ``model`` (or the model under ``bind_tools``) chains Responses requests by
+    ``previous_response_id``: it sends only the messages after the last reply.
 
     Examples:
         >>> from langchain_openai import ChatOpenAI
@@ -82,9 +81,8 @@ def chains_responses(model: Any) -> bool:
 
 
 def wire_of(model: Any) -> Wire:
-    """What ``model``'s wire protocol needs of the messages a request sends
-    (:class:`~ctx_langgraph.view.provider_items.Wire`): its provider, and whether it chains
-    requests by ``previous_response_id``. An unknown model (None) changes nothing.
+    """``model``'s :class:`~ctx_langgraph.view.provider_items.Wire`: its provider and whether
+    it chains requests by ``previous_response_id`` (None: an empty ``Wire``).
 
     Examples:
         >>> from langchain_anthropic import ChatAnthropic
@@ -97,10 +95,9 @@ def wire_of(model: Any) -> Wire:
 
 
 def compacts_server_side(model: Any) -> int | None:
-    """The input tokens above which ``model``'s provider compacts the conversation itself
-    (OpenAI's ``context_management=[{"type": "compaction", "compact_threshold": N}]``,
-    Anthropic's ``compact_20260112`` edit), 0 when it compacts at a threshold of its own
-    choosing, None when it does not compact.
+    """The input tokens above which ``model``'s provider compacts server-side (OpenAI's
+    ``compaction`` entry, Anthropic's ``compact_20260112`` edit): 0 at its own threshold,
+    None when it does not compact.
 
     Examples:
         >>> from langchain_anthropic import ChatAnthropic
@@ -126,9 +123,8 @@ def compacts_server_side(model: Any) -> int | None:
 
 
 def defer_to_server(budget: ResolvedBudget, model: Any) -> ResolvedBudget:
-    """The budget when ``model``'s provider compacts server-side: the provider compacts at
-    its threshold, and a local compaction runs only when a request would not fit otherwise
-    (the trigger becomes the usable window). ``budget`` itself for any other model.
+    """``budget`` with its trigger at the usable window when ``model``'s provider compacts
+    server-side (a local compaction only when a request would not fit), else ``budget``.
 
     Examples:
         >>> from ctx_langgraph.config import ContextConfig
@@ -144,15 +140,10 @@ def defer_to_server(budget: ResolvedBudget, model: Any) -> ResolvedBudget:
     return replace(budget, trigger=budget.usable)
 
 
-# ----------------------------------------------------------------------------- context-length errors
-
 _OVERFLOW_CODES: Final = frozenset({"context_length_exceeded", "request_too_large"})
-"""Structured codes or types of a request too long for the model: OpenAI's error ``code`` (chat
-completions and Responses), Anthropic's 413 error ``type``."""
 _NOT_OVERFLOW_CODES: Final = frozenset(
     {"rate_limit_exceeded", "rate_limit_error", "insufficient_quota"}
 )
-"""Codes of errors about throughput or quota, whose messages also speak of too many tokens."""
 _OVERFLOW_TEXT: Final = re.compile(
     "|".join(
         (
@@ -169,13 +160,13 @@ _OVERFLOW_TEXT: Final = re.compile(
     ),
     re.IGNORECASE | re.DOTALL,
 )
+_CODE_ATTRS: Final = ("code", "type", "error_code", "status")
+_ERROR_ATTRS: Final = (*_CODE_ATTRS, "message", "api_message")
 _CONTEXT_OVERFLOW_TYPE: Final = getattr(langchain_core.exceptions, "ContextOverflowError", None)
-"""LangChain's own class for this error (langchain-core 1.1 and later)."""
 
 
 def _status_of(exc: BaseException) -> int | None:
-    """The HTTP status an exception carries: ``status_code`` (OpenAI, Anthropic, httpx's
-    response), else an integer ``code`` (Google's clients)."""
+    """The HTTP status an exception carries (``status_code``, else Google's integer ``code``)."""
     for value in (
         getattr(exc, "status_code", None),
         getattr(getattr(exc, "response", None), "status_code", None),
@@ -187,8 +178,7 @@ def _status_of(exc: BaseException) -> int | None:
 
 
 def _error_objects(payload: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
-    """The error objects of a reply body: the body, its ``error`` member, the items of a list
-    (OpenAI's body is the error object, Anthropic's and Google's wrap it in ``error``)."""
+    """The error objects of a reply body: the body, its ``error`` member, a list's items."""
     if depth > 3:
         return
     if isinstance(payload, dict):
@@ -200,28 +190,20 @@ def _error_objects(payload: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
 
 
 def _overflow_text(exc: BaseException) -> str | None:
-    """The provider's message when this exception (alone, not its chain) is a context-length
-    error, else None."""
+    """The provider's message when this exception (not its chain) is a context-length error."""
     if isinstance(exc, ContextManagementError):
-        return None  # ours (a budget error chained from the provider's): not the provider's
+        return None
     status = _status_of(exc)
-    codes: set[str] = set()
-    texts: list[str] = []
-    for name in ("code", "type", "error_code", "status"):
-        value = getattr(exc, name, None)
-        if isinstance(value, str):
-            codes.add(value.lower())
-    for name in ("message", "api_message"):
-        value = getattr(exc, name, None)
-        if isinstance(value, str) and value:
-            texts.append(value)
+    attrs = {name: getattr(exc, name, None) for name in _ERROR_ATTRS}
+    codes = {v.lower() for k, v in attrs.items() if k in _CODE_ATTRS and isinstance(v, str)}
+    texts = [v for k, v in attrs.items() if k not in _CODE_ATTRS and isinstance(v, str) and v]
     for name in ("body", "details", "response_json"):
         for error in _error_objects(getattr(exc, name, None)):
             for key in ("code", "type", "status"):
                 if isinstance(error.get(key), str):
                     codes.add(error[key].lower())
             if isinstance(error.get("message"), str) and error["message"]:
-                texts.insert(0, error["message"])  # the body's own words first
+                texts.insert(0, error["message"])
     texts.append(str(exc))
     message = next((t for t in texts if _OVERFLOW_TEXT.search(t)), None) or texts[0]
     if status == 429 or codes & _NOT_OVERFLOW_CODES:
@@ -238,8 +220,7 @@ def _overflow_text(exc: BaseException) -> str | None:
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from or while handling (``__cause__``, then an
-    unsuppressed ``__context__``), each once."""
+    """``exc`` and its ``__cause__`` / unsuppressed ``__context__`` chain, each once."""
     seen: set[int] = set()
     pending: list[BaseException] = [exc]
     while pending and len(seen) < 32:
@@ -249,7 +230,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         if isinstance(current, ContextManagementError):
-            continue  # what ours was raised from is already accounted for
+            continue
         if current.__cause__ is not None:
             pending.append(current.__cause__)
         if current.__context__ is not None and not current.__suppress_context__:
@@ -257,11 +238,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def context_overflow_message(exc: BaseException) -> str | None:
-    """The provider's message when ``exc`` (or an exception it was raised from) says the
-    request is longer than the model's context window; None for any other error.
-
-    See :func:`is_context_overflow` for what is recognized. The message is the provider's own
-    words (the reply body's ``message`` when there is one), on one line, at most 300 characters.
+    """The provider's message (one line, at most 300 characters) when ``exc`` or an exception
+    it was raised from is a context-length error (see :func:`is_context_overflow`), else None.
 
     Examples:
         >>> context_overflow_message(ValueError("prompt is too long: 215000 tokens > 200000 maximum"))
@@ -277,24 +255,12 @@ def context_overflow_message(exc: BaseException) -> str | None:
 
 
 def is_context_overflow(exc: BaseException) -> bool:
-    """Whether ``exc`` is a provider's "request too long for the context window" error.
-
-    Recognized as the real clients raise them, directly or wrapped (the ``__cause__`` and
-    ``__context__`` chain is walked, as LangChain integrations re-raise the SDK's error):
-
-    - OpenAI: ``BadRequestError`` with code ``context_length_exceeded`` ("This model's maximum
-      context length is ... tokens", or the Responses API's "Your input exceeds the context
-      window of this model"), the same code in a streamed ``error`` event, and LangChain's
-      ``ContextOverflowError`` classes;
-    - Anthropic: 400 ``invalid_request_error`` "prompt is too long: N tokens > M maximum" or
-      "input length and `max_tokens` exceed context limit", and 413 ``request_too_large``;
-    - Gemini (``google-genai``, ``langchain-google-genai``): 400 ``INVALID_ARGUMENT`` "The input
-      token count (N) exceeds the maximum number of tokens allowed (M)."
-
-    Ordinary bad requests (an invalid tool schema, ``max_tokens`` above the model's output
-    limit), rate limits and quota errors (HTTP 429, even when they speak of tokens) are not.
-    Errors of this package (a :class:`~ctx_langgraph.errors.ContextBudgetExceeded` raised
-    from a provider's error) are not either: they were handled already.
+    """Whether ``exc`` (or an exception in its ``__cause__`` / ``__context__`` chain) is a
+    provider's "request too long for the context window" error: OpenAI's
+    ``context_length_exceeded`` (and LangChain's ``ContextOverflowError``), Anthropic's "prompt
+    is too long" / "exceed context limit" and 413 ``request_too_large``, Gemini's "input token
+    count ... exceeds the maximum". Other bad requests, rate limits and quota errors (HTTP 429)
+    and this package's own errors are not.
 
     Examples:
         >>> is_context_overflow(ValueError(
@@ -315,14 +281,10 @@ def is_context_overflow(exc: BaseException) -> bool:
 
 
 def applied_edits(message: BaseMessage) -> list[dict[str, Any]]:
-    """The context edits Anthropic applied to the request that produced ``message``
-    (``response_metadata["context_management"]["applied_edits"]``)."""
+    """The context edits Anthropic applied to the request that produced ``message``."""
     managed = (getattr(message, "response_metadata", None) or {}).get("context_management")
     edits = managed.get("applied_edits") if isinstance(managed, dict) else None
     return [dict(edit) for edit in edits or () if isinstance(edit, dict)]
-
-
-# ----------------------------------------------------------------------------- compaction
 
 
 @dataclass(frozen=True)
@@ -331,7 +293,7 @@ class ProviderCompaction:
 
     provider: str
     kind: str
-    """``"standalone"`` (the compact endpoint) or ``"server"`` (an item in a reply)."""
+    """``"standalone"`` or ``"server"``."""
     model: str
     window: list[dict[str, Any]]
     response_id: str | None = None
@@ -339,9 +301,7 @@ class ProviderCompaction:
     created_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat())
 
     def state(self) -> dict[str, Any]:
-        """The checkpoint's ``provider_state`` (JSON). ``item_tokens`` is what the provider
-        reported generating for the compaction item (its usage's output tokens): what the item
-        costs when it is read back, which a local counter cannot tell from its ciphertext."""
+        """The checkpoint's ``provider_state`` (``item_tokens``: the usage's output tokens)."""
         output = (self.usage or {}).get("output_tokens")
         return {
             "provider": self.provider,
@@ -369,12 +329,8 @@ class CompactionBackend(Protocol):
 
 
 class OpenAIResponsesCompaction:
-    """OpenAI's standalone compaction (``POST /v1/responses/compact``), through the official
-    client of the ``ChatOpenAI`` model (its ``base_url``, key and retries apply).
-
-    The span is sent as the Responses ``input`` that ``langchain-openai`` would build for it
-    (including the window of an earlier compaction). The returned ``output`` is kept whole as
-    the window, and its usage is booked as ``compaction``.
+    """OpenAI's standalone compaction (``POST /v1/responses/compact``) through the
+    ``ChatOpenAI`` model's client; the returned ``output`` is kept whole as the window.
 
     Args:
         model: the ``ChatOpenAI`` model of the graph (on the Responses API).
@@ -416,8 +372,7 @@ class OpenAIResponsesCompaction:
         return request
 
     def _result(self, raw: Any) -> ProviderCompaction:
-        """The reply's JSON as sent (not re-serialized from the SDK's typed objects: the
-        window is kept exactly as the API returned it)."""
+        """The compaction in the reply's JSON as sent (not re-serialized by the SDK)."""
         try:
             data = raw.http_response.json() if hasattr(raw, "http_response") else raw
         except ValueError as exc:
@@ -438,40 +393,40 @@ class OpenAIResponsesCompaction:
             usage=dict(usage) if isinstance(usage, dict) else None,
         )
 
-    def compact(self, messages: Sequence[BaseMessage]) -> ProviderCompaction:
-        """Compact the span; any failure raises :class:`ProviderCompactionError`."""
-        client = getattr(self.model, "root_client", None)
-        if client is None:
-            raise ProviderCompactionError(self.provider, "the model has no sync OpenAI client")
+    def _endpoint(self, client: str, kind: str) -> Any:
+        found = getattr(self.model, client, None)
+        if found is None:
+            raise ProviderCompactionError(self.provider, f"the model has no {kind} OpenAI client")
+        return found.responses.with_raw_response.compact
+
+    @contextmanager
+    def _failures(self) -> Iterator[None]:
         try:
-            reply = client.responses.with_raw_response.compact(**self._request(messages))
+            yield
         except Exception as exc:
             raise ProviderCompactionError(self.provider, f"{type(exc).__name__}: {exc}") from exc
+
+    def compact(self, messages: Sequence[BaseMessage]) -> ProviderCompaction:
+        """Compact the span; any failure raises :class:`ProviderCompactionError`."""
+        endpoint = self._endpoint("root_client", "sync")
+        with self._failures():
+            reply = endpoint(**self._request(messages))
         return self._result(reply)
 
     async def acompact(self, messages: Sequence[BaseMessage]) -> ProviderCompaction:
         """Async :meth:`compact`, through the model's ``root_async_client``."""
-        client = getattr(self.model, "root_async_client", None)
-        if client is None:
-            raise ProviderCompactionError(self.provider, "the model has no async OpenAI client")
-        try:
-            reply = await client.responses.with_raw_response.compact(**self._request(messages))
-        except Exception as exc:
-            raise ProviderCompactionError(self.provider, f"{type(exc).__name__}: {exc}") from exc
+        endpoint = self._endpoint("root_async_client", "async")
+        with self._failures():
+            reply = await endpoint(**self._request(messages))
         return self._result(reply)
-
-
-# ----------------------------------------------------------------------------- Anthropic
 
 
 @dataclass(frozen=True)
 class AnthropicContextEditing:
-    """Anthropic's server-side context editing, as ``ChatAnthropic``'s ``context_management``.
-
-    ``clear_tool_uses_20250919`` clears the oldest tool results once the input passes
-    ``trigger_tokens`` and keeps the last ``keep_tool_uses``. With ``clear_thinking``,
-    ``clear_thinking_20251015`` keeps the last ``keep_thinking_turns`` of thinking. The client
-    keeps the full history; ``ctx_usage`` records what each reply says was cleared.
+    """Anthropic's server-side context editing, as ``ChatAnthropic``'s ``context_management``:
+    ``clear_tool_uses_20250919`` clears the oldest tool results past ``trigger_tokens`` but the
+    last ``keep_tool_uses``; with ``clear_thinking``, ``clear_thinking_20251015`` keeps the last
+    ``keep_thinking_turns`` of thinking. ``ctx_usage`` records what each reply says was cleared.
 
     Examples:
         >>> AnthropicContextEditing(trigger_tokens=30_000, keep_tool_uses=2).params()["edits"][0]["keep"]
@@ -499,56 +454,50 @@ class AnthropicContextEditing:
             edit["exclude_tools"] = list(self.exclude_tools)
         if self.clear_tool_inputs:
             edit["clear_tool_inputs"] = True
-        edits = [edit]
-        if self.clear_thinking:  # thinking edits go first, as the API requires
-            thinking = {
-                "type": "clear_thinking_20251015",
-                "keep": {"type": "thinking_turns", "value": self.keep_thinking_turns},
-            }
-            edits.insert(0, thinking)
-        return {"edits": edits}
+        thinking = {
+            "type": "clear_thinking_20251015",
+            "keep": {"type": "thinking_turns", "value": self.keep_thinking_turns},
+        }
+        return {"edits": [thinking, edit] if self.clear_thinking else [edit]}
 
     def apply(self, model: Any) -> Any:
-        """A copy of a ``ChatAnthropic`` model with these edits set (and the API's
-        ``context-management-2025-06-27`` beta, which sends them through the beta endpoint).
-        A compaction edit the model has (:class:`AnthropicServerCompaction`) is kept, last."""
-        betas = list(getattr(model, "betas", None) or [])
-        if CONTEXT_MANAGEMENT_BETA not in betas:
-            betas.append(CONTEXT_MANAGEMENT_BETA)
+        """A copy of a ``ChatAnthropic`` model with these edits (and the
+        ``context-management-2025-06-27`` beta); a compaction edit it has is kept, last."""
         managed = getattr(model, "context_management", None) or {}
-        compaction = [  # a compaction edit the model has stays, after these
-            edit
-            for edit in (managed.get("edits") or () if isinstance(managed, Mapping) else ())
-            if str(dict(edit).get("type", "")).startswith("compact_")
-        ]
+        edits = managed.get("edits") or () if isinstance(managed, Mapping) else ()
         params = self.params()
-        params["edits"] += compaction
-        return model.model_copy(update={"context_management": params, "betas": betas})
+        params["edits"] += [edit for edit in edits if _compacts(edit)]
+        return _with_beta(model, CONTEXT_MANAGEMENT_BETA, params)
+
+
+def _compacts(edit: Any) -> bool:
+    return str(dict(edit).get("type", "")).startswith("compact_")
+
+
+def _with_beta(model: Any, beta: str, context_management: dict[str, Any]) -> Any:
+    """A copy of ``model`` with this ``context_management`` and ``beta`` among its betas."""
+    betas = list(getattr(model, "betas", None) or [])
+    if beta not in betas:
+        betas.append(beta)
+    return model.model_copy(update={"context_management": context_management, "betas": betas})
 
 
 @dataclass(frozen=True)
 class AnthropicServerCompaction:
-    """Anthropic's server-side compaction (the ``compact_20260112`` context edit, beta
+    """Anthropic's server-side compaction (the ``compact_20260112`` edit, beta
     ``compact-2026-01-12``), as ``ChatAnthropic``'s ``context_management``.
 
-    When a request's input passes the trigger, Anthropic summarizes the conversation and the
-    reply starts with a ``compaction`` block (the summary as text, an opaque
-    ``encrypted_content`` and a ``signature``); every later request sends the block back and
-    nothing before it. ``ctx_budget`` notices the block, ``ctx_compact`` records it with the
-    coverage it implies (everything before the reply) next to a readable summary of the same
-    span made by the thread's summarizer, and the block goes back only to Anthropic: a request
-    to another provider gets the readable summary. The compaction's own usage
-    (``usage.iterations``) is booked in the ledger as ``compaction``.
+    Past the trigger the reply starts with a ``compaction`` block that later requests send
+    instead of what it covers. ``ctx_compact`` records it next to a readable summary of the
+    same span (sent to any other provider), and its usage (``usage.iterations``) is booked as
+    ``compaction``.
 
     Args:
-        trigger_tokens: compact when the input passes this many tokens (the API's minimum is
-            50,000). None: the usable window's trigger of ``config`` given to :meth:`apply`
-            (``ContextConfig.trigger``), else the API's default (150,000).
-        pause_after_compaction: the API stops after the compaction block (``stop_reason``
-            ``"compaction"``) instead of answering in the same reply; the turn then ends on
-            that reply, and the next turn continues from the compacted context.
-        instructions: what the summary must keep (sent as the edit's ``instructions``). None:
-            the API's own prompt.
+        trigger_tokens: compact past this many input tokens (the API's minimum is 50,000).
+            None: the trigger of the ``config`` given to :meth:`apply`, else the API's 150,000.
+        pause_after_compaction: the reply stops after the compaction block; the next turn
+            continues from the compacted context.
+        instructions: what the summary must keep (None: the API's own prompt).
 
     Examples:
         >>> edit = AnthropicServerCompaction(trigger_tokens=80_000).params()["edits"][0]
@@ -561,8 +510,7 @@ class AnthropicServerCompaction:
     instructions: str | None = None
 
     def params(self, trigger_tokens: int | None = None) -> dict[str, Any]:
-        """The ``context_management`` request parameter (``trigger_tokens`` when this
-        adapter names none)."""
+        """The ``context_management`` parameter (``trigger_tokens`` when this names none)."""
         edit: dict[str, Any] = {"type": "compact_20260112"}
         trigger = self.trigger_tokens if self.trigger_tokens is not None else trigger_tokens
         if trigger is not None:
@@ -574,20 +522,11 @@ class AnthropicServerCompaction:
         return {"edits": [edit]}
 
     def apply(self, model: Any, config: Any = None) -> Any:
-        """A copy of a ``ChatAnthropic`` model with the compaction edit added to its
-        ``context_management`` (after any context-editing edits it has), and the
-        ``compact-2026-01-12`` beta. With ``config`` (a
-        :class:`~ctx_langgraph.config.ContextConfig`) and no ``trigger_tokens``, the trigger
-        is the config's for the model's window."""
+        """A copy of a ``ChatAnthropic`` model with the compaction edit last in its
+        ``context_management`` and the ``compact-2026-01-12`` beta; with ``config`` (a
+        :class:`~ctx_langgraph.config.ContextConfig`), its trigger for the model's window."""
         trigger = None if config is None else config.resolve(model).trigger
         managed = dict(getattr(model, "context_management", None) or {})
-        kept = [
-            edit
-            for edit in managed.get("edits") or ()
-            if not str(dict(edit).get("type", "")).startswith("compact_")
-        ]
+        kept = [edit for edit in managed.get("edits") or () if not _compacts(edit)]
         managed["edits"] = [*kept, *self.params(trigger)["edits"]]
-        betas = list(getattr(model, "betas", None) or [])
-        if COMPACTION_BETA not in betas:
-            betas.append(COMPACTION_BETA)
-        return model.model_copy(update={"context_management": managed, "betas": betas})
+        return _with_beta(model, COMPACTION_BETA, managed)

@@ -1,26 +1,7 @@
-"""Exact input-token counts of a whole request, asked of the provider, for the budget check.
-
-The budget node counts every turn with a local :class:`~ctx_langgraph.budget.counters.TokenCounter`.
-Near the context limit a local estimate is not good enough to decide, so it may ask the provider
-through a :class:`ProviderCountHook`:
-
-* :class:`AnthropicCountHook` posts to Anthropic's ``/v1/messages/count_tokens`` through
-  ``ChatAnthropic.get_num_tokens_from_messages`` (LangChain formats the system prompt, messages
-  and tools exactly as it does for a real request).
-* :class:`OpenAIResponsesCountHook` posts to OpenAI's ``/v1/responses/input_tokens`` through the
-  ``openai`` client of the ``ChatOpenAI`` model, with the Responses request body that
-  ``langchain-openai`` itself would send.
-
-Both use the model's own client, so its ``base_url``, API key, headers and retry settings apply.
-A count is the provider's number for the request as sent (system prompt, messages, tool
-schemas); unlike :meth:`TiktokenCounter.count_request
-<ctx_langgraph.budget.counters.TiktokenCounter.count_request>` nothing is added to it. Any failure
-raises :class:`~ctx_langgraph.errors.ProviderCountError`, and the caller falls back to its local
-estimate.
-
-``langchain-anthropic`` and ``langchain-openai`` are imported only when a hook is used, so this
-module loads without them.
-"""
+"""Exact input-token counts of a whole request, asked of the provider through the model's own
+client (:class:`AnthropicCountHook`, :class:`OpenAIResponsesCountHook`), for the budget check
+near the limit. Any failure raises :class:`~ctx_langgraph.errors.ProviderCountError` and the
+caller falls back to its local estimate."""
 
 from __future__ import annotations
 
@@ -44,11 +25,9 @@ __all__ = [
 ]
 
 DEFAULT_COUNT_TIMEOUT = 10.0
-"""Seconds a count may take before it fails (a count is an optimization, never worth a long wait)."""
+"""Seconds a count may take before it fails."""
 
-# The body fields POST /v1/responses/input_tokens accepts (openai `InputTokenCountParams`); the
-# generation-only fields of a Responses request (stream, store, temperature, max_output_tokens,
-# include, ...) are dropped.
+# The body fields POST /v1/responses/input_tokens accepts (openai `InputTokenCountParams`).
 _RESPONSES_COUNT_FIELDS = frozenset(
     {
         "model",
@@ -69,10 +48,8 @@ _RESPONSES_COUNT_FIELDS = frozenset(
 
 @runtime_checkable
 class ProviderCountHook(Protocol):
-    """Asks a provider for the exact input-token count of a request.
-
-    Implementations raise :class:`~ctx_langgraph.errors.ProviderCountError` on any failure, so a
-    caller needs one ``except`` to fall back to its local estimate.
+    """Asks a provider for the exact input-token count of a request; raises
+    :class:`~ctx_langgraph.errors.ProviderCountError` on any failure.
 
     Examples:
         ```python
@@ -111,7 +88,7 @@ def _token_count(provider: str, value: object) -> int:
 
 
 def _failure(provider: str, exc: Exception) -> ProviderCountError:
-    """Wraps an SDK or conversion error; ``status_code`` is set by both SDKs' ``APIStatusError``."""
+    """An SDK or conversion error as a :class:`ProviderCountError`."""
     status = getattr(exc, "status_code", None)
     detail = " ".join(str(exc).split())
     if len(detail) > 300:
@@ -124,18 +101,13 @@ def _failure(provider: str, exc: Exception) -> ProviderCountError:
 
 
 def _call_options(timeout: float | None) -> dict[str, Any]:
-    """The per-call options of a count: its timeout, or none to keep the client's."""
     return {} if timeout is None else {"timeout": timeout}
 
 
 class AnthropicCountHook:
-    """Anthropic's ``POST /v1/messages/count_tokens``, through ``ChatAnthropic``.
-
-    Calls :meth:`ChatAnthropic.get_num_tokens_from_messages`, which formats the messages (system
-    prompt apart, tool results as ``tool_result`` blocks) and the tools as for a real request and
-    uses the model's own ``anthropic`` client (its ``base_url``, key, ``betas`` and
-    ``max_retries``). LangChain has no async variant, so :meth:`acount_request` runs the sync
-    call in a worker thread.
+    """Anthropic's ``POST /v1/messages/count_tokens``, through
+    ``ChatAnthropic.get_num_tokens_from_messages`` (formatted as a real request, on the model's
+    own client); :meth:`acount_request` runs it in a worker thread.
 
     Args:
         model: The chat model whose requests are counted.
@@ -190,14 +162,9 @@ class AnthropicCountHook:
 
 
 class OpenAIResponsesCountHook:
-    """OpenAI's ``POST /v1/responses/input_tokens``, through the ``openai`` client of ``ChatOpenAI``.
-
-    The body is the Responses request ``langchain-openai`` would send for these messages and
-    tools (``input`` items, Responses-format ``tools``, and ``model``, ``reasoning``, ``text``,
-    ``truncation``... from the model's settings), without the generation-only fields. It is
-    built this way even when the model itself talks to Chat Completions: the count endpoint
-    exists only for the Responses API. The call goes through the model's ``root_client`` /
-    ``root_async_client``, so its ``base_url``, key and ``max_retries`` apply.
+    """OpenAI's ``POST /v1/responses/input_tokens``, through the ``openai`` client of
+    ``ChatOpenAI``, with the Responses request ``langchain-openai`` would send (even for a model
+    on Chat Completions) without its generation-only fields.
 
     Args:
         model: The chat model whose requests are counted.
@@ -226,12 +193,8 @@ class OpenAIResponsesCountHook:
     def request_body(
         self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()
     ) -> dict[str, Any]:
-        """The JSON body posted to ``/v1/responses/input_tokens``.
-
-        Relies on ``ChatOpenAI._get_request_payload`` (and, for a model set to Chat Completions,
-        ``langchain_openai.chat_models.base._construct_responses_api_payload``): the same
-        conversion a real request goes through, so the count matches what would be sent.
-        """
+        """The JSON body posted to ``/v1/responses/input_tokens`` (built by
+        ``ChatOpenAI._get_request_payload``, as a real request is)."""
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
         kwargs: dict[str, Any] = {}
@@ -239,7 +202,6 @@ class OpenAIResponsesCountHook:
             kwargs["tools"] = [convert_to_openai_tool(tool) for tool in tools]
         payload: dict[str, Any] = self.model._get_request_payload(list(messages), **kwargs)
         if "input" not in payload:
-            # The model is set to Chat Completions: build the Responses request it would send.
             from langchain_openai.chat_models.base import _construct_responses_api_payload
 
             rest = {key: value for key, value in payload.items() if key != "messages"}
@@ -261,12 +223,27 @@ class OpenAIResponsesCountHook:
             )
         return _token_count(self.provider, value)
 
-    def _client(self, client: Any, kind: str) -> Any:
-        if client is None:
-            raise ProviderCountError(
-                self.provider, f"the ChatOpenAI model has no {kind} client (no API key for it)"
+    def _post(self, kind: str, messages: Sequence[BaseMessage], tools: Any) -> Any:
+        """The count call's result (an awaitable for the ``async`` client)."""
+        options = _call_options(self.timeout)
+        try:
+            body = self.request_body(messages, tools)
+            client = getattr(self.model, "root_async_client" if kind == "async" else "root_client")
+            if client is None:
+                raise ProviderCountError(
+                    self.provider, f"the ChatOpenAI model has no {kind} client (no API key for it)"
+                )
+            endpoint = getattr(client.responses, "input_tokens", None)
+            if endpoint is not None:
+                return endpoint.count(**body, **options)
+            # an openai SDK from before the endpoint: the same POST, untyped
+            return client.post(
+                "/responses/input_tokens", body=body, cast_to=object, options=options
             )
-        return client
+        except ProviderCountError:
+            raise
+        except Exception as exc:
+            raise _failure(self.provider, exc) from exc
 
     def count_request(self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
         """The request's input tokens as OpenAI counts them.
@@ -275,40 +252,15 @@ class OpenAIResponsesCountHook:
             ProviderCountError: HTTP error, timeout, unreachable server, or a reply without an
                 ``input_tokens`` count.
         """
-        options = _call_options(self.timeout)
-        try:
-            body = self.request_body(messages, tools)
-            client = self._client(self.model.root_client, "sync")
-            endpoint = getattr(client.responses, "input_tokens", None)
-            if endpoint is not None:
-                reply: object = endpoint.count(**body, **options)
-            else:  # an openai SDK from before the endpoint: the same POST, untyped
-                reply = client.post(
-                    "/responses/input_tokens", body=body, cast_to=object, options=options
-                )
-        except ProviderCountError:
-            raise
-        except Exception as exc:
-            raise _failure(self.provider, exc) from exc
-        return self._read(reply)
+        return self._read(self._post("sync", messages, tools))
 
     async def acount_request(
         self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()
     ) -> int:
         """Async :meth:`count_request`, through the model's ``root_async_client``."""
-        options = _call_options(self.timeout)
+        pending = self._post("async", messages, tools)
         try:
-            body = self.request_body(messages, tools)
-            client = self._client(self.model.root_async_client, "async")
-            endpoint = getattr(client.responses, "input_tokens", None)
-            if endpoint is not None:
-                reply: object = await endpoint.count(**body, **options)
-            else:
-                reply = await client.post(
-                    "/responses/input_tokens", body=body, cast_to=object, options=options
-                )
-        except ProviderCountError:
-            raise
+            reply = await pending
         except Exception as exc:
             raise _failure(self.provider, exc) from exc
         return self._read(reply)

@@ -1,16 +1,7 @@
 """``UsageAccumulator``: fold a stream of events into one provisional-then-final usage.
-
-The rules (docs/design.md §7): cumulative fields overwrite, true deltas add, missing fields are
-not zeroed, stale events (by sequence number) are rejected, and the final value replaces the
-provisional one.
-
-| stream | usage arrives | semantics |
-|---|---|---|
-| Anthropic SSE | ``message_start`` (input side), every ``message_delta`` | cumulative snapshots |
-| OpenAI Responses | only ``response.completed`` / ``.incomplete`` / ``.failed`` | final value |
-| Chat Completions (``include_usage``) | the last chunk (some servers: every chunk) | cumulative snapshots |
-| LangChain ``AIMessageChunk`` | per chunk | deltas (``add_usage`` semantics), except chunks from Anthropic, whose ``usage_metadata`` repeats the cumulative ``message_delta`` |
-"""
+Cumulative fields overwrite (Anthropic, Chat Completions snapshots), LangChain chunk deltas add
+(except Anthropic's, which repeat the cumulative value), missing fields are not zeroed, stale
+events are rejected, and the final value replaces the provisional one."""
 
 from __future__ import annotations
 
@@ -21,7 +12,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from ctx_langgraph.usage.normalize import _anthropic, _as_mapping, _provider, normalize_usage
-from ctx_langgraph.usage.types import NormalizedUsage, Provider, UsageCounts
+from ctx_langgraph.usage.types import COUNT_FIELDS, NormalizedUsage, Provider
 
 __all__ = ["UsageAccumulator"]
 
@@ -30,19 +21,10 @@ _RESPONSES_TERMINAL = ("response.completed", "response.incomplete", "response.fa
 
 def _add(older: NormalizedUsage, delta: NormalizedUsage) -> NormalizedUsage:
     """Field-wise sum where unknown + x = x and unknown + unknown = unknown."""
-
-    def plus(a: int | None, b: int | None) -> int | None:
-        return b if a is None else a if b is None else a + b
-
-    old, new = older.counts(), delta.counts()
-    sums = UsageCounts(
-        input_total=plus(old["input_total"], new["input_total"]),
-        input_uncached=plus(old["input_uncached"], new["input_uncached"]),
-        cache_read=plus(old["cache_read"], new["cache_read"]),
-        cache_write=plus(old["cache_write"], new["cache_write"]),
-        output=plus(old["output"], new["output"]),
-        reasoning=plus(old["reasoning"], new["reasoning"]),
-    )
+    sums: dict[str, Any] = {}
+    for name in COUNT_FIELDS:
+        a, b = getattr(older, name), getattr(delta, name)
+        sums[name] = b if a is None else a if b is None else a + b
     return replace(delta.merged_over(older), **sums)
 
 
@@ -84,8 +66,6 @@ class UsageAccumulator:
         if self._usage is not None:
             self._usage = replace(self._usage, complete=True)
         return self._usage
-
-    # ------------------------------------------------------------------ folding
 
     def _snapshot(self, new: NormalizedUsage) -> None:
         self._usage = new if self._usage is None else new.merged_over(self._usage)
@@ -135,11 +115,7 @@ class UsageAccumulator:
             if isinstance(response, Mapping):
                 usage = normalize_usage({**response, "object": "response"})
                 terminal = kind in _RESPONSES_TERMINAL and usage.known
-                self._snapshot(
-                    replace(usage, complete=terminal)
-                    if terminal
-                    else replace(usage, complete=False)
-                )
+                self._snapshot(replace(usage, complete=terminal))
                 if terminal:
                     self._usage = usage  # the final replaces the provisional
                     self._final = True
@@ -155,18 +131,18 @@ class UsageAccumulator:
 
     def _add_chunk(self, chunk: BaseMessage) -> bool:
         usage = normalize_usage(chunk, provider=self._provider)
-        last = getattr(chunk, "chunk_position", None) == "last"
         if usage.known:
             if usage.provider == "anthropic":
                 self._snapshot(replace(usage, complete=False))  # cumulative message_delta values
-            elif self._usage is None:
-                self._usage = replace(usage, complete=False)
             else:
-                self._usage = replace(_add(self._usage, usage), complete=False)
-        elif self._usage is not None:
-            self._usage = usage.merged_over(self._usage)
+                added = usage if self._usage is None else _add(self._usage, usage)
+                self._usage = replace(added, complete=False)
         else:
-            self._usage = replace(usage, complete=False)
-        if last:
+            self._usage = (
+                replace(usage, complete=False)
+                if self._usage is None
+                else usage.merged_over(self._usage)
+            )
+        if getattr(chunk, "chunk_position", None) == "last":
             self.finish()
         return True

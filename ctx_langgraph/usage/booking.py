@@ -1,13 +1,10 @@
-"""What one usage event books, decided without I/O: the record as stored, and the signed
-changes of the running totals (the new known values minus what was booked before).
-
-:class:`~ctx_langgraph.usage.ledger.UsageLedger` reads the stored record under a row lock,
-asks :func:`plan_booking` what to write, and writes it in the same transaction.
-"""
+"""What one usage event books, decided without I/O: the record as stored and the signed
+changes of the running totals, for :class:`~ctx_langgraph.usage.ledger.UsageLedger`."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -28,7 +25,7 @@ __all__ = [
 ]
 
 FINAL_VERSION = 2
-"""Version of a booking made when a call ended (provisional bookings use 1)."""
+"""Version of a booking made when a call ended."""
 
 BookingReason = Literal["new", "update", "duplicate", "stale"]
 TOTALS_COLUMNS = (
@@ -39,7 +36,6 @@ TOTALS_COLUMNS = (
     "cost_unknown_calls",
     "cacheable_prefix",
 )
-"""The running totals of a group, each changed by a signed difference."""
 
 
 @dataclass(frozen=True)
@@ -52,28 +48,22 @@ class LedgerRecord:
     status: UsageStatus
     version: int
     usage: NormalizedUsage
-    """The booked counts; ``usage.raw`` is the provider's payload for a partial or unknown
-    record, ``{}`` for a complete one."""
+    """The booked counts (``raw``: the payload of a partial or unknown record, else ``{}``)."""
     cost: float | None
     """USD, or None when the model has no price or a needed count is unknown."""
     cacheable_prefix: int | None = None
-    """Leading input tokens identical to the thread's previous request, as the callback
-    handler measured them (:mod:`ctx_langgraph.budget.prefix`), or None when not measured.
-    Compare with ``usage.cache_read``, what the provider says its cache read."""
+    """Leading input tokens identical to the thread's previous request (None: not measured);
+    compare with ``usage.cache_read``."""
     makeup: dict[str, int] | None = None
     """The request's tokens by part as ``ctx_budget`` counted them
-    (:class:`~ctx_langgraph.makeup.RequestMakeup`: ``system``, ``pinned``, ``tools``,
-    ``memory``, ``summary``, ``trail``, ``lookup``, ``tail``, ``adjustment``, ``estimate``,
-    ``reserve``, ``window``, ``prefix``, and ``generation`` / ``covered_through``: the summary
-    the request held, ``trigger``: where compaction started), or None: not an answer call
-    ``ctx_usage`` booked for the request it estimated."""
+    (:class:`~ctx_langgraph.makeup.RequestMakeup`), or None."""
     created_at: dt.datetime | None = None
-    """When the call was first booked, as the ledger read it back (None: not read back)."""
+    """When the call was first booked (None: not read back)."""
 
 
 @dataclass(frozen=True)
 class StoredCall:
-    """A call's row as the ledger stores it (``version`` -1: a placeholder, nothing booked)."""
+    """A call's row (``version`` -1: a placeholder, nothing booked)."""
 
     purpose: str
     provider: str
@@ -94,26 +84,28 @@ class StoredCall:
 
 
 def ledger_record(call_key: str, scope: Scope, stored: StoredCall) -> LedgerRecord:
-    """The public record of a stored call."""
-    usage = NormalizedUsage(
-        **stored.counts,
-        provider=stored.provider,  # type: ignore[arg-type]
-        model=stored.model or None,
-        response_id=stored.response_id,
-        complete=stored.status == "complete",
-        raw=stored.raw,
-    )
     return LedgerRecord(
         call_key=call_key,
         scope=scope,
         purpose=stored.purpose,
         status=stored.status,  # type: ignore[arg-type]
         version=stored.version,
-        usage=usage,
+        usage=_booked_usage(stored),
         cost=None if stored.cost_nano is None else stored.cost_nano / 1e9,
         cacheable_prefix=stored.cacheable_prefix,
         makeup=stored.makeup,
         created_at=stored.created_at,
+    )
+
+
+def _booked_usage(stored: StoredCall) -> NormalizedUsage:
+    return NormalizedUsage(
+        **stored.counts,
+        provider=stored.provider,  # type: ignore[arg-type]
+        model=stored.model or None,
+        response_id=stored.response_id,
+        complete=stored.status == "complete",
+        raw=stored.raw,
     )
 
 
@@ -127,8 +119,7 @@ class BookingPlan:
     cost_delta_nano: int
 
     def writes(self, old: StoredCall) -> bool:
-        """The row is written: a booking, or a duplicate that brings the make-up or the
-        cacheable prefix the row lacked."""
+        """Whether the row is written: a booking, or a duplicate filling in what it lacked."""
         return self.reason in ("new", "update") or self.stored != old
 
 
@@ -153,26 +144,22 @@ def plan_booking(
     cacheable_prefix: int | None = None,
     makeup: dict[str, int] | None = None,
 ) -> BookingPlan:
-    """Decide, without I/O, what booking ``usage`` over the ``old`` record changes
-    (``cacheable_prefix`` and ``makeup`` None keep the booked value, as an unknown count
-    does). A duplicate or stale event books no counts, but fills in a make-up the record has
-    not got (only ``ctx_usage`` knows it, whether a callback handler booked the same call
-    before it or after), and a cacheable prefix it has not got (a handler that measures it, next
-    to one that does not), that one with its share of the totals."""
+    """What booking ``usage`` over the ``old`` record changes (None keeps a booked value). A
+    duplicate or stale event books no counts but fills in a make-up or cacheable prefix the
+    record lacks (the prefix with its share of the totals)."""
     zero = dict.fromkeys(COUNT_FIELDS, 0)
     if old.booked and version <= old.version:
         kept = old if makeup is None or old.makeup is not None else replace(old, makeup=makeup)
         filled: list[tuple[tuple[str, str, str], dict[str, int]]] = []
         if cacheable_prefix is not None and old.cacheable_prefix is None:
-            kept = replace(kept, cacheable_prefix=cacheable_prefix)  # a measure it lacked
+            kept = replace(kept, cacheable_prefix=cacheable_prefix)
             if cacheable_prefix:
                 filled = [
                     ((old.purpose, old.provider, old.model), {"cacheable_prefix": cacheable_prefix})
                 ]
         reason: BookingReason = "duplicate" if version == old.version else "stale"
         return BookingPlan(kept, reason, filled, zero, 0)
-    previous = ledger_record("", Scope("_"), old).usage if old.booked else NormalizedUsage()
-    merged = usage.merged_over(previous)  # a count this event does not know keeps its booked value
+    merged = usage.merged_over(_booked_usage(old) if old.booked else NormalizedUsage())
     stored = StoredCall(
         purpose=purpose,
         provider=merged.provider,
@@ -187,20 +174,17 @@ def plan_booking(
         makeup=makeup if makeup is not None else old.makeup,
         created_at=old.created_at,
     )
-    adjustments: dict[tuple[str, str, str], dict[str, int]] = {}
-    for record, sign in ((old, -1), (stored, 1)):
-        if sign == -1 and not record.booked:
-            continue
+    adjustments: dict[tuple[str, str, str], Counter[str]] = {}
+    for record, sign in ((old, -1), (stored, 1)) if old.booked else ((stored, 1),):
         key = (record.purpose, record.provider, record.model)
-        row = adjustments.setdefault(key, {})
-        for column, value in _totals_row(record, sign).items():
-            row[column] = row.get(column, 0) + value
+        adjustments.setdefault(key, Counter()).update(_totals_row(record, sign))
+    before = old if old.booked else None
     deltas = {
-        name: (stored.counts[name] or 0) - ((old.counts[name] or 0) if old.booked else 0)
+        name: (stored.counts[name] or 0) - ((before and before.counts[name]) or 0)
         for name in COUNT_FIELDS
     }
-    cost_delta = (stored.cost_nano or 0) - ((old.cost_nano or 0) if old.booked else 0)
-    changes = [(key, row) for key, row in adjustments.items() if any(row.values())]
+    cost_delta = (stored.cost_nano or 0) - ((before and before.cost_nano) or 0)
+    changes = [(key, dict(row)) for key, row in adjustments.items() if any(row.values())]
     return BookingPlan(stored, "update" if old.booked else "new", changes, deltas, cost_delta)
 
 

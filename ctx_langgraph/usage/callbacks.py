@@ -1,20 +1,12 @@
 """``LedgerCallbackHandler``: book every chat-model call of a run in the usage ledger.
 
-Attach it to a run (``config={"callbacks": [handler]}``) and every chat model called inside,
-including the summarizer and models in nodes you do not own, is booked, with its purpose taken
-from the call's metadata (``ctx_purpose``) or tags (``ctx:summary``), under the run's scope: the
-tenant, thread and branch of its ``configurable`` (``ctx_tenant``, ``thread_id``,
-``ctx_branch``), or the branch the state is on when our nodes make the call
-(:mod:`ctx_langgraph.core.call_scope`). Streamed calls are folded
-with :class:`~ctx_langgraph.usage.UsageAccumulator` chunk by chunk, so cumulative usage is not
-summed twice. A call that ends without any usage is booked ``unknown``, and the first such call
-of a model and endpoint logs why (:func:`~ctx_langgraph.core.stream_usage.warn_unknown_usage`:
-most often a stream from an OpenAI-compatible server that was not asked for usage).
-
-Each call's ``cacheable_prefix`` is measured when it starts: the request's part digests (tool
-schemas, then each message; :mod:`ctx_langgraph.budget.prefix`) against those of the thread's
-previous request, which the ledger keeps in its database (``note_request``), so the measure
-carries over a restart. It is booked next to the provider's ``cache_read`` when the call ends.
+Attach it to a run (``config={"callbacks": [handler]}``) and every chat model called inside is
+booked under the run's scope (its ``configurable``'s ``ctx_tenant``, ``thread_id`` and
+``ctx_branch``), with its purpose from the call's metadata (``ctx_purpose``) or tags
+(``ctx:summary``). Streamed usage is folded chunk by chunk
+(:class:`~ctx_langgraph.usage.UsageAccumulator`); a call without usage is booked ``unknown``.
+Each call's ``cacheable_prefix`` is measured against the thread's previous request, which the
+ledger keeps (``note_request``).
 """
 
 from __future__ import annotations
@@ -33,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generati
 from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
 from ctx_langgraph.budget.prefix import RequestShape, cacheable_prefix, request_shape
 from ctx_langgraph.core.call_scope import scope_of_call
+from ctx_langgraph.core.effects import Flow, arun, call, run
 from ctx_langgraph.core.stream_usage import warn_unknown_usage
 from ctx_langgraph.errors import ContextManagementError
 from ctx_langgraph.history.types import Scope
@@ -53,12 +46,9 @@ class _Run:
     purpose: str
     model: str | None
     accumulator: UsageAccumulator = field(default_factory=UsageAccumulator)
-    request: RequestShape | None = None
     cacheable_prefix: int | None = None
     serialized: Mapping[str, Any] | None = None
-    """The model as the call's callbacks got it (its class and endpoint, for a warning)."""
     streamed: bool = False
-    """The call streamed chunks."""
 
 
 def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, default: str) -> str:
@@ -76,12 +66,7 @@ def purpose_of(tags: Sequence[str] | None, metadata: Mapping[str, Any] | None, d
     return default
 
 
-def _tools_from(kwargs: Mapping[str, Any]) -> list[Any]:
-    tools = (kwargs.get("invocation_params") or {}).get("tools")
-    return list(tools) if isinstance(tools, list | tuple) else []
-
-
-def _model_from(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> str | None:
+def _model_from(kwargs: Mapping[str, Any]) -> str | None:
     params = kwargs.get("invocation_params") or {}
     for key in ("model", "model_name", "model_id"):
         if isinstance(params.get(key), str):
@@ -90,7 +75,7 @@ def _model_from(serialized: Mapping[str, Any] | None, kwargs: Mapping[str, Any])
 
 
 class _LedgerHandlerCore:
-    """What both handlers do, with the ledger call left to the subclass."""
+    """What both handlers do."""
 
     def __init__(
         self,
@@ -105,8 +90,6 @@ class _LedgerHandlerCore:
         self.scope = Scope(scope) if isinstance(scope, str) else scope
         self.default_purpose = default_purpose
         self.counter = counter
-        """Counts the request's parts for ``cacheable_prefix``; by default the call's model
-        picks it (tiktoken for OpenAI-family names, the calibrated approximation otherwise)."""
         self.measure_prefix = measure_prefix
         self._counters: dict[str, TokenCounter] = {}
         self._count_cache = CountCache()
@@ -116,61 +99,65 @@ class _LedgerHandlerCore:
     def _counter_for(self, model: str | None) -> TokenCounter:
         if self.counter is not None:
             return self.counter
-        name = model or ""
         with self._lock:
-            counter = self._counters.get(name)
-            if counter is None:
-                counter = self._counters[name] = default_counter(name or None)
-        return counter
+            if (model or "") not in self._counters:
+                self._counters[model or ""] = default_counter(model or None)
+            return self._counters[model or ""]
 
     def _shape(
-        self, run: _Run | None, messages: Sequence[Sequence[BaseMessage]], kwargs: Mapping[str, Any]
+        self, run: _Run, messages: Sequence[Sequence[BaseMessage]], kwargs: Mapping[str, Any]
     ) -> RequestShape | None:
         """The request's parts, when its cacheable prefix is to be measured."""
-        if run is None or not self.measure_prefix or not messages:
+        if not self.measure_prefix or not messages:
             return None
         try:
-            shape = request_shape(
+            tools = (kwargs.get("invocation_params") or {}).get("tools")
+            return request_shape(
                 messages[0],
                 self._counter_for(run.model),
-                tools=_tools_from(kwargs),
+                tools=list(tools) if isinstance(tools, list | tuple) else [],
                 cache=self._count_cache,
             )
         except Exception as exc:  # measuring must never break the call
             log.warning("ctx-langgraph: could not measure the request's prefix: %s", exc)
             return None
-        run.request = shape
-        return shape
-
-    @staticmethod
-    def _measured(run: _Run, previous: tuple[str, ...] | None) -> None:
-        if run.request is not None:
-            run.cacheable_prefix = cacheable_prefix(previous, run.request)
 
     def _start(
         self,
         run_id: UUID,
         serialized: Mapping[str, Any] | None,
+        messages: Sequence[Sequence[BaseMessage]],
         tags: Sequence[str] | None,
         metadata: Mapping[str, Any] | None,
         kwargs: Mapping[str, Any],
-    ) -> _Run | None:
+    ) -> Flow[None]:
+        """Register the call and measure its cacheable prefix."""
         scope = scope_of_call(metadata, self.scope)
         if scope is None:
             log.warning(
                 "ctx-langgraph: model call %s has no thread_id and the handler no scope; not booked",
                 run_id,
             )
-            return None
+            return
         run = _Run(
             scope,
             purpose_of(tags, metadata, self.default_purpose),
-            _model_from(serialized, kwargs),
+            _model_from(kwargs),
             serialized=serialized,
         )
         with self._lock:
             self._runs[run_id] = run
-        return run
+        shape = self._shape(run, messages, kwargs)
+        if shape is None:
+            return
+        try:
+            ledger = self.ledger
+            previous = yield from call(
+                ledger.note_request, ledger.anote_request, scope, shape.digests
+            )
+            run.cacheable_prefix = cacheable_prefix(previous, shape)
+        except Exception as exc:  # the ledger's database down must not fail the call
+            log.warning("ctx-langgraph: could not note the request's digests: %s", exc)
 
     def _chunk(self, run_id: UUID, chunk: Any) -> None:
         run = self._runs.get(run_id)
@@ -192,7 +179,7 @@ class _LedgerHandlerCore:
             except ContextManagementError as exc:
                 usage = NormalizedUsage(complete=False, raw={"error": str(exc)})
         if streamed is not None and streamed.known:
-            # chunk-by-chunk folding knows cumulative semantics; the aggregated message may have summed them
+            # the folded stream knows cumulative usage; the aggregated message may have summed it
             usage = replace(streamed, complete=True).merged_over(usage)
         if usage.model is None:
             usage = replace(usage, model=run.model)
@@ -219,6 +206,18 @@ class _LedgerHandlerCore:
         status = usage.status if error is None else ("partial" if usage.known else "unknown")
         return key, usage, run.scope, run.purpose, status, run.cacheable_prefix
 
+    def _book(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
+        if booking is None:
+            return None
+        args, kwargs = recorded(booking)
+        return self.ledger.record(*args, **kwargs)
+
+    async def _abook(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
+        if booking is None:
+            return None
+        args, kwargs = recorded(booking)
+        return await self.ledger.arecord(*args, **kwargs)
+
 
 def recorded(booking: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A handler's booking (key, usage, scope, purpose, status, cacheable prefix) as the
@@ -235,10 +234,9 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         ledger: where the calls are booked.
         scope: the thread of calls whose run metadata has no ``thread_id``.
         default_purpose: the purpose of a call with no ``ctx_purpose`` metadata or tag.
-        counter: counts the request's parts for its ``cacheable_prefix`` (default: picked by
-            each call's model name).
+        counter: counts the request's parts for its ``cacheable_prefix`` (default: by model).
         measure_prefix: measure each call's ``cacheable_prefix`` against the thread's previous
-            request (one small read-and-write of the ledger's database when a call starts).
+            request.
 
     Examples:
         .. code-block:: python
@@ -260,13 +258,7 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        run = self._start(run_id, serialized, tags, metadata, kwargs)
-        shape = self._shape(run, messages, kwargs)
-        if run is not None and shape is not None:
-            try:
-                self._measured(run, self.ledger.note_request(run.scope, shape.digests))
-            except Exception as exc:  # the ledger's database down must not fail the call
-                log.warning("ctx-langgraph: could not note the request's digests: %s", exc)
+        run(self._start(run_id, serialized, messages, tags, metadata, kwargs))
 
     def on_llm_new_token(
         self,
@@ -274,8 +266,6 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
         *,
         chunk: GenerationChunk | ChatGenerationChunk | None = None,
         run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         self._chunk(run_id, chunk)
@@ -285,12 +275,6 @@ class LedgerCallbackHandler(_LedgerHandlerCore, BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         self._book(self._booking(run_id, None, error))
-
-    def _book(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
-        if booking is None:
-            return None
-        args, kwargs = recorded(booking)
-        return self.ledger.record(*args, **kwargs)
 
 
 class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
@@ -308,13 +292,7 @@ class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        run = self._start(run_id, serialized, tags, metadata, kwargs)
-        shape = self._shape(run, messages, kwargs)
-        if run is not None and shape is not None:
-            try:
-                self._measured(run, await self.ledger.anote_request(run.scope, shape.digests))
-            except Exception as exc:  # the ledger's database down must not fail the call
-                log.warning("ctx-langgraph: could not note the request's digests: %s", exc)
+        await arun(self._start(run_id, serialized, messages, tags, metadata, kwargs))
 
     async def on_llm_new_token(
         self,
@@ -322,8 +300,6 @@ class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
         *,
         chunk: GenerationChunk | ChatGenerationChunk | None = None,
         run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         self._chunk(run_id, chunk)
@@ -333,17 +309,3 @@ class AsyncLedgerCallbackHandler(_LedgerHandlerCore, AsyncCallbackHandler):
 
     async def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         await self._abook(self._booking(run_id, None, error))
-
-    async def _abook(self, booking: tuple[Any, ...] | None) -> BookedDelta | None:
-        if booking is None:
-            return None
-        key, usage, scope, purpose, status, prefix = booking
-        return await self.ledger.arecord(
-            key,
-            usage,
-            scope=scope,
-            purpose=purpose,
-            status=status,
-            version=FINAL_VERSION,
-            cacheable_prefix=prefix,
-        )

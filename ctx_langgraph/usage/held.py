@@ -1,19 +1,7 @@
-"""The agent's answer booked with its reply: one write for both.
-
-Our nodes book every chat-model call through a :class:`HoldingLedgerHandler` (a
-:class:`~ctx_langgraph.usage.callbacks.LedgerCallbackHandler` that folds a stream's usage chunk by
-chunk). A call made inside :func:`answering` (the model node's call, or ``create_agent``'s model
-call under the middleware) that ends with a reply is not booked when it ends: its usage is held,
-by thread, and ``ctx_usage`` takes it and books it in the transaction that records the reply
-(``HistoryStore.append_then``). Every other call (a summarizer's, a memory extractor's, a call
-that failed) is booked when it ends, as before. A held answer no ``ctx_usage`` takes (a second
-call of the same node, a node that raised after the call, more threads than the handler holds)
-is booked as soon as that is known, so no call goes unbooked and none twice (the ledger keys a
-call by its response or message id).
-
-The request's cacheable prefix is the one ``ctx_budget`` measured (``context["cache"]``), booked
-with the answer; the handler measures none per call.
-"""
+"""The agent's answer booked with its reply, in one write: a :class:`HoldingLedgerHandler`
+holds the usage of a call made inside :func:`answering` that ends with a reply, and
+``ctx_usage`` books it in the transaction that records the reply. Every other call is booked
+when it ends, and a held answer no ``ctx_usage`` takes is booked as soon as that is known."""
 
 from __future__ import annotations
 
@@ -30,16 +18,14 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tracers.context import register_configure_hook
 
 from ctx_langgraph.core.scope import Scope
-from ctx_langgraph.usage.callbacks import LedgerCallbackHandler, recorded
+from ctx_langgraph.usage.callbacks import LedgerCallbackHandler
 from ctx_langgraph.usage.ledger import UsageLedger
 from ctx_langgraph.usage.types import NormalizedUsage
 
 __all__ = ["HeldAnswer", "HoldingLedgerHandler", "answering", "booked_by"]
 
 _ANSWERING: ContextVar[bool] = ContextVar("ctx_langgraph_answering", default=False)
-# LangChain's hook for handlers from a context variable: every callback manager set up while it
-# holds a handler gets it, so a model node that calls its model without passing its config on
-# (``model.invoke(state["messages"])``) is booked too.
+# every callback manager set up while it holds a handler gets it (a model called without config)
 _BOOKED_BY: ContextVar[BaseCallbackHandler | None] = ContextVar(
     "ctx_langgraph_booked_by", default=None
 )
@@ -59,8 +45,7 @@ def booked_by(handler: BaseCallbackHandler | None) -> Iterator[None]:
 
 @contextmanager
 def answering() -> Iterator[None]:
-    """The chat-model calls made inside are the agent's answer: a holding handler holds their
-    usage for ``ctx_usage``."""
+    """The chat-model calls made inside are the agent's answer, held for ``ctx_usage``."""
     token = _ANSWERING.set(True)
     try:
         yield
@@ -73,10 +58,8 @@ class HeldAnswer:
     """An answer's booking, held for the ``ctx_usage`` of its thread."""
 
     message_id: str
-    """The reply's message id."""
     booking: tuple[Any, ...]
-    """What :meth:`LedgerCallbackHandler._book` books: key, usage, scope, purpose, status,
-    cacheable prefix."""
+    """Key, usage, scope, purpose, status, cacheable prefix."""
 
     @property
     def call_key(self) -> str:
@@ -88,10 +71,6 @@ class HeldAnswer:
         return usage
 
 
-def _thread(scope: Scope) -> tuple[str, str]:
-    return scope.tenant, scope.thread_id
-
-
 def _reply_id(response: LLMResult) -> str | None:
     generations = response.generations[0] if response.generations else []
     generation = generations[0] if generations else None
@@ -99,9 +78,7 @@ def _reply_id(response: LLMResult) -> str | None:
 
 
 class HoldingLedgerHandler(LedgerCallbackHandler):
-    """Books every model call when it ends, but holds the agent's answer for ``ctx_usage``
-    (see the module). Used by :func:`~ctx_langgraph.add_context_management` and
-    :class:`~ctx_langgraph.ContextManagementMiddleware`.
+    """Books every model call when it ends, but holds the agent's answer for ``ctx_usage``.
 
     Examples:
         >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -129,7 +106,7 @@ class HoldingLedgerHandler(LedgerCallbackHandler):
         ):
             self._book(booking)
             return
-        thread = _thread(booking[2])
+        thread = booking[2].tenant, booking[2].thread_id
         with self._lock:
             replaced = self._held.pop(thread, None)  # a second call of the same model node
             self._held[thread] = HeldAnswer(message_id, booking)
@@ -143,7 +120,7 @@ class HoldingLedgerHandler(LedgerCallbackHandler):
     def take(self, scope: Scope) -> HeldAnswer | None:
         """The answer held for the scope's thread (once; None: none held)."""
         with self._lock:
-            return self._held.pop(_thread(scope), None)
+            return self._held.pop((scope.tenant, scope.thread_id), None)
 
     def release(self, scope: Scope) -> None:
         """Book the answer held for the scope's thread now (its node failed after the call)."""
@@ -155,5 +132,4 @@ class HoldingLedgerHandler(LedgerCallbackHandler):
         """Async twin of :meth:`release`."""
         held = self.take(scope)
         if held is not None:
-            args, kwargs = recorded(held.booking)
-            await self.ledger.arecord(*args, **kwargs)
+            await self._abook(held.booking)

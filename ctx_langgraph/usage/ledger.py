@@ -1,16 +1,10 @@
 """``UsageLedger``: one record per real model call, running totals booked by difference.
 
-Lives in the history store's database (tables from migration 2, created by ``store.setup()``).
-A record is keyed by ``call_key`` (provider and response id, or a local attempt id until the
-response id is known). Each :meth:`UsageLedger.record` books ``new known value - value already
-booked`` into the running totals in the same transaction as the record, so a duplicate terminal
-event books 0, provisional -> final books the difference, and a billing correction (a higher
-``version``) may book a negative difference. Unknown counts are never added as zeros, and
-compaction never touches the ledger.
-
-The provider's usage payload (``usage.raw``) is kept only for a ``partial`` or ``unknown``
-record, the one trace to re-derive its counts from (a stream cut short, the error that left a
-call unknown); a complete record keeps ``{}`` (rows written before are left as they are).
+Each :meth:`UsageLedger.record` books ``new known value - value already booked`` into the
+running totals in the record's transaction: a duplicate books 0, provisional -> final the
+difference, a correction (higher ``version``) possibly a negative one; an unknown count is
+never added as 0. The provider's payload (``usage.raw``) is kept only on a partial or unknown
+record.
 """
 
 from __future__ import annotations
@@ -21,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typing_extensions import Required, TypedDict, Unpack
+
 from ctx_langgraph.core.scope import Scope, ensure_scope
 from ctx_langgraph.history.base import HistoryStore
 from ctx_langgraph.makeup import makeup_from_json, makeup_json, makeup_problem
@@ -30,7 +26,6 @@ from ctx_langgraph.storage.required import require_store
 from ctx_langgraph.storage.statements import Op, Stmt
 from ctx_langgraph.usage.booking import (
     TOTALS_COLUMNS,
-    BookingPlan,
     BookingReason,
     LedgerRecord,
     StoredCall,
@@ -54,6 +49,17 @@ _CALL_COLS = (
     + ", ".join(COUNT_FIELDS)
     + ", cost_nano_usd, raw, cacheable_prefix, makeup, created_at"
 )
+
+
+class BookingOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`UsageLedger.booking`."""
+
+    scope: Required[Scope | str]
+    purpose: str
+    status: UsageStatus | None
+    version: int
+    cacheable_prefix: int | None
+    makeup: Mapping[str, int] | None
 
 
 @dataclass(frozen=True)
@@ -91,31 +97,21 @@ class UsageTotals:
     """Sum of the measured cacheable prefixes (compare with ``counts["cache_read"]``)."""
 
 
-def _stored(value: str | None) -> str | None:
-    """A text column as written: NUL bytes and lone surrogates (a provider's odd model name or
-    response id) escaped, so any text is stored on both backends."""
-    return None if value is None else store_text(value)
-
-
-def _loaded(value: str | None) -> str | None:
-    return None if value is None else load_text(value)
-
-
 def _stored_from_row(d: Dialect, row: Sequence[Any]) -> StoredCall:
+    def number(value: Any) -> int | None:
+        return None if value is None else int(value)
+
     return StoredCall(
         purpose=load_text(row[4]),
         provider=load_text(row[5]),
         model=load_text(row[6]),
         status=row[7],
         version=int(row[8]),
-        response_id=_loaded(row[9]),
-        counts={
-            name: None if row[10 + i] is None else int(row[10 + i])
-            for i, name in enumerate(COUNT_FIELDS)
-        },
-        cost_nano=None if row[16] is None else int(row[16]),
+        response_id=None if row[9] is None else load_text(row[9]),
+        counts={name: number(row[10 + i]) for i, name in enumerate(COUNT_FIELDS)},
+        cost_nano=number(row[16]),
         raw=json.loads(row[17]),
-        cacheable_prefix=None if row[18] is None else int(row[18]),
+        cacheable_prefix=number(row[18]),
         makeup=makeup_from_json(row[19]),
         created_at=d.from_ts(row[20]),
     )
@@ -141,143 +137,83 @@ _ADD_TO_TOTALS = (
 )
 
 
-@dataclass(frozen=True)
-class _Event:
-    """One usage event to book: the call, its thread, its usage, purpose, status and version."""
-
-    call_key: str
-    scope: Scope
-    usage: NormalizedUsage
-    purpose: str
-    status: UsageStatus
-    version: int
-    cacheable_prefix: int | None = None
-    makeup: dict[str, int] | None = None
-
-
 def _record_op(
     d: Dialect,
-    event: _Event,
-    cost_nano: Callable[[NormalizedUsage], int | None],
+    call_key: str,
+    scope: Scope,
+    usage: NormalizedUsage,
     now: dt.datetime,
+    cost_nano: Callable[[NormalizedUsage], int | None],
+    **event: Any,
 ) -> Op[BookedDelta]:
-    """Book one event: lock the call's row, plan the booking, write the row and the totals'
-    differences, all in the caller's transaction."""
-    yield from _ensure_row(d, event, now)
-    row = yield from _lock_row(d, event.call_key)
-    owner, old = Scope(row[2], row[1], row[3]), _stored_from_row(d, row)
-    plan = plan_booking(
-        old,
-        event.usage,
-        purpose=event.purpose,
-        status=event.status,
-        version=event.version,
-        cost_nano=cost_nano,
-        cacheable_prefix=event.cacheable_prefix,
-        makeup=event.makeup,
-    )
-    if plan.writes(old):
-        yield from _write_row(d, event.call_key, plan.stored, now)
-    if plan.adjustments:
-        yield from _add_to_totals(owner, plan)
-    return BookedDelta(
-        call_key=event.call_key,
-        reason=plan.reason,
-        deltas=plan.deltas,
-        cost_delta=plan.cost_delta_nano / 1e9,
-        record=ledger_record(event.call_key, owner, plan.stored),
-    )
-
-
-def _ensure_row(d: Dialect, event: _Event, now: dt.datetime) -> Op[None]:
-    # A placeholder row (version -1, nothing booked) makes the row lock work for the very first
-    # event too: racing workers serialize on it instead of both inserting.
+    """Book one event in the caller's transaction: lock the call's row (a placeholder row,
+    version -1, makes the lock work for the first event too), plan, write the row and the
+    totals' differences."""
+    key = store_text(call_key)
     yield Stmt(
         _PLACEHOLDER,
         (
-            store_text(event.call_key),
-            event.scope.tenant,
-            event.scope.thread_id,
-            event.scope.branch,
-            store_text(event.purpose),
-            store_text(event.usage.provider),
+            key,
+            scope.tenant,
+            scope.thread_id,
+            scope.branch,
+            store_text(event["purpose"]),
+            store_text(usage.provider),
             d.ts(now),
             d.ts(now),
         ),
     )
-
-
-def _lock_row(d: Dialect, call_key: str) -> Op[Sequence[Any]]:
     row: Sequence[Any] = yield Stmt(
-        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?" + d.for_update,
-        (store_text(call_key),),
-        "one",
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?" + d.for_update, (key,), "one"
     )
-    return row
-
-
-def _write_row(d: Dialect, call_key: str, stored: StoredCall, now: dt.datetime) -> Op[None]:
-    yield Stmt(
-        _UPDATE_CALL,
-        (
-            store_text(stored.purpose),
-            store_text(stored.provider),
-            store_text(stored.model),
-            stored.status,
-            stored.version,
-            _stored(stored.response_id),
-            *(stored.counts[name] for name in COUNT_FIELDS),
-            stored.cost_nano,
-            json.dumps(stored.raw, default=str),
-            stored.cacheable_prefix,
-            None if stored.makeup is None else makeup_json(stored.makeup),
-            d.ts(now),
-            store_text(call_key),
-        ),
-    )
-
-
-def _add_to_totals(owner: Scope, plan: BookingPlan) -> Op[None]:
-    """Book each group's signed differences into its running totals."""
-    for (purpose, provider, model), change in plan.adjustments:
+    owner, old = Scope(row[2], row[1], row[3]), _stored_from_row(d, row)
+    plan = plan_booking(old, usage, cost_nano=cost_nano, **event)
+    stored = plan.stored
+    if plan.writes(old):
+        yield Stmt(
+            _UPDATE_CALL,
+            (
+                store_text(stored.purpose),
+                store_text(stored.provider),
+                store_text(stored.model),
+                stored.status,
+                stored.version,
+                None if stored.response_id is None else store_text(stored.response_id),
+                *(stored.counts[name] for name in COUNT_FIELDS),
+                stored.cost_nano,
+                json.dumps(stored.raw, default=str),
+                stored.cacheable_prefix,
+                None if stored.makeup is None else makeup_json(stored.makeup),
+                d.ts(now),
+                key,
+            ),
+        )
+    for group, change in plan.adjustments:
         yield Stmt(
             _ADD_TO_TOTALS,
             (
                 owner.tenant,
                 owner.thread_id,
                 owner.branch,
-                store_text(purpose),
-                store_text(provider),
-                store_text(model),
+                *map(store_text, group),
                 *(change.get(c, 0) for c in TOTALS_COLUMNS),
             ),
         )
-
-
-def _get_op(d: Dialect, call_key: str) -> Op[LedgerRecord | None]:
-    row = yield Stmt(
-        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE call_key = ?",
-        (store_text(call_key),),
-        "one",
+    return BookedDelta(
+        call_key=call_key,
+        reason=plan.reason,
+        deltas=plan.deltas,
+        cost_delta=plan.cost_delta_nano / 1e9,
+        record=ledger_record(call_key, owner, stored),
     )
-    if row is None or int(row[8]) < 0:
-        return None
-    return ledger_record(call_key, Scope(row[2], row[1], row[3]), _stored_from_row(d, row))
 
 
-def _records_op(
-    d: Dialect, scope: Scope, branch: str | None, purpose: str | None, limit: int | None
-) -> Op[list[LedgerRecord]]:
-    where = ["tenant = ?", "thread_id = ?", "version >= 0"]
-    params: list[Any] = [scope.tenant, scope.thread_id]
-    for column, value in (("branch", branch), ("purpose", _stored(purpose))):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
+def _records_op(d: Dialect, where: list[str], params: list[Any]) -> Op[list[LedgerRecord]]:
+    """The booked calls matching ``where``, oldest first (``params`` may end with a LIMIT's)."""
     rows = yield Stmt(
-        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE {' AND '.join(where)} "
-        "ORDER BY created_at, call_key" + (" LIMIT ?" if limit is not None else ""),
-        [*params, limit] if limit is not None else params,
+        f"SELECT {_CALL_COLS} FROM ctx_usage_calls WHERE {' AND '.join([*where, 'version >= 0'])} "
+        "ORDER BY created_at, call_key" + (" LIMIT ?" if len(params) > len(where) else ""),
+        params,
         "all",
     )
     return [
@@ -299,10 +235,10 @@ def _totals_op(
     if branch is not None:
         where.append("branch = ?")
         params.append(branch)
-    sums = TOTALS_COLUMNS
     group = ", ".join(by)
     rows = yield Stmt(
-        f"SELECT {group + ', ' if by else ''}{', '.join(f'SUM({c})' for c in sums)} FROM ctx_usage_totals"
+        f"SELECT {group + ', ' if by else ''}{', '.join(f'SUM({c})' for c in TOTALS_COLUMNS)} "
+        "FROM ctx_usage_totals"
         + (f" WHERE {' AND '.join(where)}" if where else "")
         + (f" GROUP BY {group} ORDER BY {group}" if by else ""),
         params,
@@ -310,24 +246,23 @@ def _totals_op(
     )
     totals = []
     for row in rows:
-        values = [int(v or 0) for v in row[len(by) :]]
-        named = dict(zip(sums, values, strict=True))
-        if not by and not named["calls"]:
-            continue
-        totals.append(
-            UsageTotals(
-                key={
-                    name: load_text(value) if name in _TEXT_KEYS and value is not None else value
-                    for name, value in zip(by, row[: len(by)], strict=True)
-                },
-                calls=named["calls"],
-                unknown_calls=named["unknown_calls"],
-                counts={name: named[name] for name in COUNT_FIELDS},
-                cost=named["cost_nano_usd"] / 1e9,
-                cost_unknown_calls=named["cost_unknown_calls"],
-                cacheable_prefix=named["cacheable_prefix"],
+        named = dict(zip(TOTALS_COLUMNS, (int(v or 0) for v in row[len(by) :]), strict=True))
+        if by or named["calls"]:
+            key = {
+                name: load_text(value) if name in _TEXT_KEYS and value is not None else value
+                for name, value in zip(by, row[: len(by)], strict=True)
+            }
+            totals.append(
+                UsageTotals(
+                    key=key,
+                    calls=named["calls"],
+                    unknown_calls=named["unknown_calls"],
+                    counts={name: named[name] for name in COUNT_FIELDS},
+                    cost=named["cost_nano_usd"] / 1e9,
+                    cost_unknown_calls=named["cost_unknown_calls"],
+                    cacheable_prefix=named["cacheable_prefix"],
+                )
             )
-        )
     return totals
 
 
@@ -357,101 +292,25 @@ class UsageLedger:
         require_store(store, where="UsageLedger(store=...)", expected=HistoryStore)
         self.store = store
         self.db = store.db
-        """The database of the ledger's tables: the store's, so a booking can share the
-        transaction that writes the reply it is for (``HistoryStore.append_then``)."""
+        """The store's database, so a booking can share the reply's transaction."""
         self.prices = prices if prices is not None else PriceTable.default()
 
     def _cost_nano(self, usage: NormalizedUsage) -> int | None:
-        price = self.prices.price_for(usage.model)
-        if price is None:
-            return None
-        cost = price.cost(usage)
+        cost = self.prices.cost(usage)
         return None if cost is None else round(cost * 1e9)
 
-    def _booking(
-        self,
-        call_key: str,
-        usage: NormalizedUsage,
-        scope: Scope | str,
-        purpose: str,
-        status: UsageStatus | None,
-        version: int,
-        cacheable_prefix: int | None = None,
-        makeup: Mapping[str, int] | None = None,
-    ) -> Op[BookedDelta]:
-        if not call_key:
-            raise ValueError("call_key must be a non-empty string")
-        if not purpose:
-            raise ValueError("purpose must be a non-empty string")
-        if version < 0:
-            raise ValueError(f"version must be >= 0, got {version}")
-        if cacheable_prefix is not None and cacheable_prefix < 0:
-            raise ValueError(f"cacheable_prefix must be >= 0, got {cacheable_prefix}")
-        if makeup is not None and (problem := makeup_problem(makeup)) is not None:
-            raise ValueError(f"makeup is not a request's make-up: {problem}")
-        event = _Event(
-            call_key,
-            ensure_scope(scope),
-            usage,
-            purpose,
-            status or usage.status,
-            version,
-            cacheable_prefix,
-            None if makeup is None else dict(makeup),
-        )
-        return _record_op(self.db.dialect, event, self._cost_nano, self.db.clock())
-
     def record(
-        self,
-        call_key: str,
-        usage: NormalizedUsage,
-        *,
-        scope: Scope | str,
-        purpose: str = "answer",
-        status: UsageStatus | None = None,
-        version: int = 0,
-        cacheable_prefix: int | None = None,
-        makeup: Mapping[str, int] | None = None,
+        self, call_key: str, usage: NormalizedUsage, **options: Unpack[BookingOptions]
     ) -> BookedDelta:
-        """Record a call's usage and book the difference to what was booked for it before.
-
-        Args:
-            call_key: the call's identity: ``"{provider}:{response_id}"``, or a local attempt id.
-            usage: the normalized usage (counts it does not know keep their booked values).
-            scope: the thread (and branch) the call belongs to.
-            purpose: ``answer``, ``summary``, ``retry``, ``lookup``, ...
-            status: ``complete``, ``partial`` or ``unknown``; derived from ``usage`` by default.
-            version: orders the events of one call: a higher version replaces the record, an
-                equal one is a duplicate (booked 0), a lower one is stale (booked 0).
-            cacheable_prefix: the request's leading input tokens identical to the thread's
-                previous request (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`; the
-                callback handlers measure it); None keeps what was booked.
-            makeup: the request's tokens by part (:class:`~ctx_langgraph.makeup.RequestMakeup`,
-                ``ctx_usage`` passes it), stored as JSON; None keeps what was booked, and a
-                duplicate event fills it in when the record has none.
-        """
-        op = self._booking(
-            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
-        )
-        return self.db.run(op, write=True)
+        """Record a call's usage and book the difference to what was booked for it before
+        (the arguments of :meth:`booking`)."""
+        return self.db.run(self.booking(call_key, usage, **options), write=True)
 
     async def arecord(
-        self,
-        call_key: str,
-        usage: NormalizedUsage,
-        *,
-        scope: Scope | str,
-        purpose: str = "answer",
-        status: UsageStatus | None = None,
-        version: int = 0,
-        cacheable_prefix: int | None = None,
-        makeup: Mapping[str, int] | None = None,
+        self, call_key: str, usage: NormalizedUsage, **options: Unpack[BookingOptions]
     ) -> BookedDelta:
         """Async twin of :meth:`record`."""
-        op = self._booking(
-            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
-        )
-        return await self.db.arun(op, write=True)
+        return await self.db.arun(self.booking(call_key, usage, **options), write=True)
 
     def booking(
         self,
@@ -466,9 +325,44 @@ class UsageLedger:
         makeup: Mapping[str, int] | None = None,
     ) -> Op[BookedDelta]:
         """:meth:`record` as an operation, for a transaction of the ledger's database that
-        writes something else too (``HistoryStore.append_then``: a reply and its usage)."""
-        return self._booking(
-            call_key, usage, scope, purpose, status, version, cacheable_prefix, makeup
+        writes something else too (``HistoryStore.append_then``: a reply and its usage).
+
+        Args:
+            call_key: the call's identity: ``"{provider}:{response_id}"``, or a local attempt id.
+            usage: the normalized usage (counts it does not know keep their booked values).
+            scope: the thread (and branch) the call belongs to.
+            purpose: ``answer``, ``summary``, ``retry``, ``lookup``, ...
+            status: ``complete``, ``partial`` or ``unknown``; derived from ``usage`` by default.
+            version: orders the events of one call: a higher version replaces the record, an
+                equal one is a duplicate (booked 0), a lower one is stale (booked 0).
+            cacheable_prefix: the request's leading input tokens identical to the thread's
+                previous request (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`); None
+                keeps what was booked.
+            makeup: the request's tokens by part (:class:`~ctx_langgraph.makeup.RequestMakeup`);
+                None keeps what was booked, and a duplicate fills it in when the record has none.
+        """
+        if not call_key:
+            raise ValueError("call_key must be a non-empty string")
+        if not purpose:
+            raise ValueError("purpose must be a non-empty string")
+        if version < 0:
+            raise ValueError(f"version must be >= 0, got {version}")
+        if cacheable_prefix is not None and cacheable_prefix < 0:
+            raise ValueError(f"cacheable_prefix must be >= 0, got {cacheable_prefix}")
+        if makeup is not None and (problem := makeup_problem(makeup)) is not None:
+            raise ValueError(f"makeup is not a request's make-up: {problem}")
+        return _record_op(
+            self.db.dialect,
+            call_key,
+            ensure_scope(scope),
+            usage,
+            self.db.clock(),
+            self._cost_nano,
+            purpose=purpose,
+            status=status or usage.status,
+            version=version,
+            cacheable_prefix=cacheable_prefix,
+            makeup=None if makeup is None else dict(makeup),
         )
 
     def embedding_booking(
@@ -483,7 +377,7 @@ class UsageLedger:
     ) -> Op[BookedDelta]:
         """The op booking one embedding call (purpose ``embedding``; a key booked: nothing)."""
         usage = embedding_usage(model, tokens, texts, estimated)
-        return self._booking(call_key, usage, scope, "embedding", None, 0, None, None)
+        return self.booking(call_key, usage, scope=scope, purpose="embedding")
 
     def _note_request(
         self, scope: Scope | str, digests: Sequence[str]
@@ -494,8 +388,8 @@ class UsageLedger:
 
     def note_request(self, scope: Scope | str, digests: Sequence[str]) -> tuple[str, ...] | None:
         """Store ``digests`` as the part digests of the thread's last request and return the
-        ones stored before (None when the thread had none): the previous request a call's
-        cacheable prefix is measured against, kept in the database so it survives a restart.
+        ones stored before (None: none), the request a call's cacheable prefix is measured
+        against.
 
         Examples:
             >>> from ctx_langgraph.history import SQLiteHistoryStore
@@ -514,24 +408,31 @@ class UsageLedger:
         """Async twin of :meth:`note_request`."""
         return await self.db.arun(self._note_request(scope, digests), write=True)
 
+    def _get(self, call_key: str) -> Op[LedgerRecord | None]:
+        found = yield from _records_op(self.db.dialect, ["call_key = ?"], [store_text(call_key)])
+        return found[0] if found else None
+
     def get(self, call_key: str) -> LedgerRecord | None:
         """The record of one call, or None."""
-        return self.db.run(_get_op(self.db.dialect, call_key))
+        return self.db.run(self._get(call_key))
 
     async def aget(self, call_key: str) -> LedgerRecord | None:
         """Async twin of :meth:`get`."""
-        return await self.db.arun(_get_op(self.db.dialect, call_key))
+        return await self.db.arun(self._get(call_key))
 
     def _records_query(
-        self,
-        scope: Scope | str,
-        branch: str | None,
-        purpose: str | None,
-        limit: int | None,
+        self, scope: Scope | str, branch: str | None, purpose: str | None, limit: int | None
     ) -> Op[list[LedgerRecord]]:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        return _records_op(self.db.dialect, ensure_scope(scope), branch, purpose, limit)
+        scope = ensure_scope(scope)
+        where, params = ["tenant = ?", "thread_id = ?"], [scope.tenant, scope.thread_id]
+        purpose = None if purpose is None else store_text(purpose)
+        for column, value in (("branch", branch), ("purpose", purpose)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        return _records_op(self.db.dialect, where, [*params, limit] if limit else params)
 
     def records(
         self,
@@ -574,15 +475,10 @@ class UsageLedger:
         unknown = [column for column in by if column not in GROUP_COLUMNS]
         if unknown:
             raise ValueError(f"cannot group usage totals by {unknown}; choose from {GROUP_COLUMNS}")
-        resolved = None if scope is None else ensure_scope(scope)
-        return _totals_op(resolved, branch, by)
+        return _totals_op(None if scope is None else ensure_scope(scope), branch, by)
 
     def totals(
-        self,
-        scope: Scope | str | None = None,
-        *,
-        by: Sequence[str] = (),
-        branch: str | None = None,
+        self, scope: Scope | str | None = None, *, by: Sequence[str] = (), branch: str | None = None
     ) -> list[UsageTotals]:
         """Running totals of a thread (every branch unless ``branch``), or of the whole ledger
         when ``scope`` is None, grouped by any of ``tenant, thread_id, branch, purpose,
@@ -590,11 +486,7 @@ class UsageLedger:
         return self.db.run(self._totals_query(scope, by, branch))
 
     async def atotals(
-        self,
-        scope: Scope | str | None = None,
-        *,
-        by: Sequence[str] = (),
-        branch: str | None = None,
+        self, scope: Scope | str | None = None, *, by: Sequence[str] = (), branch: str | None = None
     ) -> list[UsageTotals]:
         """Async twin of :meth:`totals`."""
         return await self.db.arun(self._totals_query(scope, by, branch))

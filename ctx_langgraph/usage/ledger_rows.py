@@ -1,16 +1,11 @@
-"""The usage ledger's rows of one thread, as whole-thread operations compose them: delete,
-export and import (pure operation generators; the caller runs them in its transaction).
-
-An exported call is its ``ctx_usage_calls`` row without the tenant and thread id (the document
-names those once), times as ISO-8601 text; an exported total is its ``ctx_usage_totals`` row the
-same way. Import writes them back unchanged: the totals were booked by difference when the calls
-were recorded, so they are copied, not recomputed (docs/design.md §7).
-"""
+"""The usage ledger's rows of one thread for whole-thread operations: delete, export and
+import (operation generators run in the caller's transaction). Import copies the totals as
+exported: they were booked by difference when the calls were recorded."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ctx_langgraph.core.scope import Scope
@@ -29,11 +24,8 @@ __all__ = [
 ]
 
 LEDGER_TABLES = ("ctx_usage_calls", "ctx_usage_totals", "ctx_usage_requests")
-"""The ledger's tables, in the order a thread's rows are deleted from them."""
 OPTIONAL_COLUMNS = {"cacheable_prefix": None, "makeup": None}
-"""Exported fields added after the export format was first written, with the value an older
-export's row gets (a call's cacheable prefix unmeasured, its make-up unknown; nothing in the
-totals)."""
+"""Exported fields added later, with the value a call of an older export gets (totals: 0)."""
 CALL_COLUMNS = (
     "call_key",
     "branch",
@@ -51,8 +43,7 @@ CALL_COLUMNS = (
     "cacheable_prefix",
     "makeup",
 )
-"""The fields of an exported call, in column order (``makeup``: the request's make-up as the
-JSON text the ledger stores, :mod:`ctx_langgraph.makeup`, or None)."""
+"""The fields of an exported call, in column order."""
 TOTAL_COLUMNS = (
     "branch",
     "purpose",
@@ -65,14 +56,13 @@ TOTAL_COLUMNS = (
     "cost_unknown_calls",
     "cacheable_prefix",
 )
-"""The fields of an exported total, in column order (the first four are its group)."""
 _TIMES = frozenset({"created_at", "updated_at"})
 _CALLS = ", ".join(CALL_COLUMNS)
 _TOTALS = ", ".join(TOTAL_COLUMNS)
 
 
 def delete_rows(scope: Scope) -> Op[dict[str, int]]:
-    """Delete the ledger's rows of one thread (every branch). Returns the rows deleted per table."""
+    """Delete the ledger's rows of one thread; the rows deleted per table."""
     deleted: dict[str, int] = {}
     for table in LEDGER_TABLES:
         deleted[table] = yield Stmt(
@@ -84,8 +74,7 @@ def delete_rows(scope: Scope) -> Op[dict[str, int]]:
 
 
 def export_rows(d: Dialect, scope: Scope) -> Op[dict[str, list[dict[str, Any]]]]:
-    """The ledger's rows of one thread as the ``"ledger"`` part of a thread export:
-    ``{"calls": [...], "totals": [...]}``."""
+    """The ledger's rows of one thread: ``{"calls": [...], "totals": [...]}``."""
     key = (scope.tenant, scope.thread_id)
     calls = yield Stmt(
         f"SELECT {_CALLS} FROM ctx_usage_calls WHERE tenant = ? AND thread_id = ? "
@@ -100,47 +89,33 @@ def export_rows(d: Dialect, scope: Scope) -> Op[dict[str, list[dict[str, Any]]]]
         "all",
     )
     return {
-        "calls": [_exported_call(d, row) for row in calls],
+        "calls": [
+            {
+                name: d.from_ts(value).isoformat()
+                if name in _TIMES and value is not None
+                else value
+                for name, value in zip(CALL_COLUMNS, row, strict=True)
+            }
+            for row in calls
+        ],
         "totals": [dict(zip(TOTAL_COLUMNS, row, strict=True)) for row in totals],
     }
 
 
-def _exported_call(d: Dialect, row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        name: _iso(d, value) if name in _TIMES else value
-        for name, value in zip(CALL_COLUMNS, row, strict=True)
-    }
-
-
-def _iso(d: Dialect, value: Any) -> str | None:
-    return None if value is None else d.from_ts(value).isoformat()
-
-
-def _when(d: Dialect, value: str | None) -> Any:
-    return None if value is None else d.ts(dt.datetime.fromisoformat(value))
-
-
-def _value(call: Mapping[str, Any], name: str) -> Any:
-    if name in OPTIONAL_COLUMNS:
-        return call.get(name, OPTIONAL_COLUMNS[name])
-    return call[name]
+def _value(d: Dialect, call: Mapping[str, Any], name: str) -> Any:
+    if name in _TIMES:
+        return None if call[name] is None else d.ts(dt.datetime.fromisoformat(call[name]))
+    return call.get(name, OPTIONAL_COLUMNS[name]) if name in OPTIONAL_COLUMNS else call[name]
 
 
 def import_rows(d: Dialect, ledger: Mapping[str, Any], scope: Scope) -> Op[int]:
-    """Write the ``"ledger"`` part of a checked thread export as ``scope``'s thread's rows.
-    Returns the number of calls written."""
+    """Write a checked export's ``"ledger"`` part as the thread's rows; the calls written."""
     key = (scope.tenant, scope.thread_id)
     if ledger["calls"]:
         yield Stmt(
             f"INSERT INTO ctx_usage_calls (tenant, thread_id, {_CALLS}) "
             f"VALUES ({marks(len(CALL_COLUMNS) + 2)})",
-            many=[
-                (
-                    *key,
-                    *(_when(d, call[n]) if n in _TIMES else _value(call, n) for n in CALL_COLUMNS),
-                )
-                for call in ledger["calls"]
-            ],
+            many=[(*key, *(_value(d, call, n) for n in CALL_COLUMNS)) for call in ledger["calls"]],
         )
     if ledger["totals"]:
         yield Stmt(
@@ -170,8 +145,7 @@ _SWAP_REQUEST = (
 def note_request_op(
     d: Dialect, scope: Scope, digests: tuple[str, ...], now: dt.datetime
 ) -> Op[tuple[str, ...] | None]:
-    """Read the thread's last request digests under a row lock and replace them, in one
-    transaction (two calls of one thread racing each measure against the one before)."""
+    """Read the thread's last request digests under a row lock and replace them."""
     key = (scope.tenant, scope.thread_id, scope.branch)
     row = yield Stmt(
         "SELECT digests FROM ctx_usage_requests WHERE tenant = ? AND thread_id = ? AND branch = ?"

@@ -1,20 +1,7 @@
-"""The ``ctx_usage`` node: after the model node, record the reply, book its usage and move the
-baseline.
-
-The reply is recorded in the history store here (when the node has one), so the last reply of a
-turn is in the store, the lookup and an export as soon as the turn ends, not when the next turn's
-``ctx_budget`` runs (which records it again idempotently: a duplicate).
-
-The capacity baseline (``context["baseline"]``) is what the next budget estimate starts from:
-the measured input tokens of the last request and the id of the last message that was in it.
-It moves only for a complete usage report of a request made in the current projection epoch; a
-stale response (its request predates a compaction or an edit) is booked but leaves the baseline
-alone. A usage payload that cannot be read is booked as ``unknown`` and never stops the graph.
-
-The reply's ledger record gets the make-up of the request it answers (its tokens by part,
-``context["request"]["makeup"]``, :mod:`ctx_langgraph.makeup`) in the same write; when the
-callback handler booked the call first, the make-up fills in its record.
-"""
+"""The ``ctx_usage`` node: after the model node, record the reply, book its usage (with the
+make-up of the request it answers) and move the capacity baseline, which only a complete usage
+report of a request of the current projection epoch moves. An unreadable payload is booked as
+``unknown`` and never stops the graph."""
 
 from __future__ import annotations
 
@@ -36,7 +23,6 @@ from ctx_langgraph.errors import ContextManagementError, HistoryStoreError
 from ctx_langgraph.makeup import makeup_problem
 from ctx_langgraph.providers import applied_edits
 from ctx_langgraph.state import (
-    Baseline,
     FlatContext,
     IndexReport,
     LastUsage,
@@ -75,13 +61,12 @@ def _new_reply(messages: Sequence[BaseMessage], context: FlatContext) -> AIMessa
         return None
     reply = messages[-1]
     if context.get("last_usage_message_id") == reply.id:
-        return None  # this reply was booked already (the node re-ran after a resume)
+        return None  # booked already (the node re-ran after a resume)
     return reply
 
 
 def _answered(messages: Sequence[BaseMessage]) -> BaseMessage | None:
-    """The last message before the reply that the store records (not a summary, preview or
-    stand-in): the message the reply follows on the branch."""
+    """The last message before the reply that the store records: the one the reply follows."""
     return next((m for m in reversed(messages[:-1]) if m.id and not is_synthetic(m)), None)
 
 
@@ -94,55 +79,47 @@ def _record_reply(
     timestamp: TimestampSource | None,
     booking: Op[BookedDelta] | None = None,
 ) -> Flow[tuple[RecordedReply, BookedDelta | None]]:
-    """The reply in the history store at once (the next ``ctx_budget`` records it otherwise), at
-    its own time, else the time of the message it answers (else the store's clock); with
-    ``booking``, its usage booked in the same transaction.
-
-    A compare-and-swap on the branch's head: the reply follows the message this state
-    recorded through. A branch that went on past it with other events (a re-run of a turn the
-    store already holds) forks there, and the fork is the thread's branch from now on. When the
-    message the reply follows was not recorded (``ctx_budget`` did not run, or failed), the
-    reply waits for the next ``ctx_budget``, which records both in order."""
+    """Record the reply after the message this state recorded through (forking a branch that
+    went on past it), with ``booking`` in the same transaction; when the message it follows is
+    not recorded, the next ``ctx_budget`` records both."""
     assert reply.id is not None
     through = context.get("recorded_through_id")
     previous = _answered(messages)
-    if through is not None and (previous is None or previous.id != through):
-        if booking is not None:
-            booking.close()
-        return {"id": reply.id, "error": "deferred: the message it follows is not recorded"}, None
-    when = batch_times(
-        [reply], previous=messages[-2] if len(messages) > 1 else None, source=timestamp
-    ).times[0]
-    try:
-        outcome = yield from call(
-            store.append_after,
-            store.aappend_after,
-            scope,
-            [reply],
-            after=None if through is None else str(through),
-            created_at=when,
-            fork=True,
-            active=context.get("active_checkpoint_id"),
-            then=booking,
-        )
-    except HistoryStoreError as exc:  # the next ctx_budget records it (and books it)
-        if booking is not None:
-            booking.close()
-        log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
-        return {"id": reply.id, "error": str(exc)[:300]}, None
-    first = outcome.results[0]
-    recorded: RecordedReply = {"id": reply.id, "seq": first.seq, "status": first.status}
-    if outcome.forked_from is not None and outcome.head is not None:
-        recorded["branch"] = outcome.head.scope.branch
-    return recorded, outcome.value if booking is not None else None
+    error = "deferred: the message it follows is not recorded"
+    if through is None or (previous is not None and previous.id == through):
+        when = batch_times(
+            [reply], previous=messages[-2] if len(messages) > 1 else None, source=timestamp
+        ).times[0]
+        try:
+            outcome = yield from call(
+                store.append_after,
+                store.aappend_after,
+                scope,
+                [reply],
+                after=None if through is None else str(through),
+                created_at=when,
+                fork=True,
+                active=context.get("active_checkpoint_id"),
+                then=booking,
+            )
+        except HistoryStoreError as exc:  # the next ctx_budget records it (and books it)
+            log.warning("ctx-langgraph: reply %s not recorded yet: %s", reply.id, exc)
+            error = str(exc)[:300]
+        else:
+            first = outcome.results[0]
+            recorded: RecordedReply = {"id": reply.id, "seq": first.seq, "status": first.status}
+            if outcome.forked_from is not None and outcome.head is not None:
+                recorded["branch"] = outcome.head.scope.branch
+            return recorded, outcome.value if booking is not None else None
+    if booking is not None:
+        booking.close()
+    return {"id": reply.id, "error": error}, None
 
 
 def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[BookedDelta], Any]]:
-    """What ``ctx_budget`` books an answer with when no ``ctx_usage`` booked it (the node
-    failed, or never ran: the store was down, the process died after the model call, a new
-    input came first): the reply's own usage, under the key and version ``ctx_usage`` books it
-    with, so whichever books it first, the call is counted once. Returns the booking and the
-    database it runs on (``make_budget_node(..., book_late=answer_booker(ledger))``).
+    """What ``ctx_budget`` books an answer with when no ``ctx_usage`` booked it: the reply's
+    usage under the key and version ``ctx_usage`` uses (so it is counted once), and the
+    database the booking runs on (``make_budget_node(..., book_late=answer_booker(ledger))``).
 
     Examples:
         >>> from langchain_core.messages import AIMessage
@@ -156,8 +133,7 @@ def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[
     """
 
     def book(reply: AIMessage, scope: Scope) -> tuple[Op[BookedDelta], Any]:
-        usage = reply_usage(reply)
-        key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
+        key, usage = _reply_key(reply)
         booking = ledger.booking(
             key, usage, scope=scope, purpose="answer", status=usage.status, version=FINAL_VERSION
         )
@@ -166,16 +142,14 @@ def answer_booker(ledger: UsageLedger) -> Callable[[AIMessage, Scope], tuple[Op[
     return book
 
 
-def _book_held(ledger: UsageLedger, held: HeldAnswer) -> Flow[None]:
-    args, kwargs = recorded(held.booking)
-    yield from call(ledger.record, ledger.arecord, *args, **kwargs)
+def _reply_key(reply: AIMessage) -> tuple[str, NormalizedUsage]:
+    usage = reply_usage(reply)
+    return call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown"), usage
 
 
 def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, NormalizedUsage]]:
-    """The usage of the server-side compaction a reply reports apart from its own (Anthropic's
-    ``usage.iterations``), each under its own call key. A reply carrying Anthropic's
-    compaction block without it (streamed: langchain-anthropic drops ``iterations``) books the
-    compaction as unknown, so the ledger shows a call it cannot price."""
+    """The usage of the server-side compaction a reply reports (Anthropic's
+    ``usage.iterations``), each under its own key; unknown for a compaction block without it."""
     model = reply.response_metadata.get("model_name")
     model = model if isinstance(model, str) else None
     usages: list[tuple[str, NormalizedUsage]] = []
@@ -188,17 +162,18 @@ def _compaction_usages(reply: AIMessage, key: str) -> list[tuple[str, Normalized
     found = server_compaction(reply)
     if not usages and found is not None and found[0] == ANTHROPIC:
         why = "the reply carries a compaction block but reports no usage.iterations (streamed)"
-        unknown = NormalizedUsage(provider="anthropic", model=model, complete=False)
-        usages.append((f"{key}:compaction:0", replace(unknown, raw={"error": why})))
+        unknown = NormalizedUsage(
+            provider="anthropic", model=model, complete=False, raw={"error": why}
+        )
+        usages.append((f"{key}:compaction:0", unknown))
     return usages
 
 
 def _recorded(
     messages: Sequence[BaseMessage], context: FlatContext, recorded: RecordedReply
 ) -> FlatContext:
-    """What recording the reply changes: the state is recorded through it now, so
-    ``ctx_budget`` starts after it, and an edit of the reply by id is noticed against the
-    extended checksum; a fork is the thread's branch."""
+    """What recording the reply changes: recorded through it (and the digest extended), a
+    fork as the thread's branch."""
     update: FlatContext = {"recorded_reply": recorded}
     if "branch" in recorded:
         update["branch"] = recorded["branch"]
@@ -216,8 +191,7 @@ def _recorded(
 
 
 def _provider_edits(reply: AIMessage, context: FlatContext) -> FlatContext:
-    """Anthropic context editing: what the provider cleared from this request (the client
-    keeps the full history; the measured input is after the edits)."""
+    """What Anthropic's context editing cleared from this request, and the running totals."""
     edits = applied_edits(reply)
     if not edits and not context.get("provider_edits"):
         return {}
@@ -240,37 +214,9 @@ def _provider_edits(reply: AIMessage, context: FlatContext) -> FlatContext:
     return {"provider_edits": this, "provider_edits_total": running}
 
 
-def _baseline(
-    messages: Sequence[BaseMessage], context: FlatContext, booked: BookedDelta
-) -> FlatContext:
-    """The next estimate's starting point: only a complete usage report of a request made
-    in the current projection epoch moves it."""
-    measured = booked.record.usage
-    epoch = int(context.get("projection_epoch", 0))
-    request = context.get("request") or {}
-    if (
-        int(request.get("epoch", epoch)) != epoch
-        or booked.record.status != "complete"
-        or measured.input_total is None
-    ):
-        return {}
-    before = messages[-2].id if len(messages) > 1 else None
-    baseline: Baseline = {
-        "measured_input_tokens": measured.input_total,
-        "input_through_message_id": request.get("input_through_message_id", before),
-        "projection_epoch": epoch,
-        "model": measured.model,
-        "response_id": measured.response_id,
-        "reply_message_id": messages[-1].id,
-    }
-    return {"baseline": baseline}
-
-
 def _answered_makeup(messages: Sequence[BaseMessage], context: FlatContext) -> RequestMakeup | None:
-    """The make-up of the request the reply answers: ``context["request"]``'s, when that
-    request was built in the current projection epoch, ended with the message the reply
-    follows, and is not one the overflow recovery replaced by a compacted retry (the reply
-    answers the retry then)."""
+    """``context["request"]``'s make-up when the reply answers that request: built in this
+    epoch, ending with the message the reply follows, not replaced by an overflow retry."""
     request = context.get("request") or {}
     makeup = request.get("makeup")
     if makeup is None:
@@ -290,101 +236,46 @@ def _answered_makeup(messages: Sequence[BaseMessage], context: FlatContext) -> R
     return makeup
 
 
-def _last_usage(reply: AIMessage, context: FlatContext, booked: BookedDelta) -> FlatContext:
-    """The booking as the state shows it; ``stale`` when the request predates the epoch."""
-    measured = booked.record.usage  # the ledger's record: exact even if the handler booked first
+def _measured(
+    messages: Sequence[BaseMessage], context: FlatContext, booked: BookedDelta
+) -> FlatContext:
+    """The booking as the state shows it (``stale`` when the request predates the epoch), and
+    the next estimate's baseline, moved only by a complete report of this epoch's request."""
+    measured = booked.record.usage
     epoch = int(context.get("projection_epoch", 0))
-    request_epoch = int((context.get("request") or {}).get("epoch", epoch))
+    request = context.get("request") or {}
+    stale = int(request.get("epoch", epoch)) != epoch
     last: LastUsage = {
         "call_key": booked.call_key,
         "status": booked.record.status,
         "input_total": measured.input_total,
         "output": measured.output,
         "booked": booked.reason,
-        "stale": request_epoch != epoch,
+        "stale": stale,
     }
-    return {"last_usage_message_id": reply.id, "last_usage": last}
+    update: FlatContext = {"last_usage_message_id": messages[-1].id, "last_usage": last}
+    if stale or booked.record.status != "complete" or measured.input_total is None:
+        return update
+    before = messages[-2].id if len(messages) > 1 else None
+    update["baseline"] = {
+        "measured_input_tokens": measured.input_total,
+        "input_through_message_id": request.get("input_through_message_id", before),
+        "projection_epoch": epoch,
+        "model": measured.model,
+        "response_id": measured.response_id,
+        "reply_message_id": messages[-1].id,
+    }
+    return update
 
 
 def _embed_after_turn(store: HistoryStore, scope: Scope, ledger: UsageLedger) -> Flow[IndexReport]:
-    """Embed the thread's events that await a vector, after the model's call. Never raises:
-    what is not embedded stays pending for a later turn, and the report says why."""
+    """Embed the thread's events that await a vector; never raises (they stay pending)."""
     try:
         report = yield from call(store.embed_pending, store.aembed_pending, scope, ledger=ledger)
     except Exception as exc:  # the store failed: the events stay pending
         log.warning("ctx-langgraph: embedding after the turn failed: %s", exc)
         return {"embedded": 0, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     return cast("IndexReport", report.as_dict())
-
-
-def _usage_flow(
-    state: dict[str, Any],
-    config: RunnableConfig | None,
-    ledger: UsageLedger,
-    purpose: str,
-    store: HistoryStore | None = None,
-    timestamp: TimestampSource | None = None,
-    embed_inline: bool = True,
-    held: HeldUsage | None = None,
-) -> Flow[dict[str, Any]]:
-    """The ``ctx_usage`` steps: record the reply (and embed what awaits a vector, when the
-    store has an index), book its usage, report and move the baseline."""
-    messages: Sequence[BaseMessage] = state.get("messages") or []
-    context = unpack(state.get("context"))
-    reply = _new_reply(messages, context)
-    if reply is None:
-        return {}
-    scope = scope_from_config(config, cast("dict[str, Any]", context))
-    update: FlatContext = {}
-    taken = held(scope) if held is not None else None
-    if taken is not None and taken.message_id != reply.id:  # not this reply's: booked apart
-        yield from _book_held(ledger, taken)
-        taken = None
-    if taken is not None:  # the handler folded this call's usage as it streamed
-        key, usage = taken.call_key, taken.usage
-    else:
-        usage = reply_usage(reply)
-        key = call_key_for(usage, message_id=reply.id, attempt_id=reply.id or "unknown")
-    booking: dict[str, Any] = {
-        "scope": scope,
-        "purpose": purpose,
-        "status": usage.status,
-        "version": FINAL_VERSION,
-        "makeup": _answered_makeup(messages, context),
-    }
-    if taken is not None and booking["makeup"] is not None:  # the prefix ctx_budget measured
-        booking["cacheable_prefix"] = booking["makeup"]["prefix"]
-    booked: BookedDelta | None = None
-    if store is not None and reply.id:
-        together = ledger.booking(key, usage, **booking) if ledger.store is store else None
-        recorded, booked = yield from _record_reply(
-            store, scope, reply, messages, context, timestamp, together
-        )
-        update |= _recorded(messages, context, recorded)
-        if embed_inline and store.index is not None:
-            update["index"] = yield from _embed_after_turn(store, scope, ledger)
-    if booked is None:
-        try:
-            booked = yield from call(ledger.record, ledger.arecord, key, usage, **booking)
-        except HistoryStoreError as exc:  # booked when ctx_budget records the reply
-            log.warning("ctx-langgraph: usage of reply %s not booked yet: %s", reply.id, exc)
-            update["last_usage"] = {"call_key": key, "status": "deferred", "error": str(exc)[:300]}
-            return {"context": update}
-    for compaction_key, compaction in _compaction_usages(reply, key):
-        yield from call(
-            ledger.record,
-            ledger.arecord,
-            compaction_key,
-            compaction,
-            scope=scope,
-            purpose="compaction",
-            status=compaction.status,
-            version=FINAL_VERSION,
-        )
-    update |= _last_usage(reply, context, booked)
-    update |= _provider_edits(reply, context)
-    update |= _baseline(messages, context, booked)
-    return {"context": update}
 
 
 @dataclass(frozen=True)
@@ -396,28 +287,72 @@ class UsageNode:
     store: HistoryStore | None = None
     """Where the reply is recorded as soon as it arrives (None: the next ``ctx_budget`` does)."""
     timestamp: TimestampSource | None = None
-    """Reads a message's own time (``ContextConfig.timestamp``); None: its ``created_at`` /
-    ``timestamp`` keys."""
-
+    """Reads a message's own time (``ContextConfig.timestamp``)."""
     embed_in_background: bool = False
-    """With a store that has a vector index: embed new events in the background (a thread, or
-    a task of the loop) instead of before the node returns (``precompact_at`` sets it)."""
+    """Embed new events in the background instead of before the node returns."""
     held: HeldUsage | None = None
     """The answer a :class:`~ctx_langgraph.usage.held.HoldingLedgerHandler` holds for the
-    thread (its usage folded from the stream), booked here with the reply in place of the
-    reply's own usage."""
+    thread, booked here in place of the reply's own usage."""
 
     def _flow(self, state: dict[str, Any], config: RunnableConfig) -> Flow[dict[str, Any]]:
-        return _usage_flow(
-            state,
-            config,
-            self.ledger,
-            self.purpose,
-            self.store,
-            self.timestamp,
-            embed_inline=not self.embed_in_background,
-            held=self.held,
-        )
+        """Record the reply (and embed), book its usage, move the baseline."""
+        ledger = self.ledger
+        messages: Sequence[BaseMessage] = state.get("messages") or []
+        context = unpack(state.get("context"))
+        reply = _new_reply(messages, context)
+        if reply is None:
+            return {}
+        scope = scope_from_config(config, cast("dict[str, Any]", context))
+        update: FlatContext = {}
+        taken = self.held(scope) if self.held is not None else None
+        if taken is not None and taken.message_id != reply.id:  # not this reply's: booked apart
+            args, kwargs = recorded(taken.booking)
+            yield from call(ledger.record, ledger.arecord, *args, **kwargs)
+            taken = None
+        key, usage = (taken.call_key, taken.usage) if taken is not None else _reply_key(reply)
+        booking: dict[str, Any] = {
+            "scope": scope,
+            "purpose": self.purpose,
+            "status": usage.status,
+            "version": FINAL_VERSION,
+            "makeup": _answered_makeup(messages, context),
+        }
+        if taken is not None and booking["makeup"] is not None:  # the prefix ctx_budget measured
+            booking["cacheable_prefix"] = booking["makeup"]["prefix"]
+        booked: BookedDelta | None = None
+        if (store := self.store) is not None and reply.id:
+            together = ledger.booking(key, usage, **booking) if ledger.store is store else None
+            reply_row, booked = yield from _record_reply(
+                store, scope, reply, messages, context, self.timestamp, together
+            )
+            update |= _recorded(messages, context, reply_row)
+            if not self.embed_in_background and store.index is not None:
+                update["index"] = yield from _embed_after_turn(store, scope, ledger)
+        if booked is None:
+            try:
+                booked = yield from call(ledger.record, ledger.arecord, key, usage, **booking)
+            except HistoryStoreError as exc:  # booked when ctx_budget records the reply
+                log.warning("ctx-langgraph: usage of reply %s not booked yet: %s", reply.id, exc)
+                update["last_usage"] = {
+                    "call_key": key,
+                    "status": "deferred",
+                    "error": str(exc)[:300],
+                }
+                return {"context": update}
+        for compaction_key, compaction in _compaction_usages(reply, key):
+            yield from call(
+                ledger.record,
+                ledger.arecord,
+                compaction_key,
+                compaction,
+                scope=scope,
+                purpose="compaction",
+                status=compaction.status,
+                version=FINAL_VERSION,
+            )
+        update |= _measured(messages, context, booked)
+        update |= _provider_edits(reply, context)
+        return {"context": update}
 
     def _background_scope(self, state: dict[str, Any], config: RunnableConfig) -> Scope | None:
         """The thread to embed in the background after this turn (None: nothing to do)."""
@@ -457,14 +392,10 @@ def make_usage_node(
     embed_in_background: bool = False,
     held: HeldUsage | None = None,
 ) -> Runnable[Any, Any]:
-    """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``.
-
-    Works in sync (``invoke``) and async (``ainvoke``) graphs alike. With ``store`` (the history
-    store ``ctx_budget`` records into) the reply is recorded at once, so a turn's last reply is
-    in the history when the turn ends, at the reply's own time (``timestamp``: as
-    ``ContextConfig.timestamp`` reads it), else the time of the message it answers. A store
-    with a vector index then embeds the events that await a vector (``context["index"]``
-    reports it), in the background with ``embed_in_background``.
+    """The ``ctx_usage`` node, for ``builder.add_node("ctx_usage", make_usage_node(ledger))``,
+    sync and async. With ``store`` (the one ``ctx_budget`` records into) the reply is recorded
+    at once, at its own time (read by ``timestamp``), and a store with a vector index embeds
+    what awaits a vector (``context["index"]``), in the background with ``embed_in_background``.
 
     Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -480,5 +411,4 @@ def make_usage_node(
     """
 
     node = UsageNode(ledger, purpose, store, timestamp, embed_in_background, held)
-    # LangGraph's own node wrapper: inspects the signature once, not on every call
     return RunnableCallable(node.invoke, node.ainvoke, name=name)

@@ -1,13 +1,5 @@
-"""``normalize_usage``: provider usage payloads to :class:`NormalizedUsage` (docs/design.md §7).
-
-| source | input total | cache fields |
-|---|---|---|
-| OpenAI Responses | ``input_tokens`` | ``input_tokens_details.cached_tokens`` is part of it |
-| OpenAI Chat Completions | ``prompt_tokens`` | ``prompt_tokens_details.cached_tokens`` is part of it |
-| Anthropic Messages | ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` | disjoint |
-| Google Gemini | ``prompt_token_count`` | ``cached_content_token_count`` is part of it |
-| LangChain ``UsageMetadata`` | ``input_tokens`` (already inclusive) | ``input_token_details`` |
-"""
+"""``normalize_usage``: provider usage payloads (OpenAI Responses and Chat Completions,
+Anthropic Messages, Google Gemini, LangChain ``UsageMetadata``) to :class:`NormalizedUsage`."""
 
 from __future__ import annotations
 
@@ -25,21 +17,17 @@ __all__ = ["detect_format", "normalize_usage", "reply_usage"]
 
 log = logging.getLogger(__name__)
 
+_OPENAI: Provider = "openai"
+_GOOGLE: Provider = "google"
 _PROVIDER_NAMES: dict[str, Provider] = {
-    "openai": "openai",
-    "azure": "openai",
-    "azure_openai": "openai",
+    **dict.fromkeys(("openai", "azure", "azure_openai"), _OPENAI),
     "anthropic": "anthropic",
-    "google": "google",
-    "google_genai": "google",
-    "google_vertexai": "google",
-    "gemini": "google",
-    "vertexai": "google",
+    **dict.fromkeys(("google", "google_genai", "google_vertexai", "gemini", "vertexai"), _GOOGLE),
     "langchain": "langchain",
 }
 _TIER_PREFIXES = ("", "priority_", "flex_")
 MAX_TOKEN_COUNT = 10**12
-"""No single call reports more; larger values are garbage (and would overflow a 64-bit total)."""
+"""No single call reports more (and a larger value would overflow a 64-bit total)."""
 
 
 def _provider(name: object, field: str = "provider") -> Provider | None:
@@ -58,7 +46,6 @@ def _provider(name: object, field: str = "provider") -> Provider | None:
 
 
 def _short(value: object, limit: int = 80) -> str:
-    """``repr`` of a value for an error message, cut to ``limit`` characters."""
     try:
         text = repr(value)
     except Exception:  # a foreign object's __repr__ is not ours to trust
@@ -67,20 +54,18 @@ def _short(value: object, limit: int = 80) -> str:
 
 
 def _name(value: object) -> str | None:
-    """A model name, response id or payload kind: a non-empty string, else unknown (None)."""
+    """A non-empty string, else None."""
     return value if isinstance(value, str) and value else None
 
 
 def _finished(status: object) -> bool:
-    """Whether an OpenAI response with this ``status`` is over (no status: a finished chunk)."""
     return status is None or (
         isinstance(status, str) and status in ("completed", "incomplete", "failed", "cancelled")
     )
 
 
 def _read_mapping(value: object, field: str) -> dict[Any, Any]:
-    """A plain ``dict`` copy of a mapping the caller handed us, so nothing below touches the
-    caller's object again (a mapping type of its own may fail on any access)."""
+    """A plain ``dict`` copy of a caller's mapping (its own type may fail on any access)."""
     if not isinstance(value, Mapping):
         raise UsageParseError(field, f"expected an object, got {type(value).__name__}")
     try:
@@ -134,14 +119,14 @@ def _uncached(total: int | None, *parts: int | None, field: str) -> int | None:
 
 
 def _as_mapping(source: Any) -> Any:
-    """SDK objects (pydantic models from the openai / anthropic / google clients) to dicts."""
+    """SDK objects (the providers' pydantic models) to dicts."""
     if isinstance(source, (Mapping, BaseMessage)):
         return source
     for method in ("model_dump", "to_dict", "dict"):
         try:
             dump = getattr(source, method, None)
             dumped = dump() if callable(dump) else None
-        except Exception:  # not this method's shape (or a broken object): try the next one
+        except Exception:
             continue
         if isinstance(dumped, Mapping):
             return dumped
@@ -179,8 +164,7 @@ def detect_format(usage: Mapping[str, Any]) -> str | None:
     if keys & {"input_token_details", "output_token_details"}:
         return "langchain"
     if {"input_tokens", "output_tokens", "total_tokens"} <= keys:
-        # inclusive input either way (Responses or LangChain): the numbers mean the same
-        return "langchain"
+        return "langchain"  # Responses or LangChain: the numbers mean the same
     return None
 
 
@@ -194,28 +178,35 @@ def _format_for_provider(provider: Provider, usage: Mapping[str, Any]) -> str:
     return "langchain"
 
 
+def _max_known(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _by_ttl(details: Mapping[str, Any], path: str) -> int | None:
+    """A cache write's 5-minute and 1-hour parts, summed."""
+    return _sum_known(
+        _count(details, "ephemeral_5m_input_tokens", path),
+        _count(details, "ephemeral_1h_input_tokens", path),
+    )
+
+
+def _nested(usage: Mapping[str, Any], details: str, key: str, path: str) -> int | None:
+    return _count(_details(usage, details, path), key, f"{path}{details}.")
+
+
 def _anthropic(usage: Mapping[str, Any], path: str) -> UsageCounts:
     uncached = _count(usage, "input_tokens", path)
     cache_read = _count(usage, "cache_read_input_tokens", path)
     cache_write = _count(usage, "cache_creation_input_tokens", path)
     breakdown = _details(usage, "cache_creation", path)
-    by_ttl = _sum_known(
-        _count(breakdown, "ephemeral_5m_input_tokens", f"{path}cache_creation."),
-        _count(breakdown, "ephemeral_1h_input_tokens", f"{path}cache_creation."),
-    )
-    if cache_write is None or (by_ttl is not None and by_ttl > cache_write):
-        cache_write = by_ttl if by_ttl is not None else cache_write
+    cache_write = _max_known(cache_write, _by_ttl(breakdown, f"{path}cache_creation."))
     if uncached == 0 and not cache_read and not cache_write:
         uncached = None  # a request always has input: 0 here is a gateway's "not reported"
-    thinking = _count(
-        _details(usage, "output_tokens_details", path),
-        "thinking_tokens",
-        f"{path}output_tokens_details.",
-    )
+    thinking = _nested(usage, "output_tokens_details", "thinking_tokens", path)
+    input_total = None if uncached is None else uncached + (cache_read or 0) + (cache_write or 0)
     return {
-        "input_total": None
-        if uncached is None
-        else uncached + (cache_read or 0) + (cache_write or 0),
+        "input_total": input_total,
         "input_uncached": uncached,
         "cache_read": cache_read,
         "cache_write": cache_write,
@@ -234,9 +225,7 @@ def _openai(usage: Mapping[str, Any], path: str, *, chat: bool) -> UsageCounts:
     in_details = _details(usage, in_details_key, path)
     cache_read = _count(in_details, "cached_tokens", f"{path}{in_details_key}.")
     cache_write = _count(in_details, "cache_write_tokens", f"{path}{in_details_key}.")
-    reasoning = _count(
-        _details(usage, out_details_key, path), "reasoning_tokens", f"{path}{out_details_key}."
-    )
+    reasoning = _nested(usage, out_details_key, "reasoning_tokens", path)
     return {
         "input_total": total,
         "input_uncached": _uncached(
@@ -276,24 +265,16 @@ def _langchain(usage: Mapping[str, Any], path: str, *, zero_input_unknown: bool)
     details = _details(usage, "input_token_details", path)
     out_details = _details(usage, "output_token_details", path)
     dpath, opath = f"{path}input_token_details.", f"{path}output_token_details."
-    cache_read = _sum_known(
-        *(_count(details, f"{tier}cache_read", dpath) for tier in _TIER_PREFIXES)
-    )
-    generic_write = _sum_known(
-        *(_count(details, f"{tier}cache_creation", dpath) for tier in _TIER_PREFIXES)
-    )
-    by_ttl = _sum_known(
-        _count(details, "ephemeral_5m_input_tokens", dpath),
-        _count(details, "ephemeral_1h_input_tokens", dpath),
-    )
+
+    def tiers(data: Mapping[str, Any], key: str, where: str) -> int | None:
+        return _sum_known(*(_count(data, f"{tier}{key}", where) for tier in _TIER_PREFIXES))
+
+    cache_read = tiers(details, "cache_read", dpath)
     # langchain-anthropic reports the TTL breakdown and zeroes the generic key: the same tokens
-    known_writes = [v for v in (generic_write, by_ttl) if v is not None]
-    cache_write = max(known_writes) if known_writes else None
+    cache_write = _max_known(tiers(details, "cache_creation", dpath), _by_ttl(details, dpath))
     if zero_input_unknown and total == 0 and not cache_read and not cache_write:
         total = None
-    reasoning = _sum_known(
-        *(_count(out_details, f"{tier}reasoning", opath) for tier in _TIER_PREFIXES)
-    )
+    reasoning = tiers(out_details, "reasoning", opath)
     return {
         "input_total": total,
         "input_uncached": _uncached(total, cache_read, cache_write, field=f"{dpath}cache_read"),
@@ -307,11 +288,11 @@ def _langchain(usage: Mapping[str, Any], path: str, *, zero_input_unknown: bool)
 def _counts(fmt: str, usage: Mapping[str, Any], path: str, provider: Provider) -> UsageCounts:
     if fmt == "anthropic":
         return _anthropic(usage, path)
-    if fmt in ("openai_chat", "openai_responses"):
-        return _openai(usage, path, chat=fmt == "openai_chat")
     if fmt == "gemini":
         return _gemini(usage, path)
-    return _langchain(usage, path, zero_input_unknown=provider == "anthropic")
+    if fmt == "langchain":
+        return _langchain(usage, path, zero_input_unknown=provider == "anthropic")
+    return _openai(usage, path, chat=fmt == "openai_chat")
 
 
 _FORMAT_PROVIDER: dict[str, Provider] = {
@@ -375,29 +356,21 @@ def _from_message(message: BaseMessage, provider: Provider | None) -> Normalized
     )
     if isinstance(raw_usage, Mapping):
         raw_usage = _read_mapping(raw_usage, "response_metadata.usage")
-    if isinstance(raw_usage, dict) and detect_format(raw_usage) not in (None, "langchain"):
-        # the provider's own payload, when the integration kept it, is the most exact source
-        return _from_usage(
-            raw_usage,
-            provider=provider,
-            path="response_metadata.usage.",
-            model=model,
-            response_id=response_id,
-            complete=complete,
-        )
+    # the provider's own payload, when the integration kept it, is the most exact source
+    exact = isinstance(raw_usage, dict) and detect_format(raw_usage) not in (None, "langchain")
     usage_metadata = getattr(message, "usage_metadata", None)
-    if usage_metadata is None:
+    if not exact and usage_metadata is None:
         return NormalizedUsage(
             provider=provider or "unknown", model=model, response_id=response_id, complete=False
         )
     return _from_usage(
-        usage_metadata,
+        raw_usage if exact else usage_metadata,
         provider=provider,
-        path="usage_metadata.",
+        path="response_metadata.usage." if exact else "usage_metadata.",
         model=model,
         response_id=response_id,
         complete=complete,
-        fmt="langchain",
+        fmt=None if exact else "langchain",
     )
 
 
@@ -435,71 +408,31 @@ def normalize_usage(source: Any, *, provider: str | None = None) -> NormalizedUs
     return _from_payload(_read_mapping(source, "usage"), wanted)
 
 
-def _kind(source: dict[Any, Any]) -> str | None:
-    """The payload's ``object`` (OpenAI) or ``type`` (Anthropic, OpenAI Responses)."""
-    return _name(source.get("object")) or _name(source.get("type"))
-
-
-def _openai_format(source: dict[Any, Any]) -> str | None:
-    """``openai_responses`` or ``openai_chat`` for an OpenAI response (or chunk), else None."""
-    kind = _kind(source)
-    if kind == "response" or (kind is None and "output" in source and "usage" in source):
-        return "openai_responses"
-    if kind in ("chat.completion", "chat.completion.chunk"):
-        return "openai_chat"
-    return None
-
-
-def _from_openai_response(
-    source: dict[Any, Any],
-    fmt: str,
-    provider: Provider | None,
-    model: str | None,
-    response_id: str | None,
-) -> NormalizedUsage:
-    """An OpenAI Responses or Chat Completions response: its usage, or not complete yet."""
-    usage = source.get("usage")
-    if usage is None:  # a response still in progress, or a chunk before the usage chunk
-        return NormalizedUsage(
-            provider="openai",
-            model=model,
-            response_id=response_id,
-            complete=False,
-            raw=dict(source),
-        )
-    return _from_usage(
-        usage,
-        provider=provider or "openai",
-        path="usage.",
-        model=model,
-        response_id=response_id,
-        complete=_finished(source.get("status")),
-        fmt=fmt,
-    )
-
-
-def _from_gemini_response(
-    source: dict[Any, Any], key: str, provider: Provider | None, model: str | None
-) -> NormalizedUsage:
-    """A Gemini response: its ``usage_metadata`` (``usageMetadata`` in the REST payload)."""
-    return _from_usage(
-        source[key],
-        provider=provider or "google",
-        path=f"{key}.",
-        fmt="gemini",
-        model=model or _name(source.get("model_version")) or _name(source.get("modelVersion")),
-        response_id=_name(source.get("response_id")) or _name(source.get("responseId")),
-    )
-
-
 def _from_payload(source: dict[Any, Any], provider: Provider | None) -> NormalizedUsage:
     """A provider's response, by the keys that tell which one, or a bare usage object."""
     model = _name(source.get("model"))
     response_id = _name(source.get("id"))
-    openai_format = _openai_format(source)
-    if openai_format is not None:
-        return _from_openai_response(source, openai_format, provider, model, response_id)
-    if _kind(source) == "message" and "usage" in source:
+    kind = _name(source.get("object")) or _name(source.get("type"))
+    fmt = None
+    if kind == "response" or (kind is None and "output" in source and "usage" in source):
+        fmt = "openai_responses"
+    elif kind in ("chat.completion", "chat.completion.chunk"):
+        fmt = "openai_chat"
+    if fmt is not None:
+        if source.get("usage") is None:  # still in progress, or a chunk before the usage chunk
+            return NormalizedUsage(
+                provider="openai", model=model, response_id=response_id, complete=False, raw=source
+            )
+        return _from_usage(
+            source["usage"],
+            provider=provider or "openai",
+            path="usage.",
+            model=model,
+            response_id=response_id,
+            complete=_finished(source.get("status")),
+            fmt=fmt,
+        )
+    if kind == "message" and "usage" in source:
         return _from_usage(
             source["usage"],
             provider=provider or "anthropic",
@@ -509,8 +442,17 @@ def _from_payload(source: dict[Any, Any], provider: Provider | None) -> Normaliz
             fmt="anthropic",
         )
     for key in ("usage_metadata", "usageMetadata"):
-        if key in source:
-            return _from_gemini_response(source, key, provider, model)
+        if key in source:  # Gemini
+            return _from_usage(
+                source[key],
+                provider=provider or "google",
+                path=f"{key}.",
+                fmt="gemini",
+                model=model
+                or _name(source.get("model_version"))
+                or _name(source.get("modelVersion")),
+                response_id=_name(source.get("response_id")) or _name(source.get("responseId")),
+            )
     if "usage" in source and isinstance(source["usage"], Mapping):
         return _from_usage(
             source["usage"], provider=provider, path="usage.", model=model, response_id=response_id

@@ -34,8 +34,6 @@ class ModelPrice:
         return micro_usd / 1_000_000
 
 
-# List prices in USD per million tokens (standard tier, short context) as published by the
-# providers in 2025. Check them against your contract; extend or override with PriceTable.with_prices.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gpt-4o": ModelPrice(input=2.50, cached_input=1.25, output=10.00),
     "gpt-4o-mini": ModelPrice(input=0.15, cached_input=0.075, output=0.60),
@@ -55,16 +53,13 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini-2.5-pro": ModelPrice(input=1.25, cached_input=0.31, output=10.00),
     "gemini-2.5-flash": ModelPrice(input=0.30, cached_input=0.075, output=2.50),
 }
-"""List prices in USD per 1M tokens (input, output, cached input, cache write) of common
-models, by model-name prefix: the :meth:`PriceTable.default` table; pass your own
-:class:`PriceTable` to the ledger to override it."""
+"""2025 list prices in USD per 1M tokens (standard tier) of common models, by model-name
+prefix: the :meth:`PriceTable.default` table."""
 
 
 class PriceTable:
-    """Model prices looked up by the longest matching model-name prefix.
-
-    ``gpt-4o-2024-08-06`` is priced as ``gpt-4o``, ``gpt-4o-mini-2024-07-18`` as ``gpt-4o-mini``.
-    A model with no price gives cost ``None``, never 0.
+    """Model prices by the longest matching model-name prefix (``gpt-4o-2024-08-06`` is priced as
+    ``gpt-4o``); a model with no price costs ``None``, never 0.
 
     Examples:
         >>> from ctx_langgraph.usage import NormalizedUsage

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from typing_extensions import TypedDict
 
@@ -21,9 +21,8 @@ __all__ = [
 
 Provider = Literal["openai", "anthropic", "google", "langchain", "unknown"]
 UsageStatus = Literal["complete", "partial", "unknown"]
-"""How complete a usage record is: ``complete`` (final, its input and output known),
-``partial`` (some counts known, or not final yet, as in a stream; the unknown ones are None),
-``unknown`` (no count known; the ledger counts the call in ``unknown_calls``)."""
+"""``complete`` (final, input and output known), ``partial`` (some counts known, or not final
+yet) or ``unknown`` (no count known; counted in the ledger's ``unknown_calls``)."""
 
 COUNT_FIELDS = COUNT_COLUMNS
 """The token counts of :class:`NormalizedUsage`, in the order the ledger stores them."""
@@ -42,13 +41,9 @@ class UsageCounts(TypedDict):
 
 @dataclass(frozen=True)
 class NormalizedUsage:
-    """Token usage of one model call, in provider-independent terms.
-
-    A count that the provider did not report is ``None``, never 0. Cached input is counted once:
-    ``input_total = input_uncached + cache_read + cache_write`` whenever all four are known, and
-    ``input_total`` is what the request occupied in the context window. ``output`` includes
-    ``reasoning`` (thinking) tokens.
-    """
+    """Token usage of one model call, in provider-independent terms: a count the provider did
+    not report is ``None``, never 0; ``input_total = input_uncached + cache_read + cache_write``
+    when all are known; ``output`` includes ``reasoning``."""
 
     input_total: int | None = None
     """Every input token of the request, cached or not: the context the call occupied."""
@@ -72,14 +67,7 @@ class NormalizedUsage:
 
     def counts(self) -> UsageCounts:
         """The token counts by field name."""
-        return UsageCounts(
-            input_total=self.input_total,
-            input_uncached=self.input_uncached,
-            cache_read=self.cache_read,
-            cache_write=self.cache_write,
-            output=self.output,
-            reasoning=self.reasoning,
-        )
+        return cast(UsageCounts, {name: getattr(self, name) for name in COUNT_FIELDS})
 
     @property
     def known(self) -> bool:
@@ -98,11 +86,10 @@ class NormalizedUsage:
     def merged_over(self, older: NormalizedUsage) -> NormalizedUsage:
         """This value with the fields it does not know taken from ``older`` (missing is not zero)."""
         updates: dict[str, Any] = {
-            name: getattr(older, name) for name in COUNT_FIELDS if getattr(self, name) is None
+            name: getattr(older, name)
+            for name in (*COUNT_FIELDS, "model", "response_id")
+            if getattr(self, name) is None
         }
-        for name in ("model", "response_id"):
-            if getattr(self, name) is None:
-                updates[name] = getattr(older, name)
         if self.provider == "unknown":
             updates["provider"] = older.provider
         return replace(self, **updates) if updates else self
@@ -116,8 +103,7 @@ class NormalizedUsage:
 
 
 def embedding_usage(model: str, tokens: int, texts: int, estimated: bool) -> NormalizedUsage:
-    """The usage of one embedding call: ``tokens`` of input (``estimated`` when the model
-    could not count them), none cached, no output."""
+    """The usage of one embedding call: ``tokens`` of input, none cached, no output."""
     return NormalizedUsage(
         input_total=tokens,
         input_uncached=tokens,
