@@ -1,38 +1,5 @@
-"""The ``ctx_budget`` node and its router: record, reconcile, cap, estimate, decide
-(docs/design.md §2, §5).
-
-Before every model call the node runs these steps, each a small function of its own module:
-
-1. :func:`~ctx_langgraph.budget.record.record`: records every message not yet in the history
-   store (idempotent; the summary message and our own previews are never recorded); then
-   keeps the view in step with the store (:mod:`~ctx_langgraph.budget.edits`): edits made
-   there (1a) and the pinned rules, a provider's server-side compaction (1b), long-term memory
-   learned and recalled (1c, :mod:`~ctx_langgraph.budget.memory_step`), a summary another
-   worker committed (1d), and the projection for the model's provider (1e: a provider's opaque
-   window, or the readable summary after a switch), and keeps every tool call paired with its
-   result (1f: a stand-in result for a dangling call, a stray result left out; the store keeps
-   what happened);
-2. caps a new tool result above ``tool_output_cap_tokens`` (:mod:`~ctx_langgraph.budget.trim`):
-   the original stays in the history store, the state gets a head/tail preview with a handle
-   the history lookup can page through; the results of one step (parallel calls) share the
-   room the window leaves them, and are shortened alike when together they would overflow it;
-3. clears old tool results to placeholders as ``ContextConfig.tool_clearing`` (or
-   ``clear_tool_results_keep``) says (:mod:`~ctx_langgraph.budget.clearing`; persisted in the
-   state, so the prompt prefix stays stable from turn to turn);
-4. bumps the projection epoch when the prefix the baseline measured changed (an edited message,
-   cleared results, a changed system prompt, tool set or model;
-   :mod:`~ctx_langgraph.budget.measure`);
-5. estimates the next request (measured baseline + appended, or a recount of the bounded view);
-6. decides (:mod:`~ctx_langgraph.budget.decide`): ``compact`` above the trigger, ``proceed``
-   otherwise, and raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can
-   make the request fit;
-7. measures the request's cacheable prefix against the thread's previous request
-   (:mod:`~ctx_langgraph.budget.prefix_step`): ``context["cache"]``.
-
-The estimate and its breakdown go to ``context["budget"]``, visible in Studio and notebooks.
-The node object holds configuration only: a pass's working data is a
-:class:`~ctx_langgraph.budget.turn.BudgetPass`, and an approximate counter's calibration lives in
-each thread's state.
+"""The ``ctx_budget`` node and its router: before every model call it records, reconciles,
+caps, estimates and decides, each step a small function of its own module (docs/design.md §2, §5).
 """
 
 from __future__ import annotations
@@ -92,10 +59,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class BudgetNode:
-    """The ``ctx_budget`` node (use :func:`make_budget_node`).
-
-    Shared by every thread of a compiled graph: it holds configuration only, never changed
-    after construction."""
+    """The ``ctx_budget`` node (use :func:`make_budget_node`); configuration only, shared by
+    every thread of a compiled graph."""
 
     store: HistoryStore
     config: ContextConfig = field(default_factory=ContextConfig)
@@ -116,8 +81,8 @@ class BudgetNode:
     memory: LongTermMemory | None = None
     """Long-term memory: fed the user's new messages, recalled into the view every turn."""
     book_late: LateBooker | None = None
-    """Books an answer no ``ctx_usage`` booked (it failed, or never ran) when this node records
-    it (:func:`ctx_langgraph.usage.node.answer_booker`)."""
+    """Books an answer no ``ctx_usage`` booked when this node records it
+    (:func:`ctx_langgraph.usage.node.answer_booker`)."""
 
     def __post_init__(self) -> None:
         if self.memory is not None:
@@ -127,8 +92,6 @@ class BudgetNode:
         # a provider that compacts server-side does so at its threshold: ours is the window
         self.budget: ResolvedBudget = defer_to_server(self.config.resolve(self.model), self.model)
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
-        # what every request carries besides the messages: the tool schemas and a system prompt
-        # the model node adds itself (counted as overhead, and part of the fingerprint)
         overhead_text = json.dumps(schemas, sort_keys=True, default=str)
         overhead_tokens = counter.count_tools(schemas) if schemas else 0
         system_prompt_tokens = 0
@@ -184,18 +147,13 @@ class BudgetNode:
                 budget.trigger,
             )
 
-    # ------------------------------------------------------------------ the flow (written once)
-
     def start(self, state: Mapping[str, Any], config: RunnableConfig | None) -> BudgetPass:
-        """The turn of one pass: the state's view and a copy of its context, the run's scope
-        (a run asking for another branch than the state was built on drops the foreign
-        baseline), the thread's counter."""
+        """The working data of one pass (a run asking for another branch drops the state's)."""
         context = unpack(state.get("context"))
         reasons: list[str] = []
         wanted_branch = ((config or {}).get("configurable") or {}).get("ctx_branch")
         current = context.get("branch")
-        # (a branch this package forked from the run's one, ``{branch}~{seq}-{id}``, carries
-        # on that branch's timeline after a re-run: it stays the thread's branch)
+        # (a branch forked from the run's one, ``{branch}~{seq}-{id}``, stays the thread's)
         if (
             wanted_branch
             and current not in (None, wanted_branch)
@@ -220,31 +178,28 @@ class BudgetNode:
         """One pass: the steps of the per-turn flow, in order (docs/design.md §2)."""
         s = self.settings
         turn = self.start(state, config)
-        yield from record(s, turn)  # 1
-        yield from reconcile_edits(s, turn)  # 1a
+        yield from record(s, turn)
+        yield from reconcile_edits(s, turn)
         yield from pin_rules(s, turn)
-        note_server_compaction(turn)  # 1b
-        yield from learn_and_recall(s, turn)  # 1c
-        yield from apply_store_summary(s, turn)  # 1d
-        yield from project_for_provider(s, turn)  # 1e
-        repair_view(turn)  # 1f
-        cap_tool_results(s, turn)  # 2
-        clear_old_tool_results(s, turn)  # 3
+        note_server_compaction(turn)
+        yield from learn_and_recall(s, turn)
+        yield from apply_store_summary(s, turn)
+        yield from project_for_provider(s, turn)
+        repair_view(turn)
+        cap_tool_results(s, turn)
+        clear_old_tool_results(s, turn)
         fit_step_results(s, turn)
         apply_replacements(turn)
-        bump_epoch(s, turn)  # 4
-        estimate_request(s, turn)  # 5
+        bump_epoch(s, turn)
+        estimate_request(s, turn)
         fit_memory(s, turn)
         yield from count_exactly(s, turn)
-        decide(s, turn)  # 6
-        measure_prefix(s, turn)  # 7
+        decide(s, turn)
+        measure_prefix(s, turn)
         return budget_update(s, turn)
 
-    # ------------------------------------------------------------------ sync and async shells
-
-    # What the node writes into ``messages`` is the thread's own history projected again plus
-    # our synthetic messages (summary, memory, pinned rules, stand-ins): never a new turn of
-    # the conversation, so none of it goes to ``stream_mode="messages"``.
+    # the node's messages are the view projected again, never a new turn: kept out of
+    # ``stream_mode="messages"``
     def invoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         return keep_out_of_message_stream(packed(run(self.flow(state, config))), config)
 
@@ -278,18 +233,16 @@ def make_budget_node(
         compact_node: the node the router sends over-trigger requests to; None when there is none.
         provider_count: a provider count hook (``AnthropicCountHook``, ``OpenAIResponsesCountHook``)
             asked for an exact count only near the limit; on failure the local estimate stands.
-        system_prompt: a system prompt the model node prepends to every request itself (it is
-            not in the state): counted as overhead like the tool schemas.
+        system_prompt: a system prompt the model node prepends to every request itself (not in
+            the state): counted as overhead like the tool schemas.
         pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the view's first
             message on every turn (re-read each turn, never recorded or summarized).
-        memory: :class:`~ctx_langgraph.memory.LongTermMemory`: the user's new messages go
-            through its extractor; its live records for the run's thread, user
-            (``configurable["user_id"]``) and project are loaded as a system message after
-            the leading system messages, under its own token budget, counted in the estimate,
-            and shrunk or dropped before it could push a request over the usable window.
-        book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`)
-            of the ledger ``ctx_usage`` books into: an answer it never booked (the node failed,
-            or a new input came before it ran) is booked here, once, when this node records it.
+        memory: :class:`~ctx_langgraph.memory.LongTermMemory`: learns from the user's new
+            messages; its live records (thread, ``configurable["user_id"]``, project) are loaded
+            as a system message after the leading ones, under their own token budget, and shrunk
+            or dropped before they could push a request over the usable window.
+        book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`):
+            an answer ``ctx_usage`` never booked is booked here, once, when it is recorded.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
