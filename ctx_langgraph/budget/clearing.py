@@ -1,13 +1,6 @@
-"""Step 3 of ``ctx_budget``: old tool results cleared to placeholders (docs/design.md §2), as
-:class:`~ctx_langgraph.config.ToolClearing` (or ``clear_tool_results_keep``) says.
-
-Which results are due is a pure decision (:func:`due_results`): every result past the last
-``keep``, except those the model has not read yet (the results of its latest calls), those
-cleared already, the excluded tools' and the history lookup's pages. The step then clears them
-when there are ``batch`` of them, the request is over the clearing ``trigger``, and they
-reclaim at least ``clear_at_least`` tokens (oldest first, until they have). The placeholders
-are written into the state, so the request's cacheable prefix moves once per clearing; the
-originals stay in the history store, which ``history_lookup`` reads them back from.
+"""Step 3 of ``ctx_budget``: old tool results cleared to placeholders, as
+:class:`~ctx_langgraph.config.ToolClearing` says (docs/design.md §2); the originals stay in the
+history store, which ``history_lookup`` reads them back from.
 """
 
 from __future__ import annotations
@@ -18,6 +11,7 @@ from dataclasses import dataclass
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.measure import estimate_view
+from ctx_langgraph.budget.trim import replaced
 from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
 from ctx_langgraph.config import ToolClearing
 from ctx_langgraph.view.markers import CLEARED_FLAG, is_lookup_result
@@ -32,18 +26,15 @@ class DueResult:
 
     result: ToolMessage
     tool: str
-    """The tool's name (the result's, else its call's)."""
     call: AIMessage | None
-    """The AI message of its call (None when the view has none: nothing to clear there)."""
 
 
 def due_results(
     view: Sequence[BaseMessage], clearing: ToolClearing, lookup_tools: Collection[str] = ()
 ) -> list[DueResult]:
-    """The tool results of ``view`` that are due for clearing, oldest first: past the last
-    ``clearing.keep`` results (of any tool), read by the model already (a result after the
-    view's last AI message is one it asked for and has not seen), not cleared yet, of no
-    excluded tool, and no history lookup page unless ``clearing.clear_lookup_results``.
+    """The tool results of ``view`` due for clearing, oldest first: past the last
+    ``clearing.keep``, read by the model already, not cleared yet, of no excluded tool, and no
+    history lookup page unless ``clearing.clear_lookup_results``.
 
     Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -84,14 +75,13 @@ def due_results(
 
 
 def clear_old_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
-    """3. Clear the due tool results (and their calls' arguments, when asked) to placeholders,
+    """3. Clear the due tool results (and their calls' arguments, when asked), oldest first,
     once ``batch`` of them are due, the request is over the clearing trigger and they reclaim
-    ``clear_at_least`` tokens: oldest first, until they have (all of them without a least)."""
+    ``clear_at_least`` tokens."""
     clearing = s.config.clearing()
     if clearing is None:
         return
-    replacements = turn.replacements
-    view = [replacements.get(str(m.id), m) if m.id else m for m in turn.messages]
+    view = replaced(turn)
     due = due_results(view, clearing, s.lookup_tools)
     if not due or len(due) < clearing.batch:
         return
@@ -106,7 +96,7 @@ def clear_old_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
         return s.cache.count(counter, message)
 
     edits: dict[str, BaseMessage] = {}
-    calls: dict[str, AIMessage] = {}  # the calls with their arguments cleared so far
+    calls: dict[str, AIMessage] = {}
     reclaimed = 0
     for item in due:
         result = item.result
@@ -129,6 +119,6 @@ def clear_old_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
         if clearing.clear_at_least and reclaimed >= clearing.clear_at_least:
             break
     if reclaimed < clearing.clear_at_least:
-        return  # not worth the cached prefix it would invalidate
-    replacements.update(edits)
+        return
+    turn.replacements.update(edits)
     turn.reasons.append("tool results cleared")

@@ -1,10 +1,6 @@
-"""Step 6 of ``ctx_budget``: the decision (docs/design.md §2, §5).
-
-``compact`` above the trigger (or when an edit took the summary away, the provider compacted, or
-a compaction was requested: ``context["compact"]``), ``precompact`` between the pre-compaction
-threshold and the trigger, ``done`` when a requested compaction was served and the model has
-nothing to answer, ``proceed`` otherwise, and
-:class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can make the request fit.
+"""Step 6 of ``ctx_budget``: the decision (docs/design.md §2, §5): ``compact``, ``precompact``,
+``done``, ``proceed``, or :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can
+make the request fit.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ def decide(s: BudgetSettings, turn: BudgetPass) -> None:
 
 
 def _backing_off(context: FlatContext) -> bool:
-    """After a failure the configured summarizer waits (model calls and time, see CompactNode)."""
+    """After a failure the configured summarizer waits (passes and time, see CompactNode)."""
     backoff = context.get("summarizer_backoff")
     if not backoff:
         return False
@@ -54,14 +50,9 @@ def _tried(context: FlatContext, view: Sequence[BaseMessage]) -> bool:
 def _rounds_stopped(
     s: BudgetSettings, context: FlatContext, view: Sequence[BaseMessage], total: int
 ) -> CompactionReport | None:
-    """The last compaction's report with why the request (the view up to its last message)
-    gets no further ``ctx_compact`` round; None when it may have one.
-
-    A round makes progress when the estimate fell below the one it started from, or when it
-    covered new history (a commit); one that did neither (a summary that covers the view
-    already, nothing left to cut, a failure) is the last, and so is the
-    ``max_compaction_rounds``-th. The rounds are counted per request: a new message starts
-    again from none."""
+    """The last compaction's report with why the request gets no further ``ctx_compact`` round
+    (one that neither lowered the estimate nor covered new history, or the last one allowed);
+    None when it may have one."""
     last: CompactionReport = context.get("compaction") or {}
     rounds = last.get("rounds")
     if not view or last.get("at_message_id") != view[-1].id or not isinstance(rounds, int):
@@ -86,8 +77,7 @@ def _rounds_stopped(
 
 
 def _nothing_to_answer(view: Sequence[BaseMessage]) -> bool:
-    """The view ends with the model's final reply (or holds no conversation): a run that only
-    asked for a compaction ends there instead of calling the model again."""
+    """The view ends with the model's final reply (or holds no conversation)."""
     if not view or is_summary(view[-1]):
         return True
     last = view[-1]
@@ -162,9 +152,8 @@ def decision(
 
 
 def _fallback_round_left(s: BudgetSettings, context: FlatContext, last: CompactionReport) -> bool:
-    """A request over the usable window whose rounds stopped without progress gets one round
-    of the offline summarizer (a deeper cut, a summary of bounded size), within the rounds
-    allowed, unless the round that stopped was that one already."""
+    """A request over the usable window whose rounds stopped gets one round of the offline
+    summarizer, within the rounds allowed, unless the one that stopped was that already."""
     rounds = int(last.get("rounds") or 0)
     tried = (context.get("budget") or {}).get("summarizer") == "fallback"
     return s.compact_node is not None and not tried and rounds < s.config.max_compaction_rounds
@@ -173,13 +162,11 @@ def _fallback_round_left(s: BudgetSettings, context: FlatContext, last: Compacti
 def _exceeded(
     s: BudgetSettings, estimate: BudgetEstimate, largest: int, advice: str
 ) -> ContextBudgetExceeded:
-    """The request cannot fit the window: the budget's numbers and what to do."""
-    budget = s.budget
     return ContextBudgetExceeded(
         estimate=estimate.total,
-        usable=budget.usable,
-        window=budget.context_window,
-        reserve=budget.output_reserve,
+        usable=s.budget.usable,
+        window=s.budget.context_window,
+        reserve=s.budget.output_reserve,
         largest=largest,
         advice=advice,
     )
@@ -188,16 +175,15 @@ def _exceeded(
 def _check_floor(
     s: BudgetSettings, turn: BudgetPass, view: Sequence[BaseMessage], estimate: BudgetEstimate
 ) -> int:
-    """What compaction can never remove (system messages, overhead, the newest message, or the
-    step in progress: the AI message that called tools and their results) must fit; returns the
-    largest message's tokens (for the error's advice)."""
-    budget, counter = s.budget, turn.counter
+    """What compaction can never remove (system messages, overhead, the newest message or step
+    in progress) must fit; returns the largest message's tokens (for the error's advice)."""
+    counter = turn.counter
     step = step_in_progress(view)
     newest = view[-1:] if step is None else view[step:]
     pinned = [m for m in view if m.type == "system" and not is_summary(m)] + list(newest)
     largest = max((s.cache.count(counter, m) for m in view), default=0)
     floor = s.overhead_tokens + sum(s.cache.count(counter, m) for m in pinned)
-    if floor + s.config.margin(floor) > budget.usable:
+    if floor + s.config.margin(floor) > s.budget.usable:
         raise _exceeded(
             s,
             estimate,

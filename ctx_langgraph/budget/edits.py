@@ -1,8 +1,6 @@
-"""Steps 1a-1f of ``ctx_budget``: keep the view in step with the history store (docs/design.md §3).
-
-The store is the source of truth and the state a cache of it: edits made there (deletes, hides,
-revisions), the pinned rules, a provider's server-side compaction, a summary another worker
-committed, the projection for the model's provider, and a view every provider accepts.
+"""Steps 1a-1f of ``ctx_budget``: keep the view in step with the history store, its source of
+truth (docs/design.md §3): edits, pinned rules, server-side compaction, a summary committed
+elsewhere, the provider's projection, and a view every provider accepts.
 """
 
 from __future__ import annotations
@@ -32,12 +30,12 @@ __all__ = [
     "repair_view",
 ]
 
-log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+log = logging.getLogger("ctx_langgraph.budget.node")
 
 
 def reconcile_edits(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
-    """1a. An event was deleted, hidden or revised in the store since this state last looked:
-    the view drops it (or takes the revision), and a summary that covered it goes too."""
+    """1a. Events deleted, hidden or revised in the store leave the view (or are revised), and
+    so does a summary that covered them or that the store no longer has."""
     context = turn.context
     if turn.head is None:  # (recording this pass's messages read it already)
         turn.head = yield from call(s.store.branch_info, s.store.abranch_info, turn.scope)
@@ -45,10 +43,7 @@ def reconcile_edits(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     edits = head.edit_version if head is not None else 0
     since = context.get("edit_version")
     edited = head is not None and since not in (None, edits)
-    # the branch's active summary is not the one the view shows, and not a newer one (1d takes
-    # those): the store no longer has the view's (a fork of a state whose summary was pruned
-    # since, or invalidated): the view drops it and the history before the view is compacted
-    # again, as after an edit
+    # the store no longer has the view's summary (pruned or invalidated; a newer one is 1d's)
     lost = (
         head is not None
         and head.active_checkpoint_id != context.get("active_checkpoint_id")
@@ -56,8 +51,7 @@ def reconcile_edits(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     )
     if head is not None and (edited or lost):
         if edited and s.memory is not None:
-            # edits made elsewhere (another process, a store without this memory attached)
-            # reach the memory here: what their events taught it is invalidated
+            # edits made elsewhere reach the memory here
             log_rows = yield from call(
                 s.store.edits_since, s.store.aedits_since, turn.scope, int(since or 0)
             )
@@ -80,7 +74,7 @@ def reconcile_edits(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
             context["active_generation"] = head.active_generation
             context["covered_through_seq"] = 0
         if dropped_summary:
-            context["rebuild"] = True  # history before the view has no summary: compact it again
+            context["rebuild"] = True  # compact the history before the view again
     context["edit_version"] = edits
 
 
@@ -95,10 +89,8 @@ def pin_rules(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
 
 
 def note_server_compaction(turn: BudgetPass) -> None:
-    """1b. A reply carrying a server-side compaction item (OpenAI's ``context_management``,
-    Anthropic's ``compact_20260112`` edit): the provider compacted everything before it;
-    ``ctx_compact`` records that coverage, for the provider that made the item.
-    (``ctx_usage`` records a reply as it arrives: it saw the first append.)"""
+    """1b. A reply carrying a server-side compaction item: ``ctx_compact`` records the coverage
+    it implies (a reply ``ctx_usage`` recorded counts as first seen here too)."""
     by_id = turn.by_id
     first_seen = [m for m in turn.fresh if m.id in by_id and by_id[m.id].status == "appended"]
     reply = turn.context.get("recorded_reply") or {}
@@ -121,8 +113,7 @@ def note_server_compaction(turn: BudgetPass) -> None:
 
 
 def apply_store_summary(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
-    """1d. The store is the source of truth: a summary committed there but missing from the
-    state (a crash between the store commit and the checkpoint, or another worker) is applied."""
+    """1d. A summary committed in the store but missing from the state is applied."""
     context, head = turn.context, turn.head
     if head is None or head.active_generation <= int(context.get("active_generation", 0)):
         return
@@ -137,9 +128,8 @@ def apply_store_summary(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
 
 
 def project_for_provider(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
-    """1e. The model's provider changed since the view was projected: its opaque window (or the
-    readable summary, when the thread comes back to the provider that has a window) is swapped
-    for this provider's projection of the active summary."""
+    """1e. The model's provider changed since the view was projected: the active summary is
+    projected again for it."""
     projected = turn.context.get("projected_for")
     if projected is None or projected == s.provider or turn.head is None:
         return
@@ -151,11 +141,10 @@ def project_for_provider(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
 
 
 def repair_view(turn: BudgetPass) -> None:
-    """1f. The view is provider-valid whatever the input: a dangling tool call gets a stand-in
-    result, a stray tool result leaves the view (the store keeps both as they happened)."""
+    """1f. A dangling tool call gets a stand-in result, a stray tool result leaves the view."""
     checked = _sent_before(turn)
     if checked and not needs_repair(turn.messages[checked:]):
-        return  # the part sent before was valid, and what followed it is
+        return
     turn.messages, repairs = repair_tool_pairs(turn.messages)
     if not repairs:
         return
@@ -171,9 +160,7 @@ def repair_view(turn: BudgetPass) -> None:
 
 def _sent_before(turn: BudgetPass) -> int:
     """How many leading messages of the view are the last request sent, unchanged since (0:
-    not known): this pass changed nothing yet, no summary was applied since, and the request's
-    last message is where it was.
-    An edit by id sent since is noticed by the recorded digest (a reason of this pass)."""
+    not known)."""
     context = turn.context
     cache = context.get("cache") or {}
     sent: Mapping[str, Any] = (context.get("request") or {}).get("makeup") or {}
@@ -181,7 +168,7 @@ def _sent_before(turn: BudgetPass) -> int:
     if turn.rewritten or turn.reasons or not isinstance(count, int) or count > len(messages):
         return 0
     if sent.get("generation") != int(context.get("active_generation", 0)):
-        return 0  # a compaction rewrote the view since
+        return 0
     return count if count and messages[count - 1].id == cache.get("through") else 0
 
 
@@ -193,9 +180,8 @@ def _without_edited(
     s: BudgetSettings, scope: Scope, messages: Sequence[BaseMessage], head: BranchInfo
 ) -> Flow[tuple[list[BaseMessage], bool]]:
     """The view without deleted or hidden events, with revised ones as stored now, and without
-    a summary the store no longer has active. Returns it and whether the summary was dropped."""
-    # one range read from the view's oldest surviving message to the head (the view is the
-    # thread's tail), instead of one lookup per message
+    a summary the store no longer has active; and whether the summary was dropped."""
+    # one range read from the view's oldest surviving message to the head
     stored: dict[str, HistoryEvent] = {}
     for probe in filter(_recorded, messages):
         first = yield from call(
@@ -231,9 +217,7 @@ def _without_edited(
                 s.store.get_event, s.store.aget_event, scope, str(message.id), include_hidden=True
             )
         if event is None or not event.visible:
-            continue  # deleted or hidden: it leaves the view
-        if not is_flagged(message) and event.content != message_to_dict(message):
-            kept.append(event.message)  # revised: the view takes the stored revision
-        else:
-            kept.append(message)
+            continue
+        revised = not is_flagged(message) and event.content != message_to_dict(message)
+        kept.append(event.message if revised else message)
     return kept, dropped_summary

@@ -1,8 +1,6 @@
-"""Step 1c of ``ctx_budget``, and its share of step 5: long-term memory in the view.
-
-The user's new messages go through the memory's extractor; its live records are recalled into
-the view every turn under their own budget, and the memory message gives up what the rest of
-the request needs (it never pushes a request over the usable window).
+"""Step 1c of ``ctx_budget``, and its share of step 5: long-term memory learns from the user's new
+messages, is recalled into the view under its own budget, and gives up what the rest of the
+request needs.
 """
 
 from __future__ import annotations
@@ -27,17 +25,16 @@ from ctx_langgraph.view.markers import MEMORY_FLAG, is_memory_message, is_synthe
 
 __all__ = ["UnstreamedMemory", "fit_memory", "learn_and_recall"]
 
-log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+log = logging.getLogger("ctx_langgraph.budget.node")
 
 
 @dataclass(frozen=True)
 class UnstreamedMemory:
-    """The memory's ``observe`` with its model calls kept out of the graph's message stream
-    (a model-backed extractor is not the agent's reply), and booked under the run's scope."""
+    """The memory's ``observe`` with its model calls kept out of the message stream and booked
+    under the run's scope."""
 
     memory: LongTermMemory
     scope: Scope
-    """The run's tenant, thread and branch: a ledger handler books the extractor's calls there."""
 
     def observe(
         self, scopes: MemoryScopes, messages: list[BaseMessage], *, seqs: dict[str, int]
@@ -82,7 +79,7 @@ def learn_and_recall(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     query = _recall_query(turn)
     try:
         turn.records = yield from call(memory.recall, memory.arecall, scopes, query)
-    except MemoryStoreError as exc:  # the view keeps the memory it had
+    except MemoryStoreError as exc:
         log.warning("ctx-langgraph: long-term memory not loaded: %s", exc)
         info["error"] = str(exc)
     if turn.records is not None:
@@ -93,12 +90,8 @@ def learn_and_recall(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
 
 
 def _recall_query(turn: BudgetPass) -> str:
-    """What the records are ranked by: the user's latest message when the summary last moved
-    (or on the thread's first pass), not on every turn. The memory message sits before the
-    summary and the tail, so a selection that followed each new message would rewrite the
-    request's prefix every turn and no prompt cache could read past it; ranked by a query held
-    between compactions, it changes only when the memory's records do, or when a compaction
-    moves the prefix anyway."""
+    """What the records are ranked by: the user's latest message when the summary last moved,
+    held between compactions so the memory message does not move the cached prefix every turn."""
     held: MemoryReport = turn.context.get("memory") or {}
     generation = int(turn.context.get("active_generation", 0))
     query = held.get("query")
@@ -120,7 +113,7 @@ def fit_memory(s: BudgetSettings, turn: BudgetPass) -> None:
     if shrunk:
         turn.rewritten = True
         turn.fingerprint = fingerprint(turn.view, s.overhead_text, s.model_id)
-        if "memory changed" not in turn.reasons:  # (the estimate is a recount already)
+        if "memory changed" not in turn.reasons:
             turn.reasons.append("memory changed")
             turn.epoch += 1
             turn.context["projection_epoch"] = turn.epoch

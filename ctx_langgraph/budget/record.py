@@ -1,14 +1,6 @@
-"""Step 1 of ``ctx_budget``: record every message the history store has not seen (docs/design.md §2).
-
-Idempotent: the scan starts after the last message recorded (``recorded_through_id``); the
-summary message and the view's own previews are never recorded. A message recorded before and
-replaced by id since (an edit sent with the input, or ``update_state``) is recorded as a
-revision; a state forked from an older checkpoint starts a new branch at the fork point.
-
-Each new message is recorded at the conversation's own time (:mod:`ctx_langgraph.core.timestamps`:
-its ``created_at``/``timestamp``, or ``ContextConfig.timestamp``), else at the time of the
-message before it in the same turn, else now. A time that cannot be read is logged, counted in
-``context["record_warnings"]`` and never stops the turn (docs/design.md §4).
+"""Step 1 of ``ctx_budget``: record every message the history store has not seen (idempotent;
+a message replaced by id is recorded as a revision, a forked state starts a branch), each at the
+conversation's own time when it says (docs/design.md §2, §4).
 """
 
 from __future__ import annotations
@@ -26,28 +18,23 @@ from ctx_langgraph.core.effects import Flow, call
 from ctx_langgraph.core.timestamps import batch_times
 from ctx_langgraph.errors import EventConflict
 from ctx_langgraph.history.types import AppendResult, HistoryEvent, Scope
-from ctx_langgraph.view.markers import is_flagged, is_synthetic
+from ctx_langgraph.view.markers import is_flagged
 
 __all__ = ["record"]
 
-log = logging.getLogger("ctx_langgraph.budget.node")  # (one logger for the whole node)
+log = logging.getLogger("ctx_langgraph.budget.node")
 
 
 def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
     """Record the new messages (and the revisions of edited ones); fills ``turn.fresh``,
     ``turn.prefix``, ``turn.checksum`` and ``turn.by_id``."""
     context, messages = turn.context, turn.messages
-    start = 0
     turn.recorded_through = recorded_through = context.get("recorded_through_id")
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].id == recorded_through:
-            start = index + 1
-            break
-    # (previews of capped or cleared results stand for events recorded under their id)
-    recorded = [m for m in messages[start:] if not is_synthetic(m)]
-    turn.fresh = fresh = [m for m in recorded if not is_flagged(m)]
-    # a message recorded before and since replaced by id with other content (add_messages
-    # replaces by id: an edit sent with the input, or update_state) is recorded as a revision
+    start = next(
+        (i + 1 for i in range(len(messages) - 1, -1, -1) if messages[i].id == recorded_through),
+        0,
+    )
+    turn.fresh = fresh = [m for m in messages[start:] if not is_flagged(m)]
     turn.prefix = prefix = [
         m for m in messages[:start] if m.id and not (m.additional_kwargs and is_flagged(m))
     ]
@@ -63,11 +50,8 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
         revised_in_state = yield from _edited_in_state(s, turn.scope, prefix)
     results: list[AppendResult] = []
     if fresh or recorded_through is not None:
-        # a compare-and-swap on the branch's head: the branch ends where this state recorded
-        # through (or holds the first of these messages, a replay), else the state was forked
-        # from an older checkpoint (time travel, a re-run, a resumed run): the new messages
-        # start a branch of their own at the last event both share, and it is the thread's
-        # branch from now on. With no new message, the same check: a state behind its branch.
+        # a compare-and-swap on the branch's head: a state forked from an older checkpoint
+        # starts a branch of its own at the last event both share
         booker, booking, database = s.book_late, None, None
         late = _unbooked_reply(turn) if booker is not None else None
         if late is not None and booker is not None:
@@ -85,10 +69,9 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
             then=booking if database is s.store.db else None,
         )
         if booking is not None and database is not None and database is not s.store.db:
-            # a ledger on another database
             yield from call(database.run, database.arun, booking, write=True)
         results = outcome.results
-        turn.head = outcome.head  # (read in the same transaction: 1a reads no more)
+        turn.head = outcome.head
         if outcome.forked_from is not None and outcome.head is not None:
             turn.scope = outcome.head.scope
             context["branch"] = turn.scope.branch
@@ -98,7 +81,7 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
             results += yield from call(
                 s.store.append, s.store.aappend, turn.scope, revised_in_state
             )
-            turn.head = None  # the revisions moved the edit version: 1a reads the branch again
+            turn.head = None  # the edit version moved: 1a reads the branch again
         except EventConflict as exc:  # an event this branch shares with its parent
             log.warning("ctx-langgraph: an edited message was not recorded: %s", exc)
             context["record_error"] = str(exc)[:300]
@@ -108,10 +91,8 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
 
 
 def _unbooked_reply(turn: BudgetPass) -> AIMessage | None:
-    """The model's answer to the last request when no ``ctx_usage`` booked it (the node failed
-    or never ran: the store was down, the process died after the model call, a new input came
-    first): the new AI message right after the request's last message. Other AI messages in
-    the input (a transcript, few-shot examples) are no calls of this thread's model."""
+    """The model's answer to the last request (the new AI message right after the request's
+    last message) when no ``ctx_usage`` booked it."""
     context = turn.context
     through = (context.get("request") or {}).get("input_through_message_id")
     if through is None or not turn.fresh:
@@ -130,8 +111,7 @@ def _unbooked_reply(turn: BudgetPass) -> AIMessage | None:
 def _created_at(
     s: BudgetSettings, turn: BudgetPass, previous: BaseMessage | None
 ) -> list[dt.datetime] | None:
-    """When each new message was said; None when no message says (the store stamps them now,
-    as it always did, with no per-message work)."""
+    """When each new message was said; None when no message says (the store stamps them now)."""
     if not turn.fresh:
         return None
     times = batch_times(turn.fresh, previous=previous, source=s.config.timestamp)
@@ -151,13 +131,9 @@ def _created_at(
 
 
 def _same_content(event: HistoryEvent, message: BaseMessage) -> bool:
-    """The store holds this message's content. The store keeps content as JSON: a value JSON
-    has no type for (a ``datetime`` in ``additional_kwargs``, say) is kept as its text, so
-    the two are compared as the store encodes them when they differ as objects."""
+    """The store holds this message's content (compared as the store's JSON encodes it too)."""
     content = message_to_dict(message)
-    if event.content == content:
-        return True
-    return _canonical(event.content) == _canonical(content)
+    return event.content == content or _canonical(event.content) == _canonical(content)
 
 
 def _canonical(content: object) -> str:
@@ -167,8 +143,7 @@ def _canonical(content: object) -> str:
 def _edited_in_state(
     s: BudgetSettings, scope: Scope, prefix: Sequence[BaseMessage]
 ) -> Flow[list[BaseMessage]]:
-    """The recorded messages whose content in the state differs from the store's (one range
-    read from the oldest of them)."""
+    """The recorded messages whose content in the state differs from the store's."""
     first: HistoryEvent | None = None
     for probe in prefix:
         first = yield from call(

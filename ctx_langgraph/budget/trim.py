@@ -1,11 +1,6 @@
-"""Steps 2-3 of ``ctx_budget``: the cheap edits, before any compaction (docs/design.md §2).
-
-A new tool result above ``tool_output_cap_tokens`` is capped to a head/tail preview (the
-original stays in the history store, the preview carries a handle the history lookup pages
-through); the results of one step (the parallel calls of one AI message) share the room the
-window leaves them, so results that each fit but together overflow are shortened alike, before
-they could make the request fail (:func:`fit_step_results`). (Old tool results are cleared to
-placeholders in step 3, :mod:`ctx_langgraph.budget.clearing`.)
+"""Step 2 of ``ctx_budget``: cap a new tool result above ``tool_output_cap_tokens`` to a head/tail
+preview (the original stays in the store), and shorten alike the results of one step that together
+overflow the room the window leaves them (docs/design.md §2).
 """
 
 from __future__ import annotations
@@ -23,18 +18,18 @@ __all__ = [
     "apply_replacements",
     "cap_tool_results",
     "fit_step_results",
+    "replaced",
     "shares",
     "step_in_progress",
 ]
 
 MIN_CAP = 64
-"""The smallest cap a tool result is given (its preview keeps a head, a tail and the handle)."""
+"""The smallest cap a tool result is given."""
 
 
 def _cap(s: BudgetSettings, shrink: int | None) -> int | None:
-    """The cap of this pass: the configured one, never more than a quarter of the usable window
-    (a result the window cannot hold next to the rest is capped too), and the smaller cap the
-    overflow recovery asks for."""
+    """The cap of this pass: the configured one, at most a quarter of the usable window, and the
+    smaller cap the overflow recovery asks for."""
     cap = s.config.tool_output_cap_tokens
     if cap is not None:
         cap = min(cap, max(64, s.budget.usable // 4))
@@ -44,9 +39,8 @@ def _cap(s: BudgetSettings, shrink: int | None) -> int | None:
 
 
 def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
-    """2. Cap oversized new tool results. (After a provider rejected the view as too long and no
-    cut was left, every result in the view is capped to the smaller cap the recovery asks for:
-    the originals stay in the store.)"""
+    """2. Cap oversized new tool results (every result of the view, when the overflow recovery
+    asks for a smaller cap)."""
     shrink = turn.context.pop("shrink_tool_results", None)
     cap = _cap(s, shrink)
     if not cap:
@@ -65,9 +59,8 @@ def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
 
 
 def _preview(s: BudgetSettings, turn: BudgetPass, message: ToolMessage, cap: int) -> ToolMessage:
-    """The head/tail preview of ``message`` in at most ``cap`` tokens: cut shorter while its
-    count is over (dense text, code or ids, has fewer characters per token than the preview's
-    first guess), down to :data:`MIN_CAP`."""
+    """The head/tail preview of ``message`` in at most ``cap`` tokens (cut shorter while its
+    count is over, down to :data:`MIN_CAP`)."""
     seq = turn.by_id[message.id].seq if message.id in turn.by_id else None
     earlier = message.additional_kwargs.get(CAPPED_FLAG) or {}
     original = earlier.get("original_tokens") or turn.counter.count_text(message.text)
@@ -82,8 +75,8 @@ def _preview(s: BudgetSettings, turn: BudgetPass, message: ToolMessage, cap: int
 
 
 def shares(sizes: Sequence[int], room: int) -> list[int | None]:
-    """Caps for results that together must fit ``room``: the results under an equal share stay
-    whole (None), the others share alike what those leave (never below :data:`MIN_CAP`).
+    """Caps for results that together must fit ``room``: those under an equal share stay whole
+    (None), the others share alike what those leave (never below :data:`MIN_CAP`).
 
     Examples:
         >>> shares([100, 2_000, 3_000], 10_000)  # they fit: nothing to cut
@@ -107,8 +100,7 @@ def shares(sizes: Sequence[int], room: int) -> list[int | None]:
 
 
 def step_in_progress(view: Sequence[BaseMessage]) -> int | None:
-    """Where the step the model answers next begins: the index of the AI message whose tool
-    results end the view (parallel calls included); None when the view does not end so.
+    """The index of the AI message whose tool results end the view; None when it does not end so.
 
     Examples:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -128,16 +120,12 @@ def step_in_progress(view: Sequence[BaseMessage]) -> int | None:
 
 
 def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
-    """2b. The results of the step in progress share the room under the compaction trigger
-    (the usable window without compaction) that is left when everything a compaction could
-    remove is removed: the tool schemas and system prompt, the leading system messages, the
-    earlier conversation at most as large as a summary (as it is, without compaction), the AI
-    message that called. Results that each passed their own cap but
-    together overflow that room are shortened alike to head/tail previews (the originals stay
-    in the store, their handles in the previews), whatever ``tool_output_cap_tokens`` says: a
-    step the window cannot hold would fail on every turn. A history lookup page and a cleared
-    result keep their size (the lookup bounds its pages to the room itself)."""
-    view = [turn.replacements.get(str(m.id), m) if m.id else m for m in turn.messages]
+    """2b. The results of the step in progress share the room under the trigger (the usable
+    window without compaction) left by what a compaction cannot remove (overhead, leading system
+    messages, the earlier conversation at most a summary's size, the calling AI message):
+    results that together overflow it are shortened alike, whatever their own cap (lookup pages
+    and cleared results keep their size)."""
+    view = replaced(turn)
     begin = step_in_progress(view)
     if begin is None:
         return
@@ -146,7 +134,7 @@ def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
     def count(message: BaseMessage) -> int:
         return s.cache.count(counter, message)
 
-    lead = 0  # the leading system messages and summary: what a compaction never covers
+    lead = 0
     while lead < begin and (view[lead].type == "system" or is_summary(view[lead])):
         lead += 1
     system = sum(count(m) for m in view[:lead] if not is_summary(m))
@@ -155,8 +143,6 @@ def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
     if s.compact_node is not None:
         earlier = min(earlier, s.summary_allowance())
     floor = s.overhead_tokens + REPLY_PRIMING + system + earlier + count(view[begin])
-    # with compaction, under the trigger (once compacted, the request is not compacted again);
-    # without, the usable window (over the trigger but fits: it proceeds)
     limit = s.budget.trigger if s.compact_node is not None else s.budget.usable
     room = limit - s.config.margin(limit) - floor
     results = [m for m in view[begin + 1 :] if isinstance(m, ToolMessage) and m.id]
@@ -170,7 +156,7 @@ def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
             continue
         preview = _preview(s, turn, originals.get(str(message.id), message), cap)
         if count(preview) >= count(message):
-            continue  # as short as a preview gets: left as it is (a rewrite would loop)
+            continue  # as short as a preview gets
         turn.replacements[str(message.id)] = preview
         shortened = shortened or message.id not in turn.by_id
     if shortened:  # results the last request held are shorter now: the baseline is stale
@@ -179,10 +165,9 @@ def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
 
 def apply_replacements(turn: BudgetPass) -> None:
     """The view the estimate counts: the messages with their capped or cleared copies."""
-    replacements = turn.replacements
-    view: Sequence[BaseMessage] = (
-        [replacements.get(str(m.id), m) if m.id else m for m in turn.messages]
-        if replacements
-        else turn.messages
-    )
-    turn.view = view
+    turn.view = replaced(turn) if turn.replacements else turn.messages
+
+
+def replaced(turn: BudgetPass) -> list[BaseMessage]:
+    """The messages with this pass's replacements so far."""
+    return [turn.replacements.get(str(m.id), m) if m.id else m for m in turn.messages]
