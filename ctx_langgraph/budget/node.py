@@ -1,5 +1,6 @@
 """The ``ctx_budget`` node and its router: before every model call it records, reconciles,
-caps, estimates and decides, each step a small function of its own module (docs/design.md §2, §5).
+caps, estimates and decides, each step a small function of its own module, and ends with the
+state update (the view, and ``context``'s report) (docs/design.md §2, §5).
 """
 
 from __future__ import annotations
@@ -10,36 +11,44 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph.budget.calibration import thread_counter
-from ctx_langgraph.budget.clearing import clear_old_tool_results
-from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
-from ctx_langgraph.budget.decide import decide
+from ctx_langgraph.budget.counters import (
+    ApproximateCounter,
+    CountCache,
+    TokenCounter,
+    calibration_report,
+    default_counter,
+    thread_counter,
+)
 from ctx_langgraph.budget.edits import (
     apply_store_summary,
+    fit_memory,
+    learn_and_recall,
     note_server_compaction,
     pin_rules,
     project_for_provider,
     reconcile_edits,
+    record,
     repair_view,
 )
-from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request
-from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
+from ctx_langgraph.budget.estimate import BudgetEstimate
+from ctx_langgraph.budget.measure import bump_epoch, count_exactly, decide, estimate_request
 from ctx_langgraph.budget.prefix_step import measure_prefix
-from ctx_langgraph.budget.record import record
-from ctx_langgraph.budget.report import budget_update
 from ctx_langgraph.budget.trim import (
     apply_replacements,
     cap_tool_results,
+    clear_old_tool_results,
     fit_step_results,
 )
 from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings, LateBooker
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.digest import extend_digest
 from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.core.streaming import keep_out_of_message_stream
@@ -48,13 +57,20 @@ from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import packed, unpack
+from ctx_langgraph.state import (
+    BudgetReport,
+    FlatContext,
+    PendingRequest,
+    RecordedDigest,
+    packed,
+    unpack,
+)
 from ctx_langgraph.storage.required import require_store
-from ctx_langgraph.view.markers import is_lookup_tool
+from ctx_langgraph.view.markers import is_flagged, is_lookup_tool, is_synthetic
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ctx_langgraph.budget.node")
 
 
 @dataclass
@@ -295,3 +311,98 @@ def make_budget_router(
         return compact_node if decision in ("compact", "precompact") else model_node
 
     return route
+
+
+def budget_update(s: BudgetSettings, turn: BudgetPass) -> dict[str, Any]:
+    """The node's return value: the ``context`` report, and the messages when the view changed."""
+    context, estimate = turn.context, turn.estimate
+    assert estimate is not None
+    last_recorded = next(
+        (m.id for m in reversed(turn.messages) if m.id and not is_synthetic(m)),
+        turn.recorded_through,
+    )
+    report: FlatContext = {
+        "projection_epoch": turn.epoch,
+        "recorded_through_id": last_recorded,
+        "fingerprint": turn.fingerprint,
+        "branch": turn.scope.branch,
+        "budget": _budget_report(s, turn, estimate),
+        "budget_passes": int(context.get("budget_passes") or 0) + 1,
+    }
+    if s.memory is not None:
+        report["memory"] = turn.memory_info
+    report["request"] = _pending_request(turn, estimate)
+    if turn.makeup is not None:
+        report["request"]["makeup"] = turn.makeup
+    counter = turn.counter
+    if isinstance(counter, ApproximateCounter):
+        report["calibration"] = calibration_report(counter)
+        counted = turn.view[-estimate.counted_messages :] if estimate.counted_messages else []
+        words = counter.message_word_chars(counted)
+        if estimate.method == "recount":
+            words += counter.word_chars(s.overhead_text)
+        report["request"]["counted_word_chars"] = words
+        report["calibrated_with"] = context.get("calibrated_with")
+    report["recorded_digest"] = _recorded_digest(turn, last_recorded)
+    if turn.cache is not None:
+        report["cache"] = turn.cache
+    if turn.compaction is not None:
+        report["compaction"] = turn.compaction
+    update: dict[str, Any] = {"context": report}
+    if turn.rewritten:
+        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.view]
+    elif turn.replacements:
+        update["messages"] = list(turn.replacements.values())
+    given = turn.given
+    for key, value in context.items():  # what a step changed that the report does not say
+        if key not in report and (key not in given or given[key] is not value):
+            report[key] = value  # type: ignore[literal-required]
+    return update
+
+
+def _budget_report(s: BudgetSettings, turn: BudgetPass, estimate: BudgetEstimate) -> BudgetReport:
+    budget = s.budget
+    report: BudgetReport = {
+        **estimate.to_json(),  # type: ignore[typeddict-item]
+        "decision": turn.decision,
+        "epoch_bumped_for": turn.reasons,
+        "trigger": budget.trigger,
+        "target": budget.target,
+        "usable": budget.usable,
+        "window": budget.context_window,
+        "output_reserve": budget.output_reserve,
+        "counter": turn.counter.id,
+        "generation": int(turn.context.get("active_generation", 0)),
+    }
+    if turn.fallback:
+        report["summarizer"] = "fallback"
+    return report
+
+
+def _pending_request(turn: BudgetPass, estimate: BudgetEstimate) -> PendingRequest:
+    view = turn.view
+    return {
+        "epoch": turn.epoch,
+        "input_through_message_id": view[-1].id if view else None,
+        "estimate": estimate.input_tokens,
+        "method": estimate.method,
+        "measured_baseline": estimate.measured_baseline,
+        "counted_tokens": estimate.appended
+        if estimate.method == "baseline"
+        else estimate.input_tokens,
+    }
+
+
+def _recorded_digest(turn: BudgetPass, last_recorded: str | None) -> RecordedDigest:
+    """What the next pass checks edits by id against: the checksum of the recorded part of the
+    state."""
+    base: dict[str, Any] | None = None
+    if turn.rewritten or turn.replacements:
+        view = turn.view
+        upto = next((i + 1 for i in range(len(view) - 1, -1, -1) if view[i].id == last_recorded), 0)
+        added = [m for m in view[:upto] if m.id and not is_flagged(m)]
+    else:
+        if turn.prefix:
+            base = {"first": turn.prefix[0].id, "count": len(turn.prefix), "value": turn.checksum}
+        added = [m for m in turn.fresh if m.id]
+    return extend_digest(base, added)  # type: ignore[return-value]

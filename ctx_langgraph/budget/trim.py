@@ -1,26 +1,33 @@
-"""Step 2 of ``ctx_budget``: cap a new tool result above ``tool_output_cap_tokens`` to a head/tail
-preview (the original stays in the store), and shorten alike the results of one step that together
-overflow the room the window leaves them (docs/design.md §2).
+"""Steps 2-3 of ``ctx_budget``: the tool results' cheap edits (docs/design.md §2). A new result
+above ``tool_output_cap_tokens`` is capped to a head/tail preview, the results of one step that
+together overflow the room the window leaves them are shortened alike, and old results are
+cleared to placeholders as :class:`~ctx_langgraph.config.ToolClearing` says. The originals stay
+in the history store, which ``history_lookup`` reads them back from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.budget.counters import REPLY_PRIMING
+from ctx_langgraph.budget.measure import estimate_view, step_in_progress
 from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings
+from ctx_langgraph.config import ToolClearing
 from ctx_langgraph.view.markers import CAPPED_FLAG, CLEARED_FLAG, is_lookup_result, is_summary
-from ctx_langgraph.view.tool_results import capped
+from ctx_langgraph.view.tool_results import capped, cleared, cleared_inputs
 
 __all__ = [
+    "DueResult",
     "apply_replacements",
     "cap_tool_results",
+    "clear_old_tool_results",
+    "due_results",
     "fit_step_results",
     "replaced",
     "shares",
-    "step_in_progress",
 ]
 
 MIN_CAP = 64
@@ -76,14 +83,7 @@ def _preview(s: BudgetSettings, turn: BudgetPass, message: ToolMessage, cap: int
 
 def shares(sizes: Sequence[int], room: int) -> list[int | None]:
     """Caps for results that together must fit ``room``: those under an equal share stay whole
-    (None), the others share alike what those leave (never below :data:`MIN_CAP`).
-
-    Examples:
-        >>> shares([100, 2_000, 3_000], 10_000)  # they fit: nothing to cut
-        [None, None, None]
-        >>> shares([100, 2_000, 3_000, 3_000], 4_000)
-        [None, 1300, 1300, 1300]
-    """
+    (None), the others share alike what those leave (never below :data:`MIN_CAP`)."""
     caps: list[int | None] = [None] * len(sizes)
     if sum(sizes) <= room:
         return caps
@@ -97,26 +97,6 @@ def shares(sizes: Sequence[int], room: int) -> list[int | None]:
             break
         left -= sizes[index]
     return caps
-
-
-def step_in_progress(view: Sequence[BaseMessage]) -> int | None:
-    """The index of the AI message whose tool results end the view; None when it does not end so.
-
-    Examples:
-        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-        >>> calls = [{"name": "f", "args": {}, "id": "c1"}, {"name": "g", "args": {}, "id": "c2"}]
-        >>> view = [HumanMessage("q"), AIMessage("", tool_calls=calls),
-        ...         ToolMessage("r1", tool_call_id="c1"), ToolMessage("r2", tool_call_id="c2")]
-        >>> step_in_progress(view), step_in_progress(view[:1])
-        (1, None)
-    """
-    begin = len(view)
-    while begin > 0 and isinstance(view[begin - 1], ToolMessage):
-        begin -= 1
-    caller = view[begin - 1] if 0 < begin < len(view) else None
-    if isinstance(caller, AIMessage) and (caller.tool_calls or caller.invalid_tool_calls):
-        return begin - 1
-    return None
 
 
 def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
@@ -171,3 +151,95 @@ def apply_replacements(turn: BudgetPass) -> None:
 def replaced(turn: BudgetPass) -> list[BaseMessage]:
     """The messages with this pass's replacements so far."""
     return [turn.replacements.get(str(m.id), m) if m.id else m for m in turn.messages]
+
+
+@dataclass(frozen=True)
+class DueResult:
+    """A tool result the clearing may replace, with the AI message that called it."""
+
+    result: ToolMessage
+    tool: str
+    call: AIMessage | None
+
+
+def due_results(
+    view: Sequence[BaseMessage], clearing: ToolClearing, lookup_tools: Collection[str] = ()
+) -> list[DueResult]:
+    """The tool results of ``view`` due for clearing, oldest first: past the last
+    ``clearing.keep``, read by the model already, not cleared yet, of no excluded tool, and no
+    history lookup page unless ``clearing.clear_lookup_results``."""
+    last_call = max((i for i, m in enumerate(view) if isinstance(m, AIMessage)), default=-1)
+    calls: dict[str, tuple[AIMessage, str]] = {}
+    results: list[tuple[int, ToolMessage]] = []
+    for index, message in enumerate(view):
+        if isinstance(message, AIMessage):
+            for tool_call in message.tool_calls:
+                if tool_call.get("id"):
+                    calls[str(tool_call["id"])] = (message, str(tool_call.get("name") or ""))
+        elif isinstance(message, ToolMessage) and message.id:
+            results.append((index, message))
+    past_keep = results[: max(0, len(results) - clearing.keep)]
+    excluded = set(clearing.exclude_tools)
+    due: list[DueResult] = []
+    for index, result in past_keep:
+        caller, called = calls.get(result.tool_call_id, (None, ""))
+        tool = result.name or called
+        lookup = is_lookup_result(result) or tool in lookup_tools
+        if (
+            index < last_call
+            and not result.additional_kwargs.get(CLEARED_FLAG)
+            and tool not in excluded
+            and (clearing.clear_lookup_results or not lookup)
+        ):
+            due.append(DueResult(result, tool, caller))
+    return due
+
+
+def clear_old_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
+    """3. Clear the due tool results (and their calls' arguments, when asked), oldest first,
+    once ``batch`` of them are due, the request is over the clearing trigger and they reclaim
+    ``clear_at_least`` tokens."""
+    clearing = s.config.clearing()
+    if clearing is None:
+        return
+    view = replaced(turn)
+    due = due_results(view, clearing, s.lookup_tools)
+    if not due or len(due) < clearing.batch:
+        return
+    trigger = clearing.trigger_tokens(s.budget.usable)
+    if trigger is not None:
+        estimate = estimate_view(s, turn.counter, view, turn.context)
+        if estimate.total <= trigger:
+            return
+    counter = turn.counter
+
+    def count(message: BaseMessage) -> int:
+        return s.cache.count(counter, message)
+
+    edits: dict[str, BaseMessage] = {}
+    calls: dict[str, AIMessage] = {}
+    reclaimed = 0
+    for item in due:
+        result = item.result
+        tokens = count(result)
+        seq = turn.by_id[str(result.id)].seq if str(result.id) in turn.by_id else None
+        handle = f"history:{result.id}"
+        call = item.call if clearing.clear_tool_inputs else None
+        if call is not None and call.id:
+            before = calls.get(call.id, call)
+            calls[call.id] = edits[call.id] = cleared_inputs(before, [result.tool_call_id])
+            reclaimed += count(before) - count(calls[call.id])
+        else:
+            call = None
+        text = None
+        if clearing.placeholder is not None:
+            text = clearing.placeholder_text(tool=item.tool, handle=handle, seq=seq, tokens=tokens)
+        placeholder = cleared(result, tokens, seq, text=text, inputs_cleared=call is not None)
+        reclaimed += tokens - count(placeholder)
+        edits[str(result.id)] = placeholder
+        if clearing.clear_at_least and reclaimed >= clearing.clear_at_least:
+            break
+    if reclaimed < clearing.clear_at_least:
+        return
+    turn.replacements.update(edits)
+    turn.reasons.append("tool results cleared")
