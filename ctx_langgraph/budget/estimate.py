@@ -52,12 +52,6 @@ class BudgetEstimate:
         return {**asdict(self), "total": self.total}
 
 
-def _boundary(messages: Sequence[BaseMessage], message_id: str | None) -> int | None:
-    """Index of ``message_id``, searched from the end (the boundary is almost always recent)."""
-    indexes = range(len(messages) - 1, -1, -1)
-    return next((i for i in indexes if messages[i].id == message_id), None) if message_id else None
-
-
 def estimate_next_request(
     messages: Sequence[BaseMessage],
     *,
@@ -80,11 +74,14 @@ def estimate_next_request(
     epoch = int(context.get("projection_epoch", 0))
     baseline = context.get("baseline") or {}
     boundary = None
+    through = baseline.get("input_through_message_id")
     if (
         baseline.get("projection_epoch") == epoch
         and baseline.get("measured_input_tokens") is not None
     ):
-        boundary = _boundary(messages, baseline.get("input_through_message_id"))
+        # searched from the end: the boundary is almost always recent
+        indexes = range(len(messages) - 1, -1, -1)
+        boundary = next((i for i in indexes if through and messages[i].id == through), None)
     if boundary is not None:
         measured = int(baseline["measured_input_tokens"])
         appended_messages = messages[boundary + 1 :]

@@ -171,20 +171,15 @@ def _rounds_stopped(
     return {**last, "stopped": why}
 
 
-def _nothing_to_answer(view: Sequence[BaseMessage]) -> bool:
-    """The view ends with the model's final reply (or holds no conversation)."""
-    if not view or is_summary(view[-1]):
-        return True
-    last = view[-1]
-    return isinstance(last, AIMessage) and not last.tool_calls
-
-
-def _request_served(context: FlatContext, view: Sequence[BaseMessage]) -> bool:
-    """A requested compaction was just served on this very view."""
+def _served_and_done(context: FlatContext, view: Sequence[BaseMessage]) -> bool:
+    """A requested compaction was just served on this view, which ends with the model's final
+    reply (or holds no conversation)."""
     last = context.get("compaction") or {}
-    return bool(last.get("requested") or last.get("request_error")) and last.get(
-        "at_message_id"
-    ) == (view[-1].id if view else None)
+    served = bool(last.get("requested") or last.get("request_error"))
+    if not served or last.get("at_message_id") != (view[-1].id if view else None):
+        return False
+    end = view[-1] if view else None
+    return end is None or is_summary(end) or (isinstance(end, AIMessage) and not end.tool_calls)
 
 
 def decision(
@@ -195,15 +190,14 @@ def decision(
     requested, problem = read_request(context.get("compact"))
     if (requested is not None or problem is not None) and s.compact_node is not None:
         return "compact", False  # asked for: served (or refused, when malformed) once, now
-    if _request_served(context, view) and _nothing_to_answer(view):
+    if _served_and_done(context, view):
         return "done", False
     backing_off = _backing_off(context)
     stopped = _rounds_stopped(s, context, view, estimate.total)
     can_compact = s.compact_node is not None and not _tried(context, view) and stopped is None
-    if context.get("rebuild") and can_compact and not backing_off:
-        return "compact", False  # an edit took the summary away: rebuild it from the raw history
-    if context.get("server_compaction") and can_compact and not backing_off:
-        return "compact", False  # the provider compacted: record the coverage it implies
+    rebuild = context.get("rebuild") or context.get("server_compaction")
+    if rebuild and can_compact and not backing_off:
+        return "compact", False  # an edit took the summary away, or the provider compacted
     if estimate.total <= budget.trigger:
         precompaction = context.get("precompaction")
         started = precompaction.get("epoch") if precompaction else None

@@ -28,7 +28,9 @@ from ctx_langgraph.view.markers import (
     CAPPED_FLAG,
     CLEARED_FLAG,
     INPUTS_CLEARED_FLAG,
+    MEMORY_FLAG,
     PINNED_FLAG,
+    SUMMARY_FLAG,
     is_lookup_result,
     is_memory_message,
     is_summary,
@@ -39,21 +41,19 @@ __all__ = ["measure_prefix", "moved_by", "request_makeup"]
 _TRAIL_SECTION = f"\n## {ARTIFACT_TRAIL_HEADING}\n"
 
 
+_LABELS = (
+    (SUMMARY_FLAG, "summary"),
+    (MEMORY_FLAG, "memory"),
+    (PINNED_FLAG, "pinned rules"),
+    (CLEARED_FLAG, "cleared tool result"),
+    (INPUTS_CLEARED_FLAG, "cleared tool call"),
+    (CAPPED_FLAG, "capped tool result"),
+)
+
+
 def _label(message: BaseMessage) -> str:
-    if is_summary(message):
-        return "summary"
-    if is_memory_message(message):
-        return "memory"
     kwargs = message.additional_kwargs
-    if kwargs.get(PINNED_FLAG):
-        return "pinned rules"
-    if kwargs.get(CLEARED_FLAG):
-        return "cleared tool result"
-    if kwargs.get(INPUTS_CLEARED_FLAG):
-        return "cleared tool call"
-    if kwargs.get(CAPPED_FLAG):
-        return "capped tool result"
-    return f"{message.type} message"
+    return next((label for flag, label in _LABELS if kwargs.get(flag)), f"{message.type} message")
 
 
 def moved_by(
@@ -85,13 +85,6 @@ def _part(message: BaseMessage, lookup_tools: frozenset[str]) -> str:
     return "tail"
 
 
-def _trail_tokens(s: BudgetSettings, turn: BudgetPass, summary: BaseMessage) -> int:
-    """The tokens of the artifact trail inside a summary message (its last section)."""
-    text = summary.content if isinstance(summary.content, str) else ""
-    at = text.rfind(_TRAIL_SECTION)
-    return 0 if at < 0 else s.cache.count_text(turn.counter, text[at + 1 :])
-
-
 def request_makeup(
     s: BudgetSettings, turn: BudgetPass, shape: RequestShape, has_overhead: bool, prefix: int
 ) -> RequestMakeup:
@@ -106,18 +99,13 @@ def request_makeup(
         counts = counts[1:]
     for message, tokens in zip(turn.view, counts, strict=True):
         part = _part(message, s.lookup_tools)
-        if part == "summary":
-            trail = min(tokens, _trail_tokens(s, turn, message))
+        text = message.content if part == "summary" and isinstance(message.content, str) else ""
+        if (at := text.rfind(_TRAIL_SECTION)) >= 0:  # the artifact trail, its last section
+            trail = min(tokens, s.cache.count_text(turn.counter, text[at + 1 :]))
             parts["trail"] += trail
             tokens -= trail
         parts[part] += tokens
     return _makeup(s, turn, parts, prefix)
-
-
-def _head_length(view: Sequence[BaseMessage]) -> int:
-    """How many leading messages are not the conversation (system, pinned, memory, summary)."""
-    conversation = ("tail", "lookup")
-    return next((i for i, m in enumerate(view) if _part(m, frozenset()) in conversation), len(view))
 
 
 @functools.lru_cache(maxsize=64)
@@ -130,7 +118,11 @@ def _head(s: BudgetSettings, turn: BudgetPass, has_overhead: bool) -> list[str]:
     """The digests of the overhead (when there is one) and of the leading non-conversation
     messages."""
     head = [_overhead_part(s.overhead_text)] if has_overhead else []
-    return head + [message_digest(m) for m in turn.view[: _head_length(turn.view)]]
+    view, conversation = turn.view, ("tail", "lookup")
+    length = next(
+        (i for i, m in enumerate(view) if _part(m, frozenset()) in conversation), len(view)
+    )
+    return head + [message_digest(m) for m in view[:length]]
 
 
 def _grown_from(previous: CacheReport, turn: BudgetPass, head: list[str]) -> int | None:

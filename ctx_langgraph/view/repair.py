@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from ctx_langgraph.view.markers import REPAIR_FLAG
 
-__all__ = ["ViewRepairs", "is_repair", "needs_repair", "repair_tool_pairs"]
+__all__ = ["ViewRepairs", "needs_repair", "repair_tool_pairs"]
 
 MISSING_RESULT = (
     "[no result was recorded for this tool call: the call was interrupted or its result was "
@@ -35,11 +35,6 @@ class ViewRepairs:
 
     def __bool__(self) -> bool:
         return bool(self.dangling_tool_calls or self.orphan_tool_results)
-
-
-def is_repair(message: BaseMessage) -> bool:
-    """Whether ``message`` is a synthetic tool result added by :func:`repair_tool_pairs`."""
-    return bool(message.additional_kwargs.get(REPAIR_FLAG))
 
 
 def _missing(call_id: str, name: str, invalid: bool = False) -> ToolMessage:
