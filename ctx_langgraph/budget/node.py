@@ -85,20 +85,14 @@ class BudgetNode:
     counter: TokenCounter | None = None
     compact_node: str | None = "ctx_compact"
     cache: CountCache = field(default_factory=CountCache)
-    """Per-message counts, keyed by counter id and content (safe to share between threads)."""
+    """Per-message counts (safe to share between threads)."""
     provider_count: ProviderCountHook | None = None
-    """Asked for an exact count when the estimate is near the limit (``exact_count_above``)."""
     exact_count_above: float = 0.9
     """Fraction of the usable window above which ``provider_count`` is asked."""
     system_prompt: str | None = None
-    """A system prompt the model node adds to every request itself (not kept in the state)."""
     pinned_rules: PinnedRules | None = None
-    """Rules kept first in the view on every turn (never recorded, never summarized)."""
     memory: LongTermMemory | None = None
-    """Long-term memory: fed the user's new messages, recalled into the view every turn."""
     book_late: LateBooker | None = None
-    """Books an answer no ``ctx_usage`` booked when this node records it
-    (:func:`ctx_langgraph.usage.node.answer_booker`)."""
 
     def __post_init__(self) -> None:
         if self.memory is not None:
@@ -247,18 +241,13 @@ def make_budget_node(
         tools: the tools bound to the model (their schemas are part of every request).
         counter: overrides the counter picked from the model name.
         compact_node: the node the router sends over-trigger requests to; None when there is none.
-        provider_count: a provider count hook (``AnthropicCountHook``, ``OpenAIResponsesCountHook``)
-            asked for an exact count only near the limit; on failure the local estimate stands.
-        system_prompt: a system prompt the model node prepends to every request itself (not in
-            the state): counted as overhead like the tool schemas.
-        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the view's first
-            message on every turn (re-read each turn, never recorded or summarized).
-        memory: :class:`~ctx_langgraph.memory.LongTermMemory`: learns from the user's new
-            messages; its live records (thread, ``configurable["user_id"]``, project) are loaded
-            as a system message after the leading ones, under their own token budget, and shrunk
-            or dropped before they could push a request over the usable window.
+        provider_count: a provider count hook asked for an exact count near the limit.
+        system_prompt: a system prompt the model node prepends itself (counted as overhead).
+        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept first in the view.
+        memory: :class:`~ctx_langgraph.memory.LongTermMemory` learning from the user's messages,
+            its records loaded into the view under their own budget.
         book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`):
-            an answer ``ctx_usage`` never booked is booked here, once, when it is recorded.
+            books an answer ``ctx_usage`` never booked.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage

@@ -34,22 +34,15 @@ MIN_CAP = 64
 """The smallest cap a tool result is given."""
 
 
-def _cap(s: BudgetSettings, shrink: int | None) -> int | None:
-    """The cap of this pass: the configured one, at most a quarter of the usable window, and the
-    smaller cap the overflow recovery asks for."""
+def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
+    """2. Cap oversized new tool results, at most to a quarter of the usable window (every
+    result of the view, when the overflow recovery asks for a smaller cap)."""
+    shrink = turn.context.pop("shrink_tool_results", None)
     cap = s.config.tool_output_cap_tokens
     if cap is not None:
         cap = min(cap, max(64, s.budget.usable // 4))
     if shrink is not None:
         cap = min(cap or int(shrink), int(shrink))
-    return cap
-
-
-def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
-    """2. Cap oversized new tool results (every result of the view, when the overflow recovery
-    asks for a smaller cap)."""
-    shrink = turn.context.pop("shrink_tool_results", None)
-    cap = _cap(s, shrink)
     if not cap:
         return
     by_id, counter = turn.by_id, turn.counter
@@ -59,7 +52,7 @@ def cap_tool_results(s: BudgetSettings, turn: BudgetPass) -> None:
             and message.id
             and (message.id in by_id or shrink is not None)
             and not message.additional_kwargs.get(CLEARED_FLAG)
-            and not is_lookup_result(message)  # a lookup page is bounded by its own cap
+            and not is_lookup_result(message)
             and s.cache.count(counter, message) > cap
         ):
             turn.replacements[message.id] = _preview(s, turn, message, cap)
@@ -100,11 +93,8 @@ def shares(sizes: Sequence[int], room: int) -> list[int | None]:
 
 
 def fit_step_results(s: BudgetSettings, turn: BudgetPass) -> None:
-    """2b. The results of the step in progress share the room under the trigger (the usable
-    window without compaction) left by what a compaction cannot remove (overhead, leading system
-    messages, the earlier conversation at most a summary's size, the calling AI message):
-    results that together overflow it are shortened alike, whatever their own cap (lookup pages
-    and cleared results keep their size)."""
+    """2b. The results of the step in progress share alike the room under the trigger that what
+    a compaction cannot remove leaves (lookup pages and cleared results keep their size)."""
     view = replaced(turn)
     begin = step_in_progress(view)
     if begin is None:

@@ -81,21 +81,17 @@ class BudgetPass:
     """The working data of one pass; each step reads it and fills in its part."""
 
     messages: Sequence[BaseMessage]
-    """The view as the steps rewrite it (the state's messages at the start)."""
     state_messages: Sequence[BaseMessage]
     context: FlatContext
     """A copy of the state's ``context``: the facts a step changes here are reported."""
     given: Mapping[str, Any]
-    """The state's ``context`` as the pass found it."""
     run_config: RunnableConfig | None
     scope: Scope
     counter: TokenCounter
     epoch: int
     reasons: list[str] = field(default_factory=list)
-    """Why the projection epoch moves this pass."""
     recorded_through: str | None = None
     fresh: list[BaseMessage] = field(default_factory=list)
-    """New messages to record (not previews, not synthetic)."""
     prefix: list[BaseMessage] = field(default_factory=list)
     """The recorded part of the state (messages before the first new one)."""
     checksum: int = 0
@@ -108,7 +104,6 @@ class BudgetPass:
     records: list[MemoryRecord] | None = None
     memory_info: MemoryReport = field(default_factory=lambda: MemoryReport())
     view: Sequence[BaseMessage] = ()
-    """The view after the replacements: what the estimate counts."""
     fingerprint: str = ""
     estimate: BudgetEstimate | None = None
     decision: BudgetDecision = "proceed"

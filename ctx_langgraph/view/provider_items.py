@@ -64,10 +64,8 @@ def item_provider(message: BaseMessage, item: Mapping[str, Any]) -> str:
     if isinstance(flag, Mapping) and flag.get("provider") in (ANTHROPIC, OPENAI_RESPONSES):
         return str(flag["provider"])
     made_by = (getattr(message, "response_metadata", None) or {}).get("model_provider")
-    if made_by == "anthropic":
-        return ANTHROPIC
-    if made_by == "openai":
-        return OPENAI_RESPONSES
+    if made_by in ("anthropic", "openai"):
+        return ANTHROPIC if made_by == "anthropic" else OPENAI_RESPONSES
     if "id" in item and not ({"content", "signature", "tool_changes"} & item.keys()):
         return OPENAI_RESPONSES
     return ANTHROPIC
