@@ -238,9 +238,7 @@ def record(s: BudgetSettings, turn: BudgetPass) -> Flow[None]:
         0,
     )
     turn.fresh = fresh = [m for m in messages[start:] if not is_flagged(m)]
-    turn.prefix = prefix = [
-        m for m in messages[:start] if m.id and not (m.additional_kwargs and is_flagged(m))
-    ]
+    turn.prefix = prefix = [m for m in messages[:start] if m.id and not is_flagged(m)]
     turn.checksum = checksum = digest(prefix)
     saved = context.get("recorded_digest")
     revised_in_state: list[BaseMessage] = []
@@ -301,14 +299,11 @@ def _unbooked_reply(turn: BudgetPass) -> AIMessage | None:
     if through is None or not turn.fresh:
         return None
     messages = turn.messages
-    for index in range(len(messages) - 2, -1, -1):
-        if messages[index].id == through:
-            reply = messages[index + 1]
-            fresh = any(m is reply for m in turn.fresh)
-            if fresh and isinstance(reply, AIMessage) and reply.id:
-                return None if context.get("last_usage_message_id") == reply.id else reply
-            return None
-    return None
+    at = next((i for i in range(len(messages) - 2, -1, -1) if messages[i].id == through), None)
+    reply = None if at is None else messages[at + 1]
+    if not isinstance(reply, AIMessage) or not reply.id or all(m is not reply for m in turn.fresh):
+        return None
+    return None if context.get("last_usage_message_id") == reply.id else reply
 
 
 def _created_at(
