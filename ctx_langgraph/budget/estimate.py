@@ -1,11 +1,7 @@
-"""The estimate of the next request's input tokens (docs/design.md §5), without rescanning history.
-
-Fast path: ``measured input of the last request + tokens of the messages appended after the last
-message that was in it`` (the kept AI reply included). When the baseline cannot be trusted (no
-baseline yet, a new projection epoch after compaction / edit / deletion / tool or prompt change,
-or its boundary message is gone), the bounded working view is recounted instead: fixed overhead
-(tool schemas, reply priming) + summary + tail. Per-message counts come from a
-:class:`~ctx_langgraph.budget.CountCache`, so a normal turn counts only the new messages.
+"""The estimate of the next request's input tokens (docs/design.md §5): the measured input of the
+last request plus the messages appended since, or, when that baseline cannot be trusted, a
+recount of the bounded view, with per-message counts from a
+:class:`~ctx_langgraph.budget.CountCache`.
 """
 
 from __future__ import annotations
@@ -56,16 +52,6 @@ class BudgetEstimate:
         return {**asdict(self), "total": self.total}
 
 
-def _boundary(messages: Sequence[BaseMessage], message_id: str | None) -> int | None:
-    """Index of ``message_id``, searched from the end (the boundary is almost always recent)."""
-    if message_id is None:
-        return None
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].id == message_id:
-            return index
-    return None
-
-
 def estimate_next_request(
     messages: Sequence[BaseMessage],
     *,
@@ -88,11 +74,14 @@ def estimate_next_request(
     epoch = int(context.get("projection_epoch", 0))
     baseline = context.get("baseline") or {}
     boundary = None
+    through = baseline.get("input_through_message_id")
     if (
         baseline.get("projection_epoch") == epoch
         and baseline.get("measured_input_tokens") is not None
     ):
-        boundary = _boundary(messages, baseline.get("input_through_message_id"))
+        # searched from the end: the boundary is almost always recent
+        indexes = range(len(messages) - 1, -1, -1)
+        boundary = next((i for i in indexes if through and messages[i].id == through), None)
     if boundary is not None:
         measured = int(baseline["measured_input_tokens"])
         appended_messages = messages[boundary + 1 :]
@@ -111,19 +100,20 @@ def estimate_next_request(
             tail=0,
             counted_messages=len(appended_messages),
         )
-    system = summary = retrieved = tail = 0
+    parts = dict.fromkeys(("system", "summary", "retrieved", "tail"), 0)
     for message in messages:
-        tokens = cache.count(counter, message)
-        if is_summary(message):
-            summary += tokens
-        elif message.additional_kwargs.get(RETRIEVED_FLAG):
-            retrieved += tokens
-        elif message.type == "system":
-            system += tokens
-        else:
-            tail += tokens
+        part = (
+            "summary"
+            if is_summary(message)
+            else "retrieved"
+            if message.additional_kwargs.get(RETRIEVED_FLAG)
+            else "system"
+            if message.type == "system"
+            else "tail"
+        )
+        parts[part] += cache.count(counter, message)
     overhead = tool_tokens + REPLY_PRIMING
-    estimate = overhead + system + summary + retrieved + tail
+    estimate = overhead + sum(parts.values())
     return BudgetEstimate(
         input_tokens=estimate,
         margin=margin(estimate),
@@ -131,9 +121,6 @@ def estimate_next_request(
         measured_baseline=None,
         appended=0,
         overhead=overhead,
-        system=system,
-        summary=summary,
-        retrieved=retrieved,
-        tail=tail,
         counted_messages=len(messages),
+        **parts,
     )

@@ -1,38 +1,6 @@
-"""The ``ctx_budget`` node and its router: record, reconcile, cap, estimate, decide
-(docs/design.md §2, §5).
-
-Before every model call the node runs these steps, each a small function of its own module:
-
-1. :func:`~ctx_langgraph.budget.record.record`: records every message not yet in the history
-   store (idempotent; the summary message and our own previews are never recorded); then
-   keeps the view in step with the store (:mod:`~ctx_langgraph.budget.edits`): edits made
-   there (1a) and the pinned rules, a provider's server-side compaction (1b), long-term memory
-   learned and recalled (1c, :mod:`~ctx_langgraph.budget.memory_step`), a summary another
-   worker committed (1d), and the projection for the model's provider (1e: a provider's opaque
-   window, or the readable summary after a switch), and keeps every tool call paired with its
-   result (1f: a stand-in result for a dangling call, a stray result left out; the store keeps
-   what happened);
-2. caps a new tool result above ``tool_output_cap_tokens`` (:mod:`~ctx_langgraph.budget.trim`):
-   the original stays in the history store, the state gets a head/tail preview with a handle
-   the history lookup can page through; the results of one step (parallel calls) share the
-   room the window leaves them, and are shortened alike when together they would overflow it;
-3. clears old tool results to placeholders as ``ContextConfig.tool_clearing`` (or
-   ``clear_tool_results_keep``) says (:mod:`~ctx_langgraph.budget.clearing`; persisted in the
-   state, so the prompt prefix stays stable from turn to turn);
-4. bumps the projection epoch when the prefix the baseline measured changed (an edited message,
-   cleared results, a changed system prompt, tool set or model;
-   :mod:`~ctx_langgraph.budget.measure`);
-5. estimates the next request (measured baseline + appended, or a recount of the bounded view);
-6. decides (:mod:`~ctx_langgraph.budget.decide`): ``compact`` above the trigger, ``proceed``
-   otherwise, and raises :class:`~ctx_langgraph.errors.ContextBudgetExceeded` when nothing can
-   make the request fit;
-7. measures the request's cacheable prefix against the thread's previous request
-   (:mod:`~ctx_langgraph.budget.prefix_step`): ``context["cache"]``.
-
-The estimate and its breakdown go to ``context["budget"]``, visible in Studio and notebooks.
-The node object holds configuration only: a pass's working data is a
-:class:`~ctx_langgraph.budget.turn.BudgetPass`, and an approximate counter's calibration lives in
-each thread's state.
+"""The ``ctx_budget`` node and its router: before every model call it records, reconciles,
+caps, estimates and decides, each step a small function of its own module, and ends with the
+state update (the view, and ``context``'s report) (docs/design.md §2, §5).
 """
 
 from __future__ import annotations
@@ -43,36 +11,44 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import RemoveMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.utils.runnable import RunnableCallable  # type: ignore[attr-defined]  # re-exported by langgraph
 
-from ctx_langgraph.budget.calibration import thread_counter
-from ctx_langgraph.budget.clearing import clear_old_tool_results
-from ctx_langgraph.budget.counters import CountCache, TokenCounter, default_counter
-from ctx_langgraph.budget.decide import decide
+from ctx_langgraph.budget.counters import (
+    ApproximateCounter,
+    CountCache,
+    TokenCounter,
+    calibration_report,
+    default_counter,
+    thread_counter,
+)
 from ctx_langgraph.budget.edits import (
     apply_store_summary,
+    fit_memory,
+    learn_and_recall,
     note_server_compaction,
     pin_rules,
     project_for_provider,
     reconcile_edits,
+    record,
     repair_view,
 )
-from ctx_langgraph.budget.measure import bump_epoch, count_exactly, estimate_request
-from ctx_langgraph.budget.memory_step import fit_memory, learn_and_recall
+from ctx_langgraph.budget.estimate import BudgetEstimate
+from ctx_langgraph.budget.measure import bump_epoch, count_exactly, decide, estimate_request
 from ctx_langgraph.budget.prefix_step import measure_prefix
-from ctx_langgraph.budget.record import record
-from ctx_langgraph.budget.report import budget_update
 from ctx_langgraph.budget.trim import (
     apply_replacements,
     cap_tool_results,
+    clear_old_tool_results,
     fit_step_results,
 )
 from ctx_langgraph.budget.turn import BudgetPass, BudgetSettings, LateBooker
 from ctx_langgraph.config import ContextConfig, ResolvedBudget
+from ctx_langgraph.core.digest import extend_digest
 from ctx_langgraph.core.effects import Flow, arun, run
 from ctx_langgraph.core.scope import scope_from_config
 from ctx_langgraph.core.streaming import keep_out_of_message_stream
@@ -81,21 +57,26 @@ from ctx_langgraph.memory.store import LongTermMemory
 from ctx_langgraph.providers import defer_to_server, provider_key
 from ctx_langgraph.providers.count import ProviderCountHook
 from ctx_langgraph.rules import PinnedRules
-from ctx_langgraph.state import packed, unpack
+from ctx_langgraph.state import (
+    BudgetReport,
+    FlatContext,
+    PendingRequest,
+    RecordedDigest,
+    packed,
+    unpack,
+)
 from ctx_langgraph.storage.required import require_store
-from ctx_langgraph.view.markers import is_lookup_tool
+from ctx_langgraph.view.markers import is_flagged, is_lookup_tool, is_synthetic
 
 __all__ = ["BudgetNode", "make_budget_node", "make_budget_router"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("ctx_langgraph.budget.node")
 
 
 @dataclass
 class BudgetNode:
-    """The ``ctx_budget`` node (use :func:`make_budget_node`).
-
-    Shared by every thread of a compiled graph: it holds configuration only, never changed
-    after construction."""
+    """The ``ctx_budget`` node (use :func:`make_budget_node`); configuration only, shared by
+    every thread of a compiled graph."""
 
     store: HistoryStore
     config: ContextConfig = field(default_factory=ContextConfig)
@@ -104,20 +85,14 @@ class BudgetNode:
     counter: TokenCounter | None = None
     compact_node: str | None = "ctx_compact"
     cache: CountCache = field(default_factory=CountCache)
-    """Per-message counts, keyed by counter id and content (safe to share between threads)."""
+    """Per-message counts (safe to share between threads)."""
     provider_count: ProviderCountHook | None = None
-    """Asked for an exact count when the estimate is near the limit (``exact_count_above``)."""
     exact_count_above: float = 0.9
     """Fraction of the usable window above which ``provider_count`` is asked."""
     system_prompt: str | None = None
-    """A system prompt the model node adds to every request itself (not kept in the state)."""
     pinned_rules: PinnedRules | None = None
-    """Rules kept first in the view on every turn (never recorded, never summarized)."""
     memory: LongTermMemory | None = None
-    """Long-term memory: fed the user's new messages, recalled into the view every turn."""
     book_late: LateBooker | None = None
-    """Books an answer no ``ctx_usage`` booked (it failed, or never ran) when this node records
-    it (:func:`ctx_langgraph.usage.node.answer_booker`)."""
 
     def __post_init__(self) -> None:
         if self.memory is not None:
@@ -127,8 +102,6 @@ class BudgetNode:
         # a provider that compacts server-side does so at its threshold: ours is the window
         self.budget: ResolvedBudget = defer_to_server(self.config.resolve(self.model), self.model)
         schemas = [convert_to_openai_tool(tool) for tool in self.tools]
-        # what every request carries besides the messages: the tool schemas and a system prompt
-        # the model node adds itself (counted as overhead, and part of the fingerprint)
         overhead_text = json.dumps(schemas, sort_keys=True, default=str)
         overhead_tokens = counter.count_tools(schemas) if schemas else 0
         system_prompt_tokens = 0
@@ -184,18 +157,13 @@ class BudgetNode:
                 budget.trigger,
             )
 
-    # ------------------------------------------------------------------ the flow (written once)
-
     def start(self, state: Mapping[str, Any], config: RunnableConfig | None) -> BudgetPass:
-        """The turn of one pass: the state's view and a copy of its context, the run's scope
-        (a run asking for another branch than the state was built on drops the foreign
-        baseline), the thread's counter."""
+        """The working data of one pass (a run asking for another branch drops the state's)."""
         context = unpack(state.get("context"))
         reasons: list[str] = []
         wanted_branch = ((config or {}).get("configurable") or {}).get("ctx_branch")
         current = context.get("branch")
-        # (a branch this package forked from the run's one, ``{branch}~{seq}-{id}``, carries
-        # on that branch's timeline after a re-run: it stays the thread's branch)
+        # (a branch forked from the run's one, ``{branch}~{seq}-{id}``, stays the thread's)
         if (
             wanted_branch
             and current not in (None, wanted_branch)
@@ -220,31 +188,28 @@ class BudgetNode:
         """One pass: the steps of the per-turn flow, in order (docs/design.md §2)."""
         s = self.settings
         turn = self.start(state, config)
-        yield from record(s, turn)  # 1
-        yield from reconcile_edits(s, turn)  # 1a
+        yield from record(s, turn)
+        yield from reconcile_edits(s, turn)
         yield from pin_rules(s, turn)
-        note_server_compaction(turn)  # 1b
-        yield from learn_and_recall(s, turn)  # 1c
-        yield from apply_store_summary(s, turn)  # 1d
-        yield from project_for_provider(s, turn)  # 1e
-        repair_view(turn)  # 1f
-        cap_tool_results(s, turn)  # 2
-        clear_old_tool_results(s, turn)  # 3
+        note_server_compaction(turn)
+        yield from learn_and_recall(s, turn)
+        yield from apply_store_summary(s, turn)
+        yield from project_for_provider(s, turn)
+        repair_view(turn)
+        cap_tool_results(s, turn)
+        clear_old_tool_results(s, turn)
         fit_step_results(s, turn)
         apply_replacements(turn)
-        bump_epoch(s, turn)  # 4
-        estimate_request(s, turn)  # 5
+        bump_epoch(s, turn)
+        estimate_request(s, turn)
         fit_memory(s, turn)
         yield from count_exactly(s, turn)
-        decide(s, turn)  # 6
-        measure_prefix(s, turn)  # 7
+        decide(s, turn)
+        measure_prefix(s, turn)
         return budget_update(s, turn)
 
-    # ------------------------------------------------------------------ sync and async shells
-
-    # What the node writes into ``messages`` is the thread's own history projected again plus
-    # our synthetic messages (summary, memory, pinned rules, stand-ins): never a new turn of
-    # the conversation, so none of it goes to ``stream_mode="messages"``.
+    # the node's messages are the view projected again, never a new turn: kept out of
+    # ``stream_mode="messages"``
     def invoke(self, state: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
         return keep_out_of_message_stream(packed(run(self.flow(state, config))), config)
 
@@ -276,20 +241,13 @@ def make_budget_node(
         tools: the tools bound to the model (their schemas are part of every request).
         counter: overrides the counter picked from the model name.
         compact_node: the node the router sends over-trigger requests to; None when there is none.
-        provider_count: a provider count hook (``AnthropicCountHook``, ``OpenAIResponsesCountHook``)
-            asked for an exact count only near the limit; on failure the local estimate stands.
-        system_prompt: a system prompt the model node prepends to every request itself (it is
-            not in the state): counted as overhead like the tool schemas.
-        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept as the view's first
-            message on every turn (re-read each turn, never recorded or summarized).
-        memory: :class:`~ctx_langgraph.memory.LongTermMemory`: the user's new messages go
-            through its extractor; its live records for the run's thread, user
-            (``configurable["user_id"]``) and project are loaded as a system message after
-            the leading system messages, under its own token budget, counted in the estimate,
-            and shrunk or dropped before it could push a request over the usable window.
-        book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`)
-            of the ledger ``ctx_usage`` books into: an answer it never booked (the node failed,
-            or a new input came before it ran) is booked here, once, when this node records it.
+        provider_count: a provider count hook asked for an exact count near the limit.
+        system_prompt: a system prompt the model node prepends itself (counted as overhead).
+        pinned_rules: :class:`~ctx_langgraph.rules.PinnedRules` kept first in the view.
+        memory: :class:`~ctx_langgraph.memory.LongTermMemory` learning from the user's messages,
+            its records loaded into the view under their own budget.
+        book_late: ``answer_booker(ledger)`` (:func:`ctx_langgraph.usage.node.answer_booker`):
+            books an answer ``ctx_usage`` never booked.
 
     Examples:
         >>> from langchain_core.messages import HumanMessage
@@ -342,3 +300,98 @@ def make_budget_router(
         return compact_node if decision in ("compact", "precompact") else model_node
 
     return route
+
+
+def budget_update(s: BudgetSettings, turn: BudgetPass) -> dict[str, Any]:
+    """The node's return value: the ``context`` report, and the messages when the view changed."""
+    context, estimate = turn.context, turn.estimate
+    assert estimate is not None
+    last_recorded = next(
+        (m.id for m in reversed(turn.messages) if m.id and not is_synthetic(m)),
+        turn.recorded_through,
+    )
+    report: FlatContext = {
+        "projection_epoch": turn.epoch,
+        "recorded_through_id": last_recorded,
+        "fingerprint": turn.fingerprint,
+        "branch": turn.scope.branch,
+        "budget": _budget_report(s, turn, estimate),
+        "budget_passes": int(context.get("budget_passes") or 0) + 1,
+    }
+    if s.memory is not None:
+        report["memory"] = turn.memory_info
+    report["request"] = _pending_request(turn, estimate)
+    if turn.makeup is not None:
+        report["request"]["makeup"] = turn.makeup
+    counter = turn.counter
+    if isinstance(counter, ApproximateCounter):
+        report["calibration"] = calibration_report(counter)
+        counted = turn.view[-estimate.counted_messages :] if estimate.counted_messages else []
+        words = counter.message_word_chars(counted)
+        if estimate.method == "recount":
+            words += counter.word_chars(s.overhead_text)
+        report["request"]["counted_word_chars"] = words
+        report["calibrated_with"] = context.get("calibrated_with")
+    report["recorded_digest"] = _recorded_digest(turn, last_recorded)
+    if turn.cache is not None:
+        report["cache"] = turn.cache
+    if turn.compaction is not None:
+        report["compaction"] = turn.compaction
+    update: dict[str, Any] = {"context": report}
+    if turn.rewritten:
+        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.view]
+    elif turn.replacements:
+        update["messages"] = list(turn.replacements.values())
+    given = turn.given
+    for key, value in context.items():  # what a step changed that the report does not say
+        if key not in report and (key not in given or given[key] is not value):
+            report[key] = value  # type: ignore[literal-required]
+    return update
+
+
+def _budget_report(s: BudgetSettings, turn: BudgetPass, estimate: BudgetEstimate) -> BudgetReport:
+    budget = s.budget
+    report: BudgetReport = {
+        **estimate.to_json(),  # type: ignore[typeddict-item]
+        "decision": turn.decision,
+        "epoch_bumped_for": turn.reasons,
+        "trigger": budget.trigger,
+        "target": budget.target,
+        "usable": budget.usable,
+        "window": budget.context_window,
+        "output_reserve": budget.output_reserve,
+        "counter": turn.counter.id,
+        "generation": int(turn.context.get("active_generation", 0)),
+    }
+    if turn.fallback:
+        report["summarizer"] = "fallback"
+    return report
+
+
+def _pending_request(turn: BudgetPass, estimate: BudgetEstimate) -> PendingRequest:
+    view = turn.view
+    return {
+        "epoch": turn.epoch,
+        "input_through_message_id": view[-1].id if view else None,
+        "estimate": estimate.input_tokens,
+        "method": estimate.method,
+        "measured_baseline": estimate.measured_baseline,
+        "counted_tokens": estimate.appended
+        if estimate.method == "baseline"
+        else estimate.input_tokens,
+    }
+
+
+def _recorded_digest(turn: BudgetPass, last_recorded: str | None) -> RecordedDigest:
+    """What the next pass checks edits by id against: the checksum of the recorded part of the
+    state."""
+    base: dict[str, Any] | None = None
+    if turn.rewritten or turn.replacements:
+        view = turn.view
+        upto = next((i + 1 for i in range(len(view) - 1, -1, -1) if view[i].id == last_recorded), 0)
+        added = [m for m in view[:upto] if m.id and not is_flagged(m)]
+    else:
+        if turn.prefix:
+            base = {"first": turn.prefix[0].id, "count": len(turn.prefix), "value": turn.checksum}
+        added = [m for m in turn.fresh if m.id]
+    return extend_digest(base, added)  # type: ignore[return-value]

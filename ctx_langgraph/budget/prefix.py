@@ -1,17 +1,11 @@
 """The cacheable prefix of a request: its leading tokens identical to the previous request's.
 
-A provider's prompt cache (OpenAI, Anthropic, Gemini) bills the leading tokens a request shares
-with a recent request at a fraction of the input price. This module measures that share at
-message granularity: a request is a sequence of parts (the tool schemas and a system prompt the
-model node adds, when there are any, then each message in order), each with a digest of what
-the provider sees and a token count. The cacheable prefix is the token sum of the leading parts
-whose digests equal the previous request's, in order: one changed message early in the request
-makes everything after it uncacheable, however much of it is unchanged.
-
-Everything that reports the figure measures with :func:`cacheable_prefix`: the ledger's
-callback handlers (``cacheable_prefix`` per call), the ``ctx_budget`` node
-(``context["cache"]``), the metering fake model (its simulated cache reads) and the
-evaluation (``cacheable_prefix_ratio``).
+A request is a sequence of parts (the tool schemas and a system prompt the model node adds, when
+there are any, then each message), each with a digest of what the provider sees and a token
+count. The cacheable prefix is the token sum of the leading parts whose digests equal the
+previous request's, in order: what a provider's prompt cache can bill at a fraction of the price.
+Everything that reports the figure (the ledger, ``context["cache"]``, the metering fake model,
+the evaluation) measures with :func:`cacheable_prefix`.
 
 Examples:
     >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -31,6 +25,7 @@ Examples:
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,14 +63,12 @@ class RequestShape:
 
 
 def message_digest(message: BaseMessage) -> str:
-    """A digest of what the provider sees of ``message`` (type, name, content, tool calls,
-    tool call id; not its LangChain id)."""
+    """A digest of what the provider sees of ``message`` (not its LangChain id)."""
     return CountCache.revision(message)[:DIGEST_CHARS]
 
 
 def overhead_digest(tools: Sequence[Any] = (), system: str | None = None) -> str:
-    """A digest of what precedes the messages: the tool schemas and a system prompt the model
-    node adds itself."""
+    """A digest of what precedes the messages: the tool schemas and the model node's prompt."""
     rendered = json.dumps([list(tools), system], sort_keys=True, default=str)
     return hashlib.blake2b(rendered.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()[
         :DIGEST_CHARS
@@ -92,10 +85,8 @@ def request_shape(
     overhead_tokens: int | None = None,
 ) -> RequestShape:
     """The parts of a request of ``messages``: the overhead (``tools`` as OpenAI tool schemas
-    and a ``system`` prompt the model node adds), when there is any, then each message.
-
-    ``overhead_tokens`` is the overhead's count when the caller knows it already; ``cache``
-    reuses per-message counts."""
+    and a ``system`` prompt the model node adds, counted as ``overhead_tokens`` when given),
+    when there is any, then each message (counted through ``cache`` when given)."""
     digests: list[str] = []
     tokens: list[int] = []
     if tools or system:
@@ -108,10 +99,11 @@ def request_shape(
     for message in messages:
         revision = CountCache.revision(message)
         digests.append(revision[:DIGEST_CHARS])
-        if cache is not None:
-            tokens.append(cache.count(counter, message, revision))
-        else:
-            tokens.append(counter.count_message(message))
+        tokens.append(
+            counter.count_message(message)
+            if cache is None
+            else cache.count(counter, message, revision)
+        )
     return RequestShape(tuple(digests), tuple(tokens))
 
 
@@ -122,15 +114,11 @@ def shared_parts(previous: Sequence[str] | None, digests: Sequence[str]) -> int:
         >>> shared_parts(["a", "b", "c"], ["a", "b", "x", "c"]), shared_parts(None, ["a"])
         (2, 0)
     """
-    shared = 0
-    for mine, theirs in zip(digests, previous or (), strict=False):
-        if mine != theirs:
-            break
-        shared += 1
-    return shared
+    pairs = zip(digests, previous or (), strict=False)
+    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], pairs))
 
 
 def cacheable_prefix(previous: Sequence[str] | None, request: RequestShape) -> int:
-    """The leading tokens of ``request`` identical to the previous request (given by its
-    part digests; None when there was none): the token sum of the shared leading parts."""
+    """The leading tokens of ``request`` identical to the previous request (its part digests;
+    None when there was none)."""
     return sum(request.tokens[: shared_parts(previous, request.digests)])

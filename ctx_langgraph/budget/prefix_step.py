@@ -1,25 +1,14 @@
-"""Step 7 of ``ctx_budget``: how much of the request about to be sent a prompt cache can read.
-
-The request (the tool schemas and system prompt the model node adds, then the view) is measured
-against the previous request sent on the thread, whose part digests ``context["cache"]`` keeps:
-``prefix_tokens`` leading tokens are identical (:func:`~ctx_langgraph.budget.prefix.cacheable_prefix`),
-``moved_by`` names the first part that differs when the previous request is not a prefix of this
-one (``summary``: a compaction committed; ``memory``, ``pinned rules``, ``cleared tool result``,
-``tools or system prompt``, or the kind of message that changed). A pass that routes to
-compaction sends nothing, so it keeps the report (and the digests) of the last request sent.
-
-The same parts give the request's make-up (:mod:`ctx_langgraph.makeup`,
-``context["request"]["makeup"]``): each part's count added to the part of the request it is
-(system, pinned rules, tools, memory, summary and its artifact trail, lookup results, the
-tail), against the estimate. Nothing is counted again but the trail, once per summary text (a
-cached count).
+"""Step 7 of ``ctx_budget``: how much of the request about to be sent a prompt cache can read
+(``context["cache"]``: the prefix shared with the thread's previous request, and what moved it),
+and the request's tokens by part (``context["request"]["makeup"]``, :mod:`ctx_langgraph.makeup`).
+A pass that routes to compaction sends nothing and keeps the last request's report.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import BaseMessage
 
@@ -39,7 +28,9 @@ from ctx_langgraph.view.markers import (
     CAPPED_FLAG,
     CLEARED_FLAG,
     INPUTS_CLEARED_FLAG,
+    MEMORY_FLAG,
     PINNED_FLAG,
+    SUMMARY_FLAG,
     is_lookup_result,
     is_memory_message,
     is_summary,
@@ -48,24 +39,21 @@ from ctx_langgraph.view.markers import (
 __all__ = ["measure_prefix", "moved_by", "request_makeup"]
 
 _TRAIL_SECTION = f"\n## {ARTIFACT_TRAIL_HEADING}\n"
-"""How the artifact trail starts inside a summary text (its last section, ``with_trail``)."""
+
+
+_LABELS = (
+    (SUMMARY_FLAG, "summary"),
+    (MEMORY_FLAG, "memory"),
+    (PINNED_FLAG, "pinned rules"),
+    (CLEARED_FLAG, "cleared tool result"),
+    (INPUTS_CLEARED_FLAG, "cleared tool call"),
+    (CAPPED_FLAG, "capped tool result"),
+)
 
 
 def _label(message: BaseMessage) -> str:
-    if is_summary(message):
-        return "summary"
-    if is_memory_message(message):
-        return "memory"
     kwargs = message.additional_kwargs
-    if kwargs.get(PINNED_FLAG):
-        return "pinned rules"
-    if kwargs.get(CLEARED_FLAG):
-        return "cleared tool result"
-    if kwargs.get(INPUTS_CLEARED_FLAG):
-        return "cleared tool call"
-    if kwargs.get(CAPPED_FLAG):
-        return "capped tool result"
-    return f"{message.type} message"
+    return next((label for flag, label in _LABELS if kwargs.get(flag)), f"{message.type} message")
 
 
 def moved_by(
@@ -74,9 +62,8 @@ def moved_by(
     view: Sequence[BaseMessage],
     has_overhead: bool,
 ) -> str | None:
-    """What moved the cacheable prefix: the first part of the request that differs from the
-    previous request, or None when the previous request is a prefix of this one (or there was
-    none)."""
+    """The first part of the request that differs from the previous request; None when that is
+    a prefix of this one (or there was none)."""
     if not previous:
         return None
     shared = shared_parts(previous, shape.digests)
@@ -98,24 +85,11 @@ def _part(message: BaseMessage, lookup_tools: frozenset[str]) -> str:
     return "tail"
 
 
-def _trail_tokens(s: BudgetSettings, turn: BudgetPass, summary: BaseMessage) -> int:
-    """The tokens of the artifact trail inside a summary message (0: it holds none)."""
-    text = summary.content if isinstance(summary.content, str) else ""
-    at = text.rfind(_TRAIL_SECTION)
-    return 0 if at < 0 else s.cache.count_text(turn.counter, text[at + 1 :])
-
-
 def request_makeup(
     s: BudgetSettings, turn: BudgetPass, shape: RequestShape, has_overhead: bool, prefix: int
 ) -> RequestMakeup:
-    """The request's tokens by part, from the counts of its ``shape`` (the overhead part, when
-    there is one, then one per message of the view), against this pass's estimate.
-
-    The overhead part is the tool schemas and the node's own system prompt as one count; the
-    prompt's own count (taken when the node was built) goes to ``system``, the rest to
-    ``tools``. A summary message's artifact trail (its last section) is counted apart, as
-    text, and taken off the message's count."""
-    assert turn.estimate is not None
+    """The request's tokens by part, from the counts of its ``shape`` (the overhead, split into
+    the node's prompt and the tools, then one per message; a summary's trail counted apart)."""
     parts = dict.fromkeys(MAKEUP_PARTS, 0)
     counts = shape.tokens
     if has_overhead:
@@ -125,48 +99,35 @@ def request_makeup(
         counts = counts[1:]
     for message, tokens in zip(turn.view, counts, strict=True):
         part = _part(message, s.lookup_tools)
-        if part == "summary":
-            trail = min(tokens, _trail_tokens(s, turn, message))
+        text = message.content if part == "summary" and isinstance(message.content, str) else ""
+        if (at := text.rfind(_TRAIL_SECTION)) >= 0:  # the artifact trail, its last section
+            trail = min(tokens, s.cache.count_text(turn.counter, text[at + 1 :]))
             parts["trail"] += trail
             tokens -= trail
         parts[part] += tokens
     return _makeup(s, turn, parts, prefix)
 
 
-def _head_length(view: Sequence[BaseMessage]) -> int:
-    """How many leading messages are not the conversation: system prompts, pinned rules, the
-    memory message, the summary (what a compaction, a recall or a new prompt rewrites)."""
-    for index, message in enumerate(view):
-        if not (
-            message.type == "system"
-            or is_summary(message)
-            or is_memory_message(message)
-            or message.additional_kwargs.get(PINNED_FLAG)
-        ):
-            return index
-    return len(view)
-
-
 @functools.lru_cache(maxsize=64)
 def _overhead_part(text: str) -> str:
-    """The overhead part's digest (the tool schemas and prompt of a node: a few distinct texts)."""
+    """The overhead part's digest (a node's tool schemas and prompt: a few distinct texts)."""
     return overhead_digest(system=text)
 
 
 def _head(s: BudgetSettings, turn: BudgetPass, has_overhead: bool) -> list[str]:
-    """The digests of the request's leading parts: the overhead, when there is one, then the
-    leading messages that are not the conversation."""
+    """The digests of the overhead (when there is one) and of the leading non-conversation
+    messages."""
     head = [_overhead_part(s.overhead_text)] if has_overhead else []
-    return head + [message_digest(m) for m in turn.view[: _head_length(turn.view)]]
+    view, conversation = turn.view, ("tail", "lookup")
+    length = next(
+        (i for i, m in enumerate(view) if _part(m, frozenset()) in conversation), len(view)
+    )
+    return head + [message_digest(m) for m in view[:length]]
 
 
 def _grown_from(previous: CacheReport, turn: BudgetPass, head: list[str]) -> int | None:
-    """Where the request's new messages start when it is the previous request with messages
-    appended (None when that cannot be told without measuring it whole).
-
-    It is, when this pass changed nothing in the view before them (no rewrite, no edit, no
-    cleared result, no epoch move: an edit by id is noticed by the recorded digest), the
-    leading parts are the same, and the previous request's last message is where it was."""
+    """Where the new messages start when the request is the previous one with messages appended
+    (this pass changed nothing before them, same leading parts, same last message); else None."""
     count, through = previous.get("messages"), previous.get("through")
     view = turn.view
     if previous.get("head") != head or turn.rewritten or turn.reasons or not isinstance(count, int):
@@ -174,7 +135,7 @@ def _grown_from(previous: CacheReport, turn: BudgetPass, head: list[str]) -> int
     if count > len(view) or (count and view[count - 1].id != through):
         return None
     if turn.replacements and not set(turn.replacements) <= {m.id for m in view[count:]}:
-        return None  # (a result capped as it arrives is a new part, not a change)
+        return None
     request = turn.context.get("request") or {}
     if request.get("makeup") is None or request.get("input_through_message_id") != through:
         return None
@@ -188,13 +149,8 @@ def _first_change(
     head: list[str],
     has_overhead: bool,
 ) -> int | None:
-    """The first part of the request (measured whole) that differs from the previous request,
-    None when the previous request is a prefix of it.
-
-    The previous request is kept as its leading parts' digests, its length and its last
-    message: a difference in the leading parts is found by digest; one in the conversation is
-    what this pass changed (a rewrite, a replaced result, a revision by id), found by identity;
-    a conversation that lost the previous request's last message moved from its start."""
+    """The first part of the request that differs from the previous request (None: that is a
+    prefix of it): in the leading parts by digest, in the conversation by what this pass changed."""
     old = previous.get("head") or []
     for index, (mine, theirs) in enumerate(zip(head, old, strict=False)):
         if mine != theirs:
@@ -218,11 +174,8 @@ def _first_change(
 
 
 def measure_prefix(s: BudgetSettings, turn: BudgetPass) -> None:
-    """``turn.cache``: the request about to be sent against the thread's previous one; and
-    ``turn.makeup``, its tokens by part.
-
-    A request that is the previous one with messages appended (a plain turn) is measured by
-    its new messages only; one that changed is measured whole."""
+    """``turn.cache`` and ``turn.makeup`` of the request about to be sent (a plain turn measured
+    by its new messages only, a changed request whole)."""
     if turn.decision != "proceed":
         return
     has_overhead = bool(s.tools or s.overhead_tokens)
@@ -240,12 +193,12 @@ def measure_prefix(s: BudgetSettings, turn: BudgetPass) -> None:
         shape = request_shape(
             view,
             turn.counter,
-            system=s.overhead_text if has_overhead else None,  # the schemas and prompt as one part
+            system=s.overhead_text if has_overhead else None,
             cache=s.cache,
             overhead_tokens=s.overhead_tokens,
         )
         total = shape.input_tokens
-        if "digests" in previous:  # a report of an older version: measured by its digests
+        if "digests" in previous:  # an older version's report
             prefix = cacheable_prefix(previous["digests"], shape)
             moved = moved_by(previous["digests"], shape, view, has_overhead)
         elif previous:
@@ -270,7 +223,7 @@ def measure_prefix(s: BudgetSettings, turn: BudgetPass) -> None:
 def _moved_label(
     first: int, shape: RequestShape, view: Sequence[BaseMessage], has_overhead: bool
 ) -> str:
-    """The name of the request's part ``first`` (its parts' index, the overhead first)."""
+    """The name of the request's part ``first`` (the overhead first)."""
     if first >= len(shape.digests):
         return "removed messages"
     if has_overhead:
@@ -287,7 +240,7 @@ def _grown_makeup(
     shape: RequestShape,
     prefix: int,
 ) -> RequestMakeup:
-    """The previous request's make-up with the new messages' counts added to their parts."""
+    """The previous request's make-up with the new messages' counts added."""
     before: Mapping[str, Any] = (turn.context.get("request") or {}).get("makeup") or {}
     parts = {part: int(before.get(part) or 0) for part in MAKEUP_PARTS}
     for message, tokens in zip(new, shape.tokens, strict=True):
@@ -300,21 +253,17 @@ def _makeup(
 ) -> RequestMakeup:
     assert turn.estimate is not None
     estimate = turn.estimate.input_tokens
-    return RequestMakeup(
-        system=parts["system"],
-        pinned=parts["pinned"],
-        tools=parts["tools"],
-        memory=parts["memory"],
-        summary=parts["summary"],
-        trail=parts["trail"],
-        lookup=parts["lookup"],
-        tail=parts["tail"],
-        adjustment=estimate - sum(parts.values()),
-        estimate=estimate,
-        reserve=s.budget.output_reserve,
-        window=s.budget.context_window,
-        prefix=prefix,
-        generation=int(turn.context.get("active_generation", 0)),
-        covered_through=int(turn.context.get("covered_through_seq", 0)),
-        trigger=s.budget.trigger,
+    return cast(
+        RequestMakeup,
+        {
+            **parts,
+            "adjustment": estimate - sum(parts.values()),
+            "estimate": estimate,
+            "reserve": s.budget.output_reserve,
+            "window": s.budget.context_window,
+            "prefix": prefix,
+            "generation": int(turn.context.get("active_generation", 0)),
+            "covered_through": int(turn.context.get("covered_through_seq", 0)),
+            "trigger": s.budget.trigger,
+        },
     )

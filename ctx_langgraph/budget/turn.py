@@ -1,5 +1,5 @@
-"""What one ``ctx_budget`` pass works with: the node's settings (shared by every thread, never
-changed after construction) and the turn (one pass of one thread, thrown away after it)."""
+"""What one ``ctx_budget`` pass works with: the node's settings (shared by every thread) and the
+turn (one pass of one thread)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,8 @@ from ctx_langgraph.storage.statements import Op
 __all__ = ["BudgetPass", "BudgetSettings", "LateBooker"]
 
 LateBooker = Callable[[AIMessage, Scope], tuple[Op[Any], Any]]
-"""The booking of a model answer no ``ctx_usage`` booked, and the database it runs on (the
-history store's: in the transaction that records the answer): what
-:func:`ctx_langgraph.usage.node.answer_booker` makes of the usage ledger."""
+"""The booking of an answer no ``ctx_usage`` booked, and the database it runs on
+(:func:`ctx_langgraph.usage.node.answer_booker`)."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +44,8 @@ class BudgetSettings:
     config: ContextConfig
     budget: ResolvedBudget
     counter: TokenCounter
-    """The configured counter; an approximate one is copied per pass with the thread's
-    calibration (see :mod:`ctx_langgraph.budget.calibration`)."""
+    """The configured counter (an approximate one is copied per pass with its calibration)."""
     cache: CountCache
-    """Per-message counts, shared by the threads: keyed by counter id (the calibration
-    included) and content, so a thread only ever reads counts of its own counter state."""
     tools: Sequence[Any]
     compact_node: str | None
     provider_count: ProviderCountHook | None
@@ -59,27 +55,23 @@ class BudgetSettings:
     overhead_text: str
     """The tool schemas and the node's own system prompt, as the fingerprint hashes them."""
     overhead_tokens: int
-    """Their tokens: what every request carries besides the messages."""
     model_id: str
     provider: str
     system_prompt_tokens: int = 0
-    """The part of ``overhead_tokens`` that is the node's own system prompt (the rest is the
-    tool schemas)."""
+    """The part of ``overhead_tokens`` that is the node's own system prompt."""
     book_late: LateBooker | None = None
-    """Books an answer no ``ctx_usage`` booked when it is recorded (None: nothing does)."""
     lookup_tools: frozenset[str] = frozenset()
-    """The names the history lookup tool goes by among ``tools`` (its results are named so)."""
+    """The names the history lookup tool goes by among ``tools``."""
 
     def summary_allowance(self) -> int:
-        """The most a summary takes in a request: its cap (``summary_max_tokens``, at most half
-        the target) and, beside it, its artifact trail."""
+        """The most a summary takes in a request: its cap and, beside it, its artifact trail."""
         cap = self.config.summary_cap(self.budget.target)
-        if not self.config.trail_inside:  # a trail beside the summary takes room of its own
+        if not self.config.trail_inside:
             cap += self.config.artifact_trail_cap(cap)
         return cap
 
     def memory_allowance(self) -> int:
-        """The memory message's budget: its own cap, and never more than a quarter of the window."""
+        """The memory message's budget: its own cap, at most a quarter of the window."""
         assert self.memory is not None
         return min(self.memory.max_tokens, max(0, self.budget.usable // 4))
 
@@ -89,23 +81,17 @@ class BudgetPass:
     """The working data of one pass; each step reads it and fills in its part."""
 
     messages: Sequence[BaseMessage]
-    """The view as the steps rewrite it (the state's messages at the start)."""
     state_messages: Sequence[BaseMessage]
-    """The state's messages, as the pass found them."""
     context: FlatContext
     """A copy of the state's ``context``: the facts a step changes here are reported."""
     given: Mapping[str, Any]
-    """The state's ``context`` as the pass found it (what ``context`` is compared with)."""
     run_config: RunnableConfig | None
     scope: Scope
     counter: TokenCounter
-    """The counter of this thread (its calibration restored from ``context``)."""
     epoch: int
     reasons: list[str] = field(default_factory=list)
-    """Why the projection epoch moves this pass."""
     recorded_through: str | None = None
     fresh: list[BaseMessage] = field(default_factory=list)
-    """New messages to record (not previews, not synthetic)."""
     prefix: list[BaseMessage] = field(default_factory=list)
     """The recorded part of the state (messages before the first new one)."""
     checksum: int = 0
@@ -118,19 +104,15 @@ class BudgetPass:
     records: list[MemoryRecord] | None = None
     memory_info: MemoryReport = field(default_factory=lambda: MemoryReport())
     view: Sequence[BaseMessage] = ()
-    """The view after the replacements: what the estimate counts."""
     fingerprint: str = ""
     estimate: BudgetEstimate | None = None
     decision: BudgetDecision = "proceed"
     fallback: bool = False
     """The configured summarizer is backing off: the offline one covers the span."""
     compaction: CompactionReport | None = None
-    """The last compaction's report with why no more rounds run for the request (``stopped``),
-    when the decision sends it on over the trigger (step 6)."""
+    """The last compaction's report with why no more rounds run (``stopped``)."""
     cache: CacheReport | None = None
-    """The request's cacheable prefix (step 7), when the pass sends one."""
     makeup: RequestMakeup | None = None
-    """The request's tokens by part (step 7), when the pass sends one."""
 
     def note(self, reason: str) -> None:
         """The view changed for ``reason``: the update replaces it, the epoch moves."""

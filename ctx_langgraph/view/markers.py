@@ -1,16 +1,5 @@
-"""Every mark this package puts on a message of the working view, and the predicates that read
-them, in one place.
-
-A mark is a key in a message's ``additional_kwargs`` (or, for a lookup result, its
-``artifact``). Synthetic messages (the summary, retrieved snippets, pinned rules, long-term
-memory, a stand-in for a missing tool result) exist only in the view and are never recorded
-as raw history; capped, cleared and stripped ones are previews of recorded originals.
-
-Examples:
-    >>> from langchain_core.messages import SystemMessage
-    >>> summary = SystemMessage("so far...", additional_kwargs={SUMMARY_FLAG: True})
-    >>> is_summary(summary), is_synthetic(summary), is_flagged(summary)
-    (True, True, True)
+"""Every mark this package puts on a message of the working view (a key of its
+``additional_kwargs``, or of a lookup result's ``artifact``), and the predicates that read them.
 """
 
 from __future__ import annotations
@@ -41,13 +30,10 @@ __all__ = [
 ]
 
 SUMMARY_FLAG: Final = "ctx_summary"
-"""The rolling summary message."""
 RETRIEVED_FLAG: Final = "ctx_retrieved"
-"""A message that carries retrieved history snippets (counted apart in the breakdown)."""
+"""A message that carries retrieved history snippets."""
 PINNED_FLAG: Final = "ctx_pinned"
-"""A pinned rule, kept first in the view on every turn."""
 MEMORY_FLAG: Final = "ctx_memory"
-"""The long-term memory message ``ctx_budget`` keeps in the view."""
 REPAIR_FLAG: Final = "ctx_repair"
 """A stand-in result for a tool call whose result is missing."""
 CAPPED_FLAG: Final = "ctx_capped"
@@ -55,15 +41,13 @@ CAPPED_FLAG: Final = "ctx_capped"
 CLEARED_FLAG: Final = "ctx_cleared"
 """A placeholder of an old tool result cleared from the view (the original is recorded)."""
 INPUTS_CLEARED_FLAG: Final = "ctx_inputs_cleared"
-"""An AI message whose tool calls' arguments were cleared from the view with their results
-(the ids of those calls; the original is recorded)."""
+"""An AI message whose tool calls' arguments were cleared (the ids of those calls)."""
 STRIPPED_FLAG: Final = "ctx_stripped"
 """A message whose provider-only content was stripped for another provider."""
 PROVIDER_TOKENS: Final = "ctx_provider_tokens"
-"""A message whose size a provider reported (an opaque compaction item): counted as that,
-whatever a counter would make of its ciphertext."""
+"""A message whose size a provider reported (an opaque compaction item): counted as that."""
 LOOKUP_MARK: Final = "ctx_lookup"
-"""Key of the artifact of a history lookup's tool result: a page bounded by the tool itself."""
+"""Key of the artifact of a history lookup's tool result."""
 LOOKUP_TOOL_MARK: Final = "ctx_history_lookup"
 """Key of the metadata that marks the history lookup tool, whatever its name."""
 
@@ -78,7 +62,7 @@ VIEW_FLAGS: Final = (
 
 
 def is_summary(message: BaseMessage) -> bool:
-    """Whether a message is the working view's summary message (never recorded as raw history)."""
+    """Whether a message is the working view's summary message."""
     return bool(message.additional_kwargs.get(SUMMARY_FLAG))
 
 
@@ -88,26 +72,23 @@ def is_memory_message(message: BaseMessage) -> bool:
 
 
 def is_lookup_result(message: BaseMessage) -> bool:
-    """Whether a tool result is a history lookup page (never capped: the tool bounds it)."""
+    """Whether a tool result is a history lookup page."""
     artifact = getattr(message, "artifact", None)
     return isinstance(artifact, dict) and bool(artifact.get(LOOKUP_MARK))
 
 
 def is_lookup_tool(tool: object) -> bool:
-    """Whether ``tool`` is the history lookup tool (its results are ToolMessages named as it)."""
+    """Whether ``tool`` is the history lookup tool."""
     return bool((getattr(tool, "metadata", None) or {}).get(LOOKUP_TOOL_MARK))
 
 
 def is_synthetic(message: BaseMessage) -> bool:
-    """Messages put in the view by this package (the summary, retrieved snippets, pinned
-    rules, long-term memory, a stand-in for a missing tool result): never recorded."""
+    """Messages put in the view by this package: never recorded."""
     kwargs = message.additional_kwargs
-    # (most messages have no extra fields at all: this runs on every message of the view)
     return bool(kwargs) and any(kwargs.get(flag) for flag in SYNTHETIC_FLAGS)
 
 
 def is_flagged(message: BaseMessage) -> bool:
-    """Messages not to record now: synthetic ones, and previews of capped, cleared or
-    stripped tool results (their originals were recorded under the same id)."""
+    """Messages not to record now: synthetic ones, and previews of recorded originals."""
     kwargs = message.additional_kwargs
     return bool(kwargs) and any(kwargs.get(flag) for flag in VIEW_FLAGS)

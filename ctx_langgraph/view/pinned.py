@@ -1,15 +1,4 @@
-"""Pinned rules in the view: one system message with a stable id, kept first on every turn.
-
-The rules' text comes from :class:`~ctx_langgraph.rules.PinnedRules`; this module only places it.
-
-Examples:
-    >>> from langchain_core.messages import HumanMessage
-    >>> view, changed = pin([HumanMessage("hi", id="h1")], "Answer in French.")
-    >>> [m.id for m in view], changed
-    (['ctx-pinned-rules', 'h1'], True)
-    >>> pin(view, "Answer in French.")[1], [m.id for m in pin(view, None)[0]]
-    (False, ['h1'])
-"""
+"""Pinned rules in the view: one system message with a stable id, kept first on every turn."""
 
 from __future__ import annotations
 
@@ -47,8 +36,10 @@ def pinned_message(text: str) -> SystemMessage:
 def pin(messages: Sequence[BaseMessage], text: str | None) -> tuple[list[BaseMessage], bool]:
     """``messages`` with the pinned-rules message for ``text`` first (or none when ``text`` is
     None), and whether that changed anything."""
-    others = [m for m in messages if not is_pinned(m)]
-    current = [m for m in messages if is_pinned(m)]
+    others, current = (
+        [m for m in messages if not is_pinned(m)],
+        [m for m in messages if is_pinned(m)],
+    )
     if text is None:
         return others, bool(current)
     wanted = pinned_message(text)

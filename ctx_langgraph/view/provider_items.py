@@ -1,6 +1,6 @@
-"""Provider items in the view: a reply's server-side compaction item (OpenAI's or Anthropic's,
-told apart), the view messages of a provider's stored window, a message without the blocks only
-its provider can read, and a request's messages as the model's wire protocol needs them."""
+"""Provider items in the view: a reply's server-side compaction item (OpenAI's or Anthropic's),
+the view messages of a provider's stored window, and a request's messages as the model's wire
+protocol needs them."""
 
 from __future__ import annotations
 
@@ -35,25 +35,12 @@ ANTHROPIC: Final = "anthropic"
 """The provider key of Anthropic's Messages API (its compaction blocks and context edits)."""
 
 _OPAQUE_BLOCKS: Final = frozenset({"compaction"})
-"""Content block types only the provider that made them can read."""
-
-
 _STREAM_KEYS: Final = frozenset({"index", "sub_index"})
-"""Keys langchain adds to a block while merging a stream (not the provider's)."""
 
 
 def provider_block(block: Any) -> dict[str, Any] | None:
-    """A content block as its provider wrote it, in every output format langchain produces:
-    the block itself (``v0``, ``responses/v1``), or the value of the ``non_standard`` block
-    that wraps it (``v1``); without the keys a stream's merge adds. None for a text part.
-
-    Examples:
-        >>> item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
-        >>> provider_block({"type": "non_standard", "value": item}) == item
-        True
-        >>> provider_block({**item, "index": 0}) == item, provider_block("text")
-        (True, None)
-    """
+    """A content block as its provider wrote it (unwrapped from ``non_standard``, without the
+    keys a stream's merge adds); None for a text part."""
     if not isinstance(block, dict):
         return None
     value = block.get("value")
@@ -64,9 +51,8 @@ def provider_block(block: Any) -> dict[str, Any] | None:
 
 def item_provider(message: BaseMessage, item: Mapping[str, Any]) -> str:
     """Which provider made an opaque ``item`` of ``message``: ``"anthropic"`` or
-    ``"openai-responses"``. Both name their compaction ``{"type": "compaction"}``; the
-    provider is read from the projection's flag, else the reply's ``model_provider``, else the
-    item's shape (Anthropic's block has ``content`` and a ``signature``, OpenAI's item an ``id``).
+    ``"openai-responses"``, from the projection's flag, else the reply's ``model_provider``,
+    else the item's shape.
 
     Examples:
         >>> openai = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
@@ -78,21 +64,16 @@ def item_provider(message: BaseMessage, item: Mapping[str, Any]) -> str:
     if isinstance(flag, Mapping) and flag.get("provider") in (ANTHROPIC, OPENAI_RESPONSES):
         return str(flag["provider"])
     made_by = (getattr(message, "response_metadata", None) or {}).get("model_provider")
-    if made_by == "anthropic":
-        return ANTHROPIC
-    if made_by == "openai":
-        return OPENAI_RESPONSES
+    if made_by in ("anthropic", "openai"):
+        return ANTHROPIC if made_by == "anthropic" else OPENAI_RESPONSES
     if "id" in item and not ({"content", "signature", "tool_changes"} & item.keys()):
         return OPENAI_RESPONSES
     return ANTHROPIC
 
 
 def server_compaction(message: BaseMessage) -> tuple[str, dict[str, Any]] | None:
-    """The provider and the compaction item a reply carries (server-side compaction), if
-    any, in whatever output format and whether streamed or not (:func:`provider_block`).
-
-    An Anthropic block whose ``content`` is null is a compaction that failed, which the API
-    treats as a no-op (nothing was dropped): it is not one.
+    """The provider and the compaction item a reply carries, if any, in any output format,
+    streamed or not (an Anthropic block with null ``content``, a failed one, is none).
 
     Examples:
         >>> block = {"type": "compaction", "content": "Summary so far.", "encrypted_content": "e"}
@@ -111,24 +92,14 @@ def server_compaction(message: BaseMessage) -> tuple[str, dict[str, Any]] | None
             continue
         provider = item_provider(message, item)
         if provider == ANTHROPIC and not item.get("content"):
-            continue  # a failed compaction: the provider dropped nothing
+            continue
         return provider, item
     return None
 
 
 def compaction_iterations(message: BaseMessage) -> list[dict[str, Any]]:
     """The usage of the compaction steps a reply reports apart from its own (Anthropic's
-    ``usage.iterations`` entries of type ``compaction``, not in the top-level counts). Empty
-    when there are none, or when the reply was streamed (langchain-anthropic keeps no
-    ``iterations`` from a stream).
-
-    Examples:
-        >>> usage = {"input_tokens": 900, "output_tokens": 20, "iterations": [
-        ...     {"type": "compaction", "input_tokens": 61000, "output_tokens": 1400},
-        ...     {"type": "message", "input_tokens": 900, "output_tokens": 20}]}
-        >>> compaction_iterations(AIMessage("ok", response_metadata={"usage": usage}))
-        [{'type': 'compaction', 'input_tokens': 61000, 'output_tokens': 1400}]
-    """
+    ``usage.iterations`` of type ``compaction``; none from a stream)."""
     usage = (getattr(message, "response_metadata", None) or {}).get("usage")
     iterations = usage.get("iterations") if isinstance(usage, Mapping) else None
     if not isinstance(iterations, list):
@@ -148,28 +119,27 @@ def server_compaction_item(message: BaseMessage) -> dict[str, Any] | None:
 
 
 def without_provider_items(message: BaseMessage, *, keep_for: str | None = None) -> BaseMessage:
-    """``message`` without content blocks only their provider can read (an encrypted
-    compaction item); with ``keep_for``, only those another provider made. The same object
-    when there is nothing to take out."""
+    """``message`` without content blocks only their provider can read (with ``keep_for``,
+    only those another provider made); the same object when there is nothing to take out."""
     if not isinstance(message.content, list):
         return message
-    kept = []
-    for block in message.content:
-        item = provider_block(block) or {}
-        if item.get("type") in _OPAQUE_BLOCKS and (
-            keep_for is None or item_provider(message, item) != keep_for
-        ):
-            continue
-        kept.append(block)
+    kept = [block for block in message.content if not _opaque(message, block, keep_for)]
     if len(kept) == len(message.content):
         return message
     return message.model_copy(update={"content": kept or ""})
 
 
+def _opaque(message: BaseMessage, block: Any, keep_for: str | None) -> bool:
+    item = provider_block(block) or {}
+    return item.get("type") in _OPAQUE_BLOCKS and (
+        keep_for is None or item_provider(message, item) != keep_for
+    )
+
+
 def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMessage]:
     """The view messages of a stored provider window: user items as human messages, the
-    compaction item (and anything else) as an assistant message holding the item unchanged.
-    Each carries ``flag`` (the summary flag: never recorded, replaced on the next compaction)."""
+    compaction item (and anything else) as an assistant message holding it unchanged; each
+    carries ``flag`` (the summary flag)."""
     out: list[BaseMessage] = []
     stem = str(flag.get("checkpoint_id", "w"))[:12]
     for part, item in enumerate(state.get("window") or ()):
@@ -182,16 +152,14 @@ def window_messages(state: dict[str, Any], flag: dict[str, Any]) -> list[BaseMes
             continue
         tokens = state.get("item_tokens")
         if item.get("type") == "compaction" and isinstance(tokens, int):
-            kwargs[PROVIDER_TOKENS] = tokens  # counted as the provider reported, not as ciphertext
+            kwargs[PROVIDER_TOKENS] = tokens
         out.append(AIMessage([dict(item)], id=ident, additional_kwargs=kwargs))
     return out
 
 
 def strip_opaque(message: BaseMessage, *, keep_for: str | None = None) -> BaseMessage:
-    """``message`` without a provider's opaque items (:func:`without_provider_items`), as a
-    copy flagged so it is never recorded over the original; the same object when it has none.
-    In the tail of a view, the projection brings the window, once, for the provider that can
-    read it."""
+    """``message`` without a provider's opaque items, as a flagged copy (never recorded over the
+    original); the same object when it has none."""
     stripped = without_provider_items(message, keep_for=keep_for)
     if stripped is message:
         return message
@@ -200,7 +168,7 @@ def strip_opaque(message: BaseMessage, *, keep_for: str | None = None) -> BaseMe
 
 
 def _may_change(message: BaseMessage) -> bool:
-    """Whether :meth:`Wire.messages` may take out or strip ``message`` (most need no more look)."""
+    """Whether :meth:`Wire.messages` may take out or strip ``message``."""
     if message.content.__class__ is not str:
         return True
     return not message.content and message.type == "ai" and _emptied(message)
@@ -221,17 +189,8 @@ def _emptied(message: BaseMessage) -> bool:
 
 
 def chain_broken(context: Any) -> bool:
-    """The view's prefix is not the one the provider holds for the thread: no baseline was
-    measured on it (a compaction dropped it, or none yet), or it was measured in another
-    projection epoch (an edit, cleared results, a provider switch). A model chained by
-    ``previous_response_id`` must then send the view whole, once.
-
-    Examples:
-        >>> chain_broken({"projection_epoch": 2, "baseline": {"projection_epoch": 2}})
-        False
-        >>> chain_broken({"projection_epoch": 3, "baseline": {"projection_epoch": 2}}), chain_broken({})
-        (True, True)
-    """
+    """The view's prefix is not the one the provider holds (no baseline measured on it in this
+    projection epoch): a model chained by ``previous_response_id`` must send it whole, once."""
     context = unpack(context) if isinstance(context, Mapping) else {}
     baseline = context.get("baseline")
     if not isinstance(baseline, Mapping):
@@ -240,17 +199,8 @@ def chain_broken(context: Any) -> bool:
 
 
 def unchained(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """``messages`` with the provider's response ids taken off the assistant messages' copies,
-    so a model with ``use_previous_response_id`` sends them whole and starts a new chain
-    instead of continuing one from a reply whose context is no longer the view.
-
-    Examples:
-        >>> reply = AIMessage("ok", response_metadata={"id": "resp_1", "model_name": "gpt-4.1"})
-        >>> [m.response_metadata for m in unchained([HumanMessage("hi"), reply])]
-        [{}, {'model_name': 'gpt-4.1'}]
-        >>> reply.response_metadata["id"]
-        'resp_1'
-    """
+    """``messages`` with the provider's response ids taken off the assistant messages' copies
+    (a chained model then sends them whole and starts a new chain)."""
     out: list[BaseMessage] = []
     for message in messages:
         response_id = (
@@ -266,17 +216,9 @@ def unchained(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 @dataclass(frozen=True)
 class Wire:
     """What the model's wire protocol needs of a request's messages, applied to the copies
-    that go out (the state keeps the messages as they are).
-
-    - ``provider`` (:func:`~ctx_langgraph.providers.provider_key`): an opaque item another
-      provider made (an OpenAI compaction item on the way to Anthropic, or Anthropic's block on
-      the way to OpenAI, whatever put it in the view) is taken out. None: the model is not
-      known, nothing is taken out.
-    - An assistant message left with nothing once its opaque item is out (Anthropic's reply
-      that paused after compacting, ``pause_after_compaction``) is not sent: an empty assistant
-      turn is a request error, on every later turn.
-    - ``chained`` (:func:`~ctx_langgraph.providers.chains_responses`): a view the provider
-      does not hold is sent whole, once (:func:`chain_broken`, :func:`unchained`).
+    that go out: an opaque item another provider made is taken out (``provider``, None: not
+    known), an assistant message left empty is not sent, and with ``chained`` a view the
+    provider does not hold is sent whole, once.
 
     Examples:
         >>> block = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA=="}
@@ -293,8 +235,6 @@ class Wire:
     def messages(self, messages: Sequence[BaseMessage], context: Any) -> Sequence[BaseMessage]:
         """The messages to send (``messages`` itself when nothing changes)."""
         out: Sequence[BaseMessage] = messages
-        # only a message with content blocks can carry an opaque item, and only an assistant
-        # message with no content can be left empty: the others are passed over unread
         suspects = [m for m in messages if m.content.__class__ is not str or not m.content]
         if suspects and any(_may_change(m) for m in suspects):
             if self.provider not in (None, "unknown"):

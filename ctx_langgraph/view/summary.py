@@ -1,9 +1,10 @@
-"""The working view after a summary: system prompt + the summary message (or a provider's own
-window, its projection for that provider) + the uncovered tail."""
+"""The working view after a summary: the system messages, the summary message (or a provider's
+own window, its projection for that provider), then the uncovered tail."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
@@ -31,25 +32,16 @@ def summary_message(checkpoint: CompactionCheckpoint) -> HumanMessage:
         "old messages can be looked up by seq.]\n\n" + (checkpoint.summary_text or "")
     )
     return HumanMessage(
-        text,
-        id=SUMMARY_MESSAGE_ID,
-        additional_kwargs={
-            SUMMARY_FLAG: {
-                "checkpoint_id": checkpoint.id,
-                "generation": checkpoint.generation,
-                "covered_through_seq": checkpoint.covered_through_seq,
-            }
-        },
+        text, id=SUMMARY_MESSAGE_ID, additional_kwargs={SUMMARY_FLAG: _flag(checkpoint)}
     )
 
 
-def _first_history(messages: Sequence[BaseMessage]) -> int:
-    index = 0
-    while index < len(messages) and (
-        messages[index].type == "system" or is_summary(messages[index])
-    ):
-        index += 1
-    return index
+def _flag(checkpoint: CompactionCheckpoint) -> dict[str, Any]:
+    return {
+        "checkpoint_id": checkpoint.id,
+        "generation": checkpoint.generation,
+        "covered_through_seq": checkpoint.covered_through_seq,
+    }
 
 
 def project_checkpoint(
@@ -59,12 +51,7 @@ def project_checkpoint(
     window when the checkpoint holds one for it, else the readable summary message."""
     state = checkpoint.provider_state or {}
     if provider is not None and state.get("provider") == provider and state.get("window"):
-        flag = {
-            "checkpoint_id": checkpoint.id,
-            "generation": checkpoint.generation,
-            "covered_through_seq": checkpoint.covered_through_seq,
-        }
-        return window_messages(state, flag)
+        return window_messages(state, _flag(checkpoint))
     return [summary_message(checkpoint)]
 
 
@@ -73,32 +60,17 @@ def rewrite_view(
     checkpoint: CompactionCheckpoint,
     provider: str | None = None,
 ) -> tuple[list[BaseMessage], int]:
-    """The view a checkpoint implies for ``provider``, and how many history messages it drops.
-
-    The tail starts at the checkpoint's ``first_kept_event_id``; when that message is not in the
-    view (the view was already past it), the history in the view is kept as it is. System
-    messages are rules, not history: one in the span the summary covers is kept, after the
-    leading ones and before the summary (where every provider takes system text), in order.
-
-    Examples:
-        >>> from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-        >>> from ctx_langgraph.history import Scope
-        >>> import datetime as dt
-        >>> now = dt.datetime.now(dt.timezone.utc)
-        >>> checkpoint = CompactionCheckpoint("c", Scope("t"), 1, None, 1, 3, "h2", 0, "", "...",
-        ...     None, 3, "x", (), 10, "active", None, now, now)
-        >>> view = [SystemMessage("rules", id="s"), HumanMessage("q1", id="h1"),
-        ...         SystemMessage("be terse", id="s1"), AIMessage("a1", id="a1"), HumanMessage("q2", id="h2")]
-        >>> new_view, removed = rewrite_view(view, checkpoint)
-        >>> [m.id for m in new_view], removed
-        (['s', 's1', 'ctx-summary', 'h2'], 2)
-    """
-    start = _first_history(messages)
-    keep_from = start
-    for index in range(start, len(messages)):
-        if messages[index].id == checkpoint.first_kept_event_id:
-            keep_from = index
-            break
+    """The view a checkpoint implies for ``provider``, and how many history messages it drops:
+    the leading system messages, those of the covered span, the covered span's projection, and
+    the tail from ``first_kept_event_id`` (the whole history when that is not in the view)."""
+    start = next(
+        (i for i, m in enumerate(messages) if m.type != "system" and not is_summary(m)),
+        len(messages),
+    )
+    first_kept = checkpoint.first_kept_event_id
+    keep_from = next(
+        (i for i in range(start, len(messages)) if messages[i].id == first_kept), start
+    )
     system = [m for m in messages[:start] if not is_summary(m)]
     system += [m for m in messages[start:keep_from] if m.type == "system"]
     covered = project_checkpoint(checkpoint, provider)

@@ -1,20 +1,5 @@
-"""Tool results in the view: a preview of an oversized one, a placeholder of an old one (and
-its call with the arguments cleared, when asked).
-
-The original always stays in the history store, recorded under the message's id; the view's
-copy carries a handle the history lookup tool pages through (docs/design.md §2).
-
-Examples:
-    >>> from langchain_core.messages import ToolMessage
-    >>> result = ToolMessage("x" * 5_000, tool_call_id="c1", id="t1")
-    >>> placeholder = cleared(result, tokens=1_250, seq=7)
-    >>> placeholder.text
-    '[tool result cleared to save context: 1,250 tokens; kept as history:t1 (seq 7); read it again by calling history_lookup with handle="history:t1"]'
-    >>> short = capped(result, result.text, original_tokens=1_250, cap=100, seq=7)
-    >>> short.additional_kwargs["ctx_capped"], len(short.text) < 500
-    ({'handle': 'history:t1', 'seq': 7, 'original_tokens': 1250, 'characters': 5000}, True)
-    >>> capped(short, short.text, cap=100, seq=7) == short  # capped again to its cap: the same
-    True
+"""Tool results in the view: a preview of an oversized one, a placeholder of an old one (and its
+call with the arguments cleared); the original stays in the history store under the message's id.
 """
 
 from __future__ import annotations
@@ -38,13 +23,9 @@ def capped(
     original_tokens: int | None = None,
     count_text: Callable[[str], int] | None = None,
 ) -> ToolMessage:
-    """Head and tail of an oversized tool result, with a handle to the original (recorded under
-    the message's id; a preview capped again keeps the original's numbers, so capping it again
-    to its own cap gives it back unchanged).
-
-    The original's size is ``original_tokens``, else ``count_text(text)`` (counted only when the
-    message is not a preview already)."""
-    budget_chars = max(200, cap * 3)  # about cap tokens of ordinary text
+    """Head and tail of an oversized tool result, with a handle to the original (a preview keeps
+    the original's numbers); its size is ``original_tokens``, else ``count_text(text)``."""
+    budget_chars = max(200, cap * 3)
     head, tail = text[: budget_chars // 2], text[-budget_chars // 4 :]
     earlier = message.additional_kwargs.get(CAPPED_FLAG) or {}
     original = earlier.get("original_tokens") or original_tokens
@@ -87,10 +68,8 @@ def cleared(
     text: str | None = None,
     inputs_cleared: bool = False,
 ) -> ToolMessage:
-    """A placeholder for an old tool result cleared from the view to save context: ``text``,
-    else a sentence naming the handle the history lookup reads the original back by. Its
-    artifact goes too (the original keeps it); ``response_metadata["context_editing"]`` says
-    it was cleared, as LangChain's ``ClearToolUsesEdit`` marks it."""
+    """A placeholder (``text``, else one naming the handle) for an old tool result, marked as
+    LangChain's ``ClearToolUsesEdit`` marks it."""
     handle = f"history:{message.id}"
     if text is None:
         text = (
@@ -116,23 +95,11 @@ def cleared(
 
 
 _CALL_BLOCKS = {"tool_use": "input", "tool_call": "args", "function_call": "arguments"}
-"""Content blocks that carry a tool call's arguments, by type: Anthropic's, LangChain's
-standard ones, OpenAI Responses'."""
 
 
 def cleared_inputs(message: AIMessage, call_ids: Collection[str]) -> AIMessage:
-    """``message`` with the arguments of the tool calls ``call_ids`` replaced by ``{}``
-    wherever a provider reads them (``tool_calls``, the call blocks of its content, OpenAI's
-    ``additional_kwargs["tool_calls"]``); every call keeps its id and name, so each result
-    keeps its call.
-
-    Examples:
-        >>> from langchain_core.messages import AIMessage
-        >>> call = AIMessage("", id="a1", tool_calls=[{"name": "read", "args": {"path": "x"}, "id": "c1"}])
-        >>> copy = cleared_inputs(call, ["c1"])
-        >>> copy.tool_calls[0]["args"], copy.tool_calls[0]["id"], copy.additional_kwargs["ctx_inputs_cleared"]
-        ({}, 'c1', ['c1'])
-    """
+    """``message`` with the arguments of the tool calls ``call_ids`` replaced by ``{}`` wherever
+    a provider reads them; every call keeps its id and name."""
     ids = set(call_ids) | set(message.additional_kwargs.get(INPUTS_CLEARED_FLAG) or ())
     tool_calls = [
         {**call, "args": {}} if call.get("id") in ids else call for call in message.tool_calls
