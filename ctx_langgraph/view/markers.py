@@ -30,10 +30,13 @@ __all__ = [
 ]
 
 SUMMARY_FLAG: Final = "ctx_summary"
+"""The rolling summary message."""
 RETRIEVED_FLAG: Final = "ctx_retrieved"
 """A message that carries retrieved history snippets."""
 PINNED_FLAG: Final = "ctx_pinned"
+"""A pinned rule, kept first in the view on every turn."""
 MEMORY_FLAG: Final = "ctx_memory"
+"""The long-term memory message ``ctx_budget`` keeps in the view."""
 REPAIR_FLAG: Final = "ctx_repair"
 """A stand-in result for a tool call whose result is missing."""
 CAPPED_FLAG: Final = "ctx_capped"
